@@ -1,0 +1,87 @@
+// cache: compiled kernels on disk and in memory (SPEC §5).
+//
+// Key (XXH3-128 over labeled, length-prefixed fields, in this order): schema version,
+// library version, NVRTC version, arch, NVRTC options, template name, template content hash,
+// specialization (KernelSpec::canonical), kernel name expression.
+// Layout: <root>/v1/nvrtc-<ver>/<arch>/<short_name>-<key>.cubin (+ .meta.json beside it, holding
+// the key fields, the XXH3-128 checksum of the image and the lowered name).
+// Publish: unique temp file in the same directory (O_EXCL|O_NOFOLLOW) -> fsync -> rename; the
+// image first, then the meta file, which marks the entry committed. Readers verify the
+// checksum and key; a bad entry is logged, removed and recompiled, never handed to the driver.
+#pragma once
+
+#include <cstdint>
+#include <filesystem>
+#include <memory>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "fkv/compiler.hpp"
+
+namespace fkv {
+
+struct CacheKey {
+  std::vector<std::pair<std::string, std::string>> fields;  // labeled, in key order
+  std::string digest;  // 32 lowercase hex chars
+  static CacheKey make(const KernelSource& src, const CompileOptions& options);
+};
+
+struct CacheOptions {
+  std::filesystem::path root;  // writable root; empty = memory only
+  std::vector<std::filesystem::path> readonly_roots;
+  std::uint64_t max_bytes = 0;  // 0 = no cap; else LRU prune after each publish
+  bool disabled = false;        // FKV_DISABLE_CACHE=1: compile every time a process needs a kernel
+  // $FKV_CACHE_DIR, else $XDG_CACHE_HOME/fkv-jit, else ~/.cache/fkv-jit; FKV_CACHE_READONLY_DIRS,
+  // FKV_CACHE_MAX_BYTES, FKV_DISABLE_CACHE.
+  static CacheOptions from_env();
+};
+
+enum class CacheOutcome { MemoryHit, DiskHit, ReadOnlyHit, Compiled };
+std::string to_string(CacheOutcome);
+
+struct CacheResult {
+  std::shared_ptr<const CompiledKernel> kernel;
+  CacheOutcome outcome = CacheOutcome::Compiled;
+  std::filesystem::path path;  // the entry on disk, empty when memory-only
+  double seconds = 0;          // time this call took
+};
+
+struct CacheEntryInfo {
+  std::filesystem::path path;  // the image file
+  std::string kernel;          // short name
+  std::string digest;
+  std::string arch;
+  std::uint64_t bytes = 0;
+  bool ok = true;
+  std::string problem;  // why it is not ok
+};
+
+// Thread-safe. Many threads asking for one key compile it once (single flight); many
+// processes never see a torn file (atomic rename) and re-verify what they read.
+class KernelCache {
+ public:
+  explicit KernelCache(CacheOptions options = CacheOptions::from_env());
+  ~KernelCache();
+  KernelCache(const KernelCache&) = delete;
+  KernelCache& operator=(const KernelCache&) = delete;
+
+  // memory -> writable root -> read-only roots -> compile (+ publish).
+  CacheResult get(const KernelSource& src, const CompileOptions& options);
+
+  const CacheOptions& options() const;
+  bool memory_only() const;  // true when no writable root could be used
+  std::vector<CacheEntryInfo> list() const;   // entries of every root
+  std::vector<CacheEntryInfo> verify();       // checks each entry; removes bad ones in the writable root
+  std::uint64_t prune(std::uint64_t max_bytes);  // LRU; returns bytes removed
+  std::size_t clear();                        // removes every entry of the writable root
+
+  // The process-wide cache, configured from the environment on first use.
+  static KernelCache& global();
+
+ private:
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace fkv

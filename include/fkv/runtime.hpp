@@ -1,0 +1,66 @@
+// runtime: KernelSpec -> a loaded CUfunction in the calling thread's context, and launch.
+// Get = key -> memory -> disk -> compile (KernelCache) -> load (per context).
+#pragma once
+
+#include <cuda.h>
+
+#include <memory>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include "fkv/cache.hpp"
+#include "fkv/driver.hpp"
+#include "fkv/kernel_params.h"
+#include "fkv/spec.hpp"
+
+namespace fkv {
+
+// A kernel loaded into one context. Owned by the Runtime; valid until the Runtime goes away.
+struct LoadedKernel {
+  KernelSpec spec;
+  Tiling tiling;
+  CUcontext context = nullptr;
+  int device = 0;
+  int sm_count = 0;
+  Arch arch;
+  CUfunction function = nullptr;
+  CacheOutcome outcome = CacheOutcome::Compiled;  // how the image was obtained
+  double load_seconds = 0;                        // get -> function handle
+};
+
+class Runtime {
+ public:
+  explicit Runtime(KernelCache& cache = KernelCache::global());
+  ~Runtime();
+  Runtime(const Runtime&) = delete;
+  Runtime& operator=(const Runtime&) = delete;
+
+  // Loads (compiling or reading the cache as needed) the kernel for the calling thread's
+  // current context; without one, the primary context of `device` is made current. Call it
+  // ahead of graph capture. Thread-safe; a kernel is loaded once per context.
+  const LoadedKernel& prepare(const KernelSpec& spec, int device = 0);
+
+  // Like prepare(), but refuses to load while `stream` is capturing a graph (a clear
+  // CudaError telling the caller to prepare() first) instead of breaking the capture.
+  const LoadedKernel& get(const KernelSpec& spec, CUstream stream);
+
+  // The arch the kernels of `device` are built for (sm_90a on Hopper when available).
+  static Arch device_arch(int device);
+
+  KernelCache& cache() { return cache_; }
+
+  // The process-wide runtime over KernelCache::global().
+  static Runtime& global();
+
+ private:
+  struct Impl;
+  KernelCache& cache_;
+  std::unique_ptr<Impl> impl_;
+};
+
+// Launches `k` over `grid` with `params` on `stream`: no allocation, no sync, no copy.
+void launch(const LoadedKernel& k, const FkvKernelParams& params, unsigned grid_x, unsigned grid_y,
+            unsigned grid_z, CUstream stream);
+
+}  // namespace fkv

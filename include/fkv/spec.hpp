@@ -1,0 +1,72 @@
+// spec: the specialization key of one fused-KV kernel (SPEC §4) and the launch tiling that
+// follows from it. The tiling is derived here, in one place, and used both by codegen (as
+// template arguments) and by the runtime (as launch dimensions), so the two cannot disagree.
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+#include "fkv/validate.hpp"
+
+namespace fkv {
+
+enum class DType { BF16, FP16, FP32, FP8_E4M3, FP8_E5M2 };
+enum class IndexType { I32, I64 };
+enum class OutputMode { Stacked, Pool };
+
+std::string to_string(DType);       // "bf16", "fp16", "fp32", "fp8_e4m3", "fp8_e5m2"
+std::string to_string(IndexType);   // "int32", "int64"
+std::string to_string(OutputMode);  // "stacked", "pool"
+DType parse_dtype(const std::string&);  // accepts the names above and torch-style aliases
+int dtype_size(DType);
+bool is_fp8(DType);
+
+// How the threads of one block cover the work. A block handles tokens_per_block tokens x
+// heads_per_block KV heads x a chunk of layers; each thread owns one vector of `vec` elements
+// (16 bytes of activations) of K and the same vector of V.
+struct Tiling {
+  int vec = 0;              // elements per thread and row (16 B of activation dtype when D allows)
+  int vecs_per_head = 0;    // head_dim / vec
+  int heads_per_block = 0;  // divides num_kv_heads
+  int tokens_per_block = 0;
+  int block_threads = 0;    // multiple of 32
+  int head_groups = 0;      // num_kv_heads / heads_per_block  (grid.z)
+  // true: a head's vectors sit in aligned lanes of one warp, so the K-norm reduction and the
+  // RoPE partner exchange use warp shuffles; false: they go through shared memory.
+  bool warp_local = false;
+  int shared_bytes = 0;     // dynamic shared memory per block
+};
+
+struct KernelSpec {
+  int num_kv_heads = 0;
+  int head_dim = 0;
+  int rotary_dim = 0;  // 0 = no RoPE
+  bool neox = true;    // false = GPT-J interleaved pairs
+  bool k_norm = false;
+  DType act = DType::BF16;      // proj dtype (bf16, fp16, fp32)
+  DType cache = DType::BF16;    // output dtype: act, fp8_e4m3 or fp8_e5m2
+  DType cos_sin = DType::FP32;  // fp32 or act
+  IndexType positions = IndexType::I64;
+  IndexType slots = IndexType::I64;
+  OutputMode mode = OutputMode::Stacked;
+  bool debug_checks = false;  // check positions and slots on the device
+
+  // Canonical text, stable across versions of this struct's field order; part of cache keys.
+  // e.g. "H=8;D=128;R=128;neox=1;knorm=1;act=bf16;cache=bf16;cs=fp32;pos=int64;slot=int64;mode=stacked;debug=0"
+  std::string canonical() const;
+  // A short file-system-safe name, e.g. "fkv_h8_d128_r128_neox_kn_bf16_bf16_stacked".
+  std::string short_name() const;
+  Tiling tiling() const;
+  // Throws ConfigError/ArgumentError when the combination cannot be compiled.
+  void check() const;
+  bool operator==(const KernelSpec& o) const { return canonical() == o.canonical(); }
+};
+
+// The kernel spec for a validated group, with the dtypes chosen by the caller.
+KernelSpec make_kernel_spec(const AttentionSpec& attn, DType act, DType cache,
+                            OutputMode mode = OutputMode::Stacked,
+                            DType cos_sin = DType::FP32,
+                            IndexType positions = IndexType::I64,
+                            IndexType slots = IndexType::I64);
+
+}  // namespace fkv
