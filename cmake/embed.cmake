@@ -1,5 +1,6 @@
 # Writes OUT: a C++ source holding each of FILES as a byte array, looked up by file name
 # (kernel_params.h as "fkv/kernel_params.h", since templates include it by that name).
+string(REPLACE "|" ";" FILES "${FILES}")
 set(body "")
 set(table "")
 set(i 0)

@@ -1,0 +1,3 @@
+// reference: float64 CPU reference of the fused KV kernel (placeholder header).
+#pragma once
+#include "fkv/spec.hpp"

@@ -1,0 +1,1 @@
+#include "fkv/reference.hpp"
