@@ -1,1 +1,133 @@
+// spec: the specialization key and the tiling derived from it.
 #include "fkv/spec.hpp"
+
+#include <numeric>
+#include <sstream>
+
+#include "fkv/errors.hpp"
+
+namespace fkv {
+
+std::string to_string(DType d) {
+  switch (d) {
+    case DType::BF16: return "bf16";
+    case DType::FP16: return "fp16";
+    case DType::FP32: return "fp32";
+    case DType::FP8_E4M3: return "fp8_e4m3";
+    case DType::FP8_E5M2: return "fp8_e5m2";
+  }
+  return "?";
+}
+std::string to_string(IndexType t) { return t == IndexType::I32 ? "int32" : "int64"; }
+std::string to_string(OutputMode m) { return m == OutputMode::Stacked ? "stacked" : "pool"; }
+
+DType parse_dtype(const std::string& s) {
+  if (s == "bf16" || s == "bfloat16" || s == "torch.bfloat16") return DType::BF16;
+  if (s == "fp16" || s == "float16" || s == "half" || s == "torch.float16") return DType::FP16;
+  if (s == "fp32" || s == "float32" || s == "float" || s == "torch.float32") return DType::FP32;
+  if (s == "fp8_e4m3" || s == "fp8" || s == "e4m3" || s == "float8_e4m3fn" ||
+      s == "torch.float8_e4m3fn")
+    return DType::FP8_E4M3;
+  if (s == "fp8_e5m2" || s == "e5m2" || s == "float8_e5m2" || s == "torch.float8_e5m2")
+    return DType::FP8_E5M2;
+  throw ArgumentError("unknown dtype '" + s +
+                      "': use one of bf16, fp16, fp32 (activations) or fp8_e4m3, fp8_e5m2 (cache)");
+}
+
+int dtype_size(DType d) {
+  switch (d) {
+    case DType::BF16:
+    case DType::FP16: return 2;
+    case DType::FP32: return 4;
+    case DType::FP8_E4M3:
+    case DType::FP8_E5M2: return 1;
+  }
+  return 0;
+}
+
+bool is_fp8(DType d) { return d == DType::FP8_E4M3 || d == DType::FP8_E5M2; }
+
+std::string KernelSpec::canonical() const {
+  std::ostringstream o;
+  o << "H=" << num_kv_heads << ";D=" << head_dim << ";R=" << rotary_dim
+    << ";neox=" << (neox ? 1 : 0) << ";knorm=" << (k_norm ? 1 : 0) << ";act=" << to_string(act)
+    << ";cache=" << to_string(cache) << ";cs=" << to_string(cos_sin)
+    << ";pos=" << to_string(positions) << ";slot=" << to_string(slots)
+    << ";mode=" << to_string(mode) << ";debug=" << (debug_checks ? 1 : 0);
+  return o.str();
+}
+
+std::string KernelSpec::short_name() const {
+  std::ostringstream o;
+  o << "fkv_h" << num_kv_heads << "_d" << head_dim << "_r" << rotary_dim << (neox ? "_neox" : "_gptj")
+    << (k_norm ? "_kn" : "") << "_" << to_string(act) << "_" << to_string(cache) << "_"
+    << to_string(mode);
+  return o.str();
+}
+
+void KernelSpec::check() const {
+  if (num_kv_heads <= 0)
+    throw ArgumentError("num_kv_heads must be positive, got " + std::to_string(num_kv_heads));
+  if (head_dim <= 0) throw ArgumentError("head_dim must be positive, got " + std::to_string(head_dim));
+  if (rotary_dim < 0 || rotary_dim % 2 != 0 || rotary_dim > head_dim)
+    throw ConfigError("Invalid fused KV rotary/head dim pair: rotary_dim=" +
+                      std::to_string(rotary_dim) + ", head_dim=" + std::to_string(head_dim) + ".");
+  if (is_fp8(act))
+    throw ArgumentError("activation dtype " + to_string(act) +
+                        " is not supported: proj must be bf16, fp16 or fp32");
+  if (cache != act && !is_fp8(cache))
+    throw ArgumentError("cache dtype " + to_string(cache) + " with activations in " + to_string(act) +
+                        ": the cache must have the activation dtype or be fp8_e4m3 / fp8_e5m2");
+  if (cos_sin != DType::FP32 && cos_sin != act)
+    throw ArgumentError("cos/sin dtype " + to_string(cos_sin) +
+                        ": use fp32 or the activation dtype (" + to_string(act) + ")");
+  if (head_dim / tiling().vec > 1024)
+    throw ArgumentError("head_dim " + std::to_string(head_dim) + " is too large for one block");
+}
+
+Tiling KernelSpec::tiling() const {
+  Tiling t;
+  const int D = head_dim, H = num_kv_heads;
+  t.vec = 16 / dtype_size(act);
+  while (t.vec > 1 && D % t.vec != 0) t.vec /= 2;
+  t.vecs_per_head = D / t.vec;
+  // Heads per block: the largest divisor of H that keeps a token's row within 512 threads.
+  t.heads_per_block = 1;
+  for (int d = 1; d <= H; ++d)
+    if (H % d == 0 && d * t.vecs_per_head <= 512) t.heads_per_block = d;
+  const int row = t.heads_per_block * t.vecs_per_head;
+  // Tokens per block: whole warps without idle lanes where possible, and >= 128 threads.
+  t.tokens_per_block = 1;
+  while ((t.tokens_per_block * row) % 32 != 0 && t.tokens_per_block * row * 2 <= 1024)
+    t.tokens_per_block *= 2;
+  while (t.tokens_per_block * row < 128 && t.tokens_per_block * row * 2 <= 1024)
+    t.tokens_per_block *= 2;
+  t.block_threads = (t.tokens_per_block * row + 31) / 32 * 32;
+  t.head_groups = H / t.heads_per_block;
+  const int vph = t.vecs_per_head;
+  const bool pow2 = vph <= 32 && (vph & (vph - 1)) == 0;
+  const bool exchange = rotary_dim > 0 && (neox || t.vec % 2 != 0);
+  t.warp_local = pow2 && (!exchange || (neox && (rotary_dim / 2) % t.vec == 0));
+  t.shared_bytes = t.warp_local ? 0 : t.block_threads * (t.vec + 1) * static_cast<int>(sizeof(float));
+  return t;
+}
+
+KernelSpec make_kernel_spec(const AttentionSpec& attn, DType act, DType cache, OutputMode mode,
+                            DType cos_sin, IndexType positions, IndexType slots) {
+  KernelSpec s;
+  s.num_kv_heads = attn.num_kv_heads;
+  s.head_dim = attn.head_dim;
+  s.rotary_dim = attn.rotary_dim;
+  s.neox = attn.is_neox_style;
+  s.k_norm = attn.k_norm != KNormKind::None;
+  s.act = act;
+  s.cache = cache;
+  s.cos_sin = cos_sin;
+  s.positions = positions;
+  s.slots = slots;
+  s.mode = mode;
+  s.check();
+  return s;
+}
+
+}  // namespace fkv

@@ -5,6 +5,7 @@
 #include <vector>
 
 #include "fkv/codegen.hpp"
+#include "fkv/errors.hpp"
 
 namespace fkv {
 
