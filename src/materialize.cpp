@@ -1,1 +1,207 @@
+// materialize: host-side checks, parameter block, launch (SPEC §4, §6).
+//
+// Hot path: no allocation, no sync, no copy, no hashing. The error paths build strings; the
+// success path only compares integers and fills the parameter block on the stack.
 #include "fkv/materialize.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <string>
+
+#include "fkv/errors.hpp"
+
+namespace fkv {
+namespace {
+
+[[noreturn]] void fail(const KernelSpec& spec, const std::string& what) {
+  throw ArgumentError("fused KV materialize (" + spec.short_name() + "): " + what);
+}
+
+void check_aligned(const KernelSpec& spec, const void* p, std::size_t align, const char* name) {
+  if (reinterpret_cast<std::uintptr_t>(p) % align != 0)
+    fail(spec, std::string(name) + " must be " + std::to_string(align) +
+                   "-byte aligned (got address " +
+                   std::to_string(reinterpret_cast<std::uintptr_t>(p)) +
+                   "); pass a tensor whose storage offset keeps that alignment");
+}
+
+void check_not_null(const KernelSpec& spec, const void* p, const char* name) {
+  if (p == nullptr) fail(spec, std::string(name) + " is null");
+}
+
+// Checks and fills everything both modes share.
+void fill_common(const LoadedKernel& k, const FusedKVInputs& in, FkvKernelParams& p) {
+  const KernelSpec& s = k.spec;
+  const Tiling& t = k.tiling;
+  const std::int64_t kv = std::int64_t{s.num_kv_heads} * s.head_dim;
+  if (in.num_tokens < 0) fail(s, "num_tokens must be >= 0, got " + std::to_string(in.num_tokens));
+  if (in.num_layers <= 0) fail(s, "num_layers must be >= 1, got " + std::to_string(in.num_layers));
+  const int vec_bytes = t.vec * dtype_size(s.act);
+  check_not_null(s, in.proj, "proj");
+  check_aligned(s, in.proj, vec_bytes, "proj");
+  const std::int64_t stride_l = in.proj_stride_layer ? in.proj_stride_layer : 2 * kv;
+  const std::int64_t stride_t = in.proj_stride_token ? in.proj_stride_token : in.num_layers * stride_l;
+  if (stride_l < 2 * kv)
+    fail(s, "proj_stride_layer " + std::to_string(stride_l) + " is smaller than 2*H*D = " +
+                std::to_string(2 * kv) + " elements");
+  if (stride_t < (in.num_layers - 1) * stride_l + 2 * kv)
+    fail(s, "proj_stride_token " + std::to_string(stride_t) + " overlaps the layers of one token");
+  if (stride_l % t.vec != 0 || stride_t % t.vec != 0)
+    fail(s, "proj strides (" + std::to_string(stride_t) + ", " + std::to_string(stride_l) +
+                ") must be multiples of " + std::to_string(t.vec) + " elements (16-byte rows)");
+  check_not_null(s, in.positions, "positions");
+  check_aligned(s, in.positions, s.positions == IndexType::I32 ? 4 : 8, "positions");
+  if (s.rotary_dim > 0) {
+    check_not_null(s, in.cos_sin, "cos_sin");
+    check_aligned(s, in.cos_sin, dtype_size(s.cos_sin), "cos_sin");
+    if (in.max_position <= 0)
+      fail(s, "max_position (rows of the cos/sin cache) must be > 0, got " +
+                  std::to_string(in.max_position));
+    if (in.cos_sin_stride != 0 && in.cos_sin_stride < s.rotary_dim)
+      fail(s, "cos_sin_stride " + std::to_string(in.cos_sin_stride) + " is smaller than rotary_dim " +
+                  std::to_string(s.rotary_dim));
+  }
+  if (s.k_norm) {
+    check_not_null(s, in.k_norm_weight, "k_norm_weight");
+    check_aligned(s, in.k_norm_weight, 4, "k_norm_weight");
+  }
+  if (!in.eps.empty() && static_cast<std::int64_t>(in.eps.size()) != in.num_layers)
+    fail(s, "eps has " + std::to_string(in.eps.size()) + " values for " +
+                std::to_string(in.num_layers) + " layers");
+  if (s.debug_checks) check_not_null(s, in.error_flag, "error_flag (debug mode)");
+
+  p.proj = in.proj;
+  p.proj_stride_token = stride_t;
+  p.proj_stride_layer = stride_l;
+  p.num_tokens = in.num_tokens;
+  p.positions = in.positions;
+  p.cos_sin = in.cos_sin;
+  p.cos_sin_stride = in.cos_sin_stride ? in.cos_sin_stride : s.rotary_dim;
+  p.max_position = in.max_position;
+  p.k_norm_weight = in.k_norm_weight;
+  p.error_flag = in.error_flag;
+}
+
+// Launches layers [0, L) in chunks of FKV_MAX_LAYERS; `per_chunk(first, count)` fills the
+// per-layer fields of `p` for that chunk.
+template <class F>
+void launch_chunks(const LoadedKernel& k, const FusedKVInputs& in, FkvKernelParams& p,
+                   CUstream stream, F&& per_chunk) {
+  const FkvKernelParams base = p;
+  for (std::int64_t first = 0; first < in.num_layers; first += FKV_MAX_LAYERS) {
+    const int count = static_cast<int>(std::min<std::int64_t>(FKV_MAX_LAYERS, in.num_layers - first));
+    p = base;
+    p.proj = static_cast<const char*>(base.proj) +
+             first * base.proj_stride_layer * dtype_size(k.spec.act);
+    if (base.k_norm_weight) p.k_norm_weight = base.k_norm_weight + first * k.spec.head_dim;
+    p.num_layers = count;
+    for (int l = 0; l < count; ++l) {
+      p.eps[l] = in.eps.empty() ? 1e-6f : in.eps[first + l];
+      p.k_scale[l] = 1.0f;
+      p.v_scale[l] = 1.0f;
+    }
+    per_chunk(first, count);
+    const LaunchPlan lp = plan_launch(k, in.num_tokens, count);
+    p.layers_per_block = lp.layers_per_block;
+    launch(k, p, lp.grid_x, lp.grid_y, lp.grid_z, stream);
+  }
+}
+
+}  // namespace
+
+LaunchPlan plan_launch(const LoadedKernel& k, std::int64_t num_tokens, int num_layers) {
+  const Tiling& t = k.tiling;
+  LaunchPlan lp;
+  const std::int64_t token_blocks = (num_tokens + t.tokens_per_block - 1) / t.tokens_per_block;
+  lp.grid_x = static_cast<unsigned>(token_blocks);
+  lp.grid_z = static_cast<unsigned>(t.head_groups);
+  // All layers in one block reads cos/sin once per token; split layers across blocks only
+  // when that is needed to fill the GPU (decode-sized calls).
+  const int sms = std::max(k.sm_count, 1);
+  const std::int64_t resident = std::int64_t{sms} * std::max(1, 2048 / t.block_threads);
+  int lpb = num_layers;
+  while (lpb > 1 && token_blocks * t.head_groups * ((num_layers + lpb - 1) / lpb) < 2 * resident)
+    lpb = (lpb + 1) / 2;
+  lp.layers_per_block = lpb;
+  lp.grid_y = static_cast<unsigned>((num_layers + lpb - 1) / lpb);
+  return lp;
+}
+
+void materialize_stacked(const LoadedKernel& k, const FusedKVInputs& in, const StackedOutput& out,
+                         CUstream stream) {
+  const KernelSpec& s = k.spec;
+  if (s.mode != OutputMode::Stacked)
+    fail(s, "this kernel was prepared for pool output; prepare a spec with mode=stacked");
+  FkvKernelParams p;
+  std::memset(&p, 0, sizeof p);
+  fill_common(k, in, p);
+  if (in.num_tokens == 0) return;
+  check_not_null(s, out.k_out, "k_out");
+  check_not_null(s, out.v_out, "v_out");
+  const std::size_t out_align = static_cast<std::size_t>(k.tiling.vec) * dtype_size(s.cache);
+  check_aligned(s, out.k_out, out_align, "k_out");
+  check_aligned(s, out.v_out, out_align, "v_out");
+  const std::int64_t layer_elems = in.num_tokens * s.num_kv_heads * s.head_dim;
+  launch_chunks(k, in, p, stream, [&](std::int64_t first, int) {
+    p.k_out = static_cast<char*>(out.k_out) + first * layer_elems * dtype_size(s.cache);
+    p.v_out = static_cast<char*>(out.v_out) + first * layer_elems * dtype_size(s.cache);
+  });
+}
+
+void materialize_pool(const LoadedKernel& k, const FusedKVInputs& in, const PoolOutput& out,
+                      CUstream stream) {
+  const KernelSpec& s = k.spec;
+  if (s.mode != OutputMode::Pool)
+    fail(s, "this kernel was prepared for stacked output; prepare a spec with mode=pool");
+  FkvKernelParams p;
+  std::memset(&p, 0, sizeof p);
+  fill_common(k, in, p);
+  if (in.num_tokens == 0) return;
+  const auto L = static_cast<std::size_t>(in.num_layers);
+  check_not_null(s, out.cache_loc, "cache_loc");
+  check_aligned(s, out.cache_loc, s.slots == IndexType::I32 ? 4 : 8, "cache_loc");
+  if (out.k_buffers.size() != L || out.v_buffers.size() != L)
+    fail(s, "pool mode needs one K and one V buffer per layer: got " +
+                std::to_string(out.k_buffers.size()) + " and " + std::to_string(out.v_buffers.size()) +
+                " for " + std::to_string(L) + " layers");
+  const std::int64_t hd = std::int64_t{s.num_kv_heads} * s.head_dim;
+  const std::int64_t slot_stride = out.slot_stride ? out.slot_stride : hd;
+  if (slot_stride < hd || slot_stride % k.tiling.vec != 0)
+    fail(s, "slot_stride " + std::to_string(slot_stride) + " must be >= H*D = " + std::to_string(hd) +
+                " and a multiple of " + std::to_string(k.tiling.vec));
+  if (out.num_slots <= 0) fail(s, "num_slots must be > 0, got " + std::to_string(out.num_slots));
+  const std::size_t out_align = static_cast<std::size_t>(k.tiling.vec) * dtype_size(s.cache);
+  for (std::size_t l = 0; l < L; ++l) {
+    check_not_null(s, out.k_buffers[l], "k_buffers[l]");
+    check_not_null(s, out.v_buffers[l], "v_buffers[l]");
+    check_aligned(s, out.k_buffers[l], out_align, "k_buffers[l]");
+    check_aligned(s, out.v_buffers[l], out_align, "v_buffers[l]");
+  }
+  const bool fp8 = is_fp8(s.cache);
+  if (!out.k_scales.empty() && out.k_scales.size() != L)
+    fail(s, "k_scales has " + std::to_string(out.k_scales.size()) + " values for " +
+                std::to_string(L) + " layers");
+  if (!out.v_scales.empty() && out.v_scales.size() != L)
+    fail(s, "v_scales has " + std::to_string(out.v_scales.size()) + " values for " +
+                std::to_string(L) + " layers");
+  if (!fp8 && (!out.k_scales.empty() || !out.v_scales.empty()))
+    fail(s, "k/v scales apply to fp8 caches only; the cache dtype is " + to_string(s.cache));
+  for (float v : out.k_scales)
+    if (!(v > 0) || !std::isfinite(v)) fail(s, "k_scales must be positive and finite");
+  for (float v : out.v_scales)
+    if (!(v > 0) || !std::isfinite(v)) fail(s, "v_scales must be positive and finite");
+  p.cache_loc = out.cache_loc;
+  p.num_slots = out.num_slots;
+  p.slot_stride = slot_stride;
+  launch_chunks(k, in, p, stream, [&](std::int64_t first, int count) {
+    for (int l = 0; l < count; ++l) {
+      p.k_pool[l] = out.k_buffers[first + l];
+      p.v_pool[l] = out.v_buffers[first + l];
+      if (!out.k_scales.empty()) p.k_scale[l] = out.k_scales[first + l];
+      if (!out.v_scales.empty()) p.v_scale[l] = out.v_scales[first + l];
+    }
+  });
+}
+
+}  // namespace fkv
