@@ -130,4 +130,26 @@ KernelSpec make_kernel_spec(const AttentionSpec& attn, DType act, DType cache, O
   return s;
 }
 
+DType act_dtype_of(const std::string& config_dtype) {
+  if (config_dtype.empty()) return DType::BF16;
+  const DType d = parse_dtype(config_dtype);
+  return is_fp8(d) ? DType::BF16 : d;
+}
+
+std::vector<KernelSpec> kernel_specs_for(const Plan& plan, const VariantOptions& o) {
+  std::vector<KernelSpec> out;
+  auto add = [&](const KernelSpec& s) {
+    for (const auto& e : out)
+      if (e == s) return;
+    out.push_back(s);
+  };
+  for (const LayerGroup& g : plan.groups) {
+    if (o.stacked)
+      add(make_kernel_spec(g.attn, o.act, o.cache, OutputMode::Stacked, o.cos_sin, o.index, o.index));
+    if (o.pool)
+      add(make_kernel_spec(g.attn, o.act, o.cache, OutputMode::Pool, o.cos_sin, o.index, o.index));
+  }
+  return out;
+}
+
 }  // namespace fkv

@@ -5,6 +5,7 @@
 
 #include <cstdint>
 #include <string>
+#include <vector>
 
 #include "fkv/validate.hpp"
 
@@ -68,5 +69,21 @@ KernelSpec make_kernel_spec(const AttentionSpec& attn, DType act, DType cache,
                             DType cos_sin = DType::FP32,
                             IndexType positions = IndexType::I64,
                             IndexType slots = IndexType::I64);
+
+// The dtypes and modes a deployment uses; with a Plan they give every kernel it needs.
+struct VariantOptions {
+  DType act = DType::BF16;
+  DType cache = DType::BF16;  // act, fp8_e4m3 or fp8_e5m2
+  DType cos_sin = DType::FP32;
+  IndexType index = IndexType::I64;  // positions and cache_loc
+  bool stacked = true;
+  bool pool = true;
+};
+
+// Activation dtype named by a config's dtype ("bfloat16", "float16", "float32"); bf16 if absent.
+DType act_dtype_of(const std::string& config_dtype);
+
+// One spec per (group, mode), in plan order, without duplicates.
+std::vector<KernelSpec> kernel_specs_for(const Plan& plan, const VariantOptions& options);
 
 }  // namespace fkv
