@@ -6,7 +6,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 BUILD=${1:-build}
 shift || true
-PKGS=(cmake ninja-build g++ pkg-config nlohmann-json3-dev libspdlog-dev catch2 libcli11-dev libxxhash-dev)
+PKGS=(cmake ninja-build g++ nlohmann-json3-dev libspdlog-dev catch2 libcli11-dev libxxhash-dev)
 missing=()
 for p in "${PKGS[@]}"; do dpkg -s "$p" >/dev/null 2>&1 || missing+=("$p"); done
 if [ ${#missing[@]} -gt 0 ]; then
