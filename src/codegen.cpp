@@ -78,6 +78,7 @@ KernelSource generate(const KernelSpec& spec) {
   const Tiling t = spec.tiling();
   KernelSource out;
   out.template_name = kTemplate;
+  out.short_name = spec.short_name();
 
   std::ostringstream expr;
   expr << "fkv_kernels::fused_kv_materialize<" << spec.num_kv_heads << ", " << spec.head_dim << ", "

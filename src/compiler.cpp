@@ -4,6 +4,9 @@
 #include <nvrtc.h>
 
 #include <algorithm>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
 #include <memory>
 #include <sstream>
 
@@ -92,7 +95,20 @@ std::vector<Arch> supported_archs() {
   return out;
 }
 
+namespace {
+// FKV_DUMP_SOURCE=<dir>: keep each specialized source for kernel developers.
+void dump_source(const KernelSource& src, const CompileOptions& options) {
+  const char* dir = std::getenv("FKV_DUMP_SOURCE");
+  if (!dir || !*dir) return;
+  std::error_code ec;
+  std::filesystem::create_directories(dir, ec);
+  std::ofstream(std::filesystem::path(dir) / (src.short_name + "-" + options.arch.name() + ".cu"))
+      << src.source;
+}
+}  // namespace
+
 CompiledKernel compile(const KernelSource& src, const CompileOptions& options) {
+  dump_source(src, options);
   std::vector<const char*> header_text, header_names;
   for (const auto& [name, text] : src.headers) {
     header_names.push_back(name.c_str());
