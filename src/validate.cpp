@@ -1,1 +1,225 @@
+// validate: per-layer attention facts -> one kernel specialization (strict) or a grouped plan.
+//
+// Strict mode keeps the seed's semantics and error texts exactly (SPEC §3); bindings and users
+// match on them, so they must not change. Frequency and K-norm mismatches, which the seed did
+// not detect, get messages of the same form.
 #include "fkv/validate.hpp"
+
+#include <charconv>
+#include <cmath>
+
+#include "fkv/errors.hpp"
+
+namespace fkv {
+
+bool AttentionSpec::operator==(const AttentionSpec& o) const {
+  return num_kv_heads == o.num_kv_heads && head_dim == o.head_dim && rotary_dim == o.rotary_dim &&
+         is_neox_style == o.is_neox_style && k_norm == o.k_norm && rope == o.rope;
+}
+
+std::string format_bool(bool value) { return value ? "True" : "False"; }
+
+std::string format_float(double value) {
+  if (std::isnan(value)) return "nan";
+  if (std::isinf(value)) return value > 0 ? "inf" : "-inf";
+  // Shortest round-trip digits, laid out the way Python's repr does: positional notation for
+  // decimal exponents in [-4, 16), scientific otherwise.
+  char buf[64];
+  auto [end, ec] = std::to_chars(buf, buf + sizeof buf, value, std::chars_format::scientific);
+  if (ec != std::errc{}) return std::to_string(value);
+  std::string sci(buf, end);
+  const auto e_pos = sci.find('e');
+  const int exponent = std::stoi(sci.substr(e_pos + 1));
+  if (exponent < -4 || exponent >= 16) return sci;
+  std::string mantissa = sci.substr(0, e_pos);
+  const bool negative = mantissa.front() == '-';
+  if (negative) mantissa.erase(0, 1);
+  std::string digits;
+  for (char c : mantissa)
+    if (c != '.') digits += c;
+  std::string out;
+  if (exponent < 0) {
+    out = "0." + std::string(static_cast<size_t>(-exponent - 1), '0') + digits;
+  } else {
+    const auto int_len = static_cast<size_t>(exponent) + 1;
+    if (digits.size() <= int_len) {
+      out = digits + std::string(int_len - digits.size(), '0') + ".0";
+    } else {
+      out = digits.substr(0, int_len) + "." + digits.substr(int_len);
+    }
+  }
+  return negative ? "-" + out : out;
+}
+
+namespace {
+
+std::string format_json_value(const nlohmann::json& v) {
+  if (v.is_number_float()) return format_float(v.get<double>());
+  if (v.is_boolean()) return format_bool(v.get<bool>());
+  return v.dump();
+}
+
+}  // namespace
+
+std::string format_rope(const RopeFrequencies& rope) {
+  std::string out = "theta=" + format_float(rope.theta) + ", scaling=" + rope.scaling_type;
+  if (rope.scaling.is_object() && !rope.scaling.empty()) {
+    out += "(";
+    bool first = true;
+    for (const auto& [key, value] : rope.scaling.items()) {
+      if (!first) out += ", ";
+      first = false;
+      out += key + "=" + format_json_value(value);
+    }
+    out += ")";
+  } else if (!rope.scaling.is_null() && !rope.scaling.is_object()) {
+    out += "(" + rope.scaling.dump() + ")";
+  }
+  return out;
+}
+
+nlohmann::json to_json(const AttentionSpec& spec) {
+  nlohmann::json rope = nullptr;
+  if (spec.rotary_dim > 0) {
+    rope = {{"theta", spec.rope.theta},
+            {"scaling_type", spec.rope.scaling_type},
+            {"scaling", spec.rope.scaling}};
+  }
+  return {{"num_kv_heads", spec.num_kv_heads}, {"head_dim", spec.head_dim},
+          {"rotary_dim", spec.rotary_dim},     {"is_neox_style", spec.is_neox_style},
+          {"k_norm", to_string(spec.k_norm)},  {"rope", rope}};
+}
+
+AttentionSpec attention_spec(const LayerAttention& layer) {
+  AttentionSpec spec;
+  spec.num_kv_heads = layer.num_kv_heads.value;
+  spec.head_dim = layer.head_dim.value;
+  spec.rotary_dim = layer.rotary_dim.value;
+  spec.is_neox_style = layer.is_neox_style.value;
+  spec.k_norm = layer.k_norm.value;
+  // NoPE layers use no cos/sin table: their frequencies must not split groups.
+  if (spec.rotary_dim != 0) spec.rope = layer.rope.value;
+  return spec;
+}
+
+namespace {
+
+std::string config_name(const ModelConfig& config) {
+  return config.path.empty() ? std::string("<config>") : config.path;
+}
+
+void check_supported(const ModelConfig& config, const LayerAttention& layer) {
+  if (layer.unsupported.empty()) return;
+  throw ConfigError("Layer " + std::to_string(layer.index) + " of " + config_name(config) +
+                    " cannot use the fused KV path: " + layer.unsupported);
+}
+
+// The checks every reference layer (strict) or every layer (grouped) must pass on its own.
+void check_dims(const AttentionSpec& spec, int layer) {
+  if (spec.num_kv_heads <= 0 || spec.head_dim <= 0) {
+    throw ConfigError("Invalid fused KV head config: num_kv_heads=" +
+                      std::to_string(spec.num_kv_heads) +
+                      ", head_dim=" + std::to_string(spec.head_dim) + " at layer " +
+                      std::to_string(layer) + "; both must be positive.");
+  }
+  // The seed's text, kept exactly; RoPE rotates pairs, so rotary_dim must be even.
+  if (spec.rotary_dim < 0 || spec.rotary_dim % 2 != 0 || spec.rotary_dim > spec.head_dim) {
+    throw ConfigError("Invalid fused KV rotary/head dim pair: rotary_dim=" +
+                      std::to_string(spec.rotary_dim) +
+                      ", head_dim=" + std::to_string(spec.head_dim) + ".");
+  }
+}
+
+std::string mismatch(const std::string& what, const std::string& expected, const std::string& got,
+                     int layer) {
+  return what + " mismatch across layers for fused KV path: expected " + expected + ", got " + got +
+         " at layer " + std::to_string(layer) + ".";
+}
+
+std::string rope_config(const AttentionSpec& s) {
+  return "(rotary_dim=" + std::to_string(s.rotary_dim) + ", neox=" + format_bool(s.is_neox_style) +
+         ")";
+}
+
+std::vector<const LayerAttention*> checked_attention_layers(const ModelConfig& config) {
+  auto layers = config.attention_layers();
+  if (layers.empty()) {
+    throw ConfigError(config_name(config) + " has no attention layer (" +
+                      std::to_string(config.layers.size()) +
+                      " layers, none with KV): there is nothing for the fused KV path to "
+                      "materialize. Check the layer types, or give them explicitly under "
+                      "\"fkv\": {\"layers\": [...]}.");
+  }
+  return layers;
+}
+
+std::vector<int> skipped_layers(const ModelConfig& config) {
+  std::vector<int> skipped;
+  for (const auto& layer : config.layers)
+    if (!layer.is_attention()) skipped.push_back(layer.index);
+  return skipped;
+}
+
+}  // namespace
+
+AttentionSpec validate(const ModelConfig& config) {
+  const auto layers = checked_attention_layers(config);
+  const LayerAttention& ref_layer = *layers.front();
+  check_supported(config, ref_layer);
+  const AttentionSpec ref = attention_spec(ref_layer);
+  check_dims(ref, ref_layer.index);
+
+  for (size_t n = 1; n < layers.size(); ++n) {
+    const LayerAttention& layer = *layers[n];
+    const int i = layer.index;
+    check_supported(config, layer);
+    const AttentionSpec got = attention_spec(layer);
+    if (got.num_kv_heads != ref.num_kv_heads) {
+      throw ConfigError(mismatch("num_kv_heads", std::to_string(ref.num_kv_heads),
+                                 std::to_string(got.num_kv_heads), i));
+    }
+    if (got.head_dim != ref.head_dim) {
+      throw ConfigError(
+          mismatch("head_dim", std::to_string(ref.head_dim), std::to_string(got.head_dim), i));
+    }
+    if (got.rotary_dim != ref.rotary_dim || got.is_neox_style != ref.is_neox_style) {
+      throw ConfigError(mismatch("RoPE config", rope_config(ref), rope_config(got), i));
+    }
+    if (!(got.rope == ref.rope)) {
+      throw ConfigError(mismatch("RoPE frequency", "(" + format_rope(ref.rope) + ")",
+                                 "(" + format_rope(got.rope) + ")", i));
+    }
+    if (got.k_norm != ref.k_norm) {
+      throw ConfigError(mismatch("K norm", to_string(ref.k_norm), to_string(got.k_norm), i));
+    }
+  }
+  return ref;
+}
+
+Plan make_plan(const ModelConfig& config, ValidationMode mode) {
+  Plan plan;
+  plan.skipped_layers = skipped_layers(config);
+  if (mode == ValidationMode::Strict) {
+    LayerGroup group;
+    group.attn = validate(config);
+    for (const LayerAttention* layer : config.attention_layers()) group.layers.push_back(layer->index);
+    plan.groups.push_back(std::move(group));
+    return plan;
+  }
+  for (const LayerAttention* layer : checked_attention_layers(config)) {
+    check_supported(config, *layer);
+    AttentionSpec spec = attention_spec(*layer);
+    check_dims(spec, layer->index);
+    LayerGroup* target = nullptr;
+    for (auto& group : plan.groups)
+      if (group.attn == spec) target = &group;
+    if (target == nullptr) {
+      plan.groups.push_back(LayerGroup{std::move(spec), {}});
+      target = &plan.groups.back();
+    }
+    target->layers.push_back(layer->index);
+  }
+  return plan;
+}
+
+}  // namespace fkv

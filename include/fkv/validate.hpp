@@ -42,6 +42,23 @@ AttentionSpec validate(const ModelConfig& config);
 
 // Strict: one group (validate() must pass). Grouped: attention layers partitioned into uniform
 // groups in order of first appearance. Unsupported layers still throw.
+// Both modes check the rotary/head dim pair ("Invalid fused KV rotary/head dim pair: ...") and
+// that num_kv_heads and head_dim are positive: strict mode on the reference layer (the others
+// must equal it), grouped mode on every attention layer.
 Plan make_plan(const ModelConfig& config, ValidationMode mode = ValidationMode::Strict);
+
+// The spec of one attention layer as validation compares it. On NoPE layers (rotary_dim 0)
+// the frequencies are irrelevant and reset to RopeFrequencies{}, so NoPE layers share a group.
+AttentionSpec attention_spec(const LayerAttention& layer);
+
+// Texts used in messages and by the CLI, Python-style: "True"/"False", floats as Python's
+// repr ("1000000.0", "1e-06").
+std::string format_bool(bool value);
+std::string format_float(double value);
+// "theta=1000000.0, scaling=default" or "theta=150000.0, scaling=yarn(factor=32.0, ...)".
+std::string format_rope(const RopeFrequencies& rope);
+// {"num_kv_heads", "head_dim", "rotary_dim", "is_neox_style", "k_norm",
+//  "rope": {"theta", "scaling_type", "scaling"}}; "rope" is null when rotary_dim is 0.
+nlohmann::json to_json(const AttentionSpec& spec);
 
 }  // namespace fkv

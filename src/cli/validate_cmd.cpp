@@ -1,0 +1,246 @@
+// `fkv-jit validate` and `fkv-jit plan`: read a config, check it, print the result.
+#include <iostream>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "commands.hpp"
+#include "fkv/errors.hpp"
+#include "fkv/validate.hpp"
+
+namespace fkv::cli {
+namespace {
+
+struct Options {
+  std::string path;
+  bool json = false;
+  bool explain = false;
+  bool grouped = false;  // validate --grouped; plan without --strict
+};
+
+// "0-2, 4, 6-9"; "none" when empty.
+std::string format_layers(const std::vector<int>& layers) {
+  if (layers.empty()) return "none";
+  std::string out;
+  for (size_t i = 0; i < layers.size();) {
+    size_t j = i;
+    while (j + 1 < layers.size() && layers[j + 1] == layers[j] + 1) ++j;
+    if (!out.empty()) out += ", ";
+    out += std::to_string(layers[i]);
+    if (j > i) out += "-" + std::to_string(layers[j]);
+    i = j + 1;
+  }
+  return out;
+}
+
+std::string format_rope_of(const AttentionSpec& spec) {
+  return spec.rotary_dim == 0 ? std::string("none (NoPE)") : format_rope(spec.rope);
+}
+
+template <class T>
+nlohmann::json sourced(const T& value, const std::string& source) {
+  return {{"value", value}, {"source", source}};
+}
+
+nlohmann::json layer_json(const LayerAttention& l) {
+  nlohmann::json j = {{"index", l.index}, {"kind", sourced(to_string(l.kind.value), l.kind.source)}};
+  if (!l.is_attention()) return j;
+  const RopeFrequencies& rope = l.rope.value;
+  j["num_kv_heads"] = sourced(l.num_kv_heads.value, l.num_kv_heads.source);
+  j["head_dim"] = sourced(l.head_dim.value, l.head_dim.source);
+  j["rotary_dim"] = sourced(l.rotary_dim.value, l.rotary_dim.source);
+  j["is_neox_style"] = sourced(l.is_neox_style.value, l.is_neox_style.source);
+  j["k_norm"] = sourced(to_string(l.k_norm.value), l.k_norm.source);
+  j["eps"] = sourced(l.eps.value, l.eps.source);
+  j["rope"] = sourced(nlohmann::json{{"theta", rope.theta},
+                                     {"scaling_type", rope.scaling_type},
+                                     {"scaling", rope.scaling}},
+                      l.rope.source);
+  j["sliding_window"] = l.sliding_window;
+  j["unsupported"] = l.unsupported;
+  return j;
+}
+
+nlohmann::json groups_json(const Plan& plan) {
+  nlohmann::json groups = nlohmann::json::array();
+  for (size_t g = 0; g < plan.groups.size(); ++g) {
+    groups.push_back({{"group", g},
+                      {"layers", plan.groups[g].layers},
+                      {"spec", to_json(plan.groups[g].attn)}});
+  }
+  return groups;
+}
+
+void print_explain(const ModelConfig& config) {
+  auto row = [](const std::string& name, const std::string& value, const std::string& source) {
+    std::string line = "  " + name;
+    line.resize(16, ' ');
+    line += value;
+    if (line.size() < 56) line.resize(56, ' ');
+    else line += "  ";
+    std::cout << line << "[" << source << "]\n";
+  };
+  std::cout << "per-layer values (" << config.path << "):\n";
+  for (const LayerAttention& l : config.layers) {
+    std::cout << "layer " << l.index << ": " << to_string(l.kind.value) << "  [" << l.kind.source
+              << "]\n";
+    if (!l.is_attention()) continue;
+    row("num_kv_heads", std::to_string(l.num_kv_heads.value), l.num_kv_heads.source);
+    row("head_dim", std::to_string(l.head_dim.value), l.head_dim.source);
+    row("rotary_dim", std::to_string(l.rotary_dim.value), l.rotary_dim.source);
+    row("neox", format_bool(l.is_neox_style.value), l.is_neox_style.source);
+    row("k_norm", to_string(l.k_norm.value), l.k_norm.source);
+    row("eps", format_float(l.eps.value), l.eps.source);
+    row("rope", format_rope(l.rope.value), l.rope.source);
+    if (l.sliding_window > 0) std::cout << "  sliding_window  " << l.sliding_window << "\n";
+    if (!l.unsupported.empty()) std::cout << "  unsupported: " << l.unsupported << "\n";
+  }
+  std::cout << "\n";
+}
+
+void print_groups(const Plan& plan) {
+  for (size_t g = 0; g < plan.groups.size(); ++g) {
+    const LayerGroup& group = plan.groups[g];
+    const AttentionSpec& a = group.attn;
+    std::cout << "group " << g << ": " << group.layers.size() << " layer"
+              << (group.layers.size() == 1 ? "" : "s") << ": " << format_layers(group.layers)
+              << "\n"
+              << "  num_kv_heads=" << a.num_kv_heads << "  head_dim=" << a.head_dim
+              << "  rotary_dim=" << a.rotary_dim << "  neox=" << format_bool(a.is_neox_style)
+              << "  k_norm=" << to_string(a.k_norm) << "\n"
+              << "  rope: " << format_rope_of(a) << "\n";
+  }
+}
+
+size_t attention_layer_count(const Plan& plan) {
+  size_t n = 0;
+  for (const auto& g : plan.groups) n += g.layers.size();
+  return n;
+}
+
+// Reports a failure (JSON object on stdout when asked, message on stderr) and ends the command.
+[[noreturn]] void fail(const Options& opts, ExitCode code, const std::string& message) {
+  if (opts.json) {
+    nlohmann::json out = {{"valid", false},
+                          {"config", opts.path},
+                          {"error_kind", code == ConfigMismatch ? "config_mismatch" : "bad_input"},
+                          {"error", message}};
+    std::cout << out.dump(2) << std::endl;
+  }
+  print_error(message);
+  throw CommandFailure(code, "");
+}
+
+// Reads the config and makes the plan, turning every failure into fail().
+Plan checked_plan(const Options& opts, ModelConfig& config) {
+  try {
+    config = load_config(opts.path);
+  } catch (const CommandFailure& e) {
+    fail(opts, e.code, e.what());
+  }
+  if (opts.explain && !opts.json) print_explain(config);
+  try {
+    return make_plan(config, opts.grouped ? ValidationMode::Grouped : ValidationMode::Strict);
+  } catch (const ConfigError& e) {
+    fail(opts, ConfigMismatch, e.what());
+  }
+}
+
+void run_validate(const Options& opts) {
+  ModelConfig config;
+  const Plan plan = checked_plan(opts, config);
+
+  if (opts.json) {
+    nlohmann::json out = {{"valid", true},
+                          {"config", opts.path},
+                          {"architecture", config.architecture},
+                          {"mode", opts.grouped ? "grouped" : "strict"}};
+    if (opts.grouped) out["groups"] = groups_json(plan);
+    else out["spec"] = to_json(plan.groups.front().attn);
+    std::vector<int> attention;
+    for (const auto* l : config.attention_layers()) attention.push_back(l->index);
+    out["attention_layers"] = attention;
+    out["skipped_layers"] = plan.skipped_layers;
+    nlohmann::json layers = nlohmann::json::array();
+    for (const auto& l : config.layers) layers.push_back(layer_json(l));
+    out["layers"] = layers;
+    std::cout << out.dump(2) << std::endl;
+    return;
+  }
+
+  std::vector<int> attention;
+  for (const auto* l : config.attention_layers()) attention.push_back(l->index);
+  if (opts.grouped) {
+    std::cout << config.path << ": valid for the fused KV path in grouped mode ("
+              << plan.groups.size() << " group" << (plan.groups.size() == 1 ? "" : "s") << ")\n";
+    print_groups(plan);
+  } else {
+    const AttentionSpec& a = plan.groups.front().attn;
+    std::cout << config.path << ": valid for the fused KV path (one kernel specialization)\n"
+              << "  architecture      " << (config.architecture.empty() ? "-" : config.architecture)
+              << "\n"
+              << "  num_kv_heads      " << a.num_kv_heads << "\n"
+              << "  head_dim          " << a.head_dim << "\n"
+              << "  rotary_dim        " << a.rotary_dim << "\n"
+              << "  neox              " << format_bool(a.is_neox_style) << "\n"
+              << "  k_norm            " << to_string(a.k_norm) << "\n"
+              << "  rope              " << format_rope_of(a) << "\n";
+  }
+  std::cout << "  attention layers  " << attention.size() << " (" << format_layers(attention)
+            << ")\n"
+            << "  skipped layers    " << format_layers(plan.skipped_layers) << "\n";
+}
+
+void run_plan(const Options& opts) {
+  ModelConfig config;
+  const Plan plan = checked_plan(opts, config);
+  if (opts.json) {
+    nlohmann::json out = {{"valid", true},
+                          {"config", opts.path},
+                          {"mode", opts.grouped ? "grouped" : "strict"},
+                          {"groups", groups_json(plan)},
+                          {"skipped_layers", plan.skipped_layers}};
+    std::cout << out.dump(2) << std::endl;
+    return;
+  }
+  std::cout << config.path << ": " << plan.groups.size() << " group"
+            << (plan.groups.size() == 1 ? "" : "s") << " (" << (opts.grouped ? "grouped" : "strict")
+            << " mode), " << attention_layer_count(plan) << " attention layers, "
+            << plan.skipped_layers.size() << " skipped\n";
+  print_groups(plan);
+  std::cout << "skipped layers: " << format_layers(plan.skipped_layers) << "\n";
+}
+
+}  // namespace
+
+void add_validate_commands(CLI::App& app) {
+  // The path is not checked by CLI11 (ExistingFile): a missing file is bad input (exit 2),
+  // not a usage error (exit 3).
+  auto validate_opts = std::make_shared<Options>();
+  CLI::App* validate = app.add_subcommand(
+      "validate", "Check that a model config's attention layers can share one fused KV kernel");
+  validate->add_option("CONFIG", validate_opts->path, "HuggingFace config.json or explicit schema")
+      ->required();
+  validate->add_flag("--json", validate_opts->json, "Print a JSON object instead of text");
+  validate->add_flag("--explain", validate_opts->explain,
+                     "Print each layer's resolved values and where they came from");
+  validate->add_flag("--grouped", validate_opts->grouped,
+                     "Accept non-uniform layers that grouped mode can serve (one launch per group)");
+  validate->callback([validate_opts] { run_validate(*validate_opts); });
+
+  auto plan_opts = std::make_shared<Options>();
+  plan_opts->grouped = true;
+  CLI::App* plan = app.add_subcommand(
+      "plan", "Print the layer groups (one kernel specialization and cos/sin table each)");
+  plan->add_option("CONFIG", plan_opts->path, "HuggingFace config.json or explicit schema")
+      ->required();
+  plan->add_flag("--json", plan_opts->json, "Print a JSON object instead of text");
+  plan->add_flag_callback(
+      "--strict", [plan_opts] { plan_opts->grouped = false; },
+      "Require one group, failing like `validate`");
+  plan->callback([plan_opts] { run_plan(*plan_opts); });
+}
+
+}  // namespace fkv::cli
