@@ -1,10 +1,15 @@
 // driver: libcuda, loaded with dlopen on first GPU use; entry points via cuGetProcAddress.
 // Nothing else in fkv-jit links against libcuda, so everything but launching works without a
 // driver, and its absence is a clear CudaError.
+//
+// Contexts: fkv-jit never creates a private context. It uses the calling thread's current
+// context (PyTorch's primary context, typically) or, when there is none, makes the device's
+// primary context current (ensure_context).
 #pragma once
 
 #include <cuda.h>
 
+#include <cstddef>
 #include <string>
 #include <utility>
 
@@ -15,7 +20,7 @@ namespace fkv {
 class Driver {
  public:
   // Loads libcuda and calls cuInit(0) once. Throws CudaError when the driver or a device is
-  // missing. Thread-safe.
+  // missing (the same error on every call; loading is not retried). Thread-safe.
   static Driver& get();
   // True when a driver with at least one device can be loaded (never throws).
   static bool available();
@@ -23,18 +28,22 @@ class Driver {
   // Throws CudaError("<call> failed: <name>: <description>") for r != CUDA_SUCCESS.
   void check(CUresult r, const char* call) const;
 
-#define FKV_DRIVER_FN(name) decltype(&::name) name = nullptr;
+  // One member per entry point, typed as cuda.h declares it. Members carry cuda.h's names, so
+  // drv.cuMemAlloc(...) calls cuMemAlloc_v2 exactly as plain CUDA code would.
+#define FKV_DRIVER_FN(name, abi_version) decltype(&::name) name = nullptr;
 #include "fkv/driver_functions.inc"
 #undef FKV_DRIVER_FN
 
-  int version = 0;  // cuDriverGetVersion
+  int version = 0;       // cuDriverGetVersion, e.g. 13000
+  int device_count = 0;  // cuDeviceGetCount, >= 1
 
  private:
   Driver();
-  void* handle_ = nullptr;
+  void* handle_ = nullptr;  // never dlclose'd: handles may outlive static destructors
 };
 
-// Calls a driver entry point and checks it: FKV_CU(cuMemAlloc, &ptr, bytes).
+// Calls a driver entry point and checks it: FKV_CU(cuMemAlloc, &ptr, bytes). The error names
+// the call as written ("cuMemAlloc").
 #define FKV_CU(fn, ...) ::fkv::Driver::get().check(::fkv::Driver::get().fn(__VA_ARGS__), #fn)
 
 // RAII: a retained primary context of a device (never a private context).
@@ -68,7 +77,8 @@ class Module {
   CUmodule mod_ = nullptr;
 };
 
-// RAII: device memory (tests, benchmarks, the materializer's own buffers).
+// RAII: device memory (tests, benchmarks, the materializer's own buffers), allocated in the
+// calling thread's context (ensure_context() first). Zero bytes allocates nothing.
 class DeviceBuffer {
  public:
   DeviceBuffer() = default;
@@ -81,11 +91,13 @@ class DeviceBuffer {
   std::size_t size() const { return bytes_; }
 
  private:
+  CUcontext ctx_ = nullptr;  // freed in the context it was allocated in
   CUdeviceptr ptr_ = 0;
   std::size_t bytes_ = 0;
 };
 
-// RAII: a stream and an event.
+// RAII: a non-blocking stream and a (timing) event, created in the calling thread's context
+// (ensure_context() first).
 class Stream {
  public:
   Stream();
@@ -112,7 +124,23 @@ class Event {
 };
 
 // Makes sure the calling thread has a current context: keeps the current one (e.g. PyTorch's
-// primary context), else makes the primary context of `device` current. Returns it.
+// primary context), else makes the primary context of `device` current. Returns it. The
+// primary context is retained once per device for the life of the process.
 CUcontext ensure_context(int device = 0);
+
+// The CUdevice of ordinal `device`; a clear CudaError when there is no such device.
+CUdevice device_handle(int device);
+
+// Makes `ctx` current for a scope (push/pop) when it is not already; restores on exit.
+class ScopedContext {
+ public:
+  explicit ScopedContext(CUcontext ctx);
+  ~ScopedContext();
+  ScopedContext(const ScopedContext&) = delete;
+  ScopedContext& operator=(const ScopedContext&) = delete;
+
+ private:
+  bool pushed_ = false;
+};
 
 }  // namespace fkv

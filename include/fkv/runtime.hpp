@@ -37,15 +37,22 @@ class Runtime {
   Runtime& operator=(const Runtime&) = delete;
 
   // Loads (compiling or reading the cache as needed) the kernel for the calling thread's
-  // current context; without one, the primary context of `device` is made current. Call it
-  // ahead of graph capture. Thread-safe; a kernel is loaded once per context.
+  // current context; without one, the primary context of `device` is made current (a current
+  // context wins over `device`). Call it ahead of graph capture. Thread-safe: a kernel is
+  // loaded once per context, and threads asking for one being loaded wait for it. The
+  // reference stays valid for the life of the Runtime.
   const LoadedKernel& prepare(const KernelSpec& spec, int device = 0);
 
-  // Like prepare(), but refuses to load while `stream` is capturing a graph (a clear
-  // CudaError telling the caller to prepare() first) instead of breaking the capture.
+  // The kernel for `stream`'s context (the current context for the legacy/per-thread
+  // streams): returned at once when loaded; else loaded like prepare(), but refused while
+  // `stream` is capturing a graph (a clear CudaError telling the caller to prepare() first;
+  // the capture stays usable) instead of breaking the capture.
   const LoadedKernel& get(const KernelSpec& spec, CUstream stream);
 
-  // The arch the kernels of `device` are built for (sm_90a on Hopper when available).
+  // The arch the kernels of `device` (an ordinal) are built for: the device's own sm_XY when
+  // NVRTC supports it, else the newest supported arch of the same major version below it, else
+  // (a device newer than NVRTC) the newest supported arch, as PTX the driver compiles. Throws
+  // CompileError listing the supported archs for a device older than sm_80.
   static Arch device_arch(int device);
 
   KernelCache& cache() { return cache_; }
@@ -59,7 +66,10 @@ class Runtime {
   std::unique_ptr<Impl> impl_;
 };
 
-// Launches `k` over `grid` with `params` on `stream`: no allocation, no sync, no copy.
+// Launches `k` over `grid` with `params` on `stream` (block: k.tiling.block_threads threads,
+// k.tiling.shared_bytes dynamic shared memory): no allocation, no sync, no copy, so it can be
+// captured in a CUDA graph. A zero grid dimension launches nothing. Throws CudaError naming
+// cuLaunchKernel when the launch is rejected.
 void launch(const LoadedKernel& k, const FkvKernelParams& params, unsigned grid_x, unsigned grid_y,
             unsigned grid_z, CUstream stream);
 
