@@ -1,0 +1,256 @@
+/* fkv.h: the C API of fkv-jit (SPEC §7). Plain C99, usable from C, from C++ and through FFI
+ * (Python's ctypes binding `fkv_jit` is built on it).
+ *
+ * Conventions
+ * - Every function returns an fkv_status (FKV_OK = 0) unless it is a plain accessor. On
+ *   failure the text of the error (what is wrong and how to fix it) is kept per thread and read
+ *   with fkv_last_error(); it stays valid until the next failing call on the same thread.
+ *   Successful calls do not clear it.
+ * - No C++ exception ever crosses this boundary.
+ * - Handles (fkv_config, fkv_plan, fkv_kernel) are opaque, created by one function and freed by
+ *   the matching *_free (NULL is accepted and ignored). A handle may be read from several
+ *   threads at once; nothing mutates it after creation.
+ * - Strings returned by accessors belong to the handle and live as long as it does.
+ * - Pointers documented as "device" are CUDA device pointers in the calling thread's current
+ *   context; `stream` is a CUstream / cudaStream_t (NULL = the legacy default stream).
+ * - Strides and counts are in elements, not bytes.
+ */
+#ifndef FKV_FKV_H
+#define FKV_FKV_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#if defined(_WIN32)
+#define FKV_API
+#else
+#define FKV_API __attribute__((visibility("default")))
+#endif
+
+/* ---- status and errors ------------------------------------------------------------------ */
+
+typedef enum fkv_status {
+  FKV_OK = 0,
+  FKV_ERR_CONFIG_MISMATCH = 1, /* the config was read, but its layers cannot share the fused
+                                  path (SPEC §3 texts), or a layer is unsupported */
+  FKV_ERR_BAD_INPUT = 2,       /* config file missing or unreadable, malformed JSON, bad values */
+  FKV_ERR_COMPILE = 3,         /* NVRTC rejected a kernel, or the arch is not supported */
+  FKV_ERR_CUDA = 4,            /* the CUDA driver is missing, or a driver call failed */
+  FKV_ERR_CACHE = 5,           /* the kernel cache cannot be used as asked */
+  FKV_ERR_ARGUMENT = 6,        /* a bad argument: null handle/pointer, unknown dtype name,
+                                  shapes, strides, alignment or dtypes of a launch */
+  FKV_ERR_OUT_OF_MEMORY = 7,   /* host allocation failed */
+  FKV_ERR_INTERNAL = 8         /* anything else (a bug: please report it with the text) */
+} fkv_status;
+
+/* The text of the last error on this thread ("" when there was none). Never NULL. */
+FKV_API const char* fkv_last_error(void);
+/* For FKV_ERR_COMPILE: the NVRTC log of the last error on this thread; "" otherwise. */
+FKV_API const char* fkv_last_error_log(void);
+/* A constant name for a status: "FKV_OK", "FKV_ERR_CONFIG_MISMATCH", ... */
+FKV_API const char* fkv_status_name(fkv_status status);
+
+/* "0.1.0" */
+FKV_API const char* fkv_version(void);
+/* 1 when a CUDA driver with at least one device can be loaded, else 0. Never fails. */
+FKV_API int fkv_driver_available(void);
+
+/* ---- model configs (SPEC §2) ------------------------------------------------------------ */
+
+typedef struct fkv_config fkv_config;
+
+typedef enum fkv_k_norm {
+  FKV_K_NORM_NONE = 0,
+  FKV_K_NORM_RMS = 1,          /* k * rsqrt(mean(k^2) + eps) * w */
+  FKV_K_NORM_RMS_ONE_PLUS = 2  /* the same with (1 + w): fold it into w before a launch */
+} fkv_k_norm;
+
+/* Reads a HuggingFace config.json or the explicit per-layer schema. FKV_ERR_BAD_INPUT names the
+ * file, the key and, for malformed JSON, the byte offset and line. */
+FKV_API fkv_status fkv_config_load(const char* path, fkv_config** out);
+/* The same from JSON text; `name` (may be NULL) is used in messages instead of a file name. */
+FKV_API fkv_status fkv_config_from_json(const char* json_text, const char* name, fkv_config** out);
+FKV_API void fkv_config_free(fkv_config* config);
+
+/* Model-level facts; 0 / "" when the config does not say. */
+FKV_API int fkv_config_num_layers(const fkv_config* config);
+FKV_API int fkv_config_hidden_size(const fkv_config* config);
+FKV_API int64_t fkv_config_max_position_embeddings(const fkv_config* config);
+FKV_API const char* fkv_config_dtype(const fkv_config* config);        /* "bfloat16", ... */
+FKV_API const char* fkv_config_architecture(const fkv_config* config); /* architectures[0] */
+
+/* One model layer (model numbering). */
+typedef struct fkv_layer_info {
+  int index;
+  int is_attention; /* 0 for linear attention, mamba/SSM, no-op layers (no KV) */
+  int is_sliding;
+  int num_kv_heads;
+  int head_dim;
+  int rotary_dim;   /* 0 on NoPE layers */
+  int is_neox_style;
+  fkv_k_norm k_norm;
+  double eps;
+  double rope_theta;
+  int sliding_window;
+  int unsupported;  /* 1 when this attention layer cannot use the fused path */
+} fkv_layer_info;
+
+/* FKV_ERR_ARGUMENT when `layer` is out of range. */
+FKV_API fkv_status fkv_config_layer(const fkv_config* config, int layer, fkv_layer_info* out);
+
+/* ---- validation and plans (SPEC §3) ----------------------------------------------------- */
+
+/* What the layers of one launch share (fkv::AttentionSpec). */
+typedef struct fkv_attention_info {
+  int num_kv_heads;
+  int head_dim;
+  int rotary_dim;
+  int is_neox_style;
+  fkv_k_norm k_norm;
+  double rope_theta;
+  const char* rope_scaling_type; /* "default", "llama3", "yarn", ...; owned by the handle */
+} fkv_attention_info;
+
+/* Strict validation (the seed's semantics). On FKV_ERR_CONFIG_MISMATCH, fkv_last_error() holds
+ * exactly the SPEC §3 text, e.g. "num_kv_heads mismatch across layers for fused KV path:
+ * expected 8, got 4 at layer 3." `out` may be NULL; its rope_scaling_type points into `config`. */
+FKV_API fkv_status fkv_validate(const fkv_config* config, fkv_attention_info* out);
+
+typedef struct fkv_plan fkv_plan;
+
+/* grouped = 0: strict, one group (fails like fkv_validate). grouped != 0: the attention layers
+ * partitioned into uniform groups, one kernel specialization and one cos/sin table each. */
+FKV_API fkv_status fkv_plan_create(const fkv_config* config, int grouped, fkv_plan** out);
+FKV_API void fkv_plan_free(fkv_plan* plan);
+FKV_API int fkv_plan_num_groups(const fkv_plan* plan);
+/* Number of layers of group `group` (0 when out of range). */
+FKV_API int fkv_plan_group_num_layers(const fkv_plan* plan, int group);
+/* Copies the layer numbers (model numbering) of `group` into layers[0 .. capacity). */
+FKV_API fkv_status fkv_plan_group_layers(const fkv_plan* plan, int group, int* layers,
+                                         size_t capacity);
+FKV_API fkv_status fkv_plan_group_spec(const fkv_plan* plan, int group, fkv_attention_info* out);
+FKV_API int fkv_plan_num_skipped(const fkv_plan* plan);
+FKV_API fkv_status fkv_plan_skipped_layers(const fkv_plan* plan, int* layers, size_t capacity);
+/* The whole plan as JSON: {"mode", "groups": [{"layers": [...], "spec": {...}}], "skipped": [...]},
+ * where "spec" has the CLI's form (num_kv_heads, head_dim, rotary_dim, is_neox_style, k_norm,
+ * rope: {theta, scaling_type, scaling} or null). Owned by the plan. */
+FKV_API const char* fkv_plan_json(const fkv_plan* plan);
+
+/* ---- dtypes and kernel descriptions (SPEC §4) ------------------------------------------- */
+
+typedef enum fkv_dtype {
+  FKV_DTYPE_BF16 = 0,
+  FKV_DTYPE_FP16 = 1,
+  FKV_DTYPE_FP32 = 2,
+  FKV_DTYPE_FP8_E4M3 = 3,
+  FKV_DTYPE_FP8_E5M2 = 4
+} fkv_dtype;
+
+/* Accepts "bf16", "bfloat16", "torch.bfloat16", "fp16", "half", "fp32", "float32",
+ * "fp8_e4m3", "float8_e4m3fn", "fp8_e5m2", ... */
+FKV_API fkv_status fkv_dtype_parse(const char* name, fkv_dtype* out);
+FKV_API const char* fkv_dtype_name(fkv_dtype dtype); /* "bf16", ...; "?" when invalid */
+FKV_API int fkv_dtype_size(fkv_dtype dtype);          /* bytes; 0 when invalid */
+
+/* One kernel specialization (fkv::KernelSpec). */
+typedef struct fkv_kernel_desc {
+  int num_kv_heads;
+  int head_dim;
+  int rotary_dim;    /* 0 = no RoPE */
+  int neox;          /* 1 = neox pairs (i, i+R/2), 0 = GPT-J pairs (2i, 2i+1) */
+  int k_norm;        /* 1 = RMS K norm (weights already folded for RMS_ONE_PLUS) */
+  fkv_dtype act;     /* proj dtype: bf16, fp16, fp32 */
+  fkv_dtype cache;   /* output dtype: act, fp8_e4m3 or fp8_e5m2 */
+  fkv_dtype cos_sin; /* fp32 or act */
+  int positions_i64; /* 1 = int64 positions, 0 = int32 */
+  int slots_i64;     /* 1 = int64 cache_loc, 0 = int32 */
+  int mode_pool;     /* 1 = pool output, 0 = stacked */
+  int debug;         /* 1 = check positions and slots on the device (needs error_flag) */
+} fkv_kernel_desc;
+
+/* The description of group `group` of `plan` with the given dtypes and output mode; cos/sin
+ * fp32, int64 positions and slots, debug off (edit the fields afterwards as needed). */
+FKV_API fkv_status fkv_plan_kernel_desc(const fkv_plan* plan, int group, fkv_dtype act,
+                                        fkv_dtype cache, int mode_pool, fkv_kernel_desc* out);
+
+/* ---- RoPE tables ------------------------------------------------------------------------ */
+
+/* The cos/sin cache of group `group`, [max_position, R] row-major (cos in columns [0, R/2),
+ * sin in [R/2, R)), computed in float64 and rounded once to `dtype` (fp32, bf16, fp16), written
+ * to host memory `out` of `out_bytes` bytes (>= max_position * R * size(dtype)).
+ * max_position = 0 uses the config's max_position_embeddings. `bytes_needed` (may be NULL)
+ * receives the size; with out = NULL only the size is computed. FKV_ERR_ARGUMENT for a group
+ * without RoPE (rotary_dim 0) or a buffer too small. */
+FKV_API fkv_status fkv_plan_cos_sin(const fkv_plan* plan, int group, int64_t max_position,
+                                    fkv_dtype dtype, void* out, size_t out_bytes,
+                                    size_t* bytes_needed);
+
+/* ---- precompilation (SPEC §5; no GPU needed) -------------------------------------------- */
+
+/* Compiles every kernel the config's grouped plan needs (both output modes, fp32 cos/sin,
+ * int64 positions and slots) for `arch` ("sm_90", "sm_90a", "90", "9.0") into the cache.
+ * act_dtype NULL or "" = the config's dtype (bf16 when absent); kv_dtype NULL or "" = act.
+ * cache_dir NULL or "" = $FKV_CACHE_DIR, else $XDG_CACHE_HOME/fkv-jit, else ~/.cache/fkv-jit.
+ * n_variants / n_compiled (may be NULL): kernels needed / of those, compiled now (the rest
+ * were cache hits). */
+FKV_API fkv_status fkv_precompile(const fkv_config* config, const char* arch,
+                                  const char* act_dtype, const char* kv_dtype,
+                                  const char* cache_dir, size_t* n_variants, size_t* n_compiled);
+
+/* ---- kernels and launches (SPEC §4, §6) ------------------------------------------------- */
+
+typedef struct fkv_kernel fkv_kernel;
+
+/* Loads the kernel for `desc` into the calling thread's current context (without one, the
+ * primary context of `device` is made current), compiling it or reading the cache as needed.
+ * Call it ahead of CUDA graph capture. The kernel stays loaded for the life of the process;
+ * fkv_kernel_free only releases the handle. */
+FKV_API fkv_status fkv_kernel_prepare(const fkv_kernel_desc* desc, int device, fkv_kernel** out);
+FKV_API void fkv_kernel_free(fkv_kernel* kernel);
+/* "fkv_h8_d128_r128_neox_kn_bf16_bf16_stacked" */
+FKV_API const char* fkv_kernel_name(const fkv_kernel* kernel);
+/* How the kernel image was obtained: "memory", "disk", "readonly", "compiled" (the cache's
+ * outcome names); and the arch it was built for ("sm_90a"). */
+FKV_API const char* fkv_kernel_outcome(const fkv_kernel* kernel);
+FKV_API const char* fkv_kernel_arch(const fkv_kernel* kernel);
+
+/* The inputs both output modes share (fkv::FusedKVInputs). Device pointers unless noted. */
+typedef struct fkv_inputs {
+  const void* proj;          /* [T, L, 2*H*D] in desc.act; last dim contiguous */
+  int64_t num_tokens;        /* T; 0 launches nothing */
+  int64_t num_layers;        /* L */
+  int64_t proj_stride_token; /* 0 = L*2*H*D */
+  int64_t proj_stride_layer; /* 0 = 2*H*D */
+  const void* positions;     /* [T] int32/int64 (desc.positions_i64) */
+  const void* cos_sin;       /* [max_position, R] in desc.cos_sin; unused when R = 0 */
+  int64_t max_position;      /* rows of cos_sin */
+  int64_t cos_sin_stride;    /* 0 = R */
+  const float* k_norm_weight; /* [L, D] fp32, (1+w) folded; required iff desc.k_norm */
+  const float* eps;          /* HOST [L]; NULL = 1e-6 each */
+  unsigned int* error_flag;  /* device word, debug mode only */
+} fkv_inputs;
+
+/* Stacked output: k_out, v_out [L, T, H, D] contiguous in desc.cache (device). No allocation,
+ * no synchronization, no copy: capturable in a CUDA graph. */
+FKV_API fkv_status fkv_materialize_stacked(const fkv_kernel* kernel, const fkv_inputs* in,
+                                           void* k_out, void* v_out, void* stream);
+
+/* Pool output: row cache_loc[t] of each layer's buffers k_ptrs[l], v_ptrs[l] ([num_slots,
+ * slot_stride] in desc.cache, device); cache_loc[t] < 0 is skipped. k_ptrs, v_ptrs, k_scales
+ * and v_scales are HOST arrays of in->num_layers entries; scales (fp8 caches only) may be NULL
+ * (= 1.0). slot_stride 0 = H*D. Capturable like the stacked variant. */
+FKV_API fkv_status fkv_materialize_pool(const fkv_kernel* kernel, const fkv_inputs* in,
+                                        const void* cache_loc, void* const* k_ptrs,
+                                        void* const* v_ptrs, int64_t num_slots,
+                                        int64_t slot_stride, const float* k_scales,
+                                        const float* v_scales, void* stream);
+
+#ifdef __cplusplus
+} /* extern "C" */
+#endif
+
+#endif /* FKV_FKV_H */

@@ -1,0 +1,414 @@
+/* The C API (include/fkv/fkv.h), compiled as C99: config loading, validation and its exact
+ * mismatch texts, plans, cos/sin tables, precompilation into a temporary cache, status codes and
+ * the thread-local last-error text. Needs no GPU: kernel preparation is only checked for its
+ * argument errors and, without a driver, for FKV_ERR_CUDA. */
+#define _XOPEN_SOURCE 700
+#include <ftw.h>
+#include <math.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "fkv/fkv.h"
+
+static int failures = 0;
+static int checks = 0;
+
+#define CHECK(cond)                                                                   \
+  do {                                                                                \
+    ++checks;                                                                         \
+    if (!(cond)) {                                                                    \
+      ++failures;                                                                     \
+      fprintf(stderr, "%s:%d: CHECK failed: %s\n  last error: %s\n", __FILE__, __LINE__, \
+              #cond, fkv_last_error());                                               \
+    }                                                                                 \
+  } while (0)
+
+#define CHECK_STATUS(expr, expected)                                                        \
+  do {                                                                                      \
+    fkv_status s_ = (expr);                                                                 \
+    ++checks;                                                                               \
+    if (s_ != (expected)) {                                                                 \
+      ++failures;                                                                           \
+      fprintf(stderr, "%s:%d: %s returned %s, expected %s\n  last error: %s\n", __FILE__, \
+              __LINE__, #expr, fkv_status_name(s_), fkv_status_name(expected),              \
+              fkv_last_error());                                                            \
+    }                                                                                       \
+  } while (0)
+
+#define CHECK_TEXT(expected)                                                              \
+  do {                                                                                    \
+    ++checks;                                                                             \
+    if (strcmp(fkv_last_error(), (expected)) != 0) {                                      \
+      ++failures;                                                                         \
+      fprintf(stderr, "%s:%d: last error\n  got:      %s\n  expected: %s\n", __FILE__, \
+              __LINE__, fkv_last_error(), (expected));                                    \
+    }                                                                                     \
+  } while (0)
+
+#define CHECK_CONTAINS(needle)                                                                 \
+  do {                                                                                         \
+    ++checks;                                                                                  \
+    if (strstr(fkv_last_error(), (needle)) == NULL) {                                          \
+      ++failures;                                                                              \
+      fprintf(stderr, "%s:%d: last error does not contain \"%s\":\n  %s\n", __FILE__, __LINE__, \
+              (needle), fkv_last_error());                                                     \
+    }                                                                                          \
+  } while (0)
+
+static void path_join(char* out, size_t n, const char* dir, const char* file) {
+  snprintf(out, n, "%s/%s", dir, file);
+}
+
+static fkv_config* load(const char* file) {
+  char path[1024];
+  fkv_config* cfg = NULL;
+  path_join(path, sizeof path, FKV_TEST_DATA_DIR, file);
+  CHECK_STATUS(fkv_config_load(path, &cfg), FKV_OK);
+  return cfg;
+}
+
+/* Two explicit-schema layers that differ in one field. */
+static fkv_config* two_layers(const char* layer0, const char* layer1) {
+  char json[2048];
+  fkv_config* cfg = NULL;
+  snprintf(json, sizeof json, "{\"fkv\": {\"layers\": [%s, %s]}}", layer0, layer1);
+  CHECK_STATUS(fkv_config_from_json(json, "two-layers", &cfg), FKV_OK);
+  return cfg;
+}
+
+static void test_config_and_validate(void) {
+  fkv_config* cfg = load("qwen3-8b.json");
+  fkv_attention_info info;
+  fkv_layer_info layer;
+  if (!cfg) return;
+  CHECK(fkv_config_num_layers(cfg) == 36);
+  CHECK(fkv_config_hidden_size(cfg) == 4096);
+  CHECK(fkv_config_max_position_embeddings(cfg) == 40960);
+  CHECK(strcmp(fkv_config_dtype(cfg), "bfloat16") == 0);
+  CHECK(strcmp(fkv_config_architecture(cfg), "Qwen3ForCausalLM") == 0);
+
+  memset(&info, 0, sizeof info);
+  CHECK_STATUS(fkv_validate(cfg, &info), FKV_OK);
+  CHECK(info.num_kv_heads == 8);
+  CHECK(info.head_dim == 128);
+  CHECK(info.rotary_dim == 128);
+  CHECK(info.is_neox_style == 1);
+  CHECK(info.k_norm == FKV_K_NORM_RMS);
+  CHECK(info.rope_theta == 1000000.0);
+  CHECK(info.rope_scaling_type != NULL && strcmp(info.rope_scaling_type, "default") == 0);
+  CHECK_STATUS(fkv_validate(cfg, NULL), FKV_OK);
+
+  CHECK_STATUS(fkv_config_layer(cfg, 35, &layer), FKV_OK);
+  CHECK(layer.index == 35 && layer.is_attention == 1 && layer.num_kv_heads == 8);
+  CHECK(layer.head_dim == 128 && layer.k_norm == FKV_K_NORM_RMS && layer.unsupported == 0);
+  CHECK(fabs(layer.eps - 1e-6) < 1e-12);
+  CHECK_STATUS(fkv_config_layer(cfg, 36, &layer), FKV_ERR_ARGUMENT);
+  CHECK_CONTAINS("layer 36 is out of range");
+  fkv_config_free(cfg);
+
+  /* GPT-J: interleaved pairs, partial rotary. */
+  cfg = load("gptj-6b-neo-format.json");
+  if (cfg) {
+    CHECK_STATUS(fkv_validate(cfg, &info), FKV_OK);
+    CHECK(info.is_neox_style == 0);
+    CHECK(info.rotary_dim == 64 && info.head_dim == 256);
+    CHECK(info.k_norm == FKV_K_NORM_NONE);
+    fkv_config_free(cfg);
+  }
+}
+
+static void test_bad_input(void) {
+  fkv_config* cfg = (fkv_config*)0x1;
+  CHECK_STATUS(fkv_config_load("/nonexistent/dir/config.json", &cfg), FKV_ERR_BAD_INPUT);
+  CHECK(cfg == NULL);
+  CHECK_CONTAINS("/nonexistent/dir/config.json");
+
+  CHECK_STATUS(fkv_config_from_json("{\"num_hidden_layers\": 2,\n \"hidden_size\": }", "broken.json",
+                                    &cfg),
+               FKV_ERR_BAD_INPUT);
+  CHECK_CONTAINS("broken.json");
+  CHECK_CONTAINS("line 2");
+
+  CHECK_STATUS(fkv_config_load(NULL, &cfg), FKV_ERR_ARGUMENT);
+  CHECK_TEXT("path must not be NULL");
+  CHECK_STATUS(fkv_validate(NULL, NULL), FKV_ERR_ARGUMENT);
+  CHECK_TEXT("config must not be NULL");
+
+  /* Free functions accept NULL. */
+  fkv_config_free(NULL);
+  fkv_plan_free(NULL);
+  fkv_kernel_free(NULL);
+}
+
+static void test_mismatch_texts(void) {
+  static const char* base =
+      "{\"num_kv_heads\": 8, \"head_dim\": 128, \"rotary_dim\": 128, \"is_neox_style\": true, "
+      "\"rope_theta\": 10000}";
+  fkv_config* cfg;
+  fkv_plan* plan = NULL;
+
+  cfg = two_layers(base,
+                   "{\"num_kv_heads\": 4, \"head_dim\": 128, \"rotary_dim\": 128, "
+                   "\"is_neox_style\": true, \"rope_theta\": 10000}");
+  if (cfg) {
+    CHECK_STATUS(fkv_validate(cfg, NULL), FKV_ERR_CONFIG_MISMATCH);
+    CHECK_TEXT("num_kv_heads mismatch across layers for fused KV path: expected 8, got 4 at layer 1.");
+    /* Strict plans fail the same way; grouped plans split the layers. */
+    CHECK_STATUS(fkv_plan_create(cfg, 0, &plan), FKV_ERR_CONFIG_MISMATCH);
+    CHECK(plan == NULL);
+    CHECK_TEXT("num_kv_heads mismatch across layers for fused KV path: expected 8, got 4 at layer 1.");
+    CHECK_STATUS(fkv_plan_create(cfg, 1, &plan), FKV_OK);
+    CHECK(fkv_plan_num_groups(plan) == 2);
+    CHECK(fkv_plan_group_num_layers(plan, 0) == 1 && fkv_plan_group_num_layers(plan, 1) == 1);
+    {
+      fkv_attention_info g1;
+      int layers[1] = {-1};
+      CHECK_STATUS(fkv_plan_group_spec(plan, 1, &g1), FKV_OK);
+      CHECK(g1.num_kv_heads == 4);
+      CHECK_STATUS(fkv_plan_group_layers(plan, 1, layers, 1), FKV_OK);
+      CHECK(layers[0] == 1);
+    }
+    fkv_plan_free(plan);
+    fkv_config_free(cfg);
+  }
+
+  cfg = two_layers(base,
+                   "{\"num_kv_heads\": 8, \"head_dim\": 64, \"rotary_dim\": 64, "
+                   "\"is_neox_style\": true, \"rope_theta\": 10000}");
+  if (cfg) {
+    CHECK_STATUS(fkv_validate(cfg, NULL), FKV_ERR_CONFIG_MISMATCH);
+    CHECK_TEXT("head_dim mismatch across layers for fused KV path: expected 128, got 64 at layer 1.");
+    fkv_config_free(cfg);
+  }
+
+  cfg = two_layers(base,
+                   "{\"num_kv_heads\": 8, \"head_dim\": 128, \"rotary_dim\": 64, "
+                   "\"is_neox_style\": false, \"rope_theta\": 10000}");
+  if (cfg) {
+    CHECK_STATUS(fkv_validate(cfg, NULL), FKV_ERR_CONFIG_MISMATCH);
+    CHECK_TEXT(
+        "RoPE config mismatch across layers for fused KV path: expected (rotary_dim=128, "
+        "neox=True), got (rotary_dim=64, neox=False) at layer 1.");
+    fkv_config_free(cfg);
+  }
+
+  cfg = two_layers(base,
+                   "{\"num_kv_heads\": 8, \"head_dim\": 128, \"rotary_dim\": 128, "
+                   "\"is_neox_style\": true, \"rope_theta\": 500000}");
+  if (cfg) {
+    CHECK_STATUS(fkv_validate(cfg, NULL), FKV_ERR_CONFIG_MISMATCH);
+    CHECK_CONTAINS("RoPE frequency mismatch across layers for fused KV path: expected (theta=10000.0");
+    CHECK_CONTAINS("got (theta=500000.0");
+    CHECK_CONTAINS("at layer 1.");
+    fkv_config_free(cfg);
+  }
+}
+
+static void test_plan(void) {
+  fkv_config* cfg = load("qwen3-8b.json");
+  fkv_plan* plan = NULL;
+  int layers[64];
+  fkv_kernel_desc desc;
+  fkv_attention_info g;
+  if (!cfg) return;
+  CHECK_STATUS(fkv_plan_create(cfg, 0, &plan), FKV_OK);
+  CHECK(fkv_plan_num_groups(plan) == 1);
+  CHECK(fkv_plan_group_num_layers(plan, 0) == 36);
+  CHECK(fkv_plan_group_num_layers(plan, 1) == 0);
+  CHECK(fkv_plan_num_skipped(plan) == 0);
+  CHECK_STATUS(fkv_plan_group_layers(plan, 0, layers, 64), FKV_OK);
+  CHECK(layers[0] == 0 && layers[35] == 35);
+  CHECK_STATUS(fkv_plan_group_layers(plan, 0, layers, 10), FKV_ERR_ARGUMENT);
+  CHECK_CONTAINS("36 are needed");
+  CHECK_STATUS(fkv_plan_group_spec(plan, 1, &g), FKV_ERR_ARGUMENT);
+  CHECK_TEXT("group 1 is out of range: the plan has 1 group(s)");
+  CHECK(strstr(fkv_plan_json(plan), "\"mode\":\"strict\"") != NULL);
+  CHECK(strstr(fkv_plan_json(plan), "\"num_kv_heads\":8") != NULL);
+
+  CHECK_STATUS(fkv_plan_kernel_desc(plan, 0, FKV_DTYPE_BF16, FKV_DTYPE_FP8_E4M3, 1, &desc), FKV_OK);
+  CHECK(desc.num_kv_heads == 8 && desc.head_dim == 128 && desc.rotary_dim == 128);
+  CHECK(desc.neox == 1 && desc.k_norm == 1 && desc.mode_pool == 1 && desc.debug == 0);
+  CHECK(desc.act == FKV_DTYPE_BF16 && desc.cache == FKV_DTYPE_FP8_E4M3 &&
+        desc.cos_sin == FKV_DTYPE_FP32);
+  CHECK(desc.positions_i64 == 1 && desc.slots_i64 == 1);
+  /* A cache dtype that is neither the activation dtype nor fp8. */
+  CHECK_STATUS(fkv_plan_kernel_desc(plan, 0, FKV_DTYPE_BF16, FKV_DTYPE_FP16, 0, &desc),
+               FKV_ERR_ARGUMENT);
+  CHECK_CONTAINS("cache dtype fp16");
+
+  /* cos/sin: row p, column i holds cos(p * theta^(-2i/R)), column R/2 + i the sin. */
+  {
+    enum { P = 16, R = 128 };
+    static float table[P * R];
+    size_t need = 0;
+    int p;
+    CHECK_STATUS(fkv_plan_cos_sin(plan, 0, P, FKV_DTYPE_FP32, NULL, 0, &need), FKV_OK);
+    CHECK(need == sizeof table);
+    CHECK_STATUS(fkv_plan_cos_sin(plan, 0, P, FKV_DTYPE_FP32, table, sizeof table - 4, NULL),
+                 FKV_ERR_ARGUMENT);
+    CHECK_STATUS(fkv_plan_cos_sin(plan, 0, P, FKV_DTYPE_FP32, table, sizeof table, NULL), FKV_OK);
+    for (p = 0; p < P; ++p) {
+      const double f1 = pow(1000000.0, -2.0 / R);
+      CHECK(fabs(table[p * R + 0] - cos((double)p)) < 1e-6);
+      CHECK(fabs(table[p * R + R / 2] - sin((double)p)) < 1e-6);
+      CHECK(fabs(table[p * R + 1] - cos(p * f1)) < 1e-6);
+      CHECK(fabs(table[p * R + R / 2 + 1] - sin(p * f1)) < 1e-6);
+    }
+    CHECK_STATUS(fkv_plan_cos_sin(plan, 0, P, FKV_DTYPE_FP8_E4M3, NULL, 0, &need), FKV_ERR_ARGUMENT);
+  }
+  fkv_plan_free(plan);
+  fkv_config_free(cfg);
+
+  /* Gemma 3: sliding and global layers use different frequencies -> strict fails, grouped
+   * gives two groups covering every attention layer. */
+  cfg = load("gemma3-4b-it.json");
+  if (cfg) {
+    int total = 0, i;
+    CHECK_STATUS(fkv_plan_create(cfg, 0, &plan), FKV_ERR_CONFIG_MISMATCH);
+    CHECK_CONTAINS("RoPE frequency mismatch across layers for fused KV path");
+    CHECK_STATUS(fkv_plan_create(cfg, 1, &plan), FKV_OK);
+    CHECK(fkv_plan_num_groups(plan) == 2);
+    for (i = 0; i < fkv_plan_num_groups(plan); ++i) total += fkv_plan_group_num_layers(plan, i);
+    CHECK(total + fkv_plan_num_skipped(plan) == fkv_config_num_layers(cfg));
+    CHECK(strstr(fkv_plan_json(plan), "\"mode\":\"grouped\"") != NULL);
+    fkv_plan_free(plan);
+    fkv_config_free(cfg);
+  }
+}
+
+static void test_dtypes(void) {
+  fkv_dtype d = FKV_DTYPE_FP32;
+  CHECK_STATUS(fkv_dtype_parse("torch.bfloat16", &d), FKV_OK);
+  CHECK(d == FKV_DTYPE_BF16);
+  CHECK_STATUS(fkv_dtype_parse("float8_e4m3fn", &d), FKV_OK);
+  CHECK(d == FKV_DTYPE_FP8_E4M3);
+  CHECK(fkv_dtype_size(FKV_DTYPE_FP8_E5M2) == 1 && fkv_dtype_size(FKV_DTYPE_FP32) == 4);
+  CHECK(strcmp(fkv_dtype_name(FKV_DTYPE_FP16), "fp16") == 0);
+  CHECK(fkv_dtype_size((fkv_dtype)42) == 0);
+  CHECK_STATUS(fkv_dtype_parse("int4", &d), FKV_ERR_ARGUMENT);
+  CHECK_CONTAINS("unknown dtype 'int4'");
+  CHECK(strcmp(fkv_status_name(FKV_ERR_COMPILE), "FKV_ERR_COMPILE") == 0);
+  CHECK(strcmp(fkv_version(), "0.1.0") == 0);
+}
+
+static int n_cubins;
+static int count_cubin(const char* path, const struct stat* sb, int type, struct FTW* ftw) {
+  size_t n = strlen(path);
+  (void)sb;
+  (void)ftw;
+  if (type == FTW_F && n > 6 && strcmp(path + n - 6, ".cubin") == 0) ++n_cubins;
+  return 0;
+}
+static int remove_one(const char* path, const struct stat* sb, int type, struct FTW* ftw) {
+  (void)sb;
+  (void)type;
+  (void)ftw;
+  return remove(path);
+}
+
+static void test_precompile(void) {
+  char dir[] = "/tmp/fkv-c-api-XXXXXX";
+  fkv_config* cfg = load("qwen3-8b.json");
+  size_t variants = 0, compiled = 0;
+  if (!cfg) return;
+  if (mkdtemp(dir) == NULL) {
+    CHECK(!"mkdtemp failed");
+    fkv_config_free(cfg);
+    return;
+  }
+  CHECK_STATUS(fkv_precompile(cfg, "sm_90", NULL, NULL, dir, &variants, &compiled), FKV_OK);
+  CHECK(variants == 2); /* one group x (stacked, pool) */
+  CHECK(compiled == 2);
+  n_cubins = 0;
+  nftw(dir, count_cubin, 16, FTW_PHYS);
+  CHECK(n_cubins == 2);
+  /* The second run finds both on disk (a fresh cache object, so not from memory). */
+  CHECK_STATUS(fkv_precompile(cfg, "sm_90", "bf16", "", dir, &variants, &compiled), FKV_OK);
+  CHECK(variants == 2 && compiled == 0);
+  /* An fp8 cache is another pair of variants. */
+  CHECK_STATUS(fkv_precompile(cfg, "9.0", NULL, "fp8_e4m3", dir, &variants, &compiled), FKV_OK);
+  CHECK(variants == 2 && compiled == 2);
+  n_cubins = 0;
+  nftw(dir, count_cubin, 16, FTW_PHYS);
+  CHECK(n_cubins == 4);
+
+  CHECK_STATUS(fkv_precompile(cfg, "sm_10", NULL, NULL, dir, NULL, NULL), FKV_ERR_COMPILE);
+  CHECK_CONTAINS("sm_90");
+  CHECK_STATUS(fkv_precompile(cfg, "sm_90", "int8", NULL, dir, NULL, NULL), FKV_ERR_ARGUMENT);
+  CHECK_STATUS(fkv_precompile(cfg, NULL, NULL, NULL, dir, NULL, NULL), FKV_ERR_ARGUMENT);
+  CHECK_TEXT("arch must not be NULL");
+
+  nftw(dir, remove_one, 16, FTW_DEPTH | FTW_PHYS);
+  fkv_config_free(cfg);
+}
+
+static void test_kernel_arguments(void) {
+  fkv_kernel_desc desc;
+  fkv_kernel* kernel = (fkv_kernel*)0x1;
+  fkv_inputs in;
+  memset(&desc, 0, sizeof desc);
+  desc.num_kv_heads = 8;
+  desc.head_dim = 128;
+  desc.rotary_dim = 127; /* odd: rejected before any GPU work */
+  desc.neox = 1;
+  desc.act = FKV_DTYPE_BF16;
+  desc.cache = FKV_DTYPE_BF16;
+  desc.cos_sin = FKV_DTYPE_FP32;
+  CHECK_STATUS(fkv_kernel_prepare(&desc, 0, &kernel), FKV_ERR_CONFIG_MISMATCH);
+  CHECK(kernel == NULL);
+  CHECK_TEXT("Invalid fused KV rotary/head dim pair: rotary_dim=127, head_dim=128.");
+  desc.rotary_dim = 128;
+  desc.act = (fkv_dtype)17;
+  CHECK_STATUS(fkv_kernel_prepare(&desc, 0, &kernel), FKV_ERR_ARGUMENT);
+  CHECK_CONTAINS("invalid fkv_dtype value 17");
+  desc.act = FKV_DTYPE_BF16;
+  CHECK_STATUS(fkv_kernel_prepare(NULL, 0, &kernel), FKV_ERR_ARGUMENT);
+
+  if (!fkv_driver_available()) {
+    CHECK_STATUS(fkv_kernel_prepare(&desc, 0, &kernel), FKV_ERR_CUDA);
+    CHECK(strlen(fkv_last_error()) > 0);
+  }
+
+  memset(&in, 0, sizeof in);
+  CHECK_STATUS(fkv_materialize_stacked(NULL, &in, NULL, NULL, NULL), FKV_ERR_ARGUMENT);
+  CHECK_TEXT("kernel must not be NULL");
+  CHECK_STATUS(fkv_materialize_pool(NULL, &in, NULL, NULL, NULL, 0, 0, NULL, NULL, NULL),
+               FKV_ERR_ARGUMENT);
+}
+
+/* The last error is per thread: an error on another thread leaves this one's text alone. */
+static void* fail_in_thread(void* arg) {
+  fkv_dtype d;
+  (void)arg;
+  fkv_dtype_parse("not-a-dtype", &d);
+  return strstr(fkv_last_error(), "not-a-dtype") ? (void*)1 : NULL;
+}
+
+static void test_thread_local_error(void) {
+  pthread_t t;
+  void* ok = NULL;
+  fkv_dtype d;
+  fkv_dtype_parse("first-thread", &d);
+  CHECK(pthread_create(&t, NULL, fail_in_thread, NULL) == 0);
+  CHECK(pthread_join(t, &ok) == 0);
+  CHECK(ok == (void*)1);
+  CHECK_CONTAINS("first-thread");
+  /* Success does not clear it. */
+  CHECK_STATUS(fkv_dtype_parse("bf16", &d), FKV_OK);
+  CHECK_CONTAINS("first-thread");
+}
+
+int main(void) {
+  test_config_and_validate();
+  test_bad_input();
+  test_mismatch_texts();
+  test_plan();
+  test_dtypes();
+  test_precompile();
+  test_kernel_arguments();
+  test_thread_local_error();
+  printf("test_c_api: %d checks, %d failed\n", checks, failures);
+  return failures == 0 ? 0 : 1;
+}
