@@ -110,8 +110,10 @@ std::string config_name(const ModelConfig& config) {
 
 void check_supported(const ModelConfig& config, const LayerAttention& layer) {
   if (layer.unsupported.empty()) return;
-  throw ConfigError("Layer " + std::to_string(layer.index) + " of " + config_name(config) +
-                    " cannot use the fused KV path: " + layer.unsupported);
+  // config usually names the layer already ("layer 3: ..."); do not say it twice.
+  const std::string prefix = "layer " + std::to_string(layer.index) + ":";
+  const bool named = layer.unsupported.rfind(prefix, 0) == 0;
+  throw ConfigError(config_name(config) + ": " + (named ? "" : prefix + " ") + layer.unsupported);
 }
 
 // The checks every reference layer (strict) or every layer (grouped) must pass on its own.

@@ -1,0 +1,453 @@
+// validate: strict mode (the seed's texts, SPEC §3) and grouped plans.
+//
+// Synthetic configs use the explicit per-layer schema and put each kind of mismatch at a random
+// layer of a random-length model, with random non-attention layers mixed in so that model
+// numbering differs from attention order. The seed is printed; set FKV_TEST_SEED to replay.
+#include <catch2/catch.hpp>
+
+#include <algorithm>
+#include <cstdlib>
+#include <iostream>
+#include <random>
+#include <regex>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "fkv/config.hpp"
+#include "fkv/errors.hpp"
+#include "fkv/validate.hpp"
+
+using fkv::ConfigError;
+using fkv::ModelConfig;
+using fkv::ValidationMode;
+using nlohmann::json;
+
+namespace {
+
+std::mt19937& rng() {
+  static std::mt19937 gen = [] {
+    unsigned seed = std::random_device{}();
+    if (const char* s = std::getenv("FKV_TEST_SEED")) seed = static_cast<unsigned>(std::stoul(s));
+    std::cerr << "test_validate: random seed " << seed << " (FKV_TEST_SEED=" << seed
+              << " replays it)\n";
+    return std::mt19937(seed);
+  }();
+  return gen;
+}
+
+int uniform(int lo, int hi) { return std::uniform_int_distribution<int>(lo, hi)(rng()); }
+
+// One entry of the explicit schema.
+struct Layer {
+  std::string kind = "full_attention";
+  int kv = 8;
+  int hd = 128;
+  int rd = 128;
+  bool neox = true;
+  std::string k_norm = "rms";
+  double theta = 1000000.0;
+  json scaling = nullptr;  // null: no rope_scaling key
+
+  json to_json() const {
+    if (kind == "none") return {{"kind", "none"}};
+    json j = {{"kind", kind},       {"num_kv_heads", kv},  {"head_dim", hd},   {"rotary_dim", rd},
+              {"is_neox_style", neox}, {"k_norm", k_norm}, {"eps", 1e-6}, {"rope_theta", theta}};
+    if (!scaling.is_null()) j["rope_scaling"] = scaling;
+    return j;
+  }
+};
+
+ModelConfig load(const std::vector<Layer>& layers) {
+  json doc = {{"layers", json::array()}};
+  for (const auto& l : layers) doc["layers"].push_back(l.to_json());
+  return ModelConfig::from_json(doc, "synthetic");
+}
+
+// A random model: first attention layer at `first`, layers before it are not attention, later
+// layers are attention with probability 3/4, and `target` (> first) is attention.
+struct Shape {
+  int n, first, target;
+};
+
+Shape random_shape() {
+  const int n = uniform(2, 48);
+  const int first = uniform(0, std::min(n - 2, 4));
+  const int target = uniform(first + 1, n - 1);
+  return {n, first, target};
+}
+
+std::vector<Layer> uniform_layers(const Shape& s) {
+  std::vector<Layer> layers(static_cast<size_t>(s.n));
+  for (int i = 0; i < s.n; ++i) {
+    if (i < s.first || (i > s.first && i != s.target && uniform(0, 3) == 0)) layers[i].kind = "none";
+    else if (uniform(0, 1) == 0) layers[i].kind = "sliding_attention";
+  }
+  return layers;
+}
+
+std::string message_of(const ModelConfig& config) {
+  try {
+    fkv::validate(config);
+  } catch (const ConfigError& e) {
+    return e.what();
+  }
+  return "<no error>";
+}
+
+// A message matched literally and with the sibling regex of its kind.
+void check_message(const std::string& got, const std::string& kind, const std::string& expected,
+                   const std::string& found, int layer) {
+  const std::string literal = kind + " mismatch across layers for fused KV path: expected " +
+                              expected + ", got " + found + " at layer " + std::to_string(layer) +
+                              ".";
+  CHECK(got == literal);
+  const std::regex re(kind + " mismatch across layers for fused KV path: expected (.+?), got (.+?) at layer (.+?)\\.");
+  std::smatch m;
+  REQUIRE(std::regex_match(got, m, re));
+  CHECK(m[1] == expected);
+  CHECK(m[2] == found);
+  CHECK(m[3] == std::to_string(layer));
+}
+
+ModelConfig real(const std::string& name) {
+  return ModelConfig::from_file(std::string(FKV_TEST_DATA_DIR) + "/" + name + ".json");
+}
+
+std::vector<int> range(int lo, int hi, int step = 1) {
+  std::vector<int> v;
+  for (int i = lo; i < hi; i += step) v.push_back(i);
+  return v;
+}
+
+}  // namespace
+
+TEST_CASE("a uniform synthetic model validates to its reference spec", "[validate]") {
+  for (int rep = 0; rep < 20; ++rep) {
+    const Shape s = random_shape();
+    INFO("n=" << s.n << " first=" << s.first);
+    auto layers = uniform_layers(s);
+    const ModelConfig config = load(layers);
+    const fkv::AttentionSpec spec = fkv::validate(config);
+    CHECK(spec.num_kv_heads == 8);
+    CHECK(spec.head_dim == 128);
+    CHECK(spec.rotary_dim == 128);
+    CHECK(spec.is_neox_style);
+    CHECK(spec.k_norm == fkv::KNormKind::Rms);
+    CHECK(spec.rope.theta == 1000000.0);
+
+    std::vector<int> attention, skipped;
+    for (int i = 0; i < s.n; ++i) (layers[i].kind == "none" ? skipped : attention).push_back(i);
+    for (auto mode : {ValidationMode::Strict, ValidationMode::Grouped}) {
+      const fkv::Plan plan = fkv::make_plan(config, mode);
+      REQUIRE(plan.groups.size() == 1);
+      CHECK(plan.groups[0].attn == spec);
+      CHECK(plan.groups[0].layers == attention);
+      CHECK(plan.skipped_layers == skipped);
+    }
+  }
+}
+
+TEST_CASE("each strict mismatch is reported at its random layer with the seed's text",
+          "[validate]") {
+  for (int rep = 0; rep < 10; ++rep) {
+    const Shape s = random_shape();
+    INFO("n=" << s.n << " first=" << s.first << " target=" << s.target);
+    auto base = uniform_layers(s);
+    // A second, different mismatch after the target must not be the one reported.
+    auto with_later_noise = [&](std::vector<Layer> layers) {
+      for (int i = s.target + 1; i < s.n; ++i)
+        if (layers[i].kind != "none") {
+          layers[i].kv = 2;
+          layers[i].hd = 64;
+          layers[i].rd = 64;
+          break;
+        }
+      return layers;
+    };
+
+    struct Case {
+      const char* kind;
+      void (*mutate)(Layer&);
+      const char* expected;
+      const char* found;
+    };
+    const Case cases[] = {
+        {"num_kv_heads", [](Layer& l) { l.kv = 4; }, "8", "4"},
+        {"head_dim", [](Layer& l) { l.hd = 256; }, "128", "256"},
+        {"RoPE config", [](Layer& l) { l.rd = 64; }, "(rotary_dim=128, neox=True)",
+         "(rotary_dim=64, neox=True)"},
+        {"RoPE config", [](Layer& l) { l.neox = false; }, "(rotary_dim=128, neox=True)",
+         "(rotary_dim=128, neox=False)"},
+        {"RoPE config", [](Layer& l) { l.rd = 0; }, "(rotary_dim=128, neox=True)",
+         "(rotary_dim=0, neox=True)"},
+        {"RoPE frequency", [](Layer& l) { l.theta = 10000.0; }, "(theta=1000000.0, scaling=default)",
+         "(theta=10000.0, scaling=default)"},
+        {"RoPE frequency",
+         [](Layer& l) { l.scaling = {{"rope_type", "linear"}, {"factor", 8.0}}; },
+         "(theta=1000000.0, scaling=default)", "(theta=1000000.0, scaling=linear(factor=8.0))"},
+        {"K norm", [](Layer& l) { l.k_norm = "none"; }, "rms", "none"},
+    };
+    for (const Case& c : cases) {
+      INFO("case: " << c.kind << " -> " << c.found);
+      auto layers = base;
+      c.mutate(layers[s.target]);
+      check_message(message_of(load(with_later_noise(layers))), c.kind, c.expected, c.found,
+                    s.target);
+    }
+  }
+}
+
+TEST_CASE("strict checks run in the seed's order within a layer", "[validate]") {
+  const Shape s = random_shape();
+  INFO("n=" << s.n << " target=" << s.target);
+  auto layers = uniform_layers(s);
+  Layer& t = layers[s.target];
+
+  t.kv = 2;
+  t.hd = 64;
+  t.rd = 32;
+  t.theta = 500.0;
+  t.k_norm = "none";
+  check_message(message_of(load(layers)), "num_kv_heads", "8", "2", s.target);
+  t.kv = 8;
+  check_message(message_of(load(layers)), "head_dim", "128", "64", s.target);
+  t.hd = 128;
+  check_message(message_of(load(layers)), "RoPE config", "(rotary_dim=128, neox=True)",
+                "(rotary_dim=32, neox=True)", s.target);
+  t.rd = 128;
+  check_message(message_of(load(layers)), "RoPE frequency", "(theta=1000000.0, scaling=default)",
+                "(theta=500.0, scaling=default)", s.target);
+  t.theta = 1000000.0;
+  check_message(message_of(load(layers)), "K norm", "rms", "none", s.target);
+  t.k_norm = "rms";
+  CHECK_NOTHROW(fkv::validate(load(layers)));
+}
+
+TEST_CASE("the first mismatching layer wins, whatever its kind", "[validate]") {
+  // kv heads differ at a later layer than a head_dim mismatch: the earlier layer is reported.
+  std::vector<Layer> layers(6);
+  layers[2].hd = 64;
+  layers[2].rd = 64;
+  layers[4].kv = 1;
+  check_message(message_of(load(layers)), "head_dim", "128", "64", 2);
+}
+
+TEST_CASE("ConfigError is an invalid_argument", "[validate]") {
+  std::vector<Layer> layers(3);
+  layers[1].kv = 1;
+  CHECK_THROWS_AS(fkv::validate(load(layers)), std::invalid_argument);
+  CHECK_THROWS_AS(fkv::make_plan(load(layers), ValidationMode::Strict), ConfigError);
+  CHECK(fkv::make_plan(load(layers), ValidationMode::Grouped).groups.size() == 2);
+}
+
+TEST_CASE("an invalid rotary/head dim pair on the reference layer", "[validate]") {
+  // config rejects these when reading a file; validate() must hold on configs built in code too.
+  for (auto [rd, hd] : std::vector<std::pair<int, int>>{{63, 128}, {-2, 128}, {256, 128}, {130, 128}}) {
+    ModelConfig config = load(std::vector<Layer>(3));
+    config.layers[0].rotary_dim.value = rd;
+    config.layers[0].head_dim.value = hd;
+    const std::string expected = "Invalid fused KV rotary/head dim pair: rotary_dim=" +
+                                 std::to_string(rd) + ", head_dim=" + std::to_string(hd) + ".";
+    CHECK(message_of(config) == expected);
+    CHECK_THROWS_WITH(fkv::make_plan(config, ValidationMode::Grouped), expected);
+  }
+  // Grouped mode checks every layer; strict mode reports the difference from the reference.
+  ModelConfig config = load(std::vector<Layer>(4));
+  config.layers[2].rotary_dim.value = 7;
+  CHECK_THROWS_WITH(fkv::make_plan(config, ValidationMode::Grouped),
+                    "Invalid fused KV rotary/head dim pair: rotary_dim=7, head_dim=128.");
+  check_message(message_of(config), "RoPE config", "(rotary_dim=128, neox=True)",
+                "(rotary_dim=7, neox=True)", 2);
+  // Valid edge cases: rotary_dim 0 (NoPE) and rotary_dim == head_dim.
+  std::vector<Layer> nope(2);
+  nope[0].rd = nope[1].rd = 0;
+  CHECK(fkv::validate(load(nope)).rotary_dim == 0);
+}
+
+TEST_CASE("reading rejects an odd rotary_dim before validation", "[validate]") {
+  std::vector<Layer> layers(2);
+  layers[1].rd = 63;
+  CHECK_THROWS_AS(load(layers), ConfigError);
+}
+
+TEST_CASE("unsupported layers name the layer in both modes", "[validate]") {
+  const Shape s = random_shape();
+  INFO("n=" << s.n << " target=" << s.target);
+  ModelConfig config = load(uniform_layers(s));
+  config.layers[s.target].unsupported = "K norm across all heads (test) is not a per-head norm";
+  for (auto mode : {ValidationMode::Strict, ValidationMode::Grouped}) {
+    try {
+      fkv::make_plan(config, mode);
+      FAIL("no error");
+    } catch (const ConfigError& e) {
+      const std::string what = e.what();
+      CHECK(what.find("layer " + std::to_string(s.target) + ": ") != std::string::npos);
+      CHECK(what.find("K norm across all heads (test)") != std::string::npos);
+      CHECK(what.find("synthetic") != std::string::npos);
+    }
+  }
+  // MLA in a real config.
+  CHECK_THROWS_WITH(fkv::validate(real("deepseek-v3")), Catch::Contains("layer 0:") &&
+                                                            Catch::Contains("MLA"));
+}
+
+TEST_CASE("a model without attention layers is a clear error", "[validate]") {
+  std::vector<Layer> layers(static_cast<size_t>(uniform(1, 8)));
+  for (auto& l : layers) l.kind = "none";
+  const ModelConfig config = load(layers);
+  CHECK_THROWS_WITH(fkv::validate(config), Catch::Contains("no attention layer"));
+  CHECK_THROWS_WITH(fkv::make_plan(config, ValidationMode::Grouped),
+                    Catch::Contains("no attention layer"));
+  CHECK_THROWS_AS(fkv::validate(ModelConfig{}), ConfigError);
+}
+
+TEST_CASE("grouped mode partitions random layers by spec in order of first appearance",
+          "[validate]") {
+  for (int rep = 0; rep < 20; ++rep) {
+    // Distinct specs; each differs from the first in one field.
+    std::vector<Layer> kinds(7);
+    kinds[1].kv = 4;
+    kinds[2].hd = 64, kinds[2].rd = 64;
+    kinds[3].neox = false;
+    kinds[4].theta = 10000.0;
+    kinds[5].k_norm = "rms_one_plus";
+    kinds[6].rd = 0;
+    const int n = uniform(1, 40);
+    std::vector<Layer> layers;
+    std::vector<int> order;  // kind index of each group, in order of first appearance
+    std::vector<std::vector<int>> expected;
+    std::vector<int> skipped;
+    for (int i = 0; i < n; ++i) {
+      const int k = uniform(-1, 6);
+      if (k < 0) {
+        layers.push_back(Layer{});
+        layers.back().kind = "none";
+        skipped.push_back(i);
+        continue;
+      }
+      Layer l = kinds[k];
+      // NoPE layers share a group whatever their (unused) frequencies.
+      if (k == 6) l.theta = uniform(1, 5) * 1000.0;
+      layers.push_back(l);
+      auto it = std::find(order.begin(), order.end(), k);
+      if (it == order.end()) {
+        order.push_back(k);
+        expected.push_back({});
+        it = order.end() - 1;
+      }
+      expected[it - order.begin()].push_back(i);
+    }
+    if (order.empty()) continue;
+    INFO("n=" << n << " groups=" << order.size());
+    const fkv::Plan plan = fkv::make_plan(load(layers), ValidationMode::Grouped);
+    REQUIRE(plan.groups.size() == order.size());
+    for (size_t g = 0; g < order.size(); ++g) {
+      CHECK(plan.groups[g].layers == expected[g]);
+      CHECK(plan.groups[g].attn.num_kv_heads == kinds[order[g]].kv);
+      CHECK(plan.groups[g].attn.head_dim == kinds[order[g]].hd);
+      CHECK(plan.groups[g].attn.rotary_dim == kinds[order[g]].rd);
+      CHECK(plan.groups[g].attn.is_neox_style == kinds[order[g]].neox);
+    }
+    CHECK(plan.skipped_layers == skipped);
+    if (order.size() > 1) CHECK_THROWS_AS(fkv::validate(load(layers)), ConfigError);
+  }
+}
+
+TEST_CASE("AttentionSpec equality covers every field", "[validate]") {
+  fkv::AttentionSpec a;
+  a.num_kv_heads = 8, a.head_dim = 128, a.rotary_dim = 64, a.k_norm = fkv::KNormKind::Rms;
+  a.rope.theta = 1e6;
+  CHECK(a == a);
+  auto b = a;
+  b.num_kv_heads = 4;
+  CHECK_FALSE(a == b);
+  b = a, b.head_dim = 64;
+  CHECK_FALSE(a == b);
+  b = a, b.rotary_dim = 128;
+  CHECK_FALSE(a == b);
+  b = a, b.is_neox_style = false;
+  CHECK_FALSE(a == b);
+  b = a, b.k_norm = fkv::KNormKind::RmsOnePlus;
+  CHECK_FALSE(a == b);
+  b = a, b.rope.theta = 1e4;
+  CHECK_FALSE(a == b);
+  b = a, b.rope.scaling_type = "yarn";
+  CHECK_FALSE(a == b);
+  b = a, b.rope.scaling = {{"factor", 4.0}};
+  CHECK_FALSE(a == b);
+}
+
+TEST_CASE("Python-style formatting of values in messages", "[validate]") {
+  CHECK(fkv::format_float(1000000.0) == "1000000.0");
+  CHECK(fkv::format_float(150000.0) == "150000.0");
+  CHECK(fkv::format_float(0.5) == "0.5");
+  CHECK(fkv::format_float(1e-6) == "1e-06");
+  CHECK(fkv::format_float(1.5e-5) == "1.5e-05");
+  CHECK(fkv::format_float(0.0001) == "0.0001");
+  CHECK(fkv::format_float(1e16) == "1e+16");
+  CHECK(fkv::format_float(123.25) == "123.25");
+  CHECK(fkv::format_float(-2.0) == "-2.0");
+  CHECK(fkv::format_bool(true) == "True");
+  CHECK(fkv::format_bool(false) == "False");
+  fkv::RopeFrequencies rope;
+  rope.theta = 150000;
+  rope.scaling_type = "yarn";
+  rope.scaling = {{"factor", 32.0}, {"beta_fast", 32.0}, {"truncate", false}};
+  CHECK(fkv::format_rope(rope) ==
+        "theta=150000.0, scaling=yarn(beta_fast=32.0, factor=32.0, truncate=False)");
+}
+
+TEST_CASE("real configs: strict verdicts and grouped plans", "[validate][real]") {
+  SECTION("qwen3-8b is uniform") {
+    const auto spec = fkv::validate(real("qwen3-8b"));
+    CHECK(spec.num_kv_heads == 8);
+    CHECK(spec.head_dim == 128);
+    CHECK(spec.k_norm == fkv::KNormKind::Rms);
+  }
+  SECTION("gpt-oss-20b alternates sliding/full with one rope: one group") {
+    const auto config = real("gpt-oss-20b");
+    CHECK(config.layers[0].kind.value == fkv::LayerKind::SlidingAttention);
+    CHECK(config.layers[1].kind.value == fkv::LayerKind::FullAttention);
+    CHECK_NOTHROW(fkv::validate(config));
+    const auto plan = fkv::make_plan(config, ValidationMode::Grouped);
+    REQUIRE(plan.groups.size() == 1);
+    CHECK(plan.groups[0].layers == range(0, 24));
+    CHECK(plan.groups[0].attn.rope.scaling_type == "yarn");
+  }
+  SECTION("smollm3-3b: NoPE every 4th layer -> 2 groups, strict fails at layer 3") {
+    const auto config = real("smollm3-3b");
+    check_message(message_of(config), "RoPE config", "(rotary_dim=128, neox=True)",
+                  "(rotary_dim=0, neox=True)", 3);
+    const auto plan = fkv::make_plan(config, ValidationMode::Grouped);
+    REQUIRE(plan.groups.size() == 2);
+    CHECK(plan.groups[1].layers == range(3, 36, 4));
+    CHECK(plan.groups[0].layers.size() == 27);
+    CHECK(plan.groups[1].attn.rotary_dim == 0);
+    CHECK(plan.groups[0].attn.rotary_dim == 128);
+  }
+  SECTION("gemma3-4b: local/global frequencies -> 2 groups, strict fails at layer 5") {
+    const auto config = real("gemma3-4b-it");
+    CHECK(message_of(config) ==
+          "RoPE frequency mismatch across layers for fused KV path: expected (theta=10000.0, "
+          "scaling=default), got (theta=1000000.0, scaling=linear(factor=8.0)) at layer 5.");
+    const auto plan = fkv::make_plan(config, ValidationMode::Grouped);
+    REQUIRE(plan.groups.size() == 2);
+    CHECK(plan.groups[1].layers == range(5, 34, 6));
+    CHECK(plan.groups[0].layers.size() == 29);
+    CHECK(plan.groups[0].attn.rope.theta == 10000.0);
+    CHECK(plan.groups[1].attn.rope.theta == 1000000.0);
+  }
+  SECTION("qwen3.5-9b: linear-attention layers are skipped, numbering kept") {
+    const auto config = real("qwen3.5-9b");
+    const auto plan = fkv::make_plan(config, ValidationMode::Strict);
+    REQUIRE(plan.groups.size() == 1);
+    CHECK(plan.groups[0].layers == range(3, 32, 4));
+    CHECK(plan.skipped_layers.size() == 24);
+    CHECK(plan.skipped_layers.front() == 0);
+    CHECK(plan.groups[0].attn.k_norm == fkv::KNormKind::RmsOnePlus);
+    CHECK(plan.groups[0].attn.rotary_dim == 64);
+    CHECK(fkv::make_plan(config, ValidationMode::Grouped).groups.size() == 1);
+  }
+}
