@@ -133,35 +133,75 @@ template <class T> __device__ __forceinline__ T from_bits(u32 b) {
 template <> __device__ __forceinline__ float from_bits<float>(u32 b) { return __uint_as_float(b); }
 
 // ---- vectors -------------------------------------------------------------------------------
-// N elements of T in one aligned load/store (N * sizeof(T) is 2..16 bytes).
-template <int BYTES> struct VecStorage;
-template <> struct VecStorage<1> { typedef u8 type; };
-template <> struct VecStorage<2> { typedef u16 type; };
-template <> struct VecStorage<4> { typedef u32 type; };
-template <> struct VecStorage<8> { typedef u64 type; };
-struct alignas(16) U128 { u64 lo, hi; };
-template <> struct VecStorage<16> { typedef U128 type; };
-
+// N elements of T moved by one load/store of N * sizeof(T) bytes (16 B = ld/st.global.v4.b32).
 template <class T, int N>
-struct alignas(N * sizeof(T)) Vec {
+struct Vec {
   T v[N];
 };
 
+template <int BYTES> struct Words { u32 w[BYTES >= 4 ? BYTES / 4 : 1]; };
+
+template <int BYTES>
+__device__ __forceinline__ Words<BYTES> load_words(const void* p) {
+  Words<BYTES> r;
+  if constexpr (BYTES == 16) {
+    asm volatile("ld.global.v4.b32 {%0, %1, %2, %3}, [%4];"
+                 : "=r"(r.w[0]), "=r"(r.w[1]), "=r"(r.w[2]), "=r"(r.w[3]) : "l"(p));
+  } else if constexpr (BYTES == 8) {
+    asm volatile("ld.global.v2.b32 {%0, %1}, [%2];" : "=r"(r.w[0]), "=r"(r.w[1]) : "l"(p));
+  } else if constexpr (BYTES == 4) {
+    r.w[0] = *static_cast<const u32*>(p);
+  } else if constexpr (BYTES == 2) {
+    r.w[0] = *static_cast<const u16*>(p);
+  } else {
+    r.w[0] = *static_cast<const u8*>(p);
+  }
+  return r;
+}
+
+template <int BYTES>
+__device__ __forceinline__ void store_words(void* p, const Words<BYTES>& r) {
+  if constexpr (BYTES == 16) {
+    asm volatile("st.global.v4.b32 [%0], {%1, %2, %3, %4};"
+                 :: "l"(p), "r"(r.w[0]), "r"(r.w[1]), "r"(r.w[2]), "r"(r.w[3]) : "memory");
+  } else if constexpr (BYTES == 8) {
+    asm volatile("st.global.v2.b32 [%0], {%1, %2};" :: "l"(p), "r"(r.w[0]), "r"(r.w[1]) : "memory");
+  } else if constexpr (BYTES == 4) {
+    *static_cast<u32*>(p) = r.w[0];
+  } else if constexpr (BYTES == 2) {
+    *static_cast<u16*>(p) = (u16)r.w[0];
+  } else {
+    *static_cast<u8*>(p) = (u8)r.w[0];
+  }
+}
+
 template <class T, int N>
 __device__ __forceinline__ Vec<T, N> load_vec(const T* p) {
-  typedef typename VecStorage<N * sizeof(T)>::type S;
-  S s = *reinterpret_cast<const S*>(p);
+  constexpr int BYTES = N * (int)sizeof(T);
+  constexpr int BITS = 8 * (int)sizeof(T);
+  constexpr int PER_WORD = BYTES >= 4 ? 4 / (int)sizeof(T) : N;
+  const Words<BYTES> w = load_words<BYTES>(p);
   Vec<T, N> r;
-  memcpy(&r, &s, sizeof(S));
+#pragma unroll
+  for (int i = 0; i < N; ++i) {
+    const u32 word = w.w[i / PER_WORD];
+    const int shift = (i % PER_WORD) * BITS;
+    r.v[i] = from_bits<T>(BITS == 32 ? word : (word >> shift) & ((1u << (BITS & 31)) - 1u));
+  }
   return r;
 }
 
 template <class T, int N>
 __device__ __forceinline__ void store_vec(T* p, const Vec<T, N>& r) {
-  typedef typename VecStorage<N * sizeof(T)>::type S;
-  S s;
-  memcpy(&s, &r, sizeof(S));
-  *reinterpret_cast<S*>(p) = s;
+  constexpr int BYTES = N * (int)sizeof(T);
+  constexpr int BITS = 8 * (int)sizeof(T);
+  constexpr int PER_WORD = BYTES >= 4 ? 4 / (int)sizeof(T) : N;
+  Words<BYTES> w;
+#pragma unroll
+  for (int i = 0; i < (BYTES >= 4 ? BYTES / 4 : 1); ++i) w.w[i] = 0;
+#pragma unroll
+  for (int i = 0; i < N; ++i) w.w[i / PER_WORD] |= raw_bits(r.v[i]) << ((i % PER_WORD) * BITS % 32);
+  store_words<BYTES>(p, w);
 }
 
 }  // namespace fkv_kernels

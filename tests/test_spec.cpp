@@ -1,0 +1,142 @@
+#include <catch2/catch.hpp>
+
+#include <set>
+
+#include "fkv/errors.hpp"
+#include "fkv/spec.hpp"
+
+using namespace fkv;
+
+static KernelSpec base() {
+  KernelSpec s;
+  s.num_kv_heads = 8;
+  s.head_dim = 128;
+  s.rotary_dim = 128;
+  s.k_norm = true;
+  return s;
+}
+
+TEST_CASE("canonical text changes with every field", "[spec]") {
+  const KernelSpec b = base();
+  std::vector<KernelSpec> variants;
+  auto v = b; v.num_kv_heads = 4; variants.push_back(v);
+  v = b; v.head_dim = 256; variants.push_back(v);
+  v = b; v.rotary_dim = 64; variants.push_back(v);
+  v = b; v.neox = false; variants.push_back(v);
+  v = b; v.k_norm = false; variants.push_back(v);
+  v = b; v.act = DType::FP16; v.cache = DType::FP16; variants.push_back(v);
+  v = b; v.cache = DType::FP8_E4M3; variants.push_back(v);
+  v = b; v.cos_sin = DType::BF16; variants.push_back(v);
+  v = b; v.positions = IndexType::I32; variants.push_back(v);
+  v = b; v.slots = IndexType::I32; variants.push_back(v);
+  v = b; v.mode = OutputMode::Pool; variants.push_back(v);
+  v = b; v.debug_checks = true; variants.push_back(v);
+  std::set<std::string> seen{b.canonical()};
+  for (const auto& s : variants) {
+    INFO(s.canonical());
+    CHECK(seen.insert(s.canonical()).second);
+    CHECK_FALSE(s == b);
+  }
+  CHECK(b.canonical() ==
+        "H=8;D=128;R=128;neox=1;knorm=1;act=bf16;cache=bf16;cs=fp32;pos=int64;slot=int64;mode=stacked;debug=0");
+}
+
+TEST_CASE("tiling invariants hold over head counts, head dims and dtypes", "[spec]") {
+  for (DType act : {DType::BF16, DType::FP16, DType::FP32})
+    for (int H : {1, 2, 4, 8, 12, 16, 32, 64, 96})
+      for (int D : {32, 64, 72, 80, 96, 112, 128, 160, 192, 256, 512})
+        for (int R : {0, 16, 32, D / 2 - (D / 2) % 2, D}) {
+          KernelSpec s = base();
+          s.num_kv_heads = H;
+          s.head_dim = D;
+          s.rotary_dim = R;
+          s.act = s.cache = act;
+          for (bool neox : {true, false}) {
+            s.neox = neox;
+            const Tiling t = s.tiling();
+            INFO(s.canonical());
+            REQUIRE(t.vec >= 1);
+            CHECK(t.vec * dtype_size(act) <= 16);
+            CHECK(D % t.vec == 0);
+            CHECK(t.vecs_per_head == D / t.vec);
+            CHECK(H % t.heads_per_block == 0);
+            CHECK(t.head_groups * t.heads_per_block == H);
+            CHECK(t.block_threads % 32 == 0);
+            CHECK(t.block_threads <= 1024);
+            CHECK(t.tokens_per_block * t.heads_per_block * t.vecs_per_head <= t.block_threads);
+            if (t.warp_local) {
+              CHECK(t.vecs_per_head <= 32);
+              CHECK((t.vecs_per_head & (t.vecs_per_head - 1)) == 0);
+              if (neox && R > 0) CHECK((R / 2) % t.vec == 0);
+              CHECK(t.shared_bytes == 0);
+            } else {
+              CHECK(t.shared_bytes == t.block_threads * (t.vec + 1) * 4);
+            }
+          }
+        }
+}
+
+TEST_CASE("16-byte vectors and no idle lanes for the common shapes", "[spec]") {
+  KernelSpec s = base();
+  Tiling t = s.tiling();
+  CHECK(t.vec == 8);
+  CHECK(t.warp_local);
+  CHECK(t.block_threads == 128);
+  s.num_kv_heads = 32;
+  s.head_dim = 80;
+  s.rotary_dim = 32;
+  t = s.tiling();
+  CHECK(t.vec == 8);
+  CHECK_FALSE(t.warp_local);  // 10 vectors per head
+  CHECK(t.tokens_per_block * t.heads_per_block * t.vecs_per_head == t.block_threads);
+  s.num_kv_heads = 8;
+  s.head_dim = 96;
+  s.rotary_dim = 96;
+  t = s.tiling();
+  CHECK(t.tokens_per_block * t.heads_per_block * t.vecs_per_head == t.block_threads);
+}
+
+TEST_CASE("invalid specs are refused with the fix", "[spec]") {
+  KernelSpec s = base();
+  s.rotary_dim = 130;
+  CHECK_THROWS_MATCHES(s.check(), ConfigError,
+                       Catch::Message("Invalid fused KV rotary/head dim pair: rotary_dim=130, head_dim=128."));
+  s.rotary_dim = 63;
+  CHECK_THROWS_AS(s.check(), ConfigError);
+  s = base();
+  s.cache = DType::FP16;
+  CHECK_THROWS_WITH(s.check(), Catch::Contains("fp8_e4m3"));
+  s = base();
+  s.cos_sin = DType::FP16;
+  CHECK_THROWS_WITH(s.check(), Catch::Contains("fp32 or the activation dtype"));
+  s = base();
+  s.num_kv_heads = 0;
+  CHECK_THROWS_AS(s.check(), ArgumentError);
+  CHECK_THROWS_WITH(parse_dtype("int8"), Catch::Contains("bf16"));
+  CHECK(parse_dtype("bfloat16") == DType::BF16);
+  CHECK(parse_dtype("float8_e4m3fn") == DType::FP8_E4M3);
+}
+
+TEST_CASE("kernel_specs_for gives one spec per group and mode", "[spec]") {
+  Plan plan;
+  AttentionSpec a;
+  a.num_kv_heads = 8;
+  a.head_dim = 128;
+  a.rotary_dim = 128;
+  a.k_norm = KNormKind::Rms;
+  plan.groups.push_back({a, {0, 1, 2}});
+  AttentionSpec b = a;
+  b.rotary_dim = 0;
+  plan.groups.push_back({b, {3}});
+  VariantOptions o;
+  auto specs = kernel_specs_for(plan, o);
+  REQUIRE(specs.size() == 4);
+  CHECK(specs[0].mode == OutputMode::Stacked);
+  CHECK(specs[1].mode == OutputMode::Pool);
+  CHECK(specs[2].rotary_dim == 0);
+  CHECK(specs[0].k_norm);
+  o.pool = false;
+  CHECK(kernel_specs_for(plan, o).size() == 2);
+  CHECK(act_dtype_of("float16") == DType::FP16);
+  CHECK(act_dtype_of("") == DType::BF16);
+}
