@@ -52,6 +52,18 @@ __global__ void __launch_bounds__(BLOCK) fused_kv_materialize(const FkvKernelPar
   const int h = blockIdx.z * HPB + hl;
   bool active = r < TPB && t < p.num_tokens;
 
+  // The first layer's K/V loads go out before the position and slot reads, so their latencies
+  // overlap. Threads whose token is skipped still take part in the shuffles and barriers.
+  const bool load = active;
+  const int l0 = blockIdx.y * p.layers_per_block;
+  const int l1 = min(l0 + p.layers_per_block, p.num_layers);
+  const Act* src = static_cast<const Act*>(p.proj) + (load ? t * p.proj_stride_token : 0) + h * D + e0;
+  Vec<Act, VEC> kv_next, vv_next;
+  if (load && l0 < l1) {
+    kv_next = load_vec<Act, VEC>(src + l0 * p.proj_stride_layer);
+    vv_next = load_vec<Act, VEC>(src + l0 * p.proj_stride_layer + KV);
+  }
+
   // cos/sin of this thread's elements, once per token, reused for every layer.
   float cs_cos[VEC], cs_sin[VEC];
 #pragma unroll
@@ -85,18 +97,6 @@ __global__ void __launch_bounds__(BLOCK) fused_kv_materialize(const FkvKernelPar
       atomicOr(p.error_flag, FKV_ERROR_BAD_SLOT);
       write = false;
     }
-  }
-  // Threads whose token is skipped still take part in the shuffles and barriers below.
-  const bool load = write;
-
-  const int l0 = blockIdx.y * p.layers_per_block;
-  const int l1 = min(l0 + p.layers_per_block, p.num_layers);
-  const Act* src = static_cast<const Act*>(p.proj) + (load ? t * p.proj_stride_token : 0) + h * D + e0;
-
-  Vec<Act, VEC> kv_next, vv_next;
-  if (load && l0 < l1) {
-    kv_next = load_vec<Act, VEC>(src + l0 * p.proj_stride_layer);
-    vv_next = load_vec<Act, VEC>(src + l0 * p.proj_stride_layer + KV);
   }
   for (int l = l0; l < l1; ++l) {
     const Vec<Act, VEC> kv = kv_next, vv = vv_next;
