@@ -157,7 +157,13 @@ RopeTable::RopeTable(const RopeFrequencies& freq, int rotary_dim, std::int64_t m
   const int R = rotary_dim;
   const double theta = freq.theta;
   const Params p(freq.scaling, type_);
-  const double seq_len = static_cast<double>(options.seq_len > 0 ? options.seq_len : max_position);
+  // The config module records the model's max_position_embeddings in the scaling dict where a
+  // type needs it (longrope); an explicit option wins.
+  RopeOptions opts = options;
+  if (opts.max_position_embeddings <= 0)
+    if (auto m = p.number("max_position_embeddings"))
+      opts.max_position_embeddings = static_cast<std::int64_t>(p.positive("max_position_embeddings", *m));
+  const double seq_len = static_cast<double>(opts.seq_len > 0 ? opts.seq_len : max_position);
 
   if (type_ == "default") {
     inv_freq_ = default_inv_freq(theta, R);
@@ -170,7 +176,7 @@ RopeTable::RopeTable(const RopeFrequencies& freq, int rotary_dim, std::int64_t m
     // _compute_dynamic_ntk_parameters evaluated once at seq_len (static form):
     // base' = base * (factor * s / mpe - (factor - 1)) ^ (R / (R - 2)), s = max(seq_len, mpe).
     const double factor = p.positive("factor", p.required("factor"));
-    const double mpe = model_max(options, type_);
+    const double mpe = model_max(opts, type_);
     if (R == 2) throw ConfigError("rope type 'dynamic' needs rotary_dim > 2 (its exponent is R / (R - 2)).");
     const double s = std::max(seq_len, mpe);
     const double base = theta * std::pow((factor * s / mpe) - (factor - 1), static_cast<double>(R) / (R - 2));
@@ -181,7 +187,7 @@ RopeTable::RopeTable(const RopeFrequencies& freq, int rotary_dim, std::int64_t m
     const double low = p.positive("low_freq_factor", p.required("low_freq_factor"));
     const double high = p.positive("high_freq_factor", p.required("high_freq_factor"));
     if (high == low) p.fail("high_freq_factor", "must differ from low_freq_factor", json(high));
-    const double old_ctx = original_max(p, options, type_);
+    const double old_ctx = original_max(p, opts, type_);
     const double low_wavelen = old_ctx / low;
     const double high_wavelen = old_ctx / high;
     inv_freq_ = default_inv_freq(theta, R);
@@ -196,10 +202,10 @@ RopeTable::RopeTable(const RopeFrequencies& freq, int rotary_dim, std::int64_t m
     }
   } else if (type_ == "yarn") {
     // _compute_yarn_parameters (transformers v5: an explicit factor wins over the ratio).
-    const double orig = original_max(p, options, type_);
+    const double orig = original_max(p, opts, type_);
     const auto explicit_factor = p.number("factor");
     const double factor =
-        p.positive("factor", explicit_factor ? *explicit_factor : model_max(options, type_) / orig);
+        p.positive("factor", explicit_factor ? *explicit_factor : model_max(opts, type_) / orig);
     if (auto af = p.number("attention_factor")) {
       attention_factor_ = p.positive("attention_factor", *af);
     } else {
@@ -236,7 +242,7 @@ RopeTable::RopeTable(const RopeFrequencies& freq, int rotary_dim, std::int64_t m
     }
   } else if (type_ == "longrope") {
     // _compute_longrope_parameters, factors chosen once for seq_len (static form).
-    const double orig = original_max(p, options, type_);
+    const double orig = original_max(p, opts, type_);
     const auto explicit_factor = p.number("factor");
     // Without `factor` and without a model max_position_embeddings the ratio is unknown; only
     // the attention factor needs it, so an explicit attention_factor makes it unnecessary.
@@ -245,7 +251,7 @@ RopeTable::RopeTable(const RopeFrequencies& freq, int rotary_dim, std::int64_t m
     if (explicit_factor)
       factor = p.positive("factor", *explicit_factor);
     else if (!af)
-      factor = model_max(options, type_) / orig;
+      factor = model_max(opts, type_) / orig;
     if (af)
       attention_factor_ = p.positive("attention_factor", *af);
     else

@@ -7,7 +7,10 @@
 #include <cstring>
 #include <fstream>
 #include <string>
+#include <tuple>
+#include <vector>
 
+#include "fkv/config.hpp"
 #include "fkv/errors.hpp"
 #include "fkv/rope.hpp"
 
@@ -145,6 +148,29 @@ TEST_CASE("rope: real configs read by hand give the reference tables", "[rope]")
     check_against(global, ref_case("gemma3-4b-global"));
     RopeTable local(RopeFrequencies{10000.0, "default", json::object()}, 256, 131072);
     check_against(local, ref_case("gemma3-4b-local"));
+  }
+}
+
+TEST_CASE("rope: config -> RopeTable through ModelConfig gives the reference tables", "[rope][config]") {
+  // (config file, model layer, reference case): the refs that name a config, plus default-rope
+  // models whose tables equal a synthetic case (partial rotary, mrope sections).
+  std::vector<std::tuple<std::string, int, std::string>> uses;
+  for (const json& c : refs().at("cases"))
+    if (c.contains("config")) uses.emplace_back(c["config"], c["layer"].get<int>(), c["name"]);
+  uses.emplace_back("phi-phi-2.json", 0, "default-phi2-r32");
+  uses.emplace_back("glm4-moe-glm-4.5.json", 0, "default-partial-glm4");
+  uses.emplace_back("qwen3.5-9b.json", 3, "mrope-alias");  // first full_attention layer
+  for (const auto& [file, layer, name] : uses) {
+    INFO(file << " layer " << layer << " vs " << name);
+    const auto cfg = fkv::ModelConfig::from_file(std::string(FKV_TEST_DATA_DIR) + "/" + file);
+    REQUIRE(layer < static_cast<int>(cfg.layers.size()));
+    const fkv::LayerAttention& l = cfg.layers[layer];
+    REQUIRE(l.is_attention());
+    const json& c = ref_case(name);
+    CHECK(l.rotary_dim.value == c.at("rotary_dim").get<int>());
+    const RopeTable t(l.rope.value, l.rotary_dim.value, c.at("max_position").get<std::int64_t>(),
+                      {cfg.max_position_embeddings.value, c.at("seq_len").get<std::int64_t>()});
+    check_against(t, c);
   }
 }
 

@@ -39,6 +39,8 @@ class RopeTable {
   // missing or malformed scaling key (naming it), rotary_dim odd or < 2, max_position < 1.
   // `freq.scaling` may also hold keys that do not change the table (rope_type, type,
   // rope_theta, partial_rotary_factor, mrope_section, mrope_interleaved); they are ignored.
+  // A `max_position_embeddings` key there (the config module records it for longrope) stands
+  // in for options.max_position_embeddings when that is 0.
   RopeTable(const RopeFrequencies& freq, int rotary_dim, std::int64_t max_position,
             const RopeOptions& options = {});
 

@@ -201,6 +201,9 @@ def synthetic_cases():
     c.append(make_case("yarn-kimi-beta-equal", 50000.0, "yarn",
                        {"beta_fast": 1.0, "beta_slow": 1.0, "factor": 32.0, "mscale": 1.0, "mscale_all_dim": 1.0,
                         "original_max_position_embeddings": 4096}, 64, 8192, 131072))
+    c.append(make_case("yarn-equal-range-no-truncate", 50000.0, "yarn",
+                       {"beta_fast": 1.0, "beta_slow": 1.0, "factor": 32.0, "truncate": False,
+                        "original_max_position_embeddings": 4096}, 64, 8192, 131072))
     c.append(make_case("yarn-no-factor", 1000000.0, "yarn",
                        {"original_max_position_embeddings": 32768}, 128, 4096, 131072))
     c.append(make_case("yarn-no-orig", 10000.0, "yarn", {"factor": 4.0}, 128, 4096, 4096))
