@@ -1,0 +1,705 @@
+// Tests of the config module (SPEC §2): every shared config in tests/data with its expected
+// facts written down, the architecture rules on synthetic configs, and bad input.
+#include <catch2/catch.hpp>
+
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <set>
+#include <string>
+#include <unistd.h>
+
+#include "fkv/config.hpp"
+#include "fkv/errors.hpp"
+
+using fkv::KNormKind;
+using fkv::LayerKind;
+using fkv::ModelConfig;
+using Catch::Matchers::Contains;
+
+namespace {
+
+ModelConfig load(const std::string& name) { return ModelConfig::from_file(std::string(FKV_TEST_DATA_DIR) + "/" + name); }
+ModelConfig parse(const std::string& text) { return ModelConfig::from_json(std::string_view(text), "test.json"); }
+
+std::vector<int> indices_where(const ModelConfig& c, LayerKind k) {
+  std::vector<int> out;
+  for (const auto& l : c.layers)
+    if (l.kind.value == k) out.push_back(l.index);
+  return out;
+}
+
+// The facts that decide a kernel specialization, checked on every attention layer.
+struct Uniform {
+  int kv, head_dim;
+  bool neox;
+  KNormKind k_norm;
+};
+
+void check_uniform(const ModelConfig& c, const Uniform& u) {
+  for (const auto* l : c.attention_layers()) {
+    INFO("layer " << l->index);
+    CHECK(l->num_kv_heads.value == u.kv);
+    CHECK(l->head_dim.value == u.head_dim);
+    CHECK(l->is_neox_style.value == u.neox);
+    CHECK(l->k_norm.value == u.k_norm);
+    CHECK_FALSE(l->num_kv_heads.source.empty());
+    CHECK_FALSE(l->head_dim.source.empty());
+    CHECK_FALSE(l->rotary_dim.source.empty());
+    CHECK_FALSE(l->is_neox_style.source.empty());
+    CHECK_FALSE(l->k_norm.source.empty());
+    CHECK_FALSE(l->rope.source.empty());
+    CHECK_FALSE(l->eps.source.empty());
+  }
+}
+
+std::string tmp_path(const std::string& leaf) {
+  return (std::filesystem::temp_directory_path() / ("fkv_test_config_" + std::to_string(::getpid()) + "_" + leaf)).string();
+}
+
+}  // namespace
+
+// ------------------------------------------------------------------------------------------------
+// Shared configs: expected facts per file.
+
+TEST_CASE("every shared config loads or is reported, never crashes", "[config][data]") {
+  int n = 0;
+  for (const auto& e : std::filesystem::directory_iterator(FKV_TEST_DATA_DIR)) {
+    if (e.path().extension() != ".json") continue;
+    INFO(e.path());
+    ModelConfig c;
+    REQUIRE_NOTHROW(c = ModelConfig::from_file(e.path()));
+    CHECK(c.path == e.path().string());
+    CHECK((int)c.layers.size() == c.num_hidden_layers.value);
+    CHECK_FALSE(c.attention_layers().empty());
+    for (size_t i = 0; i < c.layers.size(); ++i) CHECK(c.layers[i].index == (int)i);
+    ++n;
+  }
+  CHECK(n >= 21);
+}
+
+TEST_CASE("cohere-command-r: GPT-J interleaved by architecture, MHA", "[config][data]") {
+  auto c = load("cohere-command-r-v01.json");
+  CHECK(c.model_type == "cohere");
+  CHECK(c.architecture == "CohereForCausalLM");
+  CHECK(c.num_hidden_layers.value == 40);
+  CHECK(c.attention_layers().size() == 40);
+  check_uniform(c, {64, 128, false, KNormKind::None});
+  const auto& l = c.layers[0];
+  CHECK(l.rotary_dim.value == 128);
+  CHECK_THAT(l.is_neox_style.source, Contains("architecture rule: cohere") && Contains("modeling_cohere.py"));
+  CHECK(l.head_dim.source == "derived: hidden_size / num_attention_heads = 8192/64");
+  CHECK(l.rope.value.theta == 8000000.0);
+  CHECK(l.rope.value.scaling_type == "default");
+  CHECK(c.eps.value == 1e-5);
+  CHECK(c.eps.source == "layer_norm_eps");
+  CHECK(c.dtype.value == "float16");
+  CHECK(l.unsupported.empty());
+}
+
+TEST_CASE("deepseek-v3 and kimi-k2: MLA is unsupported, naming each layer", "[config][data]") {
+  for (const char* f : {"deepseek-v3.json", "kimi-k2.json"}) {
+    INFO(f);
+    auto c = load(f);
+    CHECK(c.num_hidden_layers.value == 61);
+    REQUIRE(c.attention_layers().size() == 61);
+    for (const auto* l : c.attention_layers()) {
+      CHECK_THAT(l->unsupported, Contains("layer " + std::to_string(l->index) + ":") && Contains("MLA") &&
+                                     Contains("kv_lora_rank=512") && Contains("qk_rope_head_dim=64"));
+      CHECK(l->head_dim.value == 192);  // qk_nope_head_dim 128 + qk_rope_head_dim 64
+      CHECK(l->rotary_dim.value == 64);
+    }
+    CHECK(c.layers[0].rope.value.scaling_type == "yarn");
+  }
+  CHECK(load("deepseek-v3.json").layers[0].rope.value.scaling["factor"] == 40);
+  CHECK(load("kimi-k2.json").layers[0].rope.value.theta == 50000.0);
+}
+
+TEST_CASE("dflash qwen3-4b draft: per-head RMS K norm, explicit head_dim", "[config][data]") {
+  auto c = load("dflash-qwen3-4b-draft.json");
+  CHECK(c.architecture == "DFlashDraftModel");
+  CHECK(c.num_hidden_layers.value == 5);
+  CHECK(c.attention_layers().size() == 5);
+  check_uniform(c, {8, 128, true, KNormKind::Rms});
+  const auto& l = c.layers[4];
+  CHECK(l.head_dim.source == "head_dim");  // 2560/32 = 80 would be wrong
+  CHECK(l.rotary_dim.value == 128);
+  CHECK(l.rope.value.theta == 1e6);
+  CHECK(l.rope.value.scaling_type == "default");
+  CHECK(l.rope.source == "theta: rope_theta; scaling: default (no rope_scaling)");
+  CHECK(l.eps.value == 1e-6);
+  CHECK_THAT(l.k_norm.source, Contains("qwen3") && Contains("modeling_qwen3.py"));
+  CHECK(c.dtype.source == "dtype");
+}
+
+TEST_CASE("dflash2 fixture: sliding layers, rope_parameters form", "[config][data]") {
+  auto c = load("dflash2-zlab-fixture-draft.json");
+  CHECK(indices_where(c, LayerKind::SlidingAttention) == std::vector<int>{0, 1, 2, 3, 4});
+  check_uniform(c, {8, 128, true, KNormKind::Rms});
+  for (const auto* l : c.attention_layers()) {
+    CHECK(l->sliding_window == 2048);
+    CHECK(l->rotary_dim.value == 128);
+    CHECK(l->rope.value.theta == 500000.0);
+    CHECK_THAT(l->rope.source, Contains("rope_parameters.rope_theta"));
+    CHECK(l->eps.value == 1e-5);
+  }
+}
+
+TEST_CASE("eagle3 drafts: llama family, no K norm", "[config][data]") {
+  auto a = load("eagle3-llama3.1-8b-draft.json");
+  CHECK(a.num_hidden_layers.value == 1);
+  check_uniform(a, {8, 128, true, KNormKind::None});
+  CHECK(a.layers[0].head_dim.source == "derived: hidden_size / num_attention_heads = 4096/32");
+  CHECK(a.layers[0].rope.value.theta == 10000.0);
+  CHECK_THAT(a.layers[0].rope.source, Contains("default: 10000"));
+  CHECK(a.dtype.value == "float16");
+
+  auto b = load("eagle3-qwen3-8b-draft.json");
+  CHECK(b.architecture == "LlamaForCausalLMEagle3");
+  check_uniform(b, {8, 128, true, KNormKind::None});
+  CHECK(b.layers[0].rope.value.theta == 1e6);
+}
+
+TEST_CASE("gemma2: implicit alternation, even layers sliding", "[config][data]") {
+  auto c = load("gemma2-9b-it.json");
+  CHECK(c.num_hidden_layers.value == 42);
+  auto sliding = indices_where(c, LayerKind::SlidingAttention);
+  REQUIRE(sliding.size() == 21);
+  for (int i : sliding) CHECK(i % 2 == 0);
+  check_uniform(c, {8, 256, true, KNormKind::None});
+  CHECK(c.layers[0].sliding_window == 4096);
+  CHECK(c.layers[1].sliding_window == 0);
+  CHECK_THAT(c.layers[0].kind.source, Contains("gemma2"));
+  CHECK(c.layers[0].head_dim.source == "head_dim");  // 3584/16 = 224 would be wrong
+  CHECK(c.layers[0].rope.value == c.layers[1].rope.value);
+}
+
+TEST_CASE("gemma3: text_config with class defaults, 5 local : 1 global, scaling on global only", "[config][data]") {
+  auto c = load("gemma3-4b-it.json");
+  CHECK(c.model_type == "gemma3_text");
+  CHECK(c.num_hidden_layers.value == 34);
+  CHECK(c.num_hidden_layers.source == "text_config.num_hidden_layers");
+  CHECK(indices_where(c, LayerKind::FullAttention) == std::vector<int>{5, 11, 17, 23, 29});
+  check_uniform(c, {4, 256, true, KNormKind::RmsOnePlus});
+  const auto& local = c.layers[0];
+  const auto& global = c.layers[5];
+  CHECK_THAT(local.head_dim.source, Contains("class default (Gemma3TextConfig)"));
+  CHECK(local.sliding_window == 1024);
+  CHECK(local.rope.value.theta == 10000.0);
+  CHECK(local.rope.value.scaling_type == "default");
+  CHECK_THAT(local.rope.source, Contains("rope_local_base_freq") && Contains("global layers only"));
+  CHECK(global.rope.value.theta == 1e6);
+  CHECK(global.rope.value.scaling_type == "linear");
+  CHECK(global.rope.value.scaling["factor"] == 8.0);
+  CHECK(global.sliding_window == 0);
+  CHECK_FALSE(local.rope.value == global.rope.value);
+  CHECK(c.eps.value == 1e-6);
+  CHECK(c.dtype.value == "bfloat16");
+}
+
+TEST_CASE("glm4-moe (GLM-4.5): neox, partial rotary 0.5, RMS K norm", "[config][data]") {
+  auto c = load("glm4-moe-glm-4.5.json");
+  CHECK(c.num_hidden_layers.value == 92);
+  check_uniform(c, {8, 128, true, KNormKind::Rms});
+  CHECK(c.layers[0].rotary_dim.value == 64);
+  CHECK(c.layers[0].rotary_dim.source == "derived: head_dim * partial_rotary_factor = 128*0.5");
+  CHECK_THAT(c.layers[0].is_neox_style.source, Contains("glm4_moe") && Contains("modeling_glm4_moe.py"));
+  CHECK_THAT(c.layers[0].k_norm.source, Contains("use_qk_norm = true"));
+}
+
+TEST_CASE("gpt-oss: layer_types alternation, yarn", "[config][data]") {
+  auto c = load("gpt-oss-20b.json");
+  CHECK(c.num_hidden_layers.value == 24);
+  auto sliding = indices_where(c, LayerKind::SlidingAttention);
+  CHECK(sliding.size() == 12);
+  CHECK(sliding[0] == 0);
+  CHECK(c.layers[1].kind.value == LayerKind::FullAttention);
+  check_uniform(c, {8, 64, true, KNormKind::None});
+  CHECK(c.layers[0].sliding_window == 128);
+  CHECK(c.layers[0].rope.value.scaling_type == "yarn");
+  CHECK(c.layers[0].rope.value.theta == 150000.0);
+  CHECK(c.layers[0].rope.value.scaling["factor"] == 32.0);
+  CHECK(c.dtype.source == "absent");
+}
+
+TEST_CASE("gpt-j in gpt_neo format: interleaved, rotary_dim 64 of 256", "[config][data]") {
+  auto c = load("gptj-6b-neo-format.json");
+  CHECK(c.num_hidden_layers.value == 28);
+  CHECK(c.num_hidden_layers.source == "num_layers");
+  CHECK(c.num_attention_heads.source == "num_heads");
+  check_uniform(c, {16, 256, false, KNormKind::None});
+  CHECK(c.layers[0].rotary_dim.value == 64);
+  CHECK(c.layers[0].rotary_dim.source == "rotary_dim");
+  CHECK_THAT(c.layers[0].is_neox_style.source, Contains("gpt_neo-format GPT-J") && Contains("modeling_gptj.py"));
+  CHECK(c.layers[0].kind.source == "attention_layers[0] = global");
+  CHECK(c.eps.source == "layer_norm_epsilon");
+}
+
+TEST_CASE("lfm2.5-vl: nested text_config, conv layers skipped", "[config][data]") {
+  auto c = load("lfm2.5-vl-1.6b.json");
+  CHECK(c.model_type == "lfm2");
+  CHECK(c.num_hidden_layers.value == 16);
+  std::vector<int> attn;
+  for (const auto* l : c.attention_layers()) attn.push_back(l->index);
+  CHECK(attn == std::vector<int>{2, 5, 8, 10, 12, 14});
+  check_uniform(c, {8, 64, true, KNormKind::Rms});
+  CHECK(c.layers[2].head_dim.source == "derived: text_config.hidden_size / text_config.num_attention_heads = 2048/32");
+  CHECK(c.layers[2].num_kv_heads.source == "text_config.num_key_value_heads");
+  CHECK(c.layers[2].rope.value.theta == 1e6);
+  CHECK(c.layers[2].eps.source == "text_config.norm_eps");
+  CHECK(c.layers[0].kind.source == "text_config.layer_types[0] = conv");
+  CHECK_FALSE(c.layers[0].is_attention());
+}
+
+TEST_CASE("llama3.1-8b: llama3 rope scaling", "[config][data]") {
+  auto c = load("llama3.1-8b-instruct.json");
+  CHECK(c.num_hidden_layers.value == 32);
+  check_uniform(c, {8, 128, true, KNormKind::None});
+  const auto& r = c.layers[0].rope.value;
+  CHECK(r.theta == 500000.0);
+  CHECK(r.scaling_type == "llama3");
+  CHECK(r.scaling["factor"] == 8.0);
+  CHECK(r.scaling["low_freq_factor"] == 1.0);
+  CHECK(r.scaling["high_freq_factor"] == 4.0);
+  CHECK(r.scaling["original_max_position_embeddings"] == 8192);
+  CHECK_FALSE(r.scaling.contains("rope_type"));
+  CHECK(c.max_position_embeddings.value == 131072);
+}
+
+TEST_CASE("olmo3.1: K norm across all heads is unsupported on every layer", "[config][data]") {
+  auto c = load("olmo3.1-32b-instruct.json");
+  CHECK(c.num_hidden_layers.value == 64);
+  CHECK(indices_where(c, LayerKind::SlidingAttention).size() == 48);
+  CHECK(indices_where(c, LayerKind::FullAttention).size() == 16);
+  for (const auto* l : c.attention_layers()) {
+    CHECK_THAT(l->unsupported, Contains("layer " + std::to_string(l->index) + ":") && Contains("across all heads") &&
+                                   Contains("modeling_olmo3.py"));
+    CHECK(l->head_dim.value == 128);
+  }
+  CHECK(c.layers[0].rope.value.scaling_type == "yarn");
+  CHECK(c.layers[0].sliding_window == 4096);
+}
+
+TEST_CASE("phi-2: partial_rotary_factor 0.4 of head_dim 80", "[config][data]") {
+  auto c = load("phi-phi-2.json");
+  check_uniform(c, {32, 80, true, KNormKind::None});
+  CHECK(c.layers[0].rotary_dim.value == 32);
+  CHECK(c.layers[0].rotary_dim.source == "derived: head_dim * partial_rotary_factor = 80*0.4");
+  CHECK(c.layers[0].unsupported.empty());  // qk_layernorm false
+}
+
+TEST_CASE("phi-3.5: longrope with factor lists of head_dim/2", "[config][data]") {
+  auto c = load("phi3-phi-3.5-vision-text.json");
+  check_uniform(c, {32, 96, true, KNormKind::None});
+  const auto& r = c.layers[0].rope.value;
+  CHECK(r.scaling_type == "longrope");
+  CHECK(r.scaling["long_factor"].size() == 48);
+  CHECK(r.scaling["short_factor"].size() == 48);
+  CHECK(r.scaling["original_max_position_embeddings"] == 4096);  // from the top level
+  CHECK(r.scaling["max_position_embeddings"] == 131072);
+  CHECK(c.layers[0].rotary_dim.value == 96);
+}
+
+TEST_CASE("qwen3 32b and 8b: explicit head_dim, RMS K norm", "[config][data]") {
+  auto a = load("qwen3-32b.json");
+  CHECK(a.num_hidden_layers.value == 64);
+  check_uniform(a, {8, 128, true, KNormKind::Rms});
+  CHECK(a.layers[0].rope.value.theta == 1e6);
+  auto b = load("qwen3-8b.json");
+  CHECK(b.num_hidden_layers.value == 36);
+  check_uniform(b, {8, 128, true, KNormKind::Rms});
+  CHECK(a.layers[0].rope.value == b.layers[0].rope.value);
+}
+
+TEST_CASE("qwen3.5: linear attention skipped, partial rotary in rope_parameters, (1+w) K norm", "[config][data]") {
+  auto c = load("qwen3.5-9b.json");
+  CHECK(c.num_hidden_layers.value == 32);
+  std::vector<int> attn;
+  for (const auto* l : c.attention_layers()) attn.push_back(l->index);
+  CHECK(attn == std::vector<int>{3, 7, 11, 15, 19, 23, 27, 31});
+  check_uniform(c, {4, 256, true, KNormKind::RmsOnePlus});
+  CHECK(c.layers[3].rotary_dim.value == 64);
+  CHECK(c.layers[3].rotary_dim.source == "derived: head_dim * text_config.rope_parameters.partial_rotary_factor = 256*0.25");
+  CHECK(c.layers[3].rope.value.theta == 1e7);
+  CHECK(c.layers[3].rope.value.scaling_type == "default");
+  CHECK_THAT(c.layers[3].k_norm.source, Contains("(1 + w)"));
+  CHECK_THAT(c.layers[0].num_kv_heads.source, Contains("n/a"));
+}
+
+TEST_CASE("smollm3: no_rope_layers marks every 4th layer NoPE", "[config][data]") {
+  auto c = load("smollm3-3b.json");
+  CHECK(c.attention_layers().size() == 36);
+  check_uniform(c, {4, 128, true, KNormKind::None});
+  for (const auto& l : c.layers) {
+    INFO("layer " << l.index);
+    if ((l.index + 1) % 4 == 0) {
+      CHECK(l.rotary_dim.value == 0);
+      CHECK_THAT(l.rotary_dim.source, Contains("no_rope_layers[" + std::to_string(l.index) + "] = 0"));
+    } else {
+      CHECK(l.rotary_dim.value == 128);
+    }
+  }
+  CHECK(c.layers[0].rope.value.theta == 5e6);
+}
+
+// ------------------------------------------------------------------------------------------------
+// Architecture rules on synthetic configs.
+
+TEST_CASE("neox rules by architecture and explicit keys", "[config][rules]") {
+  auto neox = [](const std::string& extra) {
+    return parse(R"({"num_hidden_layers": 2, "hidden_size": 512, "num_attention_heads": 4)" + extra + "}").layers[0].is_neox_style;
+  };
+  CHECK(neox(R"(, "model_type": "llama")").value);
+  CHECK_FALSE(neox(R"(, "model_type": "gptj", "rotary_dim": 64)").value);
+  CHECK_FALSE(neox(R"(, "model_type": "cohere2")").value);
+  CHECK_FALSE(neox(R"(, "model_type": "glm")").value);
+  CHECK_FALSE(neox(R"(, "model_type": "glm4")").value);
+  CHECK_FALSE(neox(R"(, "model_type": "chatglm")").value);
+  CHECK(neox(R"(, "model_type": "glm4_moe")").value);
+  // An explicit key wins over the architecture.
+  auto e = neox(R"(, "model_type": "cohere", "rope_is_neox_style": true)");
+  CHECK(e.value);
+  CHECK(e.source == "rope_is_neox_style");
+  CHECK_FALSE(neox(R"(, "model_type": "llama", "is_neox_style": false)").value);
+  CHECK_THROWS_WITH(neox(R"(, "is_neox_style": "yes")"), Contains("is_neox_style") && Contains("true or false"));
+}
+
+TEST_CASE("glm / chatglm rotate half the head by default", "[config][rules]") {
+  auto g = parse(R"({"model_type": "glm", "num_hidden_layers": 1, "hidden_size": 4096, "num_attention_heads": 32,
+                     "num_key_value_heads": 2, "head_dim": 128})");
+  CHECK(g.layers[0].rotary_dim.value == 64);
+  CHECK_THAT(g.layers[0].rotary_dim.source, Contains("configuration_glm.py"));
+  auto c = parse(R"({"model_type": "chatglm", "num_layers": 2, "hidden_size": 4096, "num_attention_heads": 32,
+                     "kv_channels": 128, "multi_query_attention": true, "multi_query_group_num": 2,
+                     "rope_ratio": 500, "layernorm_epsilon": 1e-5})");
+  CHECK(c.layers[0].num_kv_heads.value == 2);
+  CHECK(c.layers[0].num_kv_heads.source == "multi_query_group_num (multi_query_attention = true)");
+  CHECK(c.layers[0].head_dim.source == "kv_channels");
+  CHECK(c.layers[0].rotary_dim.value == 64);
+  CHECK_FALSE(c.layers[0].is_neox_style.value);
+  CHECK(c.layers[0].rope.value.theta == 5e6);
+  CHECK(c.eps.source == "layernorm_epsilon");
+  CHECK_THROWS_WITH(parse(R"({"model_type": "chatglm", "num_layers": 1, "hidden_size": 64, "num_attention_heads": 2,
+                              "multi_query_attention": true})"),
+                    Contains("multi_query_group_num is missing"));
+}
+
+TEST_CASE("K norm kinds and unsupported norms", "[config][rules]") {
+  auto knorm = [](const std::string& extra) {
+    return parse(R"({"num_hidden_layers": 1, "hidden_size": 512, "num_attention_heads": 4)" + extra + "}").layers[0];
+  };
+  CHECK(knorm(R"(, "model_type": "qwen3_moe")").k_norm.value == KNormKind::Rms);
+  CHECK(knorm(R"(, "model_type": "qwen3_next")").k_norm.value == KNormKind::RmsOnePlus);
+  CHECK(knorm(R"(, "model_type": "gemma2")").k_norm.value == KNormKind::None);
+  CHECK(knorm(R"(, "model_type": "llama")").k_norm.value == KNormKind::None);
+  CHECK(knorm(R"(, "model_type": "cohere")").unsupported.empty());
+  auto co = knorm(R"(, "model_type": "cohere", "use_qk_norm": true)");
+  CHECK_THAT(co.unsupported, Contains("layer 0") && Contains("use_qk_norm") && Contains("LayerNorm"));
+  auto o2 = knorm(R"(, "model_type": "olmo2")");
+  CHECK_THAT(o2.unsupported, Contains("across all heads") && Contains("modeling_olmo2.py"));
+  auto ph = knorm(R"(, "model_type": "phi", "qk_layernorm": true)");
+  CHECK_THAT(ph.unsupported, Contains("qk_layernorm"));
+  auto unk = knorm(R"(, "model_type": "mystery", "use_qk_norm": true)");
+  CHECK_THAT(unk.unsupported, Contains("not known") && Contains("explicit schema"));
+  CHECK(knorm(R"(, "model_type": "glm4_moe", "use_qk_norm": false)").k_norm.value == KNormKind::None);
+}
+
+TEST_CASE("hybrid layer patterns: Nemotron-H, Jamba, DeciLM, layers_block_type", "[config][rules]") {
+  auto nh = parse(R"({"model_type": "nemotron_h", "num_hidden_layers": 6, "hidden_size": 1024, "num_attention_heads": 8,
+                      "num_key_value_heads": 2, "head_dim": 128, "hybrid_override_pattern": "M-M*-*"})");
+  CHECK(indices_where(nh, LayerKind::FullAttention) == std::vector<int>{3, 5});
+  CHECK(nh.layers[3].rotary_dim.value == 0);  // Nemotron-H attention has no RoPE
+  CHECK_THAT(nh.layers[3].kind.source, Contains("hybrid_override_pattern[3] = '*'"));
+  CHECK_THROWS_WITH(parse(R"({"num_hidden_layers": 3, "hidden_size": 64, "num_attention_heads": 2,
+                              "hybrid_override_pattern": "M*"})"),
+                    Contains("hybrid_override_pattern") && Contains("2 characters") && Contains("3 layers"));
+  CHECK_THROWS_WITH(parse(R"({"num_hidden_layers": 2, "hidden_size": 64, "num_attention_heads": 2,
+                              "hybrid_override_pattern": "MX"})"),
+                    Contains("unknown character 'X'"));
+
+  auto jb = parse(R"({"model_type": "jamba", "num_hidden_layers": 8, "hidden_size": 512, "num_attention_heads": 4,
+                      "num_key_value_heads": 2, "attn_layer_period": 4, "attn_layer_offset": 2})");
+  CHECK(indices_where(jb, LayerKind::FullAttention) == std::vector<int>{2, 6});
+  CHECK(jb.layers[2].num_kv_heads.value == 2);
+
+  auto dc = parse(R"({"model_type": "nemotron-nas", "num_hidden_layers": 3, "hidden_size": 4096, "num_attention_heads": 32,
+                      "block_configs": [{"attention": {"n_heads_in_group": 8, "no_op": false, "replace_with_linear": false}},
+                                        {"attention": {"n_heads_in_group": null, "no_op": true}},
+                                        {"attention": {"n_heads_in_group": 4, "replace_with_linear": true}}]})");
+  CHECK(indices_where(dc, LayerKind::FullAttention) == std::vector<int>{0});
+  CHECK(dc.layers[0].num_kv_heads.value == 4);
+  CHECK_THAT(dc.layers[0].num_kv_heads.source, Contains("block_configs[0].attention.n_heads_in_group"));
+  CHECK(dc.layers[1].kind.source == "block_configs[1].attention.no_op = true");
+  CHECK(dc.layers[2].kind.source == "block_configs[2].attention.replace_with_linear = true");
+  CHECK_THROWS_WITH(parse(R"({"num_hidden_layers": 1, "hidden_size": 4096, "num_attention_heads": 32,
+                              "block_configs": [{"attention": {"n_heads_in_group": 5}}]})"),
+                    Contains("n_heads_in_group") && Contains("does not divide"));
+
+  auto lb = parse(R"({"num_hidden_layers": 3, "hidden_size": 512, "num_attention_heads": 4,
+                      "layers_block_type": ["mamba", "attention", "mamba"]})");
+  CHECK(indices_where(lb, LayerKind::FullAttention) == std::vector<int>{1});
+  CHECK_THROWS_WITH(parse(R"({"num_hidden_layers": 2, "hidden_size": 512, "num_attention_heads": 4,
+                              "layer_types": ["full_attention", "telepathy"]})"),
+                    Contains("layer_types[1]") && Contains("telepathy"));
+}
+
+TEST_CASE("cohere2: global layers are NoPE, pattern from class default", "[config][rules]") {
+  auto c = parse(R"({"model_type": "cohere2", "num_hidden_layers": 8, "hidden_size": 1024, "num_attention_heads": 8,
+                     "sliding_window": 4096})");
+  CHECK(indices_where(c, LayerKind::FullAttention) == std::vector<int>{3, 7});
+  CHECK(c.layers[3].rotary_dim.value == 0);
+  CHECK_THAT(c.layers[3].rotary_dim.source, Contains("cohere2 global layers are NoPE"));
+  CHECK(c.layers[0].rotary_dim.value == 128);
+  CHECK(c.layers[0].sliding_window == 4096);
+  CHECK_FALSE(c.layers[0].is_neox_style.value);
+}
+
+TEST_CASE("OpenELM per-layer head lists", "[config][rules]") {
+  auto c = parse(R"({"model_type": "openelm", "num_transformer_layers": 3, "model_dim": 1280, "head_dim": 64,
+                     "num_query_heads": [12, 16, 20], "num_kv_heads": [3, 4, 5], "rope_freq_constant": 10000,
+                     "normalize_qk_projections": true})");
+  CHECK(c.num_hidden_layers.source == "num_transformer_layers");
+  CHECK(c.layers[0].num_kv_heads.value == 3);
+  CHECK(c.layers[2].num_kv_heads.value == 5);
+  CHECK(c.layers[2].num_kv_heads.source == "num_kv_heads[2]");
+  CHECK(c.layers[1].k_norm.value == KNormKind::Rms);
+  CHECK_THROWS_WITH(parse(R"({"num_hidden_layers": 2, "hidden_size": 64, "num_attention_heads": 2, "num_kv_heads": [1]})"),
+                    Contains("num_kv_heads") && Contains("1 entries") && Contains("2 layers"));
+}
+
+TEST_CASE("NoPE by interval, Llama4 style", "[config][rules]") {
+  auto c = parse(R"({"model_type": "llama4_text", "num_hidden_layers": 8, "hidden_size": 512, "num_attention_heads": 4,
+                     "no_rope_layers": [], "nope_layer_interval": 4})");
+  CHECK(c.layers[3].rotary_dim.value == 0);
+  CHECK(c.layers[7].rotary_dim.value == 0);
+  CHECK(c.layers[2].rotary_dim.value == 128);
+  CHECK_THAT(c.layers[3].rotary_dim.source, Contains("nope_layer_interval=4"));
+  auto q = parse(R"({"model_type": "llama4_text", "num_hidden_layers": 4, "hidden_size": 512, "num_attention_heads": 4,
+                     "no_rope_layers": [1, 1, 1, 0], "use_qk_norm": true})");
+  CHECK_THAT(q.layers[0].unsupported, Contains("L2"));
+  CHECK(q.layers[3].unsupported.empty());  // the L2 norm is applied on RoPE layers only
+  CHECK_THROWS_WITH(parse(R"({"num_hidden_layers": 2, "hidden_size": 64, "num_attention_heads": 2, "no_rope_layers": [1, 2]})"),
+                    Contains("no_rope_layers[1]") && Contains("1 (RoPE) or 0 (NoPE)"));
+}
+
+TEST_CASE("rope_parameters keyed by layer type", "[config][rules]") {
+  auto c = parse(R"({"num_hidden_layers": 2, "hidden_size": 512, "num_attention_heads": 4,
+                     "layer_types": ["sliding_attention", "full_attention"], "sliding_window": 512,
+                     "rope_parameters": {"full_attention": {"rope_type": "linear", "factor": 8.0, "rope_theta": 1000000},
+                                         "sliding_attention": {"rope_type": "default", "rope_theta": 10000}}})");
+  CHECK(c.layers[0].rope.value.theta == 10000.0);
+  CHECK(c.layers[0].rope.value.scaling_type == "default");
+  CHECK_THAT(c.layers[0].rope.source, Contains("rope_parameters.sliding_attention.rope_theta"));
+  CHECK(c.layers[1].rope.value.theta == 1e6);
+  CHECK(c.layers[1].rope.value.scaling_type == "linear");
+  CHECK(c.layers[1].rope.value.scaling["factor"] == 8.0);
+  CHECK_THROWS_WITH(parse(R"({"num_hidden_layers": 1, "hidden_size": 512, "num_attention_heads": 4,
+                              "layer_types": ["full_attention"],
+                              "rope_parameters": {"sliding_attention": {"rope_theta": 10000}}})"),
+                    Contains("no entry for \"full_attention\""));
+}
+
+TEST_CASE("qwen2-style use_sliding_window slides layers from max_window_layers", "[config][rules]") {
+  auto c = parse(R"({"model_type": "qwen2", "num_hidden_layers": 4, "hidden_size": 512, "num_attention_heads": 4,
+                     "use_sliding_window": true, "sliding_window": 256, "max_window_layers": 2})");
+  CHECK(indices_where(c, LayerKind::SlidingAttention) == std::vector<int>{2, 3});
+  CHECK(c.layers[2].sliding_window == 256);
+}
+
+TEST_CASE("RopeFrequencies::canonical is stable and normalizes numbers", "[config][rope]") {
+  fkv::RopeFrequencies a, b;
+  a.theta = 1e6;
+  b.theta = 1000000;
+  a.scaling_type = b.scaling_type = "yarn";
+  a.scaling = nlohmann::json::parse(R"({"factor": 32, "beta_fast": 32.0, "original_max_position_embeddings": 4096})");
+  b.scaling = nlohmann::json::parse(R"({"original_max_position_embeddings": 4096.0, "beta_fast": 32, "factor": 3.2e1})");
+  CHECK(a.canonical() == b.canonical());
+  CHECK(a == b);
+  CHECK(a.canonical() ==
+        R"({"scaling":{"beta_fast":32.0,"factor":32.0,"original_max_position_embeddings":4096.0},"theta":1000000.0,"type":"yarn"})");
+  b.scaling["factor"] = 40;
+  CHECK_FALSE(a == b);
+  fkv::RopeFrequencies d;
+  CHECK(d.canonical() == R"({"scaling":{},"theta":10000.0,"type":"default"})");
+  // The same table read from 1e6 and 1000000 in two configs.
+  auto x = parse(R"({"num_hidden_layers": 1, "hidden_size": 512, "num_attention_heads": 4, "rope_theta": 1e6})");
+  auto y = parse(R"({"num_hidden_layers": 1, "hidden_size": 512, "num_attention_heads": 4, "rope_theta": 1000000})");
+  CHECK(x.layers[0].rope.value == y.layers[0].rope.value);
+}
+
+// ------------------------------------------------------------------------------------------------
+// Explicit schema.
+
+TEST_CASE("explicit per-layer schema", "[config][explicit]") {
+  auto c = parse(R"({"layers": [
+      {"num_kv_heads": 8, "head_dim": 128, "rotary_dim": 64, "is_neox_style": false, "k_norm": "rms", "eps": 1e-5,
+       "rope_theta": 1000000, "rope_scaling": {"rope_type": "linear", "factor": 4}},
+      {"kind": "none"},
+      {"num_kv_heads": 8, "head_dim": 128, "kind": "sliding_attention", "sliding_window": 1024, "k_norm": "rms_one_plus"}]})");
+  CHECK(c.num_hidden_layers.value == 3);
+  CHECK_THAT(c.num_hidden_layers.source, Contains("explicit schema"));
+  REQUIRE(c.attention_layers().size() == 2);
+  const auto& a = c.layers[0];
+  CHECK(a.num_kv_heads.value == 8);
+  CHECK(a.num_kv_heads.source == "layers[0].num_kv_heads");
+  CHECK(a.rotary_dim.value == 64);
+  CHECK_FALSE(a.is_neox_style.value);
+  CHECK(a.k_norm.value == KNormKind::Rms);
+  CHECK(a.eps.value == 1e-5);
+  CHECK(a.rope.value.theta == 1e6);
+  CHECK(a.rope.value.scaling_type == "linear");
+  CHECK(a.rope.value.scaling["factor"] == 4);
+  const auto& s = c.layers[2];
+  CHECK(s.kind.value == LayerKind::SlidingAttention);
+  CHECK(s.sliding_window == 1024);
+  CHECK(s.rotary_dim.value == 128);
+  CHECK(s.rotary_dim.source == "default: head_dim (explicit schema)");
+  CHECK(s.k_norm.value == KNormKind::RmsOnePlus);
+  CHECK(s.is_neox_style.value);
+}
+
+TEST_CASE("explicit schema under fkv overrides inference", "[config][explicit]") {
+  auto c = parse(R"({"model_type": "olmo3", "num_hidden_layers": 2, "hidden_size": 512, "num_attention_heads": 4,
+                     "fkv": {"layers": [{"k_norm": "rms", "rope_theta": 500000}, {"kind": "none"}]}})");
+  CHECK(c.layers[0].k_norm.value == KNormKind::Rms);
+  CHECK(c.layers[0].k_norm.source == "fkv.layers[0].k_norm");
+  CHECK(c.layers[0].unsupported.empty());
+  CHECK(c.layers[0].head_dim.value == 128);  // inferred, not overridden
+  CHECK(c.layers[0].rope.value.theta == 500000.0);
+  CHECK_FALSE(c.layers[1].is_attention());
+  CHECK_THROWS_WITH(parse(R"({"num_hidden_layers": 2, "hidden_size": 512, "num_attention_heads": 4,
+                              "fkv": {"layers": [{"k_norm": "rms"}]}})"),
+                    Contains("fkv.layers") && Contains("1 entries") && Contains("2 layers"));
+}
+
+TEST_CASE("explicit schema errors", "[config][explicit][errors]") {
+  CHECK_THROWS_WITH(parse(R"({"layers": []})"), Contains("layers") && Contains("empty"));
+  CHECK_THROWS_WITH(parse(R"({"layers": [{"head_dim": 128}]})"), Contains("layers[0]") && Contains("num_kv_heads"));
+  CHECK_THROWS_WITH(parse(R"({"layers": [{"num_kv_heads": 8, "head_dim": 128, "k_norm": "layernorm"}]})"),
+                    Contains("layers[0].k_norm") && Contains("layernorm"));
+  CHECK_THROWS_WITH(parse(R"({"layers": [{"num_kv_heads": 8, "head_dim": 128, "rotary": 64}]})"),
+                    Contains("layers[0].rotary") && Contains("unknown key"));
+  CHECK_THROWS_WITH(parse(R"({"layers": [{"num_kv_heads": 8, "head_dim": 128, "rotary_dim": 63}]})"),
+                    Contains("layers[0].rotary_dim") && Contains("odd"));
+  CHECK_THROWS_WITH(parse(R"({"layers": [{"num_kv_heads": 8, "head_dim": 128, "rotary_dim": 256}]})"),
+                    Contains("larger than head_dim 128"));
+  CHECK_THROWS_WITH(parse(R"({"layers": [{"num_kv_heads": 0, "head_dim": 128}]})"),
+                    Contains("layers[0].num_kv_heads") && Contains("positive"));
+  CHECK_THROWS_WITH(parse(R"({"fkv": {"layer": []}})"), Contains("fkv") && Contains("no \"layers\""));
+}
+
+// ------------------------------------------------------------------------------------------------
+// Bad input.
+
+TEST_CASE("malformed JSON reports byte offset, line and column", "[config][errors]") {
+  const std::string text = "{\n  \"num_hidden_layers\": 2,\n  \"hidden_size\": ,\n}";
+  try {
+    ModelConfig::from_json(std::string_view(text), "bad.json");
+    FAIL("expected a ConfigError");
+  } catch (const fkv::ConfigError& e) {
+    std::string w = e.what();
+    INFO(w);
+    CHECK_THAT(w, Contains("bad.json") && Contains("malformed JSON") && Contains("byte"));
+    CHECK_THAT(w, Contains("line 3") && Contains("column 18"));
+  }
+  CHECK_THROWS_WITH(parse(""), Contains("malformed JSON") && Contains("line 1"));
+  CHECK_THROWS_AS(parse("{\"a\": [1, 2"), fkv::ConfigError);
+  CHECK_THROWS_AS(parse("{\"a\": [1, 2"), std::invalid_argument);
+}
+
+TEST_CASE("non-object top level and bad text_config", "[config][errors]") {
+  CHECK_THROWS_WITH(parse("[1, 2, 3]"), Contains("test.json") && Contains("top level must be a JSON object"));
+  CHECK_THROWS_WITH(parse("42"), Contains("top level"));
+  CHECK_THROWS_WITH(parse(R"({"text_config": [1]})"), Contains("'text_config'") && Contains("object"));
+  CHECK_THROWS_WITH(parse(R"({"hidden_size": 512})"), Contains("num_hidden_layers") && Contains("missing"));
+}
+
+TEST_CASE("wrong types, negative and zero values are errors naming file and key", "[config][errors]") {
+  auto with = [](const std::string& extra) {
+    return parse(R"({"num_hidden_layers": 2, "hidden_size": 512, "num_attention_heads": 4)" + extra + "}");
+  };
+  CHECK_THROWS_WITH(with(R"(, "head_dim": 128.5)"), Contains("test.json") && Contains("'head_dim'") && Contains("integer") &&
+                                                          Contains("128.5"));
+  CHECK_THROWS_WITH(with(R"(, "head_dim": "128")"), Contains("'head_dim'") && Contains("a string"));
+  CHECK_THROWS_WITH(with(R"(, "head_dim": -128)"), Contains("'head_dim'") && Contains("positive"));
+  CHECK_THROWS_WITH(with(R"(, "head_dim": 0)"), Contains("'head_dim'") && Contains("positive"));
+  CHECK_THROWS_WITH(with(R"(, "num_key_value_heads": -2)"), Contains("'num_key_value_heads'") && Contains("positive"));
+  CHECK_THROWS_WITH(with(R"(, "num_key_value_heads": true)"), Contains("'num_key_value_heads'") && Contains("boolean"));
+  CHECK_THROWS_WITH(with(R"(, "rope_theta": 0)"), Contains("'rope_theta'") && Contains("positive"));
+  CHECK_THROWS_WITH(with(R"(, "rope_theta": "1e6")"), Contains("'rope_theta'") && Contains("number"));
+  CHECK_THROWS_WITH(with(R"(, "rms_norm_eps": -1e-6)"), Contains("'rms_norm_eps'"));
+  CHECK_THROWS_WITH(with(R"(, "rope_scaling": "yarn")"), Contains("'rope_scaling'") && Contains("object"));
+  CHECK_THROWS_WITH(with(R"(, "rope_scaling": {"rope_type": "linear", "factor": 0})"), Contains("rope_scaling.factor"));
+  CHECK_THROWS_WITH(with(R"(, "torch_dtype": 16)"), Contains("'torch_dtype'") && Contains("string"));
+  CHECK_THROWS_WITH(parse(R"({"num_hidden_layers": 0, "hidden_size": 512, "num_attention_heads": 4})"),
+                    Contains("'num_hidden_layers'") && Contains("positive"));
+  CHECK_THROWS_WITH(parse(R"({"num_hidden_layers": 2.5, "hidden_size": 512, "num_attention_heads": 4})"),
+                    Contains("'num_hidden_layers'") && Contains("integer"));
+  CHECK_THROWS_WITH(parse(R"({"text_config": {"num_hidden_layers": 2, "hidden_size": 512, "num_attention_heads": -4}})"),
+                    Contains("'text_config.num_attention_heads'"));
+  // Integral floats are integers; null means "not set".
+  CHECK(with(R"(, "head_dim": 64.0)").layers[0].head_dim.value == 64);
+  CHECK(with(R"(, "head_dim": null)").layers[0].head_dim.value == 128);
+}
+
+TEST_CASE("rotary_dim and partial_rotary_factor validation", "[config][errors]") {
+  auto with = [](const std::string& extra) {
+    return parse(R"({"num_hidden_layers": 1, "hidden_size": 512, "num_attention_heads": 4)" + extra + "}");
+  };
+  CHECK_THROWS_WITH(with(R"(, "rotary_dim": 63)"), Contains("'rotary_dim'") && Contains("odd"));
+  CHECK_THROWS_WITH(with(R"(, "rotary_dim": 256)"), Contains("'rotary_dim'") && Contains("larger than head_dim 128"));
+  CHECK_THROWS_WITH(with(R"(, "rotary_dim": 0)"), Contains("'rotary_dim'") && Contains("positive"));
+  CHECK_THROWS_WITH(with(R"(, "partial_rotary_factor": 1.5)"), Contains("'partial_rotary_factor'") && Contains("(0, 1]"));
+  CHECK_THROWS_WITH(with(R"(, "partial_rotary_factor": 0)"), Contains("'partial_rotary_factor'") && Contains("(0, 1]"));
+  CHECK_THROWS_WITH(with(R"(, "partial_rotary_factor": -0.5)"), Contains("(0, 1]"));
+  CHECK_THROWS_WITH(with(R"(, "partial_rotary_factor": 0.3)"), Contains("not a whole number"));  // 38.4
+  CHECK_THROWS_WITH(with(R"(, "partial_rotary_factor": 0.0390625)"), Contains("odd"));          // 5
+  CHECK(with(R"(, "rotary_pct": 0.25)").layers[0].rotary_dim.value == 32);
+  CHECK(with(R"(, "rotary_pct": 0.25)").layers[0].rotary_dim.source == "derived: head_dim * rotary_pct = 128*0.25");
+  CHECK(with(R"(, "rope_parameters": {"rope_theta": 1e4, "partial_rotary_factor": 0.5})").layers[0].rotary_dim.value == 64);
+}
+
+TEST_CASE("head_dim must divide exactly", "[config][errors]") {
+  CHECK_THROWS_WITH(parse(R"({"num_hidden_layers": 1, "hidden_size": 5120, "num_attention_heads": 96})"),
+                    Contains("test.json") && Contains("'hidden_size'") && Contains("not divisible") &&
+                        Contains("num_attention_heads 96") && Contains("head_dim"));
+  CHECK_THROWS_WITH(parse(R"({"num_hidden_layers": 1, "num_attention_heads": 8})"),
+                    Contains("'hidden_size'") && Contains("missing"));
+}
+
+TEST_CASE("empty layer lists are clear errors", "[config][errors]") {
+  auto base = std::string(R"({"num_hidden_layers": 2, "hidden_size": 512, "num_attention_heads": 4, )");
+  CHECK_THROWS_WITH(parse(base + R"("layer_types": []})"), Contains("'layer_types'") && Contains("empty"));
+  CHECK_THROWS_WITH(parse(base + R"("no_rope_layers": []})"), Contains("'no_rope_layers'") && Contains("empty"));
+  CHECK_THROWS_WITH(parse(base + R"("block_configs": []})"), Contains("'block_configs'") && Contains("empty"));
+  CHECK_THROWS_WITH(parse(base + R"("hybrid_override_pattern": ""})"), Contains("hybrid_override_pattern") && Contains("empty"));
+  CHECK_THROWS_WITH(parse(base + R"("layer_types": ["full_attention"]})"),
+                    Contains("'layer_types'") && Contains("1 entries") && Contains("2 layers"));
+}
+
+TEST_CASE("from_file names the path and the OS reason", "[config][errors]") {
+  const std::string missing = tmp_path("does_not_exist.json");
+  CHECK_THROWS_WITH(ModelConfig::from_file(missing), Contains(missing) && Contains("No such file or directory"));
+  CHECK_THROWS_WITH(ModelConfig::from_file(std::filesystem::temp_directory_path()), Contains("directory"));
+
+  const std::string bad = tmp_path("bad.json");
+  {
+    std::ofstream f(bad);
+    f << "{\n\"num_hidden_layers\": 2\n\"x\": 1}\n";
+  }
+  CHECK_THROWS_WITH(ModelConfig::from_file(bad), Contains(bad) && Contains("line 3") && Contains("column 3"));
+  if (::geteuid() != 0) {  // root reads anything
+    std::filesystem::permissions(bad, std::filesystem::perms::none);
+    CHECK_THROWS_WITH(ModelConfig::from_file(bad), Contains(bad) && Contains("Permission denied"));
+  }
+  std::filesystem::remove(bad);
+}
+
+TEST_CASE("to_string of kinds", "[config]") {
+  CHECK(fkv::to_string(LayerKind::FullAttention) == "full_attention");
+  CHECK(fkv::to_string(LayerKind::SlidingAttention) == "sliding_attention");
+  CHECK(fkv::to_string(LayerKind::NoAttention) == "none");
+  CHECK(fkv::to_string(KNormKind::None) == "none");
+  CHECK(fkv::to_string(KNormKind::Rms) == "rms");
+  CHECK(fkv::to_string(KNormKind::RmsOnePlus) == "rms_one_plus");
+}
