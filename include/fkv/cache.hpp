@@ -1,8 +1,9 @@
 // cache: compiled kernels on disk and in memory (SPEC §5).
 //
 // Key (XXH3-128 over labeled, length-prefixed fields, in this order): schema version,
-// library version, NVRTC version, arch, NVRTC options, template name, template content hash,
-// specialization (KernelSpec::canonical), kernel name expression.
+// library version, NVRTC version, arch, NVRTC options, output kind (cubin/ptx), template name,
+// template content hash, specialization (KernelSpec::canonical), hash of the specialized
+// source and its in-memory headers, kernel name expression. See CacheKey::make.
 // Layout: <root>/v1/nvrtc-<ver>/<arch>/<short_name>-<key>.cubin (+ .meta.json beside it, holding
 // the key fields, the XXH3-128 checksum of the image and the lowered name).
 // Publish: unique temp file in the same directory (O_EXCL|O_NOFOLLOW) -> fsync -> rename; the
@@ -12,6 +13,7 @@
 
 #include <cstdint>
 #include <filesystem>
+#include <functional>
 #include <memory>
 #include <string>
 #include <utility>
@@ -22,10 +24,21 @@
 namespace fkv {
 
 struct CacheKey {
-  std::vector<std::pair<std::string, std::string>> fields;  // labeled, in key order
+  using Fields = std::vector<std::pair<std::string, std::string>>;
+  Fields fields;       // labeled, in key order
   std::string digest;  // 32 lowercase hex chars
   static CacheKey make(const KernelSource& src, const CompileOptions& options);
+  // The digest of explicit fields (labels and values are hashed length-prefixed, in order).
+  // make() builds its fields and calls this; tests and tools use it directly.
+  static CacheKey from_fields(Fields fields);
+  // The value of a field, or "" when the key has no such label.
+  std::string field(const std::string& label) const;
 };
+
+// A file-system-safe short name for a kernel name expression: the unqualified template
+// name and its arguments, with every run of characters outside [A-Za-z0-9_-] replaced by
+// one '_', at most 64 characters, never empty.
+std::string cache_short_name(const std::string& name_expression);
 
 struct CacheOptions {
   std::filesystem::path root;  // writable root; empty = memory only
@@ -52,9 +65,11 @@ struct CacheEntryInfo {
   std::string kernel;          // short name
   std::string digest;
   std::string arch;
-  std::uint64_t bytes = 0;
+  std::uint64_t bytes = 0;  // image + meta file
   bool ok = true;
-  std::string problem;  // why it is not ok
+  std::string problem;     // why it is not ok
+  bool readonly = false;   // found in a read-only root
+  bool removed = false;    // verify() removed it
 };
 
 // Thread-safe. Many threads asking for one key compile it once (single flight); many
@@ -69,12 +84,21 @@ class KernelCache {
   // memory -> writable root -> read-only roots -> compile (+ publish).
   CacheResult get(const KernelSource& src, const CompileOptions& options);
 
+  // The same lookup with the compile step supplied by the caller (fkv::compile for the
+  // overload above; a counting fake in tests). The entry's directory comes from the key's
+  // "nvrtc" and "arch" fields, its extension from the "output" field ("ptx" or "cubin").
+  // `build` runs at most once per key and process at a time; its exceptions propagate to
+  // every caller waiting on that key, and nothing is cached for it.
+  CacheResult get(const CacheKey& key, const std::string& short_name,
+                  const std::function<CompiledKernel()>& build);
+
   const CacheOptions& options() const;
   bool memory_only() const;  // true when no writable root could be used
   std::vector<CacheEntryInfo> list() const;   // entries of every root
   std::vector<CacheEntryInfo> verify();       // checks each entry; removes bad ones in the writable root
   std::uint64_t prune(std::uint64_t max_bytes);  // LRU; returns bytes removed
   std::size_t clear();                        // removes every entry of the writable root
+                                              // and empties the in-memory map
 
   // The process-wide cache, configured from the environment on first use.
   static KernelCache& global();

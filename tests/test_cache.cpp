@@ -1,0 +1,762 @@
+// Tests of the kernel cache (SPEC §5). Most use the builder-function get() with a fake,
+// counting builder, so they need neither NVRTC nor a GPU; one test at the end compiles a
+// tiny kernel with the real NVRTC.
+#include <fcntl.h>
+#include <spdlog/sinks/ringbuffer_sink.h>
+#include <spdlog/spdlog.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <catch2/catch.hpp>
+#include <chrono>
+#include <cstdlib>
+#include <fstream>
+#include <map>
+#include <nlohmann/json.hpp>
+#include <optional>
+#include <set>
+#include <thread>
+
+#include "fkv/cache.hpp"
+#include "fkv/errors.hpp"
+
+namespace fs = std::filesystem;
+using fkv::CacheKey;
+using fkv::CacheOutcome;
+using fkv::CompiledKernel;
+using fkv::KernelCache;
+
+namespace {
+
+struct TempDir {
+  fs::path path;
+  TempDir() {
+    char tmpl[] = "/tmp/fkv-cache-test-XXXXXX";
+    REQUIRE(::mkdtemp(tmpl) != nullptr);
+    path = tmpl;
+  }
+  ~TempDir() {
+    std::error_code ec;
+    fs::permissions(path, fs::perms::owner_all, ec);
+    fs::remove_all(path, ec);
+  }
+};
+
+CacheKey::Fields base_fields(const std::string& variant) {
+  return {
+      {"schema", "1"},
+      {"fkv", "0.1.0"},
+      {"nvrtc", "12.8"},
+      {"arch", "sm_90"},
+      {"options", "-std=c++17\n--gpu-architecture=sm_90\n"},
+      {"output", "cubin"},
+      {"template", "fused_kv.cu"},
+      {"template_hash", "0123456789abcdef0123456789abcdef"},
+      {"specialization", "H=8;D=128;R=128;neox=1;variant=" + variant},
+      {"source_hash", "fedcba9876543210fedcba9876543210"},
+      {"kernel", "fkv_kernels::fused_kv_materialize<" + variant + ">"},
+  };
+}
+
+CacheKey test_key(const std::string& variant, const std::string& output = "cubin") {
+  auto f = base_fields(variant);
+  for (auto& [label, value] : f)
+    if (label == "output") value = output;
+  return CacheKey::from_fields(f);
+}
+
+// The image a fake compiler produces for a key: deterministic, a few hundred bytes.
+CompiledKernel fake_kernel(const CacheKey& key) {
+  CompiledKernel k;
+  k.image = "FAKE-CUBIN " + key.digest + " ";
+  for (int i = 0; k.image.size() < 512; ++i) k.image += static_cast<char>('a' + (i * 7 + key.digest[i % 32]) % 26);
+  k.lowered_name = "_Z18fused_kv_" + key.digest;
+  k.is_ptx = key.field("output") == "ptx";
+  return k;
+}
+
+struct CountingBuilder {
+  std::atomic<int> calls{0};
+  std::chrono::milliseconds delay{0};
+  std::function<CompiledKernel()> operator()(const CacheKey& key) {
+    return [this, key] {
+      ++calls;
+      if (delay.count()) std::this_thread::sleep_for(delay);
+      return fake_kernel(key);
+    };
+  }
+};
+
+std::string short_name(const CacheKey& key) { return fkv::cache_short_name(key.field("kernel")); }
+
+// Routes spdlog's default logger into a ring buffer for the lifetime of the object.
+struct LogCapture {
+  std::shared_ptr<spdlog::sinks::ringbuffer_sink_mt> sink = std::make_shared<spdlog::sinks::ringbuffer_sink_mt>(256);
+  std::shared_ptr<spdlog::logger> previous = spdlog::default_logger();
+  LogCapture() {
+    auto logger = std::make_shared<spdlog::logger>("cache-test", sink);
+    logger->set_level(spdlog::level::warn);
+    logger->set_pattern("%l %v");
+    spdlog::set_default_logger(logger);
+  }
+  ~LogCapture() { spdlog::set_default_logger(previous); }
+  int count(const std::string& needle) const {
+    int n = 0;
+    for (const auto& line : sink->last_formatted())
+      if (line.find(needle) != std::string::npos) ++n;
+    return n;
+  }
+  int warnings() const { return count("warning "); }
+  std::string text() const {
+    std::string all;
+    for (const auto& line : sink->last_formatted()) all += line;
+    return all;
+  }
+};
+
+fkv::CacheOptions options_for(const fs::path& root) {
+  fkv::CacheOptions o;
+  o.root = root;
+  return o;
+}
+
+std::vector<fs::path> files_under(const fs::path& dir) {
+  std::vector<fs::path> out;
+  std::error_code ec;
+  if (!fs::exists(dir)) return out;
+  for (const auto& e : fs::recursive_directory_iterator(dir, ec))
+    if (e.is_regular_file()) out.push_back(e.path());
+  std::sort(out.begin(), out.end());
+  return out;
+}
+
+int count_with_suffix(const fs::path& dir, const std::string& suffix) {
+  int n = 0;
+  for (const auto& f : files_under(dir)) {
+    std::string s = f.filename().string();
+    if (s.size() >= suffix.size() && s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0) ++n;
+  }
+  return n;
+}
+
+fs::path meta_of(const fs::path& image) {
+  std::string s = image.string();
+  return fs::path(s.substr(0, s.rfind('.')) + ".meta.json");
+}
+
+std::string slurp(const fs::path& p) {
+  std::ifstream in(p, std::ios::binary);
+  return std::string(std::istreambuf_iterator<char>(in), {});
+}
+
+void spill(const fs::path& p, const std::string& text) {
+  std::ofstream out(p, std::ios::binary | std::ios::trunc);
+  out << text;
+}
+
+unsigned mode_of(const fs::path& p) {
+  struct stat st {};
+  REQUIRE(::stat(p.c_str(), &st) == 0);
+  return st.st_mode & 07777;
+}
+
+// Sets and restores environment variables.
+struct EnvGuard {
+  std::map<std::string, std::optional<std::string>> saved;
+  void set(const std::string& name, const std::optional<std::string>& value) {
+    if (!saved.count(name)) {
+      const char* v = std::getenv(name.c_str());
+      saved[name] = v ? std::optional<std::string>(v) : std::nullopt;
+    }
+    if (value) ::setenv(name.c_str(), value->c_str(), 1);
+    else ::unsetenv(name.c_str());
+  }
+  ~EnvGuard() {
+    for (const auto& [name, value] : saved) {
+      if (value) ::setenv(name.c_str(), value->c_str(), 1);
+      else ::unsetenv(name.c_str());
+    }
+  }
+};
+
+}  // namespace
+
+TEST_CASE("cache key: labeled, length-prefixed, every field counts", "[cache]") {
+  CacheKey a = CacheKey::from_fields(base_fields("x"));
+  CacheKey again = CacheKey::from_fields(base_fields("x"));
+  REQUIRE(a.digest.size() == 32);
+  CHECK(a.digest.find_first_not_of("0123456789abcdef") == std::string::npos);
+  CHECK(a.digest == again.digest);
+  CHECK(a.field("arch") == "sm_90");
+  CHECK(a.field("no such label").empty());
+
+  std::set<std::string> digests{a.digest};
+  auto fields = base_fields("x");
+  for (std::size_t i = 0; i < fields.size(); ++i) {
+    auto changed = fields;
+    changed[i].second += "!";
+    CacheKey k = CacheKey::from_fields(changed);
+    INFO("field " << fields[i].first);
+    CHECK(digests.insert(k.digest).second);
+    auto relabeled = fields;
+    relabeled[i].first += "_";
+    CHECK(digests.insert(CacheKey::from_fields(relabeled).digest).second);
+  }
+  // Length prefixes: moving a character across a field boundary changes the digest.
+  CHECK(CacheKey::from_fields({{"a", "bc"}}).digest != CacheKey::from_fields({{"ab", "c"}}).digest);
+  CHECK(CacheKey::from_fields({{"x", "ab"}, {"y", ""}}).digest != CacheKey::from_fields({{"x", "a"}, {"y", "b"}}).digest);
+  // Order matters.
+  auto swapped = fields;
+  std::swap(swapped[0], swapped[1]);
+  CHECK(CacheKey::from_fields(swapped).digest != a.digest);
+}
+
+TEST_CASE("cache short names are file-system safe", "[cache]") {
+  CHECK(fkv::cache_short_name("fkv_kernels::fused_kv_materialize<128, 8, true, fkv::bf16>") ==
+        "fused_kv_materialize_128_8_true_fkv_bf16");
+  CHECK(fkv::cache_short_name("") == "kernel");
+  CHECK(fkv::cache_short_name("::<>") == "kernel");
+  std::string evil = fkv::cache_short_name("../../etc/passwd<../../x>");
+  CHECK(evil.find('/') == std::string::npos);
+  CHECK(evil.find("..") == std::string::npos);
+  CHECK(evil.front() != '.');
+  CHECK(evil.front() != '-');
+  std::string long_name = fkv::cache_short_name("k<" + std::string(500, '7') + ">");
+  CHECK(long_name.size() <= 64);
+  for (char c : evil + long_name) CHECK((std::isalnum(static_cast<unsigned char>(c)) || c == '_' || c == '-'));
+  CHECK(fkv::to_string(CacheOutcome::DiskHit) == "disk");
+}
+
+TEST_CASE("miss, memory hit, disk hit", "[cache]") {
+  TempDir tmp;
+  fs::path root = tmp.path / "cache";
+  CountingBuilder builder;
+  CacheKey key = test_key("a");
+
+  KernelCache first(options_for(root));
+  REQUIRE_FALSE(first.memory_only());
+  auto r1 = first.get(key, short_name(key), builder(key));
+  CHECK(r1.outcome == CacheOutcome::Compiled);
+  CHECK(builder.calls == 1);
+  REQUIRE(r1.kernel);
+  CHECK(r1.kernel->image == fake_kernel(key).image);
+  CHECK(r1.path == root / "v1" / "nvrtc-12.8" / "sm_90" / ("fused_kv_materialize_a-" + key.digest + ".cubin"));
+  CHECK(fs::is_regular_file(r1.path));
+  CHECK(fs::is_regular_file(meta_of(r1.path)));
+  CHECK(mode_of(root / "v1") == 0700);
+  CHECK(mode_of(r1.path.parent_path()) == 0700);
+  CHECK(mode_of(r1.path.parent_path().parent_path()) == 0700);
+  CHECK(mode_of(r1.path) == 0600);
+  CHECK(count_with_suffix(root, ".lock") <= 1);
+  for (const auto& f : files_under(root)) CHECK(f.filename().string().find(".tmp.") == std::string::npos);
+
+  auto meta = nlohmann::json::parse(slurp(meta_of(r1.path)));
+  CHECK(meta["digest"] == key.digest);
+  CHECK(meta["bytes"] == r1.kernel->image.size());
+  CHECK(meta["lowered_name"] == r1.kernel->lowered_name);
+  CHECK(meta["key"].size() == key.fields.size());
+
+  auto r2 = first.get(key, short_name(key), builder(key));
+  CHECK(r2.outcome == CacheOutcome::MemoryHit);
+  CHECK(r2.kernel == r1.kernel);
+  CHECK(builder.calls == 1);
+
+  KernelCache second(options_for(root));
+  auto r3 = second.get(key, short_name(key), builder(key));
+  CHECK(r3.outcome == CacheOutcome::DiskHit);
+  CHECK(builder.calls == 1);
+  CHECK(r3.kernel->image == r1.kernel->image);
+  CHECK(r3.kernel->lowered_name == r1.kernel->lowered_name);
+  CHECK(r3.path == r1.path);
+
+  SECTION("ptx entries get their own extension and key") {
+    CacheKey ptx = test_key("a", "ptx");
+    CHECK(ptx.digest != key.digest);
+    auto r = second.get(ptx, short_name(ptx), builder(ptx));
+    CHECK(r.outcome == CacheOutcome::Compiled);
+    CHECK(r.path.extension() == ".ptx");
+    KernelCache third(options_for(root));
+    auto again = third.get(ptx, short_name(ptx), builder(ptx));
+    CHECK(again.outcome == CacheOutcome::DiskHit);
+    CHECK(again.kernel->is_ptx);
+  }
+  SECTION("a malformed digest is refused") {
+    CacheKey bad = key;
+    bad.digest = "../../x";
+    CHECK_THROWS_AS(second.get(bad, "k", builder(bad)), fkv::CacheError);
+  }
+}
+
+TEST_CASE("bad entries are detected, removed and rebuilt", "[cache]") {
+  TempDir tmp;
+  fs::path root = tmp.path / "cache";
+  CountingBuilder builder;
+  CacheKey key = test_key("a");
+  CacheKey other = test_key("b");
+  fs::path image, other_image;
+  {
+    KernelCache c(options_for(root));
+    image = c.get(key, short_name(key), builder(key)).path;
+    other_image = c.get(other, short_name(other), builder(other)).path;
+  }
+  REQUIRE(builder.calls == 2);
+  fs::path meta = meta_of(image);
+  std::string good = slurp(image);
+
+  bool expect_warning = true;
+  std::string reason;
+  SECTION("truncated image") {
+    fs::resize_file(image, good.size() / 2);
+    reason = "truncated";
+  }
+  SECTION("corrupted image byte") {
+    std::string bad = good;
+    bad[bad.size() / 2] ^= 0x20;
+    spill(image, bad);
+    reason = "checksum";
+  }
+  SECTION("missing image") {
+    fs::remove(image);
+    reason = "missing";
+  }
+  SECTION("meta file of another key") {
+    fs::copy_file(meta_of(other_image), meta, fs::copy_options::overwrite_existing);
+    reason = "digest";
+  }
+  SECTION("key field edited in the meta file") {
+    auto m = nlohmann::json::parse(slurp(meta));
+    m["key"][2][1] = "11.0";
+    spill(meta, m.dump());
+    reason = "hash";
+  }
+  SECTION("meta file is not JSON") {
+    spill(meta, "{ this is not json");
+    reason = "JSON";
+  }
+  SECTION("meta file lacks a field") {
+    auto m = nlohmann::json::parse(slurp(meta));
+    m.erase("xxh3_128");
+    spill(meta, m.dump());
+    reason = "malformed";
+  }
+  SECTION("missing meta file (uncommitted entry) is a plain miss") {
+    fs::remove(meta);
+    expect_warning = false;
+  }
+
+  LogCapture log;
+  KernelCache c(options_for(root));
+  auto r = c.get(key, short_name(key), builder(key));
+  CHECK(r.outcome == CacheOutcome::Compiled);
+  CHECK(builder.calls == 3);
+  CHECK(r.kernel->image == good);
+  if (expect_warning) {
+    INFO(log.text());
+    CHECK(log.count("removing bad entry " + image.string()) == 1);
+    CHECK(log.count(reason) == 1);
+  } else {
+    CHECK(log.warnings() == 0);
+  }
+  // The rebuilt entry is good again, and the other key's entry was not touched.
+  KernelCache fresh(options_for(root));
+  CHECK(fresh.get(key, short_name(key), builder(key)).outcome == CacheOutcome::DiskHit);
+  CHECK(fresh.get(other, short_name(other), builder(other)).outcome == CacheOutcome::DiskHit);
+  CHECK(builder.calls == 3);
+}
+
+TEST_CASE("threads asking for one key compile it once", "[cache]") {
+  TempDir tmp;
+  KernelCache c(options_for(tmp.path / "cache"));
+  CountingBuilder builder;
+  builder.delay = std::chrono::milliseconds(100);
+  CacheKey key = test_key("threads");
+  std::vector<fkv::CacheResult> results(16);
+  std::vector<std::thread> threads;
+  for (std::size_t i = 0; i < results.size(); ++i)
+    threads.emplace_back([&, i] { results[i] = c.get(key, short_name(key), builder(key)); });
+  for (auto& t : threads) t.join();
+  CHECK(builder.calls == 1);
+  int compiled = 0;
+  for (const auto& r : results) {
+    CHECK(r.kernel == results[0].kernel);
+    compiled += r.outcome == CacheOutcome::Compiled;
+  }
+  CHECK(compiled == 1);
+}
+
+TEST_CASE("a failing build propagates and caches nothing", "[cache]") {
+  TempDir tmp;
+  KernelCache c(options_for(tmp.path / "cache"));
+  CacheKey key = test_key("fails");
+  auto failing = []() -> CompiledKernel { throw fkv::CompileError("nvrtc said no", "log", "src"); };
+  CHECK_THROWS_AS(c.get(key, short_name(key), failing), fkv::CompileError);
+  CHECK(count_with_suffix(tmp.path, ".meta.json") == 0);
+  CountingBuilder builder;
+  CHECK(c.get(key, short_name(key), builder(key)).outcome == CacheOutcome::Compiled);
+  CHECK(builder.calls == 1);
+}
+
+TEST_CASE("8 processes fill one empty cache at once", "[cache][processes]") {
+  TempDir tmp;
+  fs::path root = tmp.path / "cache";
+  fs::path counter = tmp.path / "compiles";
+  constexpr int kProcesses = 8;
+  std::vector<CacheKey> keys;
+  for (int i = 0; i < 4; ++i) keys.push_back(test_key("proc" + std::to_string(i)));
+
+  int go[2];
+  REQUIRE(::pipe(go) == 0);
+  std::vector<pid_t> children;
+  for (int p = 0; p < kProcesses; ++p) {
+    pid_t pid = ::fork();
+    REQUIRE(pid >= 0);
+    if (pid == 0) {
+      ::close(go[1]);
+      char byte;
+      (void)!::read(go[0], &byte, 1);  // returns 0 when the parent closes the pipe: all start together
+      int status = 0;
+      try {
+        KernelCache c(options_for(root));
+        for (int round = 0; round < 2; ++round) {
+          for (std::size_t i = 0; i < keys.size(); ++i) {
+            const CacheKey& key = keys[(i + static_cast<std::size_t>(p)) % keys.size()];
+            auto r = c.get(key, short_name(key), [&] {
+              int fd = ::open(counter.c_str(), O_WRONLY | O_CREAT | O_APPEND, 0600);
+              (void)!::write(fd, "x", 1);
+              ::close(fd);
+              std::this_thread::sleep_for(std::chrono::milliseconds(50));
+              return fake_kernel(key);
+            });
+            CompiledKernel want = fake_kernel(key);
+            if (r.kernel->image != want.image || r.kernel->lowered_name != want.lowered_name) status = 2;
+            if (round == 1 && r.outcome != CacheOutcome::MemoryHit) status = 3;
+          }
+        }
+      } catch (...) {
+        status = 4;
+      }
+      ::_exit(status);
+    }
+    children.push_back(pid);
+  }
+  ::close(go[0]);
+  ::close(go[1]);
+  int ok = 0;
+  for (pid_t pid : children) {
+    int status = 0;
+    REQUIRE(::waitpid(pid, &status, 0) == pid);
+    ok += WIFEXITED(status) && WEXITSTATUS(status) == 0;
+  }
+  CHECK(ok == kProcesses);
+  auto compiles = fs::exists(counter) ? fs::file_size(counter) : 0;
+  WARN(compiles << " compiles for " << keys.size() << " keys in " << kProcesses << " processes");
+  // Each key is compiled by the first process to take its lock; the others wait and read it.
+  CHECK(compiles == keys.size());
+
+  KernelCache check(options_for(root));
+  auto entries = check.verify();
+  CHECK(entries.size() == keys.size());
+  for (const auto& e : entries) {
+    INFO(e.path << ": " << e.problem);
+    CHECK(e.ok);
+    CHECK_FALSE(e.removed);
+  }
+  for (const auto& f : files_under(root)) CHECK(f.filename().string().find(".tmp.") == std::string::npos);
+  for (const auto& key : keys) CHECK(check.get(key, short_name(key), [&] { return fake_kernel(key); }).outcome == CacheOutcome::DiskHit);
+}
+
+TEST_CASE("read-only roots are used and never written", "[cache]") {
+  TempDir tmp;
+  fs::path baked = tmp.path / "baked";
+  CountingBuilder builder;
+  CacheKey key = test_key("ro");
+  fs::path baked_image;
+  {
+    KernelCache c(options_for(baked));
+    baked_image = c.get(key, short_name(key), builder(key)).path;
+  }
+  auto snapshot = [&] {
+    std::vector<std::pair<std::string, std::int64_t>> s;
+    for (const auto& f : files_under(baked))
+      s.emplace_back(f.string(), fs::last_write_time(f).time_since_epoch().count());
+    return s;
+  };
+  auto before = snapshot();
+  fs::permissions(baked, fs::perms::owner_read | fs::perms::owner_exec);  // 0500, as in an image
+
+  fs::path writable = tmp.path / "home";
+  fkv::CacheOptions o = options_for(writable);
+  o.readonly_roots = {baked};
+  SECTION("a good entry is a read-only hit") {
+    KernelCache c(o);
+    auto r = c.get(key, short_name(key), builder(key));
+    CHECK(r.outcome == CacheOutcome::ReadOnlyHit);
+    CHECK(r.path == baked_image);
+    CHECK(builder.calls == 1);
+    CHECK(files_under(writable).empty());
+    auto listed = c.list();
+    REQUIRE(listed.size() == 1);
+    CHECK(listed[0].readonly);
+    CHECK(listed[0].ok);
+  }
+  SECTION("a bad entry is skipped, not removed") {
+    fs::permissions(baked, fs::perms::owner_all);
+    std::string text = slurp(baked_image);
+    text[20] ^= 1;
+    spill(baked_image, text);
+    fs::last_write_time(baked_image, fs::last_write_time(meta_of(baked_image)));
+    before = snapshot();
+    fs::permissions(baked, fs::perms::owner_read | fs::perms::owner_exec);
+    LogCapture log;
+    KernelCache c(o);
+    auto r = c.get(key, short_name(key), builder(key));
+    CHECK(r.outcome == CacheOutcome::Compiled);
+    CHECK(builder.calls == 2);
+    CHECK(log.count("skipping bad entry in read-only root") == 1);
+    CHECK(r.path.string().rfind(writable.string(), 0) == 0);
+    auto verified = c.verify();
+    int ro_bad = 0;
+    for (const auto& e : verified) ro_bad += e.readonly && !e.ok && !e.removed;
+    CHECK(ro_bad == 1);
+  }
+  fs::permissions(baked, fs::perms::owner_all);
+  CHECK(snapshot() == before);
+}
+
+TEST_CASE("roots writable by others are refused", "[cache][security]") {
+  TempDir tmp;
+  fs::path root = tmp.path / "shared";
+  fs::create_directories(root);
+  CountingBuilder builder;
+  CacheKey key = test_key("sec");
+
+  SECTION("group-writable writable root") {
+    ::chmod(root.c_str(), 0770);
+    LogCapture log;
+    KernelCache c(options_for(root));
+    CHECK(c.memory_only());
+    CHECK(log.count("writable by group or others (mode 0770)") == 1);
+    CHECK(c.get(key, short_name(key), builder(key)).outcome == CacheOutcome::Compiled);
+    CHECK(c.get(key, short_name(key), builder(key)).outcome == CacheOutcome::MemoryHit);
+    CHECK(files_under(root).empty());
+  }
+  SECTION("world-writable v1 below a private root") {
+    ::chmod(root.c_str(), 0700);
+    fs::create_directories(root / "v1");
+    ::chmod((root / "v1").c_str(), 0777);
+    LogCapture log;
+    KernelCache c(options_for(root));
+    CHECK(c.memory_only());
+    CHECK(log.count("refusing cache root") == 1);
+  }
+  SECTION("root owned by another user") {
+    if (::geteuid() != 0) {
+      WARN("not root: cannot chown to test foreign ownership");
+      return;
+    }
+    ::chmod(root.c_str(), 0700);
+    REQUIRE(::chown(root.c_str(), 12345, 12345) == 0);
+    LogCapture log;
+    KernelCache c(options_for(root));
+    CHECK(c.memory_only());
+    CHECK(log.count("owned by uid 12345") == 1);
+  }
+  SECTION("world-writable read-only root") {
+    fs::path baked = tmp.path / "baked";
+    { KernelCache c(options_for(baked)); c.get(key, short_name(key), builder(key)); }
+    ::chmod(baked.c_str(), 0777);
+    LogCapture log;
+    fkv::CacheOptions o = options_for(tmp.path / "mine");
+    o.readonly_roots = {baked};
+    KernelCache c(o);
+    CHECK(log.count("ignoring read-only cache root") == 1);
+    CHECK(c.get(key, short_name(key), builder(key)).outcome == CacheOutcome::Compiled);
+  }
+}
+
+TEST_CASE("size cap prunes the least recently used entries", "[cache]") {
+  TempDir tmp;
+  fs::path root = tmp.path / "cache";
+  CountingBuilder builder;
+  CacheKey a = test_key("lru_a"), b = test_key("lru_b"), c = test_key("lru_c");
+  fs::path pa, pb;
+  {
+    KernelCache cache(options_for(root));
+    pa = cache.get(a, short_name(a), builder(a)).path;
+    pb = cache.get(b, short_name(b), builder(b)).path;
+  }
+  auto entry_bytes = fs::file_size(pa) + fs::file_size(meta_of(pa));
+  auto now = fs::file_time_type::clock::now();
+  for (const auto& [p, age] : {std::pair{pa, 300}, std::pair{pb, 200}}) {
+    fs::last_write_time(p, now - std::chrono::seconds(age));
+    fs::last_write_time(meta_of(p), now - std::chrono::seconds(age));
+  }
+  fkv::CacheOptions o = options_for(root);
+  o.max_bytes = entry_bytes * 5 / 2;  // room for two entries
+  KernelCache cache(o);
+  CHECK(cache.get(a, short_name(a), builder(a)).outcome == CacheOutcome::DiskHit);  // touches a
+  auto rc = cache.get(c, short_name(c), builder(c));
+  CHECK(rc.outcome == CacheOutcome::Compiled);
+  CHECK(fs::exists(pa));
+  CHECK_FALSE(fs::exists(pb));
+  CHECK_FALSE(fs::exists(meta_of(pb)));
+  CHECK(fs::exists(rc.path));
+  CHECK(cache.list().size() == 2);
+
+  CHECK(cache.prune(0) >= 2 * entry_bytes);
+  CHECK(cache.list().empty());
+}
+
+TEST_CASE("list, verify, prune and clear", "[cache]") {
+  TempDir tmp;
+  fs::path root = tmp.path / "cache";
+  KernelCache cache(options_for(root));
+  CountingBuilder builder;
+  std::vector<CacheKey> keys = {test_key("l0"), test_key("l1"), test_key("l2")};
+  std::vector<fs::path> paths;
+  for (const auto& k : keys) paths.push_back(cache.get(k, short_name(k), builder(k)).path);
+
+  auto listed = cache.list();
+  REQUIRE(listed.size() == 3);
+  std::set<std::string> digests;
+  for (const auto& e : listed) {
+    CHECK(e.ok);
+    CHECK(e.arch == "sm_90");
+    CHECK(e.kernel.rfind("fused_kv_materialize_l", 0) == 0);
+    CHECK(e.bytes > 512);
+    digests.insert(e.digest);
+  }
+  CHECK(digests == std::set<std::string>{keys[0].digest, keys[1].digest, keys[2].digest});
+
+  fs::resize_file(paths[1], 10);
+  LogCapture log;
+  auto verified = cache.verify();
+  REQUIRE(verified.size() == 3);
+  int removed = 0;
+  for (const auto& e : verified) {
+    if (e.path == paths[1]) {
+      CHECK_FALSE(e.ok);
+      CHECK(e.removed);
+      CHECK(e.problem.find("truncated") != std::string::npos);
+    }
+    removed += e.removed;
+  }
+  CHECK(removed == 1);
+  CHECK(log.count("removing bad entry") == 1);
+  CHECK(cache.list().size() == 2);
+
+  CHECK(cache.clear() == 2);
+  CHECK(cache.list().empty());
+  CHECK(count_with_suffix(root, ".cubin") == 0);
+  CHECK(count_with_suffix(root, ".lock") == 0);
+  CHECK(fs::is_directory(root / "v1"));
+  // clear() also forgets the in-memory kernels.
+  CHECK(cache.get(keys[0], short_name(keys[0]), builder(keys[0])).outcome == CacheOutcome::Compiled);
+  CHECK(builder.calls == 4);
+}
+
+TEST_CASE("options from the environment", "[cache][env]") {
+  EnvGuard env;
+  env.set("FKV_CACHE_DIR", "/some/where");
+  env.set("XDG_CACHE_HOME", "/xdg");
+  env.set("HOME", "/home/me");
+  env.set("FKV_CACHE_READONLY_DIRS", "/opt/a::/opt/b");
+  env.set("FKV_CACHE_MAX_BYTES", "10M");
+  env.set("FKV_DISABLE_CACHE", std::nullopt);
+  auto o = fkv::CacheOptions::from_env();
+  CHECK(o.root == "/some/where");
+  CHECK(o.readonly_roots == std::vector<fs::path>{"/opt/a", "/opt/b"});
+  CHECK(o.max_bytes == 10u << 20);
+  CHECK_FALSE(o.disabled);
+
+  env.set("FKV_CACHE_DIR", std::nullopt);
+  CHECK(fkv::CacheOptions::from_env().root == "/xdg/fkv-jit");
+  env.set("XDG_CACHE_HOME", std::nullopt);
+  CHECK(fkv::CacheOptions::from_env().root == "/home/me/.cache/fkv-jit");
+  env.set("HOME", std::nullopt);
+  CHECK(fkv::CacheOptions::from_env().root.empty());
+
+  env.set("FKV_CACHE_MAX_BYTES", "12345");
+  CHECK(fkv::CacheOptions::from_env().max_bytes == 12345);
+  {
+    LogCapture log;
+    env.set("FKV_CACHE_MAX_BYTES", "lots");
+    CHECK(fkv::CacheOptions::from_env().max_bytes == 0);
+    CHECK(log.count("FKV_CACHE_MAX_BYTES") == 1);
+  }
+  env.set("FKV_CACHE_MAX_BYTES", std::nullopt);
+  env.set("FKV_DISABLE_CACHE", "1");
+  CHECK(fkv::CacheOptions::from_env().disabled);
+}
+
+TEST_CASE("FKV_DISABLE_CACHE=1 touches no disk", "[cache][env]") {
+  TempDir tmp;
+  fs::path baked = tmp.path / "baked";
+  CountingBuilder builder;
+  CacheKey key = test_key("off");
+  { KernelCache c(options_for(baked)); c.get(key, short_name(key), builder(key)); }
+
+  EnvGuard env;
+  env.set("FKV_DISABLE_CACHE", "1");
+  env.set("FKV_CACHE_DIR", (tmp.path / "cache").string());
+  env.set("FKV_CACHE_READONLY_DIRS", baked.string());
+  LogCapture log;
+  KernelCache c(fkv::CacheOptions::from_env());
+  CHECK(c.memory_only());
+  auto r = c.get(key, short_name(key), builder(key));
+  CHECK(r.outcome == CacheOutcome::Compiled);  // not the read-only entry either
+  CHECK(r.path.empty());
+  CHECK(c.get(key, short_name(key), builder(key)).outcome == CacheOutcome::MemoryHit);
+  CHECK(builder.calls == 2);
+  CHECK_FALSE(fs::exists(tmp.path / "cache"));
+  CHECK(c.list().empty());
+  CHECK(log.warnings() == 0);
+}
+
+TEST_CASE("no usable directory: memory only, one warning", "[cache]") {
+  TempDir tmp;
+  spill(tmp.path / "a-file", "not a directory");
+  LogCapture log;
+  KernelCache c(options_for(tmp.path / "a-file" / "cache"));
+  CHECK(c.memory_only());
+  CountingBuilder builder;
+  for (const auto& v : {"m0", "m1", "m2", "m0"}) {
+    CacheKey key = test_key(v);
+    auto r = c.get(key, short_name(key), builder(key));
+    CHECK(r.path.empty());
+  }
+  CHECK(builder.calls == 3);
+  INFO(log.text());
+  CHECK(log.warnings() == 1);
+  CHECK(log.count("in memory only") == 1);
+  CHECK(c.list().empty());
+
+  SECTION("no root configured at all") {
+    LogCapture log2;
+    KernelCache none{fkv::CacheOptions{}};
+    CHECK(none.memory_only());
+    CHECK(log2.warnings() == 1);
+  }
+}
+
+TEST_CASE("an entry directory that cannot be created: kernel kept in memory, one warning", "[cache]") {
+  TempDir tmp;
+  fs::path root = tmp.path / "cache";
+  KernelCache c(options_for(root));
+  REQUIRE_FALSE(c.memory_only());
+  spill(root / "v1" / "nvrtc-12.8", "a file where a directory should be");
+  LogCapture log;
+  CountingBuilder builder;
+  for (const auto& v : {"p0", "p1", "p0"}) {
+    CacheKey key = test_key(v);
+    auto r = c.get(key, short_name(key), builder(key));
+    CHECK(r.path.empty());
+    CHECK(r.kernel->image == fake_kernel(key).image);
+  }
+  CHECK(builder.calls == 2);
+  INFO(log.text());
+  CHECK(log.warnings() == 1);
+  CHECK(log.count("cannot publish") == 1);
+}
