@@ -2,7 +2,9 @@
 
 #include <cudaTypedefs.h>
 #include <dlfcn.h>
+#include <link.h>
 
+#include <algorithm>
 #include <exception>
 #include <map>
 #include <mutex>
@@ -68,18 +70,40 @@ Driver::Driver() {
         "newer is needed); update the NVIDIA driver" + std::string(kNoDriverHint),
         "dlsym");
   }
+  // cuGetProcAddress refuses (CUDA_ERROR_INVALID_VALUE) a version above the driver's, so ask
+  // for min(abi_version, driver version): a driver older than an entry's abi_version hands
+  // out the previous version, which driver_functions.inc only allows where the signature is
+  // unchanged (cuEventElapsedTime_v2, CUDA 12.8).
+  int driver_version = 0;
   auto resolve = [&](const char* name, int abi_version, void** slot) {
+    const int ask = driver_version > 0 ? std::min(abi_version, driver_version) : abi_version;
     CUdriverProcAddressQueryResult found = CU_GET_PROC_ADDRESS_SUCCESS;
-    CUresult r = get_proc(name, slot, abi_version, CU_GET_PROC_ADDRESS_DEFAULT, &found);
+    CUresult r = get_proc(name, slot, ask, CU_GET_PROC_ADDRESS_DEFAULT, &found);
+    if (r == CUDA_ERROR_STUB_LIBRARY) {
+      // A container or build environment with the toolkit's lib64/stubs on the search path.
+      link_map* map = nullptr;
+      const std::string path = ::dlinfo(handle_, RTLD_DI_LINKMAP, &map) == 0 && map && map->l_name
+                                   ? map->l_name
+                                   : "libcuda.so.1";
+      throw CudaError("CUDA driver not found: " + path +
+                          " is the CUDA toolkit's stub library, not an NVIDIA driver; remove its "
+                          "directory from LD_LIBRARY_PATH" + std::string(kNoDriverHint),
+                      "cuGetProcAddress", r, "CUDA_ERROR_STUB_LIBRARY");
+    }
     if (r != CUDA_SUCCESS || found != CU_GET_PROC_ADDRESS_SUCCESS || !*slot) {
       *slot = nullptr;
       throw CudaError(std::string("CUDA driver too old: cuGetProcAddress(\"") + name + "\", " +
-                          std::to_string(abi_version) + ") found no entry point (status " +
+                          std::to_string(ask) + ") found no entry point (status " +
                           std::to_string(static_cast<int>(found)) + ", result " +
                           std::to_string(static_cast<int>(r)) + "); update the NVIDIA driver",
                       "cuGetProcAddress");
     }
   };
+  resolve("cuDriverGetVersion", 2020, reinterpret_cast<void**>(&cuDriverGetVersion));
+  if (cuDriverGetVersion(&driver_version) != CUDA_SUCCESS || driver_version <= 0) {
+    throw CudaError("cuDriverGetVersion failed: libcuda.so.1 is not usable" + std::string(kNoDriverHint),
+                    "cuDriverGetVersion");
+  }
 #define FKV_DRIVER_FN(name, abi_version) \
   resolve(#name, abi_version, reinterpret_cast<void**>(&this->name));
 #include "fkv/driver_functions.inc"
@@ -92,7 +116,7 @@ Driver::Driver() {
                                                kNoDriverHint
                                          : std::string(kNoDriverHint));
   }
-  check(cuDriverGetVersion(&version), "cuDriverGetVersion");
+  version = driver_version;
   check(cuDeviceGetCount(&device_count), "cuDeviceGetCount");
   if (device_count < 1) {
     throw CudaError(std::string("no CUDA device: the driver sees 0 devices (check "
