@@ -1,0 +1,278 @@
+// The fkv-jit binary: output, JSON, and exit codes (docs/cli.md) of validate and plan.
+#include <catch2/catch.hpp>
+
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <random>
+#include <sstream>
+#include <string>
+
+#include <nlohmann/json.hpp>
+
+namespace fs = std::filesystem;
+using nlohmann::json;
+
+namespace {
+
+struct Result {
+  int code = -1;
+  std::string out;
+  std::string err;
+};
+
+const fs::path& scratch() {
+  static const fs::path dir = [] {
+    std::string tmpl = (fs::temp_directory_path() / "fkv-test-cli-XXXXXX").string();
+    REQUIRE(mkdtemp(tmpl.data()) != nullptr);
+    return fs::path(tmpl);
+  }();
+  return dir;
+}
+
+std::string slurp(const fs::path& p) {
+  std::ifstream in(p, std::ios::binary);
+  std::ostringstream s;
+  s << in.rdbuf();
+  return s.str();
+}
+
+// Runs `fkv-jit ARGS` through the shell (ARGS is shell text), capturing stdout and stderr.
+Result run(const std::string& args, const std::string& env = "") {
+  const fs::path out = scratch() / "stdout", err = scratch() / "stderr";
+  const std::string cmd = env + " '" + std::string(FKV_CLI_PATH) + "' " + args + " >'" +
+                          out.string() + "' 2>'" + err.string() + "'";
+  const int status = std::system(cmd.c_str());
+  Result r;
+  r.code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+  r.out = slurp(out);
+  r.err = slurp(err);
+  return r;
+}
+
+std::string data(const std::string& name) {
+  return "'" + std::string(FKV_TEST_DATA_DIR) + "/" + name + ".json'";
+}
+
+std::string write(const std::string& name, const std::string& text) {
+  const fs::path p = scratch() / name;
+  std::ofstream(p) << text;
+  return "'" + p.string() + "'";
+}
+
+bool contains(const std::string& s, const std::string& part) {
+  return s.find(part) != std::string::npos;
+}
+
+}  // namespace
+
+TEST_CASE("validate: a uniform config exits 0 and prints the resolved spec", "[cli]") {
+  const Result r = run("validate " + data("qwen3-8b"));
+  INFO(r.out << r.err);
+  CHECK(r.code == 0);
+  CHECK(r.err.empty());
+  CHECK(contains(r.out, "valid for the fused KV path"));
+  CHECK(contains(r.out, "num_kv_heads      8\n"));
+  CHECK(contains(r.out, "head_dim          128\n"));
+  CHECK(contains(r.out, "rotary_dim        128\n"));
+  CHECK(contains(r.out, "neox              True\n"));
+  CHECK(contains(r.out, "k_norm            rms\n"));
+  CHECK(contains(r.out, "theta=1000000.0"));
+  CHECK(contains(r.out, "attention layers  36 (0-35)\n"));
+  CHECK(contains(r.out, "skipped layers    none\n"));
+}
+
+TEST_CASE("validate: skipped layers keep their numbering", "[cli]") {
+  const Result r = run("validate " + data("qwen3.5-9b"));
+  INFO(r.out << r.err);
+  CHECK(r.code == 0);
+  CHECK(contains(r.out, "attention layers  8 (3, 7, 11, 15, 19, 23, 27, 31)\n"));
+  CHECK(contains(r.out, "skipped layers    0-2, 4-6, 8-10,"));
+}
+
+TEST_CASE("validate: a mismatch exits 1 with the seed's text on stderr", "[cli]") {
+  const Result r = run("validate " + data("smollm3-3b"));
+  CHECK(r.code == 1);
+  CHECK(r.out.empty());
+  CHECK(r.err ==
+        "fkv-jit: error: RoPE config mismatch across layers for fused KV path: expected "
+        "(rotary_dim=128, neox=True), got (rotary_dim=0, neox=True) at layer 3.\n");
+
+  // A synthetic model in the explicit schema, mismatch at a random layer.
+  std::mt19937 gen(std::random_device{}());
+  const int n = std::uniform_int_distribution<int>(2, 30)(gen);
+  const int at = std::uniform_int_distribution<int>(1, n - 1)(gen);
+  INFO("n=" << n << " at=" << at);
+  json doc = {{"fkv", {{"layers", json::array()}}}};
+  for (int i = 0; i < n; ++i)
+    doc["fkv"]["layers"].push_back({{"num_kv_heads", i == at ? 2 : 8}, {"head_dim", 128}});
+  const Result s = run("validate " + write("mismatch.json", doc.dump()));
+  CHECK(s.code == 1);
+  CHECK(s.err == "fkv-jit: error: num_kv_heads mismatch across layers for fused KV path: "
+                 "expected 8, got 2 at layer " + std::to_string(at) + ".\n");
+}
+
+TEST_CASE("validate: unsupported layers exit 1 naming the layer", "[cli]") {
+  const Result r = run("validate " + data("kimi-k2"));
+  CHECK(r.code == 1);
+  CHECK(contains(r.err, "fkv-jit: error: "));
+  CHECK(contains(r.err, "layer 0:"));
+}
+
+TEST_CASE("validate: unreadable or malformed input exits 2", "[cli]") {
+  SECTION("missing file") {
+    const Result r = run("validate '" + (scratch() / "no-such-config.json").string() + "'");
+    CHECK(r.code == 2);
+    CHECK(r.err.rfind("fkv-jit: error: ", 0) == 0);
+    CHECK(contains(r.err, "no-such-config.json"));
+  }
+  SECTION("malformed JSON") {
+    const Result r = run("validate " + write("broken.json", "{\"num_hidden_layers\": 4,\n  \"head_dim\": }"));
+    CHECK(r.code == 2);
+    CHECK(r.err.rfind("fkv-jit: error: ", 0) == 0);
+    CHECK(contains(r.err, "broken.json"));
+    CHECK(contains(r.err, "line 2"));
+  }
+  SECTION("a bad value") {
+    const Result r = run("validate " + write("negative.json",
+                                             R"({"layers": [{"num_kv_heads": -8, "head_dim": 128}]})"));
+    CHECK(r.code == 2);
+    CHECK(contains(r.err, "num_kv_heads"));
+  }
+}
+
+TEST_CASE("usage errors exit 3", "[cli]") {
+  for (const std::string args : {"", "validate", "frobnicate", "validate x.json --frob",
+                                 "--log-level loud validate x.json", "plan"}) {
+    INFO("args: " << args);
+    const Result r = run(args);
+    CHECK(r.code == 3);
+    CHECK(r.err.rfind("fkv-jit: error: ", 0) == 0);
+  }
+  CHECK(run("validate " + data("qwen3-8b"), "FKV_LOG_LEVEL=loud").code == 3);
+  CHECK(run("--log-level debug validate " + data("qwen3-8b")).code == 0);
+}
+
+TEST_CASE("--help and --version exit 0", "[cli]") {
+  const Result help = run("--help");
+  CHECK(help.code == 0);
+  CHECK(contains(help.out, "validate"));
+  CHECK(contains(help.out, "plan"));
+  const Result version = run("--version");
+  CHECK(version.code == 0);
+  CHECK(contains(version.out, "fkv-jit 0.1.0"));
+}
+
+TEST_CASE("validate --json prints one parseable object", "[cli]") {
+  SECTION("valid") {
+    const Result r = run("validate --json " + data("qwen3.5-9b"));
+    REQUIRE(r.code == 0);
+    const json j = json::parse(r.out);
+    CHECK(j["valid"] == true);
+    CHECK(j["spec"]["num_kv_heads"] == 4);
+    CHECK(j["spec"]["head_dim"] == 256);
+    CHECK(j["spec"]["rotary_dim"] == 64);
+    CHECK(j["spec"]["is_neox_style"] == true);
+    CHECK(j["spec"]["k_norm"] == "rms_one_plus");
+    CHECK(j["spec"]["rope"]["theta"] == 10000000.0);
+    CHECK(j["attention_layers"] == json({3, 7, 11, 15, 19, 23, 27, 31}));
+    CHECK(j["skipped_layers"].size() == 24);
+    REQUIRE(j["layers"].size() == 32);
+    CHECK(j["layers"][3]["head_dim"]["value"] == 256);
+    CHECK_FALSE(j["layers"][3]["head_dim"]["source"].get<std::string>().empty());
+    CHECK(j["layers"][0]["kind"]["value"] == "none");
+  }
+  SECTION("mismatch") {
+    const Result r = run("validate --json " + data("gemma3-4b-it"));
+    CHECK(r.code == 1);
+    const json j = json::parse(r.out);
+    CHECK(j["valid"] == false);
+    CHECK(j["error_kind"] == "config_mismatch");
+    CHECK(j["error"] ==
+          "RoPE frequency mismatch across layers for fused KV path: expected (theta=10000.0, "
+          "scaling=default), got (theta=1000000.0, scaling=linear(factor=8.0)) at layer 5.");
+  }
+  SECTION("malformed") {
+    const Result r = run("validate --json " + write("trunc.json", "{\"layers\": ["));
+    CHECK(r.code == 2);
+    const json j = json::parse(r.out);
+    CHECK(j["valid"] == false);
+    CHECK(j["error_kind"] == "bad_input");
+    CHECK(contains(j["error"].get<std::string>(), "trunc.json"));
+  }
+  SECTION("grouped") {
+    const Result r = run("validate --json --grouped " + data("smollm3-3b"));
+    CHECK(r.code == 0);
+    const json j = json::parse(r.out);
+    CHECK(j["valid"] == true);
+    REQUIRE(j["groups"].size() == 2);
+    CHECK(j["groups"][1]["spec"]["rotary_dim"] == 0);
+    CHECK(j["groups"][1]["spec"]["rope"].is_null());
+  }
+}
+
+TEST_CASE("validate --explain shows each layer's values and sources", "[cli]") {
+  const Result r = run("validate --explain " + data("qwen3-8b"));
+  INFO(r.out);
+  CHECK(r.code == 0);
+  CHECK(contains(r.out, "layer 0: full_attention"));
+  CHECK(contains(r.out, "layer 35: full_attention"));
+  CHECK(contains(r.out, "[num_key_value_heads]"));
+  CHECK(contains(r.out, "[head_dim]"));
+  CHECK(contains(r.out, "valid for the fused KV path"));
+
+  // On a mismatch the per-layer values are still printed, then the error.
+  const Result m = run("validate --explain " + data("smollm3-3b"));
+  CHECK(m.code == 1);
+  CHECK(contains(m.out, "layer 3: full_attention"));
+  CHECK(contains(m.out, "no_rope_layers"));
+  CHECK(contains(m.err, "at layer 3."));
+}
+
+TEST_CASE("validate --grouped accepts what grouped mode can serve", "[cli]") {
+  const Result r = run("validate --grouped " + data("gemma3-4b-it"));
+  CHECK(r.code == 0);
+  CHECK(contains(r.out, "grouped mode (2 groups)"));
+}
+
+TEST_CASE("plan prints the groups", "[cli]") {
+  SECTION("smollm3: NoPE layers form their own group") {
+    const Result r = run("plan " + data("smollm3-3b"));
+    INFO(r.out << r.err);
+    CHECK(r.code == 0);
+    CHECK(contains(r.out, "2 groups (grouped mode), 36 attention layers, 0 skipped"));
+    CHECK(contains(r.out, "group 0: 27 layers: 0-2, 4-6,"));
+    CHECK(contains(r.out, "group 1: 9 layers: 3, 7, 11, 15, 19, 23, 27, 31, 35\n"));
+    CHECK(contains(r.out, "num_kv_heads=4  head_dim=128  rotary_dim=0  neox=True  k_norm=none"));
+    CHECK(contains(r.out, "rope: theta=5000000.0, scaling=default"));
+    CHECK(contains(r.out, "rope: none (NoPE)"));
+  }
+  SECTION("--strict fails like validate") {
+    const Result r = run("plan --strict " + data("smollm3-3b"));
+    CHECK(r.code == 1);
+    CHECK(contains(r.err, "RoPE config mismatch across layers for fused KV path"));
+    CHECK(run("plan --strict " + data("qwen3-8b")).code == 0);
+  }
+  SECTION("--json") {
+    const Result r = run("plan --json " + data("gemma3-4b-it"));
+    REQUIRE(r.code == 0);
+    const json j = json::parse(r.out);
+    REQUIRE(j["groups"].size() == 2);
+    CHECK(j["groups"][1]["layers"] == json({5, 11, 17, 23, 29}));
+    CHECK(j["groups"][1]["spec"]["rope"]["theta"] == 1000000.0);
+    CHECK(j["groups"][1]["spec"]["rope"]["scaling_type"] == "linear");
+    CHECK(j["groups"][0]["spec"]["rope"]["theta"] == 10000.0);
+  }
+  SECTION("skipped layers") {
+    const Result r = run("plan " + data("qwen3.5-9b"));
+    CHECK(r.code == 0);
+    CHECK(contains(r.out, "1 group (grouped mode), 8 attention layers, 24 skipped"));
+    CHECK(contains(r.out, "skipped layers: 0-2, 4-6, 8-10,"));
+  }
+  SECTION("missing file") {
+    CHECK(run("plan /nonexistent/config.json").code == 2);
+  }
+}
