@@ -1,0 +1,366 @@
+"""GPU tests of fkv_jit.FusedKVMaterializeHelper against a plain PyTorch eager reference
+(linear, RMSNorm, RoPE neox and GPT-J, pool index-put), for bf16/fp16 stacked outputs, bf16 and
+fp8 pools, grouped plans, and under torch.cuda.graph capture. Plain asserts; no pytest needed.
+
+    FKV_JIT_LIBRARY=build/libfkv.so python3 tests/gpu/test_python_gpu.py
+
+Needs torch with CUDA and a GPU; without them it exits 77, which CTest reports as skipped (not
+passed), so a GPU run never passes without running.
+"""
+
+import sys
+import traceback
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent.parent
+sys.path.insert(0, str(ROOT / "python"))
+
+try:
+    import torch
+except ImportError:
+    print("torch is not installed: GPU tests not run")
+    sys.exit(77)
+if not torch.cuda.is_available():
+    print("no CUDA device visible to torch: GPU tests not run")
+    sys.exit(77)
+
+import fkv_jit  # noqa: E402
+
+DEV = torch.device("cuda", torch.cuda.current_device())
+GEN = torch.Generator(device="cpu").manual_seed(1234)
+
+
+def rand(*shape, dtype=torch.float32, scale=1.0):
+    return (torch.randn(*shape, generator=GEN) * scale).to(device=DEV, dtype=dtype)
+
+
+def layer(kv, d, r, neox=True, theta=10000.0, k_norm="none", eps=1e-6):
+    return {"num_kv_heads": kv, "head_dim": d, "rotary_dim": r, "is_neox_style": neox,
+            "rope_theta": theta, "k_norm": k_norm, "eps": eps}
+
+
+# ---- the eager reference -------------------------------------------------------------------
+
+def ref_cos_sin(theta, R, max_position):
+    """float64 cos/sin [max_position, R] like HF's default rope: inv_freq_i = theta^(-2i/R)."""
+    inv = theta ** (-torch.arange(0, R, 2, dtype=torch.float64) / R)
+    ang = torch.arange(max_position, dtype=torch.float64)[:, None] * inv[None, :]
+    return torch.cat([ang.cos(), ang.sin()], dim=1).to(DEV)
+
+
+def ref_rope(x, cos, sin, R, neox):
+    """x [T, H, D] float; cos/sin [T, 1, R/2]."""
+    if R == 0:
+        return x
+    if neox:
+        x1, x2 = x[..., : R // 2], x[..., R // 2: R]
+        rot = torch.cat([x1 * cos - x2 * sin, x2 * cos + x1 * sin], dim=-1)
+    else:
+        x1, x2 = x[..., 0:R:2], x[..., 1:R:2]
+        rot = torch.stack([x1 * cos - x2 * sin, x2 * cos + x1 * sin], dim=-1).flatten(-2)
+    return torch.cat([rot, x[..., R:]], dim=-1)
+
+
+def ref_layer(ctx, w, spec, knw, eps, cos_sin, positions):
+    """K and V of one layer, float64: linear -> RMSNorm -> RoPE. `w` [2*H*D, hidden]."""
+    H, D, R = spec["num_kv_heads"], spec["head_dim"], spec["rotary_dim"]
+    T = ctx.shape[0]
+    proj = torch.nn.functional.linear(ctx, w)  # in the activation dtype, like the helper's GEMM
+    k = proj[:, : H * D].reshape(T, H, D).double()
+    v = proj[:, H * D:].reshape(T, H, D).double()
+    if spec["k_norm"] != "none":
+        wn = knw.double() + (1.0 if spec["k_norm"] == "rms_one_plus" else 0.0)
+        k = k * torch.rsqrt(k.pow(2).mean(-1, keepdim=True) + eps) * wn
+    if R:
+        cs = cos_sin.double()[positions.long()]
+        k = ref_rope(k, cs[:, None, : R // 2], cs[:, None, R // 2:], R, spec["neox"])
+    return k, v
+
+
+def assert_close(got, want, rtol, atol, what):
+    """|got - want| <= atol + rtol * (largest |want| of the head): the reference's projection is
+    its own GEMM, so a 1-ulp difference there may survive RoPE's cancellation; tolerances are
+    about two units of the output dtype at the head's scale. Bit-level accuracy is the C++ GPU
+    tests' job (reference.hpp); these check the binding end to end."""
+    got = got.double()
+    want = want.double()
+    scale = want.abs().amax(dim=-1, keepdim=True)
+    err = (got - want).abs()
+    bad = (err > atol + rtol * scale) | (torch.isnan(got) & ~torch.isnan(want))
+    if bool(bad.any()):
+        i = int(bad.flatten().nonzero()[0])
+        raise AssertionError(
+            f"{what}: {int(bad.sum())} of {bad.numel()} elements differ; first at flat index {i}: "
+            f"got {got.flatten()[i].item():.6g}, want {want.flatten()[i].item():.6g}; "
+            f"max abs err {err.max().item():.3g}")
+
+
+TOL = {torch.bfloat16: (1.6e-2, 1e-3), torch.float16: (2e-3, 2e-4), torch.float32: (1e-5, 1e-6)}
+
+
+class Case:
+    """A small draft model: explicit per-layer config, random weights and inputs."""
+
+    def __init__(self, layers, dtype=torch.bfloat16, hidden=256, max_position=4096):
+        self.layers = layers
+        self.config = {"hidden_size": hidden, "max_position_embeddings": max_position,
+                       "fkv": {"layers": layers}}
+        self.dtype = dtype
+        self.hidden = hidden
+        self.max_position = max_position
+        self.w = [rand(2 * l["num_kv_heads"] * l["head_dim"], hidden, dtype=dtype,
+                       scale=hidden ** -0.5) for l in layers]
+        self.knw = [rand(l["head_dim"], scale=0.5) + 1.0 for l in layers]
+
+    def helper(self, **kwargs):
+        has_norm = any(l["k_norm"] != "none" for l in self.layers)
+        return fkv_jit.FusedKVMaterializeHelper(self.config, self.w,
+                                                self.knw if has_norm else None, **kwargs)
+
+    def inputs(self, T, pos_dtype=torch.int64):
+        ctx = rand(T, self.hidden, dtype=self.dtype)
+        pos = torch.randint(0, self.max_position, (T,), generator=GEN).to(DEV, pos_dtype)
+        return ctx, pos
+
+    def reference(self, ctx, pos, cos_sin_of=None):
+        out = []
+        for i, l in enumerate(self.layers):
+            cs = (cos_sin_of(i) if cos_sin_of else
+                  ref_cos_sin(l["rope_theta"], l["rotary_dim"], self.max_position)
+                  if l["rotary_dim"] else None)
+            out.append(ref_layer(ctx, self.w[i], l, self.knw[i], l["eps"], cs, pos))
+        return out
+
+
+# ---- tests -----------------------------------------------------------------------------------
+
+def check_stacked(case, T=77, pos_dtype=torch.int64, **helper_kwargs):
+    helper = case.helper(**helper_kwargs)
+    ctx, pos = case.inputs(T, pos_dtype)
+    got = {}
+    helper.materialize(ctx, pos, lambda l, k, v: got.__setitem__(l, (k.clone(), v.clone())))
+    torch.cuda.synchronize()
+    assert sorted(got) == list(range(len(case.layers))), sorted(got)
+    rtol, atol = TOL[case.dtype]
+    for l, (k_ref, v_ref) in enumerate(case.reference(ctx, pos)):
+        k, v = got[l]
+        assert k.dtype == case.dtype and tuple(k.shape) == tuple(k_ref.shape), (k.dtype, k.shape)
+        assert_close(k, k_ref, rtol, atol, f"k of layer {l}")
+        assert_close(v, v_ref, rtol, atol, f"v of layer {l}")
+
+
+def test_neox_knorm_bf16():
+    check_stacked(Case([layer(8, 128, 128, True, 1e6, "rms")] * 3))
+
+
+def test_gptj_partial_fp16_int32_positions():
+    check_stacked(Case([layer(4, 64, 32, False, 10000.0)] * 2, dtype=torch.float16),
+                  pos_dtype=torch.int32)
+
+
+def test_rms_one_plus_and_nope():
+    check_stacked(Case([layer(2, 256, 0, True, 10000.0, "rms_one_plus", 1e-5)] * 2))
+
+
+def test_grouped_two_frequency_tables():
+    # Gemma-style: sliding layers theta 1e4, global layers theta 1e6 and other head count.
+    layers = [layer(4, 128, 128, True, 1e4, "rms"), layer(4, 128, 128, True, 1e4, "rms"),
+              layer(2, 128, 128, True, 1e6, "rms"), layer(4, 128, 128, True, 1e4, "rms")]
+    case = Case(layers)
+    try:
+        case.helper()
+        raise AssertionError("strict mode accepted mismatched layers")
+    except ValueError as e:
+        assert str(e) == ("num_kv_heads mismatch across layers for fused KV path: expected 4, got "
+                          "2 at layer 2."), str(e)
+    check_stacked(case, grouped=True)
+
+
+def test_seed_style_cos_sin_cache_bf16():
+    # The caller's own cos/sin cache (rotary_emb.cos_sin_cache style), in the activation dtype.
+    case = Case([layer(8, 128, 64, True, 5e5, "rms")] * 2, max_position=1024)
+    table = ref_cos_sin(5e5, 64, 1024).to(torch.bfloat16)
+    helper = case.helper(cos_sin_cache=table)
+    ctx, pos = case.inputs(33)
+    got = {}
+    helper.materialize(ctx, pos, lambda l, k, v: got.__setitem__(l, k.clone()))
+    torch.cuda.synchronize()
+    rtol, atol = TOL[torch.bfloat16]
+    for l, (k_ref, _) in enumerate(case.reference(ctx, pos, cos_sin_of=lambda i: table)):
+        assert_close(got[l], k_ref, rtol, atol, f"k of layer {l}")
+
+
+def pool_reference(case, ctx, pos, loc, num_slots, dtype, scales=None, fill=0.0):
+    """The pool after index-put of the reference rows (rows with loc < 0 untouched)."""
+    refs = case.reference(ctx, pos)
+    valid = loc >= 0
+    out = []
+    for l, (k, v) in enumerate(refs):
+        H, D = k.shape[1], k.shape[2]
+        ks, vs = (scales[l] if scales else (1.0, 1.0))
+        kp = torch.full((num_slots, H, D), fill, dtype=torch.float64, device=DEV)
+        vp = kp.clone()
+        kp[loc[valid].long()] = k[valid] / ks
+        vp[loc[valid].long()] = v[valid] / vs
+        out.append((kp, vp))
+    return out
+
+
+def check_pool(case, pool_dtype, T=50, num_slots=200, scales=None, slot_dtype=torch.int64,
+               kv_cache_dtype=None):
+    helper = case.helper(kv_cache_dtype=kv_cache_dtype)
+    ctx, pos = case.inputs(T)
+    loc = torch.randperm(num_slots, generator=GEN)[:T]
+    loc[::7] = -1  # skipped tokens
+    loc = loc.to(DEV, slot_dtype)
+    fill = 3.0
+    kb, vb = [], []
+    for l in case.layers:
+        shape = (num_slots, l["num_kv_heads"], l["head_dim"])
+        kb.append(torch.full(shape, fill, device=DEV).to(pool_dtype))
+        vb.append(torch.full(shape, fill, device=DEV).to(pool_dtype))
+    views_k = [b.view(torch.uint8) for b in kb] if kv_cache_dtype else kb
+    views_v = [b.view(torch.uint8) for b in vb] if kv_cache_dtype else vb
+    helper.materialize_to_pool(ctx, pos, loc, views_k, views_v,
+                               k_scales=[s[0] for s in scales] if scales else None,
+                               v_scales=[s[1] for s in scales] if scales else None)
+    torch.cuda.synchronize()
+    refs = pool_reference(case, ctx, pos, loc, num_slots, pool_dtype, scales, fill)
+    if pool_dtype in TOL:
+        rtol, atol = TOL[pool_dtype]
+    else:  # fp8: 3 (e4m3) or 2 (e5m2) mantissa bits, rounded once
+        rtol, atol = (0.07, 0.02) if pool_dtype == torch.float8_e4m3fn else (0.13, 0.04)
+    for l, (kp, vp) in enumerate(refs):
+        if pool_dtype in TOL:
+            assert_close(kb[l], kp, rtol, atol, f"k pool of layer {l}")
+            assert_close(vb[l], vp, rtol, atol, f"v pool of layer {l}")
+        else:
+            maxv = 448.0 if pool_dtype == torch.float8_e4m3fn else 57344.0
+            assert_close(kb[l].float(), kp.clamp(-maxv, maxv), rtol, atol, f"k fp8 pool of layer {l}")
+            assert_close(vb[l].float(), vp.clamp(-maxv, maxv), rtol, atol, f"v fp8 pool of layer {l}")
+
+
+def test_pool_bf16():
+    check_pool(Case([layer(8, 128, 128, True, 1e6, "rms")] * 3), torch.bfloat16)
+
+
+def test_pool_bf16_int32_slots_gptj():
+    check_pool(Case([layer(4, 64, 64, False, 1e4)] * 2), torch.bfloat16, slot_dtype=torch.int32)
+
+
+def test_pool_fp8_e4m3_scales():
+    case = Case([layer(8, 128, 128, True, 1e6, "rms")] * 2)
+    check_pool(case, torch.float8_e4m3fn, scales=[(0.5, 0.25), (2.0, 0.125)])
+
+
+def test_pool_fp8_as_uint8():
+    case = Case([layer(4, 128, 128, True, 1e6, "rms")] * 2)
+    check_pool(case, torch.float8_e4m3fn, kv_cache_dtype="fp8_e4m3")
+
+
+def test_pool_fp8_e5m2():
+    check_pool(Case([layer(4, 128, 128, True, 1e6, "rms")] * 2), torch.float8_e5m2)
+
+
+def test_argument_errors():
+    case = Case([layer(4, 128, 128, True, 1e6, "rms")] * 2)
+    helper = case.helper()
+    ctx, pos = case.inputs(8)
+    for bad, exc, text in [
+        ((ctx, pos[:5]), ValueError, "positions must match ctx_hidden token count"),
+        ((ctx.float(), pos), TypeError, "differs from the weights'"),
+        ((ctx[:, :100], pos), ValueError, "ctx_hidden must be"),
+        ((ctx, pos.float()), TypeError, "positions must be int32 or int64"),
+    ]:
+        try:
+            helper.materialize(*bad, lambda *a: None)
+            raise AssertionError(f"no error for {text}")
+        except exc as e:
+            assert text in str(e), str(e)
+    kb = [torch.zeros(16, 4, 128, device=DEV, dtype=torch.float16) for _ in range(2)]
+    try:
+        helper.materialize_to_pool(ctx, pos, torch.zeros(8, dtype=torch.int64, device=DEV), kb, kb)
+        raise AssertionError("fp16 pool with bf16 activations accepted")
+    except TypeError as e:
+        assert "activation dtype" in str(e), str(e)
+    # Zero tokens launch nothing and call nothing.
+    calls = []
+    helper.materialize(ctx[:0], pos[:0], lambda *a: calls.append(a))
+    assert calls == []
+
+
+def test_cuda_graph_capture():
+    case = Case([layer(8, 128, 128, True, 1e6, "rms")] * 3)
+    helper = case.helper()
+    T, num_slots = 40, 128
+    static_ctx, static_pos = case.inputs(T)
+    static_loc = torch.arange(T, device=DEV, dtype=torch.int64)
+    kb = [torch.zeros(num_slots, 8, 128, device=DEV, dtype=torch.bfloat16) for _ in range(3)]
+    vb = [torch.zeros_like(b) for b in kb]
+    stacked = {}
+    helper.prepare(pool=True, stacked=True)
+    s = torch.cuda.Stream()
+    s.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(s):  # warm-up (cuBLAS workspaces) outside the capture
+        helper.materialize_to_pool(static_ctx, static_pos, static_loc, kb, vb)
+        helper.materialize(static_ctx, static_pos, lambda l, k, v: None)
+    torch.cuda.current_stream().wait_stream(s)
+    g = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(g):
+        helper.materialize_to_pool(static_ctx, static_pos, static_loc, kb, vb)
+        helper.materialize(static_ctx, static_pos,
+                           lambda l, k, v: stacked.__setitem__(l, (k, v)))
+    # New inputs into the static tensors, fresh pools, replay.
+    ctx, pos = case.inputs(T)
+    static_ctx.copy_(ctx)
+    static_pos.copy_(pos)
+    perm = torch.randperm(num_slots, generator=GEN)[:T].to(DEV)
+    static_loc.copy_(perm)
+    for b in kb + vb:
+        b.zero_()
+    g.replay()
+    torch.cuda.synchronize()
+    rtol, atol = TOL[torch.bfloat16]
+    refs = case.reference(ctx, pos)
+    for l, (k_ref, v_ref) in enumerate(refs):
+        assert_close(kb[l][perm], k_ref, rtol, atol, f"graph k pool of layer {l}")
+        assert_close(vb[l][perm], v_ref, rtol, atol, f"graph v pool of layer {l}")
+        assert_close(stacked[l][0], k_ref, rtol, atol, f"graph stacked k of layer {l}")
+        untouched = torch.ones(num_slots, dtype=torch.bool, device=DEV)
+        untouched[perm] = False
+        assert int(kb[l][untouched].abs().sum().item()) == 0
+
+
+def test_precompile_for_this_gpu():
+    import shutil
+    import tempfile
+    cfg = {"fkv": {"layers": [layer(4, 64, 64, True, 1e4, "rms")] * 2}}
+    cache = tempfile.mkdtemp(prefix="fkv-py-gpu-")
+    try:
+        major, minor = torch.cuda.get_device_capability(DEV)
+        arch = f"sm_{major}{minor}"
+        assert fkv_jit.precompile(cfg, arch, dtype="bf16", cache_dir=cache) == (2, 2)
+        assert fkv_jit.precompile(cfg, arch, dtype="bf16", cache_dir=cache) == (2, 0)
+    finally:
+        shutil.rmtree(cache)
+
+
+def main():
+    print(f"fkv_jit {fkv_jit.version()} from {fkv_jit.library_path()}; torch {torch.__version__}, "
+          f"{torch.cuda.get_device_name(DEV)}")
+    tests = [v for k, v in sorted(globals().items()) if k.startswith("test_") and callable(v)]
+    failed = 0
+    for t in tests:
+        try:
+            t()
+            print(f"ok   {t.__name__}")
+        except Exception:
+            failed += 1
+            print(f"FAIL {t.__name__}")
+            traceback.print_exc()
+    print(f"{len(tests) - failed} passed, {failed} failed")
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,203 @@
+"""CPU tests of the fkv_jit Python package (plain asserts; no pytest needed).
+
+    FKV_JIT_LIBRARY=build/libfkv.so python3 tests/test_python.py
+
+Covers config loading, validation and its exact ValueError texts (SPEC §3), plans, cos/sin
+tables, precompilation into a temporary cache and error classes. The torch parts (argument
+checks of FusedKVMaterializeHelper that need no GPU) are skipped when torch is missing.
+"""
+
+import math
+import os
+import shutil
+import struct
+import sys
+import tempfile
+import traceback
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT / "python"))
+DATA = ROOT / "tests" / "data"
+
+import fkv_jit  # noqa: E402
+
+
+def layer(kv=8, d=128, r=128, neox=True, theta=10000, k_norm=None):
+    out = {"num_kv_heads": kv, "head_dim": d, "rotary_dim": r, "is_neox_style": neox,
+           "rope_theta": theta}
+    if k_norm:
+        out["k_norm"] = k_norm
+    return out
+
+
+def two_layers(second):
+    return {"fkv": {"layers": [layer(), second]}}
+
+
+def raises(cls, fn, *args, **kwargs):
+    try:
+        fn(*args, **kwargs)
+    except cls as e:
+        return e
+    raise AssertionError(f"{fn.__name__} did not raise {cls.__name__}")
+
+
+def test_load_and_validate():
+    cfg = fkv_jit.load_config(DATA / "qwen3-8b.json")
+    assert cfg.num_layers == 36
+    assert cfg.hidden_size == 4096
+    assert cfg.max_position_embeddings == 40960
+    assert cfg.dtype == "bfloat16"
+    assert cfg.architecture == "Qwen3ForCausalLM"
+    l5 = cfg.layer(5)
+    assert l5.index == 5 and l5.is_attention and l5.num_kv_heads == 8 and l5.k_norm == "rms"
+    assert abs(l5.eps - 1e-6) < 1e-12
+    spec = fkv_jit.validate(cfg)
+    assert spec == fkv_jit.AttentionSpec(8, 128, 128, True, "rms", 1000000.0, "default"), spec
+    # A path works as well as a Config.
+    assert fkv_jit.validate(str(DATA / "qwen3-8b.json")) == spec
+    gptj = fkv_jit.validate(DATA / "gptj-6b-neo-format.json")
+    assert not gptj.is_neox_style and gptj.rotary_dim == 64 and gptj.head_dim == 256
+
+
+def test_mismatch_texts():
+    cases = [
+        (layer(kv=4), "num_kv_heads mismatch across layers for fused KV path: expected 8, got 4 "
+                      "at layer 1."),
+        (layer(d=64, r=64), "head_dim mismatch across layers for fused KV path: expected 128, "
+                            "got 64 at layer 1."),
+        (layer(r=64, neox=False), "RoPE config mismatch across layers for fused KV path: expected "
+                                  "(rotary_dim=128, neox=True), got (rotary_dim=64, neox=False) at "
+                                  "layer 1."),
+    ]
+    for second, text in cases:
+        e = raises(ValueError, fkv_jit.validate, two_layers(second))
+        assert isinstance(e, fkv_jit.ConfigMismatchError)
+        assert str(e) == text, f"{e!s}\n!=\n{text}"
+        # Strict plans fail identically.
+        e = raises(ValueError, fkv_jit.plan, two_layers(second))
+        assert str(e) == text
+    e = raises(ValueError, fkv_jit.validate, two_layers(layer(theta=500000)))
+    assert str(e).startswith("RoPE frequency mismatch across layers for fused KV path: expected "
+                             "(theta=10000.0"), str(e)
+    assert str(e).endswith("at layer 1.")
+    bad = {"fkv": {"layers": [layer(r=130)]}}
+    e = raises(ValueError, fkv_jit.validate, bad)
+    assert "rotary_dim" in str(e), str(e)
+
+
+def test_bad_input():
+    e = raises(ValueError, fkv_jit.load_config, "/nonexistent/config.json")
+    assert isinstance(e, fkv_jit.BadInputError)
+    assert "/nonexistent/config.json" in str(e)
+    e = raises(fkv_jit.BadInputError, fkv_jit.config_from_json, '{"a": 1,\n "b": }', "bad.json")
+    assert "bad.json" in str(e) and "line 2" in str(e), str(e)
+
+
+def test_plan():
+    p = fkv_jit.plan(DATA / "qwen3-8b.json")
+    assert len(p.groups) == 1
+    assert p.groups[0].layers == tuple(range(36))
+    assert p.skipped == ()
+    assert p.json["mode"] == "strict"
+    assert p.groups[0].rope["theta"] == 1000000.0
+
+    grouped = fkv_jit.plan(two_layers(layer(kv=4)), grouped=True)
+    assert [g.layers for g in grouped.groups] == [(0,), (1,)]
+    assert grouped.groups[1].spec.num_kv_heads == 4
+
+    gemma = fkv_jit.load_config(DATA / "gemma3-4b-it.json")
+    raises(fkv_jit.ConfigMismatchError, fkv_jit.plan, gemma)
+    gp = fkv_jit.plan(gemma, grouped=True)
+    assert len(gp.groups) == 2
+    covered = sorted(sum((list(g.layers) for g in gp.groups), []) + list(gp.skipped))
+    assert covered == list(range(gemma.num_layers))
+    assert gp.groups[0].rope != gp.groups[1].rope
+
+    desc = p.kernel_desc(0, act="bf16", cache="fp8_e4m3", pool=True)
+    assert (desc.num_kv_heads, desc.head_dim, desc.rotary_dim) == (8, 128, 128)
+    assert desc.neox and desc.k_norm and desc.pool and desc.cache == "fp8_e4m3"
+    e = raises(ValueError, p.kernel_desc, 0, act="bf16", cache="fp16")
+    assert "cache dtype fp16" in str(e)
+    e = raises(ValueError, p.kernel_desc, 3)
+    assert str(e) == "group 3 is out of range: the plan has 1 group(s)"
+
+
+def test_cos_sin():
+    p = fkv_jit.plan(DATA / "qwen3-8b.json")
+    P, R = 8, 128
+    raw = p.cos_sin_bytes(0, P, "fp32")
+    assert len(raw) == P * R * 4
+    vals = struct.unpack(f"<{P * R}f", raw)
+    for pos in range(P):
+        for i in (0, 1, 17, 63):
+            f = 1000000.0 ** (-2.0 * i / R)
+            assert abs(vals[pos * R + i] - math.cos(pos * f)) < 1e-6
+            assert abs(vals[pos * R + R // 2 + i] - math.sin(pos * f)) < 1e-6
+    bf16 = p.cos_sin_bytes(0, P, "bf16")
+    assert len(bf16) == P * R * 2
+    raises(ValueError, p.cos_sin_bytes, 0, P, "fp8_e4m3")
+
+
+def test_precompile():
+    cache = tempfile.mkdtemp(prefix="fkv-py-")
+    try:
+        n, compiled = fkv_jit.precompile(DATA / "qwen3-8b.json", arch="sm_90", cache_dir=cache)
+        assert (n, compiled) == (2, 2), (n, compiled)
+        cubins = list(Path(cache).rglob("*.cubin"))
+        assert len(cubins) == 2, cubins
+        assert fkv_jit.precompile(DATA / "qwen3-8b.json", "sm_90", cache_dir=cache) == (2, 0)
+        e = raises(fkv_jit.CompileError, fkv_jit.precompile, DATA / "qwen3-8b.json", "sm_10",
+                   cache_dir=cache)
+        assert isinstance(e, RuntimeError) and "sm_90" in str(e)
+        raises(fkv_jit.ArgumentError, fkv_jit.precompile, DATA / "qwen3-8b.json", "sm_90",
+               dtype="int8", cache_dir=cache)
+    finally:
+        shutil.rmtree(cache)
+
+
+def test_kernel_without_gpu():
+    desc = fkv_jit.KernelDesc(8, 128, 127)
+    e = raises(ValueError, fkv_jit.Kernel, desc)
+    assert str(e) == "Invalid fused KV rotary/head dim pair: rotary_dim=127, head_dim=128."
+    if not fkv_jit.driver_available():
+        e = raises(fkv_jit.CudaError, fkv_jit.Kernel, fkv_jit.KernelDesc(8, 128, 128))
+        assert str(e)
+
+
+def test_helper_checks_without_gpu():
+    try:
+        import torch
+    except ImportError:
+        print("  (torch not installed: helper checks skipped)")
+        return
+    # Strict validation happens before any weight is touched.
+    e = raises(ValueError, fkv_jit.FusedKVMaterializeHelper, two_layers(layer(kv=4)), [])
+    assert str(e).startswith("num_kv_heads mismatch across layers")
+    cfg = {"fkv": {"layers": [layer(kv=2, d=64, r=64)] * 2}}
+    w = [torch.zeros(256, 32) for _ in range(2)]
+    e = raises(ValueError, fkv_jit.FusedKVMaterializeHelper, cfg, w)
+    assert "CUDA device" in str(e)
+    e = raises(ValueError, fkv_jit.FusedKVMaterializeHelper, cfg, w[:1])
+    assert "one entry per attention layer (2), got 1" in str(e)
+
+
+def main():
+    print(f"fkv_jit {fkv_jit.version()} from {fkv_jit.library_path()}")
+    tests = [v for k, v in sorted(globals().items()) if k.startswith("test_") and callable(v)]
+    failed = 0
+    for t in tests:
+        try:
+            t()
+            print(f"ok   {t.__name__}")
+        except Exception:
+            failed += 1
+            print(f"FAIL {t.__name__}")
+            traceback.print_exc()
+    print(f"{len(tests) - failed}/{len(tests)} passed")
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
