@@ -805,8 +805,9 @@ KernelCache::KernelCache(CacheOptions options) : impl_(std::make_unique<Impl>())
 KernelCache::~KernelCache() = default;
 
 CacheResult KernelCache::get(const KernelSource& src, const CompileOptions& options) {
-  return get(CacheKey::make(src, options), cache_short_name(src.name_expression),
-             [&] { return compile(src, options); });
+  // The short name only makes the file recognizable; entry_paths() sanitizes it again.
+  const std::string name = src.short_name.empty() ? cache_short_name(src.name_expression) : src.short_name;
+  return get(CacheKey::make(src, options), name, [&] { return compile(src, options); });
 }
 
 CacheResult KernelCache::get(const CacheKey& key, const std::string& short_name,

@@ -760,3 +760,79 @@ TEST_CASE("an entry directory that cannot be created: kernel kept in memory, one
   CHECK(log.warnings() == 1);
   CHECK(log.count("cannot publish") == 1);
 }
+
+TEST_CASE("CacheKey::make sees every compile input", "[cache]") {
+  fkv::KernelSource src;
+  src.template_name = "tiny.cu";
+  src.template_hash = "00112233445566778899aabbccddeeff";
+  src.short_name = "tiny_3";
+  src.name_expression = "tiny<3>";
+  src.source = "// fkv spec: N=3\ntemplate <int N> __global__ void tiny(int* p) { p[threadIdx.x] = N; }\n"
+               "template __global__ void tiny<3>(int*);\n";
+  src.headers = {{"tiny.cuh", "#pragma once\n"}};
+  fkv::CompileOptions opts;
+  opts.arch = fkv::Arch{9, 0, false};
+  CacheKey base = CacheKey::make(src, opts);
+  CHECK(base.field("schema") == "1");
+  CHECK(base.field("nvrtc") == fkv::nvrtc_version());
+  CHECK(base.field("arch") == "sm_90");
+  CHECK(base.field("output") == "cubin");
+  CHECK(base.field("specialization") == "N=3");
+  CHECK(base.field("kernel") == "tiny<3>");
+  CHECK(base.field("options").find("sm_90") != std::string::npos);
+  CHECK(CacheKey::make(src, opts).digest == base.digest);
+
+  std::vector<std::pair<std::string, std::function<void(fkv::KernelSource&, fkv::CompileOptions&)>>> changes = {
+      {"arch", [](auto&, auto& o) { o.arch = fkv::Arch{8, 0, false}; }},
+      {"arch-specific", [](auto&, auto& o) { o.arch.arch_specific = true; }},
+      {"ptx", [](auto&, auto& o) { o.ptx = true; }},
+      {"template name", [](auto& s, auto&) { s.template_name = "other.cu"; }},
+      {"template hash", [](auto& s, auto&) { s.template_hash[0] = '9'; }},
+      {"source", [](auto& s, auto&) { s.source += "\n"; }},
+      {"header", [](auto& s, auto&) { s.headers[0].second += "// x\n"; }},
+      {"header name", [](auto& s, auto&) { s.headers[0].first = "other.cuh"; }},
+      {"name expression", [](auto& s, auto&) { s.name_expression = "tiny<4>"; }},
+  };
+  for (const auto& [what, change] : changes) {
+    fkv::KernelSource s = src;
+    fkv::CompileOptions o = opts;
+    change(s, o);
+    INFO(what);
+    CHECK(CacheKey::make(s, o).digest != base.digest);
+  }
+  // The short name only names the file; it is not part of the key.
+  fkv::KernelSource renamed = src;
+  renamed.short_name = "x";
+  CHECK(CacheKey::make(renamed, opts).digest == base.digest);
+}
+
+// Compiles a tiny kernel with the real NVRTC (no GPU needed) through get(src, options).
+TEST_CASE("real NVRTC compile is cached on disk", "[cache][nvrtc]") {
+  TempDir tmp;
+  fkv::KernelSource src;
+  src.template_name = "tiny.cu";
+  src.template_hash = "00112233445566778899aabbccddeeff";
+  src.short_name = "tiny_3";
+  src.name_expression = "tiny<3>";
+  src.source = "template <int N> __global__ void tiny(int* p) { p[threadIdx.x] = N; }\n"
+               "template __global__ void tiny<3>(int*);\n";
+  fkv::CompileOptions opts;
+  opts.arch = fkv::Arch{8, 0, false};
+  fs::path root = tmp.path / "cache";
+  fkv::CacheResult first;
+  {
+    KernelCache c(options_for(root));
+    first = c.get(src, opts);
+  }
+  CHECK(first.outcome == CacheOutcome::Compiled);
+  REQUIRE(first.kernel);
+  CHECK_FALSE(first.kernel->image.empty());
+  CHECK_FALSE(first.kernel->lowered_name.empty());
+  CHECK(first.path.filename().string().rfind("tiny_3-", 0) == 0);
+  CHECK(first.path.parent_path() == root / "v1" / ("nvrtc-" + fkv::nvrtc_version()) / "sm_80");
+  KernelCache again(options_for(root));
+  auto second = again.get(src, opts);
+  CHECK(second.outcome == CacheOutcome::DiskHit);
+  CHECK(second.kernel->image == first.kernel->image);
+  CHECK(second.kernel->lowered_name == first.kernel->lowered_name);
+}
