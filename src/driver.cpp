@@ -3,6 +3,7 @@
 #include <cudaTypedefs.h>
 #include <dlfcn.h>
 #include <link.h>
+#include <spdlog/spdlog.h>
 
 #include <algorithm>
 #include <exception>
@@ -11,17 +12,15 @@
 #include <string>
 #include <type_traits>
 
-#include <spdlog/spdlog.h>
-
 namespace fkv {
 
 // Each (name, abi_version) pair of driver_functions.inc must name the signature cuda.h
 // declares: the member's type (decltype of cuda.h's possibly renamed function) has to equal
 // cudaTypedefs.h's PFN_<name>_v<abi_version>, which is what cuGetProcAddress returns for it.
-#define FKV_DRIVER_FN(name, abi_version)                                                    \
-  static_assert(std::is_same_v<decltype(&::name), PFN_##name##_v##abi_version>,             \
-                #name ": driver_functions.inc names a version whose signature differs from " \
-                      "cuda.h's declaration");                                              \
+#define FKV_DRIVER_FN(name, abi_version)                                               \
+  static_assert(std::is_same_v<decltype(&::name), PFN_##name##_v##abi_version>, #name  \
+                ": driver_functions.inc names a version whose signature differs from " \
+                "cuda.h's declaration");                                               \
   static_assert(abi_version <= CUDA_VERSION, #name ": version newer than the CUDA headers");
 #include "fkv/driver_functions.inc"
 #undef FKV_DRIVER_FN
@@ -46,7 +45,8 @@ std::string error_string(const Driver& d, CUresult r) {
   return "unknown error";
 }
 
-[[noreturn]] void throw_cuda(const Driver& d, CUresult r, const char* call, const std::string& hint = {}) {
+[[noreturn]] void throw_cuda(const Driver& d, CUresult r, const char* call,
+                             const std::string& hint = {}) {
   std::string name = error_name(d, r);
   throw CudaError(std::string(call) + " failed: " + name + ": " + error_string(d, r) + hint, call,
                   static_cast<int>(r), name);
@@ -67,7 +67,8 @@ Driver::Driver() {
   if (!get_proc) {
     throw CudaError(
         "CUDA driver too old: libcuda.so.1 has no cuGetProcAddress_v2 (a driver for CUDA 12.0 or "
-        "newer is needed); update the NVIDIA driver" + std::string(kNoDriverHint),
+        "newer is needed); update the NVIDIA driver" +
+            std::string(kNoDriverHint),
         "dlsym");
   }
   // cuGetProcAddress refuses (CUDA_ERROR_INVALID_VALUE) a version above the driver's, so ask
@@ -87,7 +88,8 @@ Driver::Driver() {
                                    : "libcuda.so.1";
       throw CudaError("CUDA driver not found: " + path +
                           " is the CUDA toolkit's stub library, not an NVIDIA driver; remove its "
-                          "directory from LD_LIBRARY_PATH" + std::string(kNoDriverHint),
+                          "directory from LD_LIBRARY_PATH" +
+                          std::string(kNoDriverHint),
                       "cuGetProcAddress", r, "CUDA_ERROR_STUB_LIBRARY");
     }
     if (r != CUDA_SUCCESS || found != CU_GET_PROC_ADDRESS_SUCCESS || !*slot) {
@@ -101,8 +103,9 @@ Driver::Driver() {
   };
   resolve("cuDriverGetVersion", 2020, reinterpret_cast<void**>(&cuDriverGetVersion));
   if (cuDriverGetVersion(&driver_version) != CUDA_SUCCESS || driver_version <= 0) {
-    throw CudaError("cuDriverGetVersion failed: libcuda.so.1 is not usable" + std::string(kNoDriverHint),
-                    "cuDriverGetVersion");
+    throw CudaError(
+        "cuDriverGetVersion failed: libcuda.so.1 is not usable" + std::string(kNoDriverHint),
+        "cuDriverGetVersion");
   }
 #define FKV_DRIVER_FN(name, abi_version) \
   resolve(#name, abi_version, reinterpret_cast<void**>(&this->name));
@@ -120,11 +123,12 @@ Driver::Driver() {
   check(cuDeviceGetCount(&device_count), "cuDeviceGetCount");
   if (device_count < 1) {
     throw CudaError(std::string("no CUDA device: the driver sees 0 devices (check "
-                                "CUDA_VISIBLE_DEVICES)") + kNoDriverHint,
+                                "CUDA_VISIBLE_DEVICES)") +
+                        kNoDriverHint,
                     "cuDeviceGetCount");
   }
-  spdlog::debug("fkv: CUDA driver {}.{} loaded, {} device(s)", version / 1000, (version % 1000) / 10,
-                device_count);
+  spdlog::debug("fkv: CUDA driver {}.{} loaded, {} device(s)", version / 1000,
+                (version % 1000) / 10, device_count);
 }
 
 Driver& Driver::get() {
@@ -162,8 +166,8 @@ void Driver::check(CUresult r, const char* call) const {
 CUdevice device_handle(int device) {
   Driver& d = Driver::get();
   if (device < 0 || device >= d.device_count) {
-    throw CudaError("CUDA device " + std::to_string(device) + " does not exist: this process sees " +
-                        std::to_string(d.device_count) +
+    throw CudaError("CUDA device " + std::to_string(device) +
+                        " does not exist: this process sees " + std::to_string(d.device_count) +
                         " device(s) (ordinals follow CUDA_VISIBLE_DEVICES)",
                     "cuDeviceGet", CUDA_ERROR_INVALID_DEVICE, "CUDA_ERROR_INVALID_DEVICE");
   }
@@ -266,9 +270,9 @@ CUfunction Module::function(const std::string& lowered_name) const {
   CUresult r = d.cuModuleGetFunction(&f, mod_, lowered_name.c_str());
   if (r != CUDA_SUCCESS) {
     std::string name = error_name(d, r);
-    throw CudaError("cuModuleGetFunction(\"" + lowered_name + "\") failed: " + name + ": " +
-                        error_string(d, r),
-                    "cuModuleGetFunction", static_cast<int>(r), name);
+    throw CudaError(
+        "cuModuleGetFunction(\"" + lowered_name + "\") failed: " + name + ": " + error_string(d, r),
+        "cuModuleGetFunction", static_cast<int>(r), name);
   }
   return f;
 }

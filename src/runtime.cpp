@@ -1,13 +1,13 @@
 #include "fkv/runtime.hpp"
 
+#include <spdlog/spdlog.h>
+
 #include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <map>
 #include <string>
 #include <utility>
-
-#include <spdlog/spdlog.h>
 
 #include "fkv/codegen.hpp"
 #include "fkv/compiler.hpp"
@@ -165,17 +165,17 @@ const LoadedKernel& Runtime::get(const KernelSpec& spec, CUstream stream) {
   } else {
     d.check(d.cuStreamGetCtx(stream, &ctx), "cuStreamGetCtx");
   }
+  if (!ctx) ctx = ensure_context(0);  // a special stream with no current context: as prepare()
   const std::string key = spec.canonical();
-  if (ctx) {
-    if (const LoadedKernel* k = impl_->find(ctx, key)) return *k;
-  }
+  if (const LoadedKernel* k = impl_->find(ctx, key)) return *k;
 
   // Loading a module during capture would invalidate the capture (cuModuleLoadData is not a
   // capturable call); refuse before touching anything. On the legacy stream the query itself
   // answers CUDA_ERROR_STREAM_CAPTURE_IMPLICIT while another stream captures globally.
   CUstreamCaptureStatus status = CU_STREAM_CAPTURE_STATUS_NONE;
   CUresult r = d.cuStreamIsCapturing(stream, &status);
-  if (r == CUDA_ERROR_STREAM_CAPTURE_IMPLICIT || (r == CUDA_SUCCESS && status != CU_STREAM_CAPTURE_STATUS_NONE)) {
+  if (r == CUDA_ERROR_STREAM_CAPTURE_IMPLICIT ||
+      (r == CUDA_SUCCESS && status != CU_STREAM_CAPTURE_STATUS_NONE)) {
     throw CudaError("cannot load kernel " + spec.short_name() +
                         " while stream is capturing a CUDA graph: call Runtime::prepare() (or "
                         "FusedKVMaterializer::prepare()) before capture",
@@ -183,8 +183,6 @@ const LoadedKernel& Runtime::get(const KernelSpec& spec, CUstream stream) {
                     "CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED");
   }
   d.check(r, "cuStreamIsCapturing");
-
-  if (!ctx) ctx = ensure_context(0);
   return impl_->load(cache_, ctx, spec, key);
 }
 
@@ -193,9 +191,9 @@ void launch(const LoadedKernel& k, const FkvKernelParams& params, unsigned grid_
   if (grid_x == 0 || grid_y == 0 || grid_z == 0) return;  // no work (e.g. T = 0)
   void* args[] = {const_cast<FkvKernelParams*>(&params)};
   Driver& d = Driver::get();
-  CUresult r = d.cuLaunchKernel(k.function, grid_x, grid_y, grid_z,
-                                static_cast<unsigned>(k.tiling.block_threads), 1, 1,
-                                static_cast<unsigned>(k.tiling.shared_bytes), stream, args, nullptr);
+  CUresult r = d.cuLaunchKernel(
+      k.function, grid_x, grid_y, grid_z, static_cast<unsigned>(k.tiling.block_threads), 1, 1,
+      static_cast<unsigned>(k.tiling.shared_bytes), stream, args, nullptr);
   if (r != CUDA_SUCCESS) d.check(r, "cuLaunchKernel");
 }
 

@@ -1,11 +1,10 @@
 // driver and runtime without a GPU: CI machines have no NVIDIA driver, and there everything
 // that needs one must fail with a clear CudaError instead of crashing or linking libcuda.
-#include <catch2/catch.hpp>
-
 #include <dlfcn.h>
 #include <unistd.h>
 
 #include <array>
+#include <catch2/catch.hpp>
 #include <cstdio>
 #include <filesystem>
 #include <iostream>
@@ -37,11 +36,13 @@ const char* kHint =
 // cuGraphInstantiateWithFlags); the Driver's members follow, so code written against the
 // plain names calls the signature the header declares.
 static_assert(std::is_same_v<decltype(fkv::Driver::cuMemAlloc), decltype(&::cuMemAlloc_v2)>);
-static_assert(std::is_same_v<decltype(fkv::Driver::cuCtxPushCurrent), decltype(&::cuCtxPushCurrent_v2)>);
+static_assert(
+    std::is_same_v<decltype(fkv::Driver::cuCtxPushCurrent), decltype(&::cuCtxPushCurrent_v2)>);
 static_assert(std::is_same_v<decltype(fkv::Driver::cuGraphInstantiate),
                              CUresult (*)(CUgraphExec*, CUgraph, unsigned long long)>);
 static_assert(std::is_same_v<decltype(fkv::Driver::cuCtxGetDevice), CUresult (*)(CUdevice*)>);
-static_assert(std::is_same_v<decltype(fkv::Driver::cuStreamGetCtx), CUresult (*)(CUstream, CUcontext*)>);
+static_assert(
+    std::is_same_v<decltype(fkv::Driver::cuStreamGetCtx), CUresult (*)(CUstream, CUcontext*)>);
 
 TEST_CASE("Driver::available never throws and agrees with get()", "[driver]") {
   bool available = false;

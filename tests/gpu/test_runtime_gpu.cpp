@@ -1,7 +1,6 @@
 // runtime on a GPU: loading per context, no private contexts, graph-capture rules, thread
 // safety, driver errors that name the call, and one launch through launch().
 #include <catch2/catch.hpp>
-
 #include <cstdint>
 #include <cstring>
 #include <latch>
@@ -55,7 +54,8 @@ std::uint16_t bf16_of(float f) {  // exact for the small values used here
 
 }  // namespace
 
-TEST_CASE("prepare loads into the primary context, once per context, creating none", "[runtime][gpu]") {
+TEST_CASE("prepare loads into the primary context, once per context, creating none",
+          "[runtime][gpu]") {
   if (!have_gpu()) return;
   Fixture f;
   fkv::PrimaryContext primary(0);
@@ -111,7 +111,8 @@ TEST_CASE("device_arch is the device's compute capability", "[runtime][gpu]") {
   CHECK_THROWS_WITH(fkv::Runtime::device_arch(d.device_count), Contains("does not exist"));
 }
 
-TEST_CASE("loading during stream capture is a clear error and leaves the capture usable", "[runtime][gpu]") {
+TEST_CASE("loading during stream capture is a clear error and leaves the capture usable",
+          "[runtime][gpu]") {
   if (!have_gpu()) return;
   Fixture f;
   fkv::ensure_context(0);
@@ -245,7 +246,8 @@ TEST_CASE("launch runs the loaded kernel (identity RoPE copies K and V)", "[runt
   }
 
   fkv::Stream stream;
-  const unsigned grid_x = static_cast<unsigned>((T + k.tiling.tokens_per_block - 1) / k.tiling.tokens_per_block);
+  const unsigned grid_x =
+      static_cast<unsigned>((T + k.tiling.tokens_per_block - 1) / k.tiling.tokens_per_block);
   fkv::launch(k, p, grid_x, L, static_cast<unsigned>(k.tiling.head_groups), stream.get());
   stream.synchronize();
 
