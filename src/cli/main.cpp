@@ -7,6 +7,7 @@
 #include <spdlog/spdlog.h>
 
 #include "commands.hpp"
+#include "fkv/compiler.hpp"
 #include "fkv/errors.hpp"
 #include "fkv/version.hpp"
 
@@ -52,7 +53,14 @@ int main(int argc, char** argv) {
   using namespace fkv::cli;
   CLI::App app{"fkv-jit: JIT-compiled fused KV materialization kernels (validate, plan, precompile)",
                "fkv-jit"};
-  app.set_version_flag("--version", std::string("fkv-jit ") + fkv::kVersion);
+  app.set_version_flag("--version", [] {
+    std::string version = std::string("fkv-jit ") + fkv::kVersion;
+    try {
+      version += " (NVRTC " + fkv::nvrtc_version() + ")";
+    } catch (const std::exception&) {  // the version line must not fail
+    }
+    return version;
+  });
   app.require_subcommand(1);
 
   std::string log_level = "warn";
@@ -65,7 +73,7 @@ int main(int argc, char** argv) {
 
   add_validate_commands(app);
   add_compile_commands(app);
-  // add_cache_commands(app);
+  add_cache_commands(app);
   // add_gpu_commands(app);
 
   try {
