@@ -119,16 +119,16 @@ void check_supported(const ModelConfig& config, const LayerAttention& layer) {
 // The checks every reference layer (strict) or every layer (grouped) must pass on its own.
 void check_dims(const AttentionSpec& spec, int layer) {
   if (spec.num_kv_heads <= 0 || spec.head_dim <= 0) {
-    throw ConfigError("Invalid fused KV head config: num_kv_heads=" +
-                      std::to_string(spec.num_kv_heads) +
-                      ", head_dim=" + std::to_string(spec.head_dim) + " at layer " +
-                      std::to_string(layer) + "; both must be positive.");
+    throw ConfigError(
+        "Invalid fused KV head config: num_kv_heads=" + std::to_string(spec.num_kv_heads) +
+        ", head_dim=" + std::to_string(spec.head_dim) + " at layer " + std::to_string(layer) +
+        "; both must be positive.");
   }
   // The seed's text, kept exactly; RoPE rotates pairs, so rotary_dim must be even.
   if (spec.rotary_dim < 0 || spec.rotary_dim % 2 != 0 || spec.rotary_dim > spec.head_dim) {
-    throw ConfigError("Invalid fused KV rotary/head dim pair: rotary_dim=" +
-                      std::to_string(spec.rotary_dim) +
-                      ", head_dim=" + std::to_string(spec.head_dim) + ".");
+    throw ConfigError(
+        "Invalid fused KV rotary/head dim pair: rotary_dim=" + std::to_string(spec.rotary_dim) +
+        ", head_dim=" + std::to_string(spec.head_dim) + ".");
   }
 }
 
@@ -204,7 +204,8 @@ Plan make_plan(const ModelConfig& config, ValidationMode mode) {
   if (mode == ValidationMode::Strict) {
     LayerGroup group;
     group.attn = validate(config);
-    for (const LayerAttention* layer : config.attention_layers()) group.layers.push_back(layer->index);
+    for (const LayerAttention* layer : config.attention_layers())
+      group.layers.push_back(layer->index);
     plan.groups.push_back(std::move(group));
     return plan;
   }

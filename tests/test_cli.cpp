@@ -1,17 +1,15 @@
 // The fkv-jit binary: output, JSON, and exit codes (docs/cli.md) of validate and plan.
-#include <catch2/catch.hpp>
-
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <catch2/catch.hpp>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <nlohmann/json.hpp>
 #include <random>
 #include <sstream>
 #include <string>
-
-#include <nlohmann/json.hpp>
 
 namespace fs = std::filesystem;
 using nlohmann::json;
@@ -111,8 +109,10 @@ TEST_CASE("validate: a mismatch exits 1 with the seed's text on stderr", "[cli]"
     doc["fkv"]["layers"].push_back({{"num_kv_heads", i == at ? 2 : 8}, {"head_dim", 128}});
   const Result s = run("validate " + write("mismatch.json", doc.dump()));
   CHECK(s.code == 1);
-  CHECK(s.err == "fkv-jit: error: num_kv_heads mismatch across layers for fused KV path: "
-                 "expected 8, got 2 at layer " + std::to_string(at) + ".\n");
+  CHECK(s.err ==
+        "fkv-jit: error: num_kv_heads mismatch across layers for fused KV path: "
+        "expected 8, got 2 at layer " +
+            std::to_string(at) + ".\n");
 }
 
 TEST_CASE("validate: unsupported layers exit 1 naming the layer", "[cli]") {
@@ -130,15 +130,17 @@ TEST_CASE("validate: unreadable or malformed input exits 2", "[cli]") {
     CHECK(contains(r.err, "no-such-config.json"));
   }
   SECTION("malformed JSON") {
-    const Result r = run("validate " + write("broken.json", "{\"num_hidden_layers\": 4,\n  \"head_dim\": }"));
+    const Result r =
+        run("validate " + write("broken.json", "{\"num_hidden_layers\": 4,\n  \"head_dim\": }"));
     CHECK(r.code == 2);
     CHECK(r.err.rfind("fkv-jit: error: ", 0) == 0);
     CHECK(contains(r.err, "broken.json"));
     CHECK(contains(r.err, "line 2"));
   }
   SECTION("a bad value") {
-    const Result r = run("validate " + write("negative.json",
-                                             R"({"layers": [{"num_kv_heads": -8, "head_dim": 128}]})"));
+    const Result r =
+        run("validate " +
+            write("negative.json", R"({"layers": [{"num_kv_heads": -8, "head_dim": 128}]})"));
     CHECK(r.code == 2);
     CHECK(contains(r.err, "num_kv_heads"));
   }
@@ -272,7 +274,5 @@ TEST_CASE("plan prints the groups", "[cli]") {
     CHECK(contains(r.out, "1 group (grouped mode), 8 attention layers, 24 skipped"));
     CHECK(contains(r.out, "skipped layers: 0-2, 4-6, 8-10,"));
   }
-  SECTION("missing file") {
-    CHECK(run("plan /nonexistent/config.json").code == 2);
-  }
+  SECTION("missing file") { CHECK(run("plan /nonexistent/config.json").code == 2); }
 }

@@ -3,17 +3,15 @@
 // Synthetic configs use the explicit per-layer schema and put each kind of mismatch at a random
 // layer of a random-length model, with random non-attention layers mixed in so that model
 // numbering differs from attention order. The seed is printed; set FKV_TEST_SEED to replay.
-#include <catch2/catch.hpp>
-
 #include <algorithm>
+#include <catch2/catch.hpp>
 #include <cstdlib>
 #include <iostream>
+#include <nlohmann/json.hpp>
 #include <random>
 #include <regex>
 #include <string>
 #include <vector>
-
-#include <nlohmann/json.hpp>
 
 #include "fkv/config.hpp"
 #include "fkv/errors.hpp"
@@ -52,8 +50,9 @@ struct Layer {
 
   json to_json() const {
     if (kind == "none") return {{"kind", "none"}};
-    json j = {{"kind", kind},       {"num_kv_heads", kv},  {"head_dim", hd},   {"rotary_dim", rd},
-              {"is_neox_style", neox}, {"k_norm", k_norm}, {"eps", 1e-6}, {"rope_theta", theta}};
+    json j = {{"kind", kind},     {"num_kv_heads", kv},    {"head_dim", hd},
+              {"rotary_dim", rd}, {"is_neox_style", neox}, {"k_norm", k_norm},
+              {"eps", 1e-6},      {"rope_theta", theta}};
     if (!scaling.is_null()) j["rope_scaling"] = scaling;
     return j;
   }
@@ -81,8 +80,10 @@ Shape random_shape() {
 std::vector<Layer> uniform_layers(const Shape& s) {
   std::vector<Layer> layers(static_cast<size_t>(s.n));
   for (int i = 0; i < s.n; ++i) {
-    if (i < s.first || (i > s.first && i != s.target && uniform(0, 3) == 0)) layers[i].kind = "none";
-    else if (uniform(0, 1) == 0) layers[i].kind = "sliding_attention";
+    if (i < s.first || (i > s.first && i != s.target && uniform(0, 3) == 0))
+      layers[i].kind = "none";
+    else if (uniform(0, 1) == 0)
+      layers[i].kind = "sliding_attention";
   }
   return layers;
 }
@@ -103,7 +104,9 @@ void check_message(const std::string& got, const std::string& kind, const std::s
                               expected + ", got " + found + " at layer " + std::to_string(layer) +
                               ".";
   CHECK(got == literal);
-  const std::regex re(kind + " mismatch across layers for fused KV path: expected (.+?), got (.+?) at layer (.+?)\\.");
+  const std::regex re(
+      kind +
+      " mismatch across layers for fused KV path: expected (.+?), got (.+?) at layer (.+?)\\.");
   std::smatch m;
   REQUIRE(std::regex_match(got, m, re));
   CHECK(m[1] == expected);
@@ -182,10 +185,12 @@ TEST_CASE("each strict mismatch is reported at its random layer with the seed's 
          "(rotary_dim=128, neox=False)"},
         {"RoPE config", [](Layer& l) { l.rd = 0; }, "(rotary_dim=128, neox=True)",
          "(rotary_dim=0, neox=True)"},
-        {"RoPE frequency", [](Layer& l) { l.theta = 10000.0; }, "(theta=1000000.0, scaling=default)",
-         "(theta=10000.0, scaling=default)"},
+        {"RoPE frequency", [](Layer& l) { l.theta = 10000.0; },
+         "(theta=1000000.0, scaling=default)", "(theta=10000.0, scaling=default)"},
         {"RoPE frequency",
-         [](Layer& l) { l.scaling = {{"rope_type", "linear"}, {"factor", 8.0}}; },
+         [](Layer& l) {
+           l.scaling = {{"rope_type", "linear"}, {"factor", 8.0}};
+         },
          "(theta=1000000.0, scaling=default)", "(theta=1000000.0, scaling=linear(factor=8.0))"},
         {"K norm", [](Layer& l) { l.k_norm = "none"; }, "rms", "none"},
     };
@@ -244,12 +249,14 @@ TEST_CASE("ConfigError is an invalid_argument", "[validate]") {
 
 TEST_CASE("an invalid rotary/head dim pair on the reference layer", "[validate]") {
   // config rejects these when reading a file; validate() must hold on configs built in code too.
-  for (auto [rd, hd] : std::vector<std::pair<int, int>>{{63, 128}, {-2, 128}, {256, 128}, {130, 128}}) {
+  for (auto [rd, hd] :
+       std::vector<std::pair<int, int>>{{63, 128}, {-2, 128}, {256, 128}, {130, 128}}) {
     ModelConfig config = load(std::vector<Layer>(3));
     config.layers[0].rotary_dim.value = rd;
     config.layers[0].head_dim.value = hd;
-    const std::string expected = "Invalid fused KV rotary/head dim pair: rotary_dim=" +
-                                 std::to_string(rd) + ", head_dim=" + std::to_string(hd) + ".";
+    const std::string expected =
+        "Invalid fused KV rotary/head dim pair: rotary_dim=" + std::to_string(rd) +
+        ", head_dim=" + std::to_string(hd) + ".";
     CHECK(message_of(config) == expected);
     CHECK_THROWS_WITH(fkv::make_plan(config, ValidationMode::Grouped), expected);
   }
@@ -289,8 +296,8 @@ TEST_CASE("unsupported layers name the layer in both modes", "[validate]") {
     }
   }
   // MLA in a real config.
-  CHECK_THROWS_WITH(fkv::validate(real("deepseek-v3")), Catch::Contains("layer 0:") &&
-                                                            Catch::Contains("MLA"));
+  CHECK_THROWS_WITH(fkv::validate(real("deepseek-v3")),
+                    Catch::Contains("layer 0:") && Catch::Contains("MLA"));
 }
 
 TEST_CASE("a model without attention layers is a clear error", "[validate]") {

@@ -12,11 +12,10 @@
 //   fkv::CacheError -> CacheFailure, CLI::ParseError -> Usage, anything else -> BadInput.
 #pragma once
 
+#include <CLI/CLI.hpp>
 #include <stdexcept>
 #include <string>
 #include <string_view>
-
-#include <CLI/CLI.hpp>
 
 #include "fkv/config.hpp"
 

@@ -1,10 +1,10 @@
 // fkv-jit: validate model configs, plan and precompile fused KV kernels (docs/cli.md).
+#include <spdlog/spdlog.h>
+
+#include <CLI/CLI.hpp>
 #include <exception>
 #include <iostream>
 #include <string>
-
-#include <CLI/CLI.hpp>
-#include <spdlog/spdlog.h>
 
 #include "commands.hpp"
 #include "fkv/compiler.hpp"
@@ -13,9 +13,7 @@
 
 namespace fkv::cli {
 
-void print_error(std::string_view message) {
-  std::cerr << "fkv-jit: error: " << message << "\n";
-}
+void print_error(std::string_view message) { std::cerr << "fkv-jit: error: " << message << "\n"; }
 
 ModelConfig load_config(const std::string& path) {
   try {
@@ -51,8 +49,9 @@ ExitCode exit_code_of_current_exception() {
 
 int main(int argc, char** argv) {
   using namespace fkv::cli;
-  CLI::App app{"fkv-jit: JIT-compiled fused KV materialization kernels (validate, plan, precompile)",
-               "fkv-jit"};
+  CLI::App app{
+      "fkv-jit: JIT-compiled fused KV materialization kernels (validate, plan, precompile)",
+      "fkv-jit"};
   app.set_version_flag("--version", [] {
     std::string version = std::string("fkv-jit ") + fkv::kVersion;
     try {

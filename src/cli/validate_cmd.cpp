@@ -1,10 +1,9 @@
 // `fkv-jit validate` and `fkv-jit plan`: read a config, check it, print the result.
 #include <iostream>
 #include <memory>
+#include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
-
-#include <nlohmann/json.hpp>
 
 #include "commands.hpp"
 #include "fkv/errors.hpp"
@@ -45,7 +44,8 @@ nlohmann::json sourced(const T& value, const std::string& source) {
 }
 
 nlohmann::json layer_json(const LayerAttention& l) {
-  nlohmann::json j = {{"index", l.index}, {"kind", sourced(to_string(l.kind.value), l.kind.source)}};
+  nlohmann::json j = {{"index", l.index},
+                      {"kind", sourced(to_string(l.kind.value), l.kind.source)}};
   if (!l.is_attention()) return j;
   const RopeFrequencies& rope = l.rope.value;
   j["num_kv_heads"] = sourced(l.num_kv_heads.value, l.num_kv_heads.source);
@@ -54,10 +54,10 @@ nlohmann::json layer_json(const LayerAttention& l) {
   j["is_neox_style"] = sourced(l.is_neox_style.value, l.is_neox_style.source);
   j["k_norm"] = sourced(to_string(l.k_norm.value), l.k_norm.source);
   j["eps"] = sourced(l.eps.value, l.eps.source);
-  j["rope"] = sourced(nlohmann::json{{"theta", rope.theta},
-                                     {"scaling_type", rope.scaling_type},
-                                     {"scaling", rope.scaling}},
-                      l.rope.source);
+  j["rope"] = sourced(
+      nlohmann::json{
+          {"theta", rope.theta}, {"scaling_type", rope.scaling_type}, {"scaling", rope.scaling}},
+      l.rope.source);
   j["sliding_window"] = l.sliding_window;
   j["unsupported"] = l.unsupported;
   return j;
@@ -66,9 +66,8 @@ nlohmann::json layer_json(const LayerAttention& l) {
 nlohmann::json groups_json(const Plan& plan) {
   nlohmann::json groups = nlohmann::json::array();
   for (size_t g = 0; g < plan.groups.size(); ++g) {
-    groups.push_back({{"group", g},
-                      {"layers", plan.groups[g].layers},
-                      {"spec", to_json(plan.groups[g].attn)}});
+    groups.push_back(
+        {{"group", g}, {"layers", plan.groups[g].layers}, {"spec", to_json(plan.groups[g].attn)}});
   }
   return groups;
 }
@@ -78,8 +77,10 @@ void print_explain(const ModelConfig& config) {
     std::string line = "  " + name;
     line.resize(16, ' ');
     line += value;
-    if (line.size() < 56) line.resize(56, ' ');
-    else line += "  ";
+    if (line.size() < 56)
+      line.resize(56, ' ');
+    else
+      line += "  ";
     std::cout << line << "[" << source << "]\n";
   };
   std::cout << "per-layer values (" << config.path << "):\n";
@@ -157,8 +158,10 @@ void run_validate(const Options& opts) {
                           {"config", opts.path},
                           {"architecture", config.architecture},
                           {"mode", opts.grouped ? "grouped" : "strict"}};
-    if (opts.grouped) out["groups"] = groups_json(plan);
-    else out["spec"] = to_json(plan.groups.front().attn);
+    if (opts.grouped)
+      out["groups"] = groups_json(plan);
+    else
+      out["spec"] = to_json(plan.groups.front().attn);
     std::vector<int> attention;
     for (const auto* l : config.attention_layers()) attention.push_back(l->index);
     out["attention_layers"] = attention;
@@ -226,8 +229,9 @@ void add_validate_commands(CLI::App& app) {
   validate->add_flag("--json", validate_opts->json, "Print a JSON object instead of text");
   validate->add_flag("--explain", validate_opts->explain,
                      "Print each layer's resolved values and where they came from");
-  validate->add_flag("--grouped", validate_opts->grouped,
-                     "Accept non-uniform layers that grouped mode can serve (one launch per group)");
+  validate->add_flag(
+      "--grouped", validate_opts->grouped,
+      "Accept non-uniform layers that grouped mode can serve (one launch per group)");
   validate->callback([validate_opts] { run_validate(*validate_opts); });
 
   auto plan_opts = std::make_shared<Options>();
