@@ -235,7 +235,7 @@ std::string prepare_root(const fs::path& root) {
       return "cannot create " + it->string() + ": " + errno_text(errno);
   struct stat st {};
   if (::stat(root.c_str(), &st) != 0) return "cannot access " + root.string() + ": " + errno_text(errno);
-  if (std::string p = trust_problem(st, false); !p.empty()) return root.string() + ": " + p;
+  if (std::string p = trust_problem(st, false); !p.empty()) return p;
   if (::access(root.c_str(), W_OK | X_OK) != 0) return root.string() + " is not writable: " + errno_text(errno);
   return ensure_private_dir(root / "v1");
 }
@@ -487,6 +487,7 @@ std::vector<Scanned> scan_root(const fs::path& root, bool readonly) {
       s.info.digest = dash == std::string::npos ? "" : base.substr(dash + 1);
       std::error_code ec3;
       s.mtime = fs::last_write_time(s.info.path, ec3);
+      s.info.last_used = s.mtime;
       out.push_back(std::move(s));
     }
   }
@@ -501,31 +502,27 @@ void remove_stale_temps(const fs::path& root) {
   }
 }
 
-std::optional<std::uint64_t> parse_bytes(const std::string& text) {
-  std::size_t pos = 0;
-  unsigned long long n = 0;
-  try {
-    n = std::stoull(text, &pos);
-  } catch (const std::exception&) {
-    return std::nullopt;
-  }
-  if (text.find('-') != std::string::npos) return std::nullopt;
-  std::string suffix = text.substr(pos);
-  std::uint64_t mul = 1;
-  if (suffix.empty()) mul = 1;
-  else if (suffix == "K" || suffix == "k" || suffix == "KiB") mul = 1ull << 10;
-  else if (suffix == "M" || suffix == "MiB") mul = 1ull << 20;
-  else if (suffix == "G" || suffix == "GiB") mul = 1ull << 30;
-  else return std::nullopt;
-  return static_cast<std::uint64_t>(n) * mul;
-}
-
 std::string env(const char* name) {
   const char* v = std::getenv(name);
   return v ? v : "";
 }
 
 }  // namespace
+
+std::optional<std::uint64_t> parse_byte_count(const std::string& text) {
+  std::size_t digits = 0;
+  while (digits < text.size() && text[digits] >= '0' && text[digits] <= '9') ++digits;
+  if (digits == 0 || digits > 19) return std::nullopt;
+  const std::uint64_t n = std::stoull(text.substr(0, digits));
+  const std::string suffix = text.substr(digits);
+  std::uint64_t mul = 0;
+  if (suffix.empty()) mul = 1;
+  else if (suffix == "K" || suffix == "k" || suffix == "KiB") mul = 1ull << 10;
+  else if (suffix == "M" || suffix == "MiB") mul = 1ull << 20;
+  else if (suffix == "G" || suffix == "GiB") mul = 1ull << 30;
+  if (mul == 0 || n > UINT64_MAX / mul) return std::nullopt;
+  return n * mul;
+}
 
 // ---- key ---------------------------------------------------------------------------------
 
@@ -608,7 +605,7 @@ CacheOptions CacheOptions::from_env() {
   for (std::string part; std::getline(ro, part, ':');)
     if (!part.empty()) o.readonly_roots.emplace_back(part);
   if (std::string cap = env("FKV_CACHE_MAX_BYTES"); !cap.empty()) {
-    if (auto n = parse_bytes(cap)) o.max_bytes = *n;
+    if (auto n = parse_byte_count(cap)) o.max_bytes = *n;
     else spdlog::warn("fkv-jit cache: ignoring FKV_CACHE_MAX_BYTES='{}': expected a byte count such as 500000000 or 500M", cap);
   }
   std::string off = env("FKV_DISABLE_CACHE");
@@ -766,6 +763,10 @@ struct KernelCache::Impl {
       if (s.info.path == keep) continue;
       if (s.meta.empty() && !older_than(s.info.path, kStaleAfter)) continue;  // maybe mid-publish
       remove_entry(s.meta, s.info.path);
+      // Its lock file too, so evicted keys leave nothing behind. A process holding that lock
+      // keeps it on the unlinked inode; at worst a second process compiles the key as well.
+      fs::path lock = s.info.path;
+      ::unlink(lock.replace_extension(".lock").c_str());
       total -= s.info.bytes;
       removed += s.info.bytes;
     }

@@ -602,6 +602,8 @@ TEST_CASE("size cap prunes the least recently used entries", "[cache]") {
   CHECK(fs::exists(pa));
   CHECK_FALSE(fs::exists(pb));
   CHECK_FALSE(fs::exists(meta_of(pb)));
+  CHECK_FALSE(fs::exists(fs::path(pb).replace_extension(".lock")));
+  CHECK(fs::exists(fs::path(rc.path).replace_extension(".lock")));
   CHECK(fs::exists(rc.path));
   CHECK(cache.list().size() == 2);
 
@@ -689,6 +691,14 @@ TEST_CASE("options from the environment", "[cache][env]") {
   env.set("FKV_CACHE_MAX_BYTES", std::nullopt);
   env.set("FKV_DISABLE_CACHE", "1");
   CHECK(fkv::CacheOptions::from_env().disabled);
+
+  CHECK(fkv::parse_byte_count("2G") == std::optional<std::uint64_t>(2ull << 30));
+  CHECK(fkv::parse_byte_count("512K") == std::optional<std::uint64_t>(512ull << 10));
+  CHECK_FALSE(fkv::parse_byte_count("-5"));
+  CHECK_FALSE(fkv::parse_byte_count(" 5"));
+  CHECK_FALSE(fkv::parse_byte_count("5T"));
+  CHECK_FALSE(fkv::parse_byte_count("99999999999999999999"));
+  CHECK_FALSE(fkv::parse_byte_count("17179869184G"));  // overflows 64 bits
 }
 
 TEST_CASE("FKV_DISABLE_CACHE=1 touches no disk", "[cache][env]") {

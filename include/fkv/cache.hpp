@@ -15,6 +15,7 @@
 #include <filesystem>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -70,7 +71,11 @@ struct CacheEntryInfo {
   std::string problem;     // why it is not ok
   bool readonly = false;   // found in a read-only root
   bool removed = false;    // verify() removed it
+  std::filesystem::file_time_type last_used{};  // image mtime: publish time, touched on hits
 };
+
+// Parses a byte count: "500000000", "512K", "500M", "2G" (binary units). nullopt if malformed.
+std::optional<std::uint64_t> parse_byte_count(const std::string& text);
 
 // Thread-safe. Many threads asking for one key compile it once (single flight); many
 // processes never see a torn file (atomic rename) and re-verify what they read.

@@ -1,0 +1,158 @@
+// fkv-jit cache ls|verify|prune|clear: inspect and maintain the kernel cache (docs/cache.md).
+//
+// The commands act on the cache directory whatever FKV_DISABLE_CACHE says: they manage files,
+// they do not compile. --cache-dir overrides FKV_CACHE_DIR / XDG_CACHE_HOME / HOME; read-only
+// roots (FKV_CACHE_READONLY_DIRS) are listed and verified, never changed.
+#include <chrono>
+#include <cstdio>
+#include <string>
+#include <vector>
+
+#include "commands.hpp"
+#include "fkv/cache.hpp"
+#include "fkv/errors.hpp"
+
+namespace fkv::cli {
+namespace {
+
+std::string human_bytes(std::uint64_t n) {
+  const char* units[] = {"B", "KiB", "MiB", "GiB", "TiB"};
+  double v = static_cast<double>(n);
+  int u = 0;
+  while (v >= 1024 && u < 4) {
+    v /= 1024;
+    ++u;
+  }
+  char buf[32];
+  std::snprintf(buf, sizeof buf, u == 0 ? "%.0f %s" : "%.1f %s", v, units[u]);
+  return buf;
+}
+
+std::string age(std::filesystem::file_time_type t) {
+  using namespace std::chrono;
+  const auto s = duration_cast<seconds>(std::filesystem::file_time_type::clock::now() - t).count();
+  char buf[32];
+  if (s < 120) std::snprintf(buf, sizeof buf, "%llds ago", static_cast<long long>(s));
+  else if (s < 7200) std::snprintf(buf, sizeof buf, "%lldm ago", static_cast<long long>(s / 60));
+  else if (s < 2 * 86400) std::snprintf(buf, sizeof buf, "%lldh ago", static_cast<long long>(s / 3600));
+  else std::snprintf(buf, sizeof buf, "%lldd ago", static_cast<long long>(s / 86400));
+  return buf;
+}
+
+// The cache the commands act on. A root that cannot be used is an error here (exit 6), not
+// a silent fallback to memory as in the library.
+CacheOptions options_for(const std::string& cache_dir) {
+  CacheOptions o = CacheOptions::from_env();
+  if (!cache_dir.empty()) o.root = cache_dir;
+  o.disabled = false;
+  if (o.root.empty())
+    throw CacheError("no cache directory: pass --cache-dir DIR or set FKV_CACHE_DIR (or HOME)");
+  return o;
+}
+
+void require_writable(const KernelCache& cache) {
+  if (cache.memory_only())
+    throw CacheError("cannot use cache root " + cache.options().root.string() +
+                     " (see the warning above); nothing was changed");
+}
+
+void print_table(const std::vector<CacheEntryInfo>& entries) {
+  std::printf("%-48s %-7s %10s  %-10s %-3s %-8s %s\n", "kernel", "arch", "size", "last used", "ro", "status",
+              "path");
+  for (const auto& e : entries) {
+    std::string status = e.ok ? "ok" : (e.removed ? "removed" : "BAD");
+    std::printf("%-48s %-7s %10s  %-10s %-3s %-8s %s\n", e.kernel.c_str(), e.arch.c_str(),
+                human_bytes(e.bytes).c_str(), age(e.last_used).c_str(), e.readonly ? "ro" : "", status.c_str(),
+                e.path.c_str());
+    if (!e.ok) std::printf("    %s\n", e.problem.c_str());
+  }
+}
+
+std::string roots_text(const KernelCache& cache) {
+  std::string s = cache.options().root.string();
+  for (const auto& ro : cache.options().readonly_roots) s += ", " + ro.string() + " (read-only)";
+  return s;
+}
+
+}  // namespace
+
+void add_cache_commands(CLI::App& app) {
+  CLI::App* cache = app.add_subcommand("cache", "inspect and maintain the kernel cache (docs/cache.md)");
+  cache->require_subcommand(1);
+  static std::string cache_dir;
+  auto add_dir = [](CLI::App* cmd) {
+    cmd->add_option("--cache-dir", cache_dir,
+                    "cache root (default: $FKV_CACHE_DIR, $XDG_CACHE_HOME/fkv-jit or ~/.cache/fkv-jit)");
+  };
+
+  CLI::App* ls = cache->add_subcommand("ls", "list the entries of the cache (and of read-only roots)");
+  add_dir(ls);
+  ls->callback([] {
+    KernelCache c(options_for(cache_dir));
+    const auto entries = c.list();
+    print_table(entries);
+    std::uint64_t bytes = 0;
+    std::size_t bad = 0;
+    for (const auto& e : entries) {
+      bytes += e.bytes;
+      bad += !e.ok;
+    }
+    std::printf("%zu entries, %s, %zu bad, in %s%s\n", entries.size(), human_bytes(bytes).c_str(), bad,
+                roots_text(c).c_str(), c.memory_only() ? " (writable root not usable)" : "");
+  });
+
+  CLI::App* verify = cache->add_subcommand(
+      "verify", "check every entry's key and checksum; remove bad entries of the writable root (exit 6 if any "
+                "was bad)");
+  add_dir(verify);
+  verify->callback([] {
+    KernelCache c(options_for(cache_dir));
+    require_writable(c);
+    const auto entries = c.verify();
+    std::vector<CacheEntryInfo> bad;
+    for (const auto& e : entries)
+      if (!e.ok) bad.push_back(e);
+    if (!bad.empty()) print_table(bad);
+    std::size_t removed = 0;
+    for (const auto& e : bad) removed += e.removed;
+    std::printf("%zu entries checked, %zu bad (%zu removed, %zu in read-only roots or still being written)\n",
+                entries.size(), bad.size(), removed, bad.size() - removed);
+    if (!bad.empty())
+      throw CommandFailure(CacheFailure, std::to_string(bad.size()) + " bad cache entries found");
+  });
+
+  static std::string max_bytes;
+  CLI::App* prune = cache->add_subcommand(
+      "prune", "remove least recently used entries until the cache holds at most --max-bytes");
+  add_dir(prune);
+  prune->add_option("--max-bytes", max_bytes, "size cap, e.g. 500000000, 500M, 2G (default: $FKV_CACHE_MAX_BYTES)");
+  prune->callback([] {
+    KernelCache c(options_for(cache_dir));
+    require_writable(c);
+    std::uint64_t cap = c.options().max_bytes;
+    if (!max_bytes.empty()) {
+      auto n = parse_byte_count(max_bytes);
+      if (!n) throw CommandFailure(Usage, "--max-bytes '" + max_bytes + "' is not a byte count (e.g. 500M)");
+      cap = *n;
+    } else if (cap == 0) {
+      throw CommandFailure(Usage, "no size cap: pass --max-bytes N or set FKV_CACHE_MAX_BYTES");
+    }
+    const std::uint64_t removed = c.prune(cap);
+    std::uint64_t left = 0;
+    for (const auto& e : c.list())
+      if (!e.readonly) left += e.bytes;
+    std::printf("removed %s; %s left in %s (cap %s)\n", human_bytes(removed).c_str(), human_bytes(left).c_str(),
+                c.options().root.c_str(), human_bytes(cap).c_str());
+  });
+
+  CLI::App* clear = cache->add_subcommand("clear", "remove every entry of the writable cache root");
+  add_dir(clear);
+  clear->callback([] {
+    KernelCache c(options_for(cache_dir));
+    require_writable(c);
+    const std::size_t n = c.clear();
+    std::printf("removed %zu entries from %s\n", n, c.options().root.c_str());
+  });
+}
+
+}  // namespace fkv::cli
