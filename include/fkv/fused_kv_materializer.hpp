@@ -1,0 +1,115 @@
+// fused_kv_materializer: the whole operation for one draft model, built once and called per
+// step (SPEC §7): proj = hidden · W_kvᵀ (one cuBLASLt GEMM for every layer), then one fused
+// norm + RoPE + KV-write launch per layer group, stacked or straight into the KV pool.
+//
+// Everything that allocates, copies or compiles happens in the constructor ("prepare"):
+// packing the K/V weights of all layers into one matrix, folding (1 + w) K-norm weights,
+// building and uploading each group's cos/sin table (fkv::RopeTable), the projection buffer for
+// max_tokens, the cuBLASLt handle and workspace, and loading every kernel. materialize_*() then
+// only launches on the caller's stream: no allocation, no synchronization, no host-device copy,
+// so it can be captured in a CUDA graph.
+//
+// cuBLASLt is loaded with dlopen on first construction (libcublasLt.so.<major>), so that the
+// rest of fkv-jit still needs only libnvrtc at run time; its absence is a clear CudaError.
+#pragma once
+
+#include <cuda.h>
+
+#include <cstdint>
+#include <memory>
+#include <span>
+#include <vector>
+
+#include "fkv/config.hpp"
+#include "fkv/runtime.hpp"
+#include "fkv/spec.hpp"
+#include "fkv/validate.hpp"
+
+namespace fkv {
+
+struct MaterializerOptions {
+  ValidationMode mode = ValidationMode::Strict;  // Strict: the seed's semantics (one group)
+  DType act = DType::BF16;    // hidden, W_kv and proj dtype: bf16 or fp16 (the GEMM's)
+  DType cache = DType::BF16;  // pool dtype: act, fp8_e4m3 or fp8_e5m2 (stacked output is act)
+  DType cos_sin = DType::FP32;
+  IndexType index = IndexType::I64;  // positions and cache_loc
+  std::int64_t max_tokens = 8192;    // rows of the projection buffer: the largest T per call
+  std::int64_t max_position = 0;     // rows of each cos/sin table; 0 = max_position_embeddings
+  int device = 0;
+  bool stacked = true;  // prepare the stacked-output kernels
+  bool pool = true;     // prepare the pool kernels
+  bool debug_checks = false;  // check positions and slots on the device (error_flag())
+  std::size_t gemm_workspace_bytes = 32u << 20;
+};
+
+// Per attention layer, in model order (non-attention layers have none).
+struct MaterializerWeights {
+  // W_kv of the layer: the K rows then the V rows of its QKV projection, [2*H*D, hidden]
+  // row-major in options.act, device memory. Copied (packed) by the constructor.
+  std::vector<const void*> w_kv;
+  std::int64_t w_kv_row_stride = 0;  // elements between rows; 0 = hidden
+  // K-norm weight [D] as stored in the checkpoint (host, fp32): w for Rms, w for RmsOnePlus
+  // too (the constructor folds it into 1 + w). Empty when the config has no K norm.
+  std::vector<std::vector<float>> k_norm;
+  std::vector<float> eps;  // empty: the config's per-layer eps
+};
+
+// Per-call inputs. Device pointers.
+struct MaterializerInput {
+  const void* hidden = nullptr;     // [T, hidden] in options.act, rows contiguous
+  std::int64_t num_tokens = 0;      // T <= max_tokens; 0 launches nothing
+  std::int64_t hidden_stride = 0;   // elements between rows; 0 = hidden
+  const void* positions = nullptr;  // [T] options.index
+};
+
+class FusedKVMaterializer {
+ public:
+  // Validates `config` (Strict throws ConfigError with the SPEC §3 texts), checks the weights
+  // against it and prepares everything (see above) on `options.device`, in the calling thread's
+  // current context (or the device's primary context). Throws ConfigError, ArgumentError,
+  // CompileError, CudaError.
+  FusedKVMaterializer(const ModelConfig& config, std::int64_t hidden_size,
+                      const MaterializerWeights& weights, const MaterializerOptions& options = {});
+  ~FusedKVMaterializer();
+  FusedKVMaterializer(const FusedKVMaterializer&) = delete;
+  FusedKVMaterializer& operator=(const FusedKVMaterializer&) = delete;
+
+  const Plan& plan() const;
+  // Model numbers of the attention layers, in model order: the order of MaterializerWeights,
+  // of pool buffers and of stacked outputs.
+  const std::vector<int>& layers() const;
+
+  // Stacked output: per group g, k_out[g] and v_out[g] are [L_g, T, H_g, D_g] contiguous in
+  // options.act, layers in the group's order (plan().groups[g].layers).
+  void materialize_stacked(const MaterializerInput& in, std::span<void* const> k_out,
+                           std::span<void* const> v_out, CUstream stream);
+
+  // Pool output: k_buffers[i], v_buffers[i] for the i-th attention layer (layers() order),
+  // each [num_slots, slot_stride] in options.cache; row cache_loc[t] (< 0 skipped). Scales:
+  // per attention layer, fp8 pools only; empty = 1.0.
+  struct Pool {
+    const void* cache_loc = nullptr;  // [T] options.index
+    std::span<void* const> k_buffers;
+    std::span<void* const> v_buffers;
+    std::int64_t num_slots = 0;
+    std::int64_t slot_stride = 0;  // 0 = H*D
+    std::span<const float> k_scales;
+    std::span<const float> v_scales;
+  };
+  void materialize_pool(const MaterializerInput& in, const Pool& pool, CUstream stream);
+
+  // The projection of the last call, [T, N] row-major (N = sum over layers of 2*H*D, layers in
+  // group order), e.g. for tests.
+  CUdeviceptr projection() const;
+  std::int64_t projection_width() const;
+
+  // Debug mode: the device word the kernels set (FKV_ERROR_BAD_POSITION | FKV_ERROR_BAD_SLOT).
+  CUdeviceptr error_flag() const;
+
+  // Not thread-safe per object: one materializer serves one stream at a time.
+ private:
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace fkv

@@ -1,0 +1,71 @@
+// FusedKVMaterializer: what is checked before any GPU work (validation, weight counts and
+// shapes). The GEMM + kernel path is exercised on a GPU by examples/embed_cpp and
+// tests/gpu/test_python_gpu.py.
+#include <catch2/catch.hpp>
+
+#include <functional>
+#include <string>
+
+#include "fkv/errors.hpp"
+#include "fkv/fused_kv_materializer.hpp"
+
+namespace {
+
+fkv::ModelConfig two_layers(int kv0, int kv1) {
+  auto layer = [](int kv) {
+    return nlohmann::json{{"num_kv_heads", kv}, {"head_dim", 128}, {"rotary_dim", 128},
+                          {"is_neox_style", true}, {"rope_theta", 10000}, {"k_norm", "rms"}};
+  };
+  return fkv::ModelConfig::from_json(nlohmann::json{{"fkv", {{"layers", {layer(kv0), layer(kv1)}}}}});
+}
+
+std::string what_of(const std::function<void()>& f) {
+  try {
+    f();
+  } catch (const std::exception& e) {
+    return e.what();
+  }
+  return "";
+}
+
+}  // namespace
+
+TEST_CASE("strict mode refuses mismatched layers with the seed's text") {
+  const auto cfg = two_layers(8, 4);
+  fkv::MaterializerWeights w;
+  CHECK_THROWS_AS(fkv::FusedKVMaterializer(cfg, 1024, w), fkv::ConfigError);
+  CHECK(what_of([&] { fkv::FusedKVMaterializer m(cfg, 1024, w); }) ==
+        "num_kv_heads mismatch across layers for fused KV path: expected 8, got 4 at layer 1.");
+}
+
+TEST_CASE("weights must cover every attention layer") {
+  const auto cfg = two_layers(8, 8);
+  fkv::MaterializerWeights w;
+  w.w_kv = {reinterpret_cast<const void*>(0x1000)};
+  CHECK_THROWS_AS(fkv::FusedKVMaterializer(cfg, 1024, w), fkv::ArgumentError);
+  CHECK_THAT(what_of([&] { fkv::FusedKVMaterializer m(cfg, 1024, w); }),
+             Catch::Contains("w_kv has 1 layers; the config has 2 attention layers"));
+  w.w_kv.push_back(reinterpret_cast<const void*>(0x2000));
+  w.eps = {1e-6f};
+  CHECK_THAT(what_of([&] { fkv::FusedKVMaterializer m(cfg, 1024, w); }),
+             Catch::Contains("eps has 1 values for 2 layers"));
+}
+
+TEST_CASE("bad sizes and dtypes are argument errors") {
+  const auto cfg = two_layers(8, 8);
+  fkv::MaterializerWeights w;
+  w.w_kv = {reinterpret_cast<const void*>(0x1000), reinterpret_cast<const void*>(0x2000)};
+  CHECK_THAT(what_of([&] { fkv::FusedKVMaterializer m(cfg, 0, w); }),
+             Catch::Contains("hidden_size must be positive"));
+  fkv::MaterializerOptions o;
+  o.act = fkv::DType::FP8_E4M3;
+  CHECK_THAT(what_of([&] { fkv::FusedKVMaterializer m(cfg, 1024, w, o); }),
+             Catch::Contains("bf16, fp16 or fp32 activations"));
+  o = {};
+  o.max_tokens = 0;
+  CHECK_THAT(what_of([&] { fkv::FusedKVMaterializer m(cfg, 1024, w, o); }),
+             Catch::Contains("max_tokens must be positive"));
+  w.w_kv_row_stride = 512;
+  CHECK_THAT(what_of([&] { fkv::FusedKVMaterializer m(cfg, 1024, w); }),
+             Catch::Contains("w_kv_row_stride is smaller than hidden_size"));
+}
