@@ -420,11 +420,14 @@ struct CaseData {
     d_positions = upload(positions);
 
     cos_sin.resize(std::size_t(d.max_position * R));
+    std::vector<double> inv_freq(std::size_t(R / 2));
+    for (std::int64_t i = 0; i < R / 2; ++i)
+      inv_freq[std::size_t(i)] = std::pow(d.theta, -2.0 * double(i) / double(R));
     for (std::int64_t p = 0; p < d.max_position; ++p)
       for (std::int64_t i = 0; i < R / 2; ++i) {
-        const double inv_freq = std::pow(d.theta, -2.0 * double(i) / double(R));
-        cos_sin[std::size_t(p * R + i)] = float(std::cos(double(p) * inv_freq));
-        cos_sin[std::size_t(p * R + R / 2 + i)] = float(std::sin(double(p) * inv_freq));
+        const double angle = double(p) * inv_freq[std::size_t(i)];
+        cos_sin[std::size_t(p * R + i)] = float(std::cos(angle));
+        cos_sin[std::size_t(p * R + R / 2 + i)] = float(std::sin(angle));
       }
     if (R > 0) d_cos_sin = upload(cos_sin);
 
@@ -450,6 +453,9 @@ struct CaseData {
       k_ptrs.push_back(static_cast<char*>(k_pool.ptr()) + l * layer_bytes);
       v_ptrs.push_back(static_cast<char*>(v_pool.ptr()) + l * layer_bytes);
     }
+    // Memsets and pageable uploads run on the legacy stream and may still be in flight on
+    // return; the benchmark stream is non-blocking, so wait for them here.
+    FKV_CU(cuCtxSynchronize);
   }
 
   fkv::FusedKVInputs inputs() const {
@@ -543,6 +549,7 @@ json copy_ceiling(CUstream s, double target_ms) {
   const std::size_t size = std::size_t(2) << 30;
   fkv::DeviceBuffer src(size), dst(size);
   FKV_CU(cuMemsetD8, src.get(), 1, size);
+  FKV_CU(cuCtxSynchronize);
   json t = time_graph(
       s, [&](CUstream st) { FKV_CU(cuMemcpyDtoDAsync, dst.get(), src.get(), size, st); }, 5,
       target_ms);
@@ -598,6 +605,7 @@ json run_case(const Case& c, const Defaults& d, CUstream s, double target_ms) {
   {
     fkv::DeviceBuffer src(copy_n), dst(copy_n);
     FKV_CU(cuMemsetD8, src.get(), 3, copy_n);
+    FKV_CU(cuCtxSynchronize);
     r["copy"] = time_graph(
         s, [&](CUstream st) { FKV_CU(cuMemcpyDtoDAsync, dst.get(), src.get(), copy_n, st); },
         calls, target_ms);

@@ -10,14 +10,14 @@
 #   environment.txt                     nvidia-smi, versions
 # Every step runs even when an earlier one fails; the exit status is non-zero if any failed.
 # LD_LIBRARY_PATH, PYTHON (default python3), FKV_BENCH_ARGS and BENCH_GPU_ARGS (extra
-# arguments) come from the caller; STEP_TIMEOUT (seconds, default 270) bounds each step.
+# arguments) come from the caller; STEP_TIMEOUT (seconds, default 240) bounds each step.
 set -uo pipefail
 
 HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 BUILD=${1:?usage: bench/run_all.sh BUILD_DIR [OUT_DIR]}
 OUT_DIR=${2:-${OUT:?usage: bench/run_all.sh BUILD_DIR [OUT_DIR] (or set OUT)}}
 PY=${PYTHON:-python3}
-STEP_TIMEOUT=${STEP_TIMEOUT:-270}
+STEP_TIMEOUT=${STEP_TIMEOUT:-240}
 mkdir -p "$OUT_DIR"
 OUT_DIR=$(cd "$OUT_DIR" && pwd)
 
