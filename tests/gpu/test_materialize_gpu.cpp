@@ -447,7 +447,7 @@ TEST_CASE("random specializations match the float64 reference", "[gpu][materiali
   }
 }
 
-TEST_CASE("large token counts", "[gpu][materialize]") {
+TEST_CASE("large token counts", "[gpu][materialize][large]") {
   require_gpu();
   Rng rng(test_seed() ^ 0x5eedull);
   fkv::Stream stream;

@@ -1,0 +1,56 @@
+#!/usr/bin/env bash
+# Everything that needs a GPU, in one command, for the lent H200 machine (no package access:
+# the Debian dev packages travel in .deps/, made by shared/device/prepare-deps.sh).
+#   STEPS=build,test,sanitize,bench scripts/gpu-run.sh [OUT_DIR]
+# Logs and results go to OUT_DIR (default $OUT), packed into OUT_DIR/results.tar.gz as well.
+set -uo pipefail
+cd "$(dirname "$0")/.."
+OUT_DIR=${1:-${OUT:-/tmp/fkv-gpu-out}}
+STEPS=${STEPS:-build,test,sanitize,bench}
+BUILD=${BUILD:-build-gpu}
+mkdir -p "$OUT_DIR/logs"
+LOG=$OUT_DIR/logs
+export LD_LIBRARY_PATH=$PWD/.deps/usr/lib/x86_64-linux-gnu:${LD_LIBRARY_PATH:-}
+export PATH=/usr/local/cuda/bin:$PATH
+has() { [[ ",$STEPS," == *",$1,"* ]]; }
+say() { echo "[gpu-run $(date +%H:%M:%S)] $*"; }
+status=0
+
+nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.max.sm --format=csv > "$LOG/gpu.txt" 2>&1
+
+if has build; then
+  say "configure + build ($BUILD)"
+  gen=(); command -v ninja >/dev/null && gen=(-G Ninja)
+  if ! { cmake -S . -B "$BUILD" "${gen[@]}" -DCMAKE_BUILD_TYPE=Release -DCMAKE_PREFIX_PATH="$PWD/.deps/usr" \
+           -DCUDAToolkit_ROOT=/usr/local/cuda && cmake --build "$BUILD" -j "$(nproc)"; } > "$LOG/build.log" 2>&1; then
+    tail -40 "$LOG/build.log"; say "build failed"; exit 1
+  fi
+fi
+
+if has test; then
+  say "ctest -L gpu"
+  (cd "$BUILD" && FKV_CACHE_DIR=$PWD/kcache ctest -L gpu --output-on-failure --timeout 400) > "$LOG/ctest-gpu.log" 2>&1 || status=1
+  grep -E "tests passed|Passed|Failed|\*\*\*" "$LOG/ctest-gpu.log" | tail -12
+fi
+
+if has sanitize; then
+  for tool in memcheck racecheck initcheck; do
+    say "compute-sanitizer --tool $tool"
+    FKV_CACHE_DIR=$PWD/$BUILD/kcache FKV_TEST_CASES=${SAN_CASES:-12} \
+      timeout 300 compute-sanitizer --tool "$tool" --error-exitcode 9 \
+      "$BUILD/tests/test_materialize_gpu" "~[large]" > "$LOG/sanitizer-$tool.log" 2>&1
+    rc=$?; say "$tool exit $rc"; [ $rc -eq 0 ] || status=1
+    tail -3 "$LOG/sanitizer-$tool.log"
+  done
+fi
+
+if has bench; then
+  say "benchmark"
+  FKV_CACHE_DIR=$PWD/$BUILD/kcache bench/run_all.sh "$BUILD" "$OUT_DIR/bench" > "$LOG/bench.log" 2>&1 || status=1
+  tail -5 "$LOG/bench.log"
+  [ -f "$OUT_DIR/bench/performance_tables.md" ] && cat "$OUT_DIR/bench/performance_tables.md" | head -80
+fi
+
+tar -C "$OUT_DIR" -czf /tmp/results.tar.gz --exclude results.tar.gz . && mv /tmp/results.tar.gz "$OUT_DIR/results.tar.gz"
+say "done, status $status"
+exit $status
