@@ -166,7 +166,7 @@ TEST_CASE("rope: config -> RopeTable through ModelConfig gives the reference tab
     REQUIRE(layer < static_cast<int>(cfg.layers.size()));
     const fkv::LayerAttention& l = cfg.layers[layer];
     REQUIRE(l.is_attention());
-    const json& c = ref_case(name);
+    const json c = ref_case(name);
     CHECK(l.rotary_dim.value == c.at("rotary_dim").get<int>());
     const RopeTable t(l.rope.value, l.rotary_dim.value, c.at("max_position").get<std::int64_t>(),
                       {cfg.max_position_embeddings.value, c.at("seq_len").get<std::int64_t>()});
@@ -238,7 +238,7 @@ TEST_CASE("rope: sequence-length dependent types are evaluated once, at seq_len"
   CHECK(forced.inv_freq() == above.inv_freq());
   CHECK_THROWS_AS(RopeTable(dyn, 128, 2048), fkv::ConfigError);  // needs max_position_embeddings
 
-  const json& phi = ref_case("phi3.5-longrope-long");
+  const json phi = ref_case("phi3.5-longrope-long");
   const RopeTable long_table = table_of(phi);
   const RopeTable short_by_option(freq_of(phi.at("rope")), 96, 131072, {131072, 4096});
   CHECK(short_by_option.inv_freq() == table_of(ref_case("phi3.5-longrope-short")).inv_freq());
