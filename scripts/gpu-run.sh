@@ -29,8 +29,15 @@ fi
 
 if has test; then
   say "ctest -L gpu"
-  (cd "$BUILD" && FKV_CACHE_DIR=$PWD/kcache ctest -L gpu --output-on-failure --timeout 400) > "$LOG/ctest-gpu.log" 2>&1 || status=1
+  (cd "$BUILD" && FKV_CACHE_DIR=$PWD/kcache ctest -L gpu ${CTEST_ARGS:-} --output-on-failure --timeout 400) > "$LOG/ctest-gpu.log" 2>&1 || status=1
   grep -E "tests passed|Passed|Failed|\*\*\*" "$LOG/ctest-gpu.log" | tail -12
+fi
+
+if has python; then
+  say "python GPU test (faulthandler)"
+  FKV_JIT_LIBRARY=$PWD/$BUILD/libfkv.so FKV_CACHE_DIR=$PWD/$BUILD/kcache timeout 300 \
+    python3 -X faulthandler tests/gpu/test_python_gpu.py > "$LOG/python-gpu.log" 2>&1 || status=1
+  tail -25 "$LOG/python-gpu.log"
 fi
 
 if has sanitize; then
