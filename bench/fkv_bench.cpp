@@ -4,8 +4,11 @@
 // every step so that a crash leaves the finished parts behind):
 //   compile   NVRTC / cache figures per kernel variant and per-config precompile (no GPU
 //             needed; `--compile-only` stops here);
-//   ceiling   the copy ceiling: a 2 GiB cuMemcpyDtoDAsync, bytes moved = 2 x size;
-//   cases     per case of bench/cases.json: a plain copy of the case's floor bytes,
+//   ceiling   the copy ceiling over 2 GiB, bytes moved = 2 x size: an SM copy kernel (the
+//             baseline; cuMemcpyDtoDAsync uses the copy engines and is slower on an H200)
+//             and cuMemcpyDtoDAsync, kept as "copy_ceiling_memcpy";
+//   cases     per case of bench/cases.json: a copy of half the case's floor bytes (SM kernel
+//             = "copy", memcpy = "copy_memcpy"),
 //             materialize_stacked and materialize_pool, each output checked on the host;
 //   launch    host cost per call of materialize_stacked vs a bare cuLaunchKernel;
 //   load      cold compile + load, warm (disk cache) first launch, in-memory hit on the GPU.
@@ -14,6 +17,10 @@
 // CUDA graph (cuStreamBeginCapture / EndCapture); one sample = one replay of that graph
 // between two CUDA events, divided by `calls` (20, or 5 when a call moves > 256 MiB); the
 // result is the median over 20..200 samples (about --target-ms per measurement).
+//
+// A quick tuning run: --only NAME[,NAME...] --skip-compile --skip-host --tag TEXT (stored in
+// the JSON; report.py takes several --fkv files and tabulates them by tag). Stdout gets one
+// line per case: `name fkv_stacked_us copy_us fkv/copy`.
 #include <CLI/CLI.hpp>
 #include <nlohmann/json.hpp>
 
@@ -29,6 +36,7 @@
 #include <fstream>
 #include <functional>
 #include <future>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -545,32 +553,200 @@ struct CaseData {
   }
 };
 
-json copy_ceiling(CUstream s, double target_ms) {
+// ---------------------------------------------------------------------------------------------
+// The copy baseline: a plain SM copy kernel (SPEC §8). cuMemcpyDtoDAsync goes through the copy
+// engines on an H200 and tops out well below what a kernel reaches (2.8 vs ~4 TB/s read +
+// write), so it is kept only as an extra figure ("copy_memcpy", "copy_ceiling_memcpy").
+
+constexpr const char* kCopyKernel = R"(// fkv_bench's copy baseline: a grid-stride copy of 16-byte
+// words with four independent 16-byte loads in flight per thread before the stores.
+struct alignas(16) U4 { unsigned x, y, z, w; };
+
+extern "C" __global__ void __launch_bounds__(256)
+fkv_bench_copy(const U4* __restrict__ src, U4* __restrict__ dst, unsigned long long n16) {
+  const unsigned long long stride = (unsigned long long)gridDim.x * blockDim.x;
+  unsigned long long i = (unsigned long long)blockIdx.x * blockDim.x + threadIdx.x;
+  for (; i + 3 * stride < n16; i += 4 * stride) {
+    const U4 a = src[i];
+    const U4 b = src[i + stride];
+    const U4 c = src[i + 2 * stride];
+    const U4 d = src[i + 3 * stride];
+    dst[i] = a;
+    dst[i + stride] = b;
+    dst[i + 2 * stride] = c;
+    dst[i + 3 * stride] = d;
+  }
+  for (; i < n16; i += stride) dst[i] = src[i];
+}
+)";
+
+fkv::KernelSource copy_kernel_source() {
+  fkv::KernelSource src;
+  src.template_name = "bench_copy.cu";
+  src.short_name = "bench_copy";
+  src.name_expression = "fkv_bench_copy";
+  src.source = kCopyKernel;
+  return src;
+}
+
+// The copy kernel compiled (NVRTC, through fkv::compile) and loaded into the current context.
+class SmCopy {
+ public:
+  static constexpr unsigned kThreads = 256;
+  static constexpr unsigned kWordsPerThread = 4;  // 16-byte loads in flight per thread
+
+  SmCopy(CUcontext ctx, const fkv::CompileOptions& copts) {
+    const auto t0 = Clock::now();
+    const fkv::CompiledKernel k = fkv::compile(copy_kernel_source(), copts);
+    compile_ms_ = ms_since(t0);
+    module_ = fkv::Module(ctx, k.image);
+    fn_ = module_.function(k.lowered_name);
+    FKV_CU(cuDeviceGetAttribute, &sms_, CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT,
+           fkv::device_handle(0));
+  }
+
+  unsigned blocks_for(std::size_t bytes) const {
+    const std::uint64_t n16 = bytes / 16;
+    const std::uint64_t per_block = std::uint64_t(kThreads) * kWordsPerThread;
+    const std::uint64_t want = (n16 + per_block - 1) / per_block;
+    const std::uint64_t cap = std::uint64_t(sms_) * unsigned(blocks_per_sm_);
+    return unsigned(std::max<std::uint64_t>(1, std::min(want, cap)));
+  }
+
+  // dst <- src, `bytes` a multiple of 16, both 16-byte aligned (cuMemAlloc gives 256).
+  void copy(CUdeviceptr dst, CUdeviceptr src, std::size_t bytes, CUstream s) const {
+    if (bytes % 16 != 0)
+      throw std::runtime_error("SmCopy: " + std::to_string(bytes) +
+                               " bytes is not a multiple of 16; round the size down");
+    unsigned long long n16 = bytes / 16;
+    void* args[] = {&src, &dst, &n16};
+    FKV_CU(cuLaunchKernel, fn_, blocks_for(bytes), 1, 1, kThreads, 1, 1, 0, s, args, nullptr);
+  }
+
+  void set_blocks_per_sm(int b) { blocks_per_sm_ = b; }
+  int blocks_per_sm() const { return blocks_per_sm_; }
+  int sms() const { return sms_; }
+  double compile_ms() const { return compile_ms_; }
+
+  json describe(std::size_t bytes) const {
+    return {{"kind", "sm_kernel"},
+            {"kernel", "fkv_bench_copy: grid-stride, 16-byte words, 4 loads in flight per thread"},
+            {"threads", kThreads},
+            {"blocks", blocks_for(bytes)},
+            {"blocks_per_sm_cap", blocks_per_sm_},
+            {"sms", sms_}};
+  }
+
+ private:
+  fkv::Module module_;
+  CUfunction fn_ = nullptr;
+  int sms_ = 0;
+  int blocks_per_sm_ = 8;  // 8 x 256 threads = a full SM on sm_80..sm_90
+  double compile_ms_ = 0;
+};
+
+// Fills src with `value`, dst with its complement, runs `copy` once and compares the first,
+// middle and last 64 KiB of dst with `value` (the tail loop and the last block included).
+json check_copy(CUdeviceptr dst, CUdeviceptr src, std::size_t bytes, std::uint8_t value,
+                CUstream s, const std::function<void(CUstream)>& copy) {
+  FKV_CU(cuMemsetD8, src, value, bytes);
+  FKV_CU(cuMemsetD8, dst, std::uint8_t(~value), bytes);
+  FKV_CU(cuCtxSynchronize);
+  copy(s);
+  FKV_CU(cuStreamSynchronize, s);
+  const std::size_t win = std::min<std::size_t>(bytes, 64 << 10);
+  std::vector<std::uint8_t> host(win);
+  bool ok = true;
+  for (std::size_t off : {std::size_t(0), (bytes / 2) / 16 * 16, bytes - win}) {
+    off = std::min(off, bytes - win);
+    FKV_CU(cuMemcpyDtoH, host.data(), dst + off, win);
+    for (std::uint8_t b : host) ok = ok && b == value;
+  }
+  return {{"ok", ok}, {"bytes_checked", 3 * win}};
+}
+
+// The copy ceiling over a 2 GiB buffer, bytes moved = 2 x size: the SM kernel (with a cap of
+// 4 and of 8 blocks per SM; the faster cap is kept for the per-case copies) and memcpy.
+json copy_ceiling(SmCopy& sm, CUstream s, double target_ms) {
   const std::size_t size = std::size_t(2) << 30;
   fkv::DeviceBuffer src(size), dst(size);
-  FKV_CU(cuMemsetD8, src.get(), 1, size);
-  FKV_CU(cuCtxSynchronize);
-  json t = time_graph(
-      s, [&](CUstream st) { FKV_CU(cuMemcpyDtoDAsync, dst.get(), src.get(), size, st); }, 5,
-      target_ms);
-  t["bytes_copied"] = size;
-  t["bytes_moved"] = 2 * size;
-  t["GBps"] = 2.0 * double(size) / (t["median_us"].get<double>() * 1e-6) / 1e9;
-  return t;
+  auto finish = [&](json t) {
+    t["bytes_copied"] = size;
+    t["bytes_moved"] = 2 * size;
+    t["GBps"] = 2.0 * double(size) / (t["median_us"].get<double>() * 1e-6) / 1e9;
+    return t;
+  };
+  json out;
+  json tried = json::array();
+  double best_us = 0;
+  int best_cap = sm.blocks_per_sm();
+  for (int cap : {4, 8}) {
+    sm.set_blocks_per_sm(cap);
+    auto body = [&](CUstream st) { sm.copy(dst.get(), src.get(), size, st); };
+    json check = check_copy(dst.get(), src.get(), size, 1, s, body);
+    if (!check["ok"].get<bool>())
+      throw std::runtime_error("the SM copy kernel wrote wrong bytes (" + std::to_string(cap) +
+                               " blocks per SM); the copy baseline is broken");
+    json t = finish(time_graph(s, body, 5, target_ms));
+    t.update(sm.describe(size));
+    t["check"] = check;
+    say("  SM copy kernel, %d blocks/SM cap (%u blocks): %.1f GB/s", cap, sm.blocks_for(size),
+        t["GBps"].get<double>());
+    if (tried.empty() || t["median_us"].get<double>() < best_us) {
+      best_us = t["median_us"].get<double>();
+      best_cap = cap;
+      out["copy_ceiling"] = t;
+    }
+    tried.push_back(t);
+  }
+  sm.set_blocks_per_sm(best_cap);
+  out["copy_ceiling"]["configs_tried"] = tried;
+
+  auto body = [&](CUstream st) { FKV_CU(cuMemcpyDtoDAsync, dst.get(), src.get(), size, st); };
+  json check = check_copy(dst.get(), src.get(), size, 2, s, body);
+  json t = finish(time_graph(s, body, 5, target_ms));
+  t["kind"] = "memcpy";
+  t["check"] = check;
+  out["copy_ceiling_memcpy"] = t;
+  say("  cuMemcpyDtoDAsync: %.1f GB/s", t["GBps"].get<double>());
+  return out;
+}
+
+// Every field of the kernel's Tiling that this build's fkv/spec.hpp has (the struct changes
+// while the kernel is tuned; the JSON records whichever fields exist).
+template <class T>
+json tiling_json(const T& t) {
+  json j;
+#define FKV_BENCH_TILING_FIELD(f) \
+  if constexpr (requires { t.f; }) j[#f] = t.f;
+  FKV_BENCH_TILING_FIELD(vec)
+  FKV_BENCH_TILING_FIELD(loads)
+  FKV_BENCH_TILING_FIELD(elems_per_thread)
+  FKV_BENCH_TILING_FIELD(vecs_per_head)
+  FKV_BENCH_TILING_FIELD(lanes_per_head)
+  FKV_BENCH_TILING_FIELD(heads_per_warp)
+  FKV_BENCH_TILING_FIELD(warps_per_block)
+  FKV_BENCH_TILING_FIELD(block_threads)
+  FKV_BENCH_TILING_FIELD(heads_per_block)
+  FKV_BENCH_TILING_FIELD(tokens_per_block)
+  FKV_BENCH_TILING_FIELD(head_groups)
+  FKV_BENCH_TILING_FIELD(idle_lanes)
+  FKV_BENCH_TILING_FIELD(warp_local)
+  FKV_BENCH_TILING_FIELD(shared_bytes)
+#undef FKV_BENCH_TILING_FIELD
+  return j;
 }
 
 json load_json_info(const fkv::LoadedKernel& k) {
-  return {{"outcome", fkv::to_string(k.outcome)},
-          {"load_ms", k.load_seconds * 1e3},
-          {"arch", k.arch.name()},
-          {"block_threads", k.tiling.block_threads},
-          {"tokens_per_block", k.tiling.tokens_per_block},
-          {"heads_per_block", k.tiling.heads_per_block},
-          {"vec", k.tiling.vec},
-          {"warp_local", k.tiling.warp_local}};
+  json j = {{"outcome", fkv::to_string(k.outcome)},
+            {"load_ms", k.load_seconds * 1e3},
+            {"arch", k.arch.name()}};
+  j.update(tiling_json(k.tiling));
+  return j;
 }
 
-json run_case(const Case& c, const Defaults& d, CUstream s, double target_ms) {
+json run_case(const Case& c, const Defaults& d, const SmCopy* sm, CUstream s,
+              double target_ms) {
   json r = {{"name", c.name},
             {"floor_bytes_stacked", floor_bytes(c, d, false)},
             {"floor_bytes_pool", floor_bytes(c, d, true)}};
@@ -604,14 +780,26 @@ json run_case(const Case& c, const Defaults& d, CUstream s, double target_ms) {
   const std::size_t copy_n = std::size_t(floor_bytes(c, d, false) / 2) / 16 * 16;
   {
     fkv::DeviceBuffer src(copy_n), dst(copy_n);
-    FKV_CU(cuMemsetD8, src.get(), 3, copy_n);
-    FKV_CU(cuCtxSynchronize);
-    r["copy"] = time_graph(
+    if (sm) {
+      auto sm_body = [&](CUstream st) { sm->copy(dst.get(), src.get(), copy_n, st); };
+      json check = check_copy(dst.get(), src.get(), copy_n, 3, s, sm_body);
+      if (!check["ok"].get<bool>())
+        throw std::runtime_error("the SM copy kernel wrote wrong bytes; the copy baseline is broken");
+      r["copy"] = time_graph(s, sm_body, calls, target_ms);
+      r["copy"].update(sm->describe(copy_n));
+      r["copy"]["bytes_copied"] = copy_n;
+      r["copy"]["check"] = check;
+    } else {
+      r["copy"] = {{"kind", "sm_kernel"}, {"error", "no SM copy kernel (see copy_ceiling)"}};
+    }
+    r["copy_memcpy"] = time_graph(
         s, [&](CUstream st) { FKV_CU(cuMemcpyDtoDAsync, dst.get(), src.get(), copy_n, st); },
         calls, target_ms);
-    r["copy"]["bytes_copied"] = copy_n;
+    r["copy_memcpy"]["kind"] = "memcpy";
+    r["copy_memcpy"]["bytes_copied"] = copy_n;
   }
-  say("  copy of %zu B: %.2f us", copy_n, r["copy"]["median_us"].get<double>());
+  say("  copy of %zu B: SM kernel %.2f us, memcpy %.2f us", copy_n,
+      r["copy"].value("median_us", NAN), r["copy_memcpy"]["median_us"].get<double>());
   r["fkv_stacked"] = time_graph(
       s, [&](CUstream st) { fkv::materialize_stacked(ks, in, so, st); }, calls, target_ms);
   say("  fkv stacked: %.2f us", r["fkv_stacked"]["median_us"].get<double>());
@@ -757,6 +945,9 @@ int main(int argc, char** argv) {
   int launch_calls = 100000;
   int compile_repeats = 3;
   std::vector<std::string> only;
+  bool skip_compile = false;
+  bool skip_host = false;
+  std::string tag;
   app.add_option("--cases", cases_path, "case list (bench/cases.json)");
   app.add_option("--out", out_path, "JSON result file")->required();
   app.add_flag("--compile-only", compile_only, "only the compile/cache figures; no GPU needed");
@@ -766,13 +957,19 @@ int main(int argc, char** argv) {
   app.add_option("--target-ms", target_ms, "about how long each GPU measurement samples");
   app.add_option("--launch-calls", launch_calls, "calls per method in the host-cost test");
   app.add_option("--compile-repeats", compile_repeats, "cold NVRTC compiles per variant");
-  app.add_option("--only", only, "run only these case names");
+  app.add_option("--only", only, "run only these cases (names, comma-separated or repeated)")
+      ->delimiter(',');
+  app.add_flag("--skip-compile", skip_compile,
+               "skip the compile/cache figures and the config precompiles");
+  app.add_flag("--skip-host", skip_host, "skip the host launch cost and load figures");
+  app.add_option("--tag", tag, "free text stored in the JSON (e.g. a tuning setting)");
   CLI11_PARSE(app, argc, argv);
 
   json out = {{"tool", "fkv_bench"}, {"nvrtc", fkv::nvrtc_version()}};
   std::string command;
   for (int i = 0; i < argc; ++i) command += (i ? " " : "") + std::string(argv[i]);
   out["command"] = command;
+  if (!tag.empty()) out["tag"] = tag;
   out["method"] =
       "median over CUDA-graph replays; each replay = calls_per_sample back-to-back calls "
       "between two CUDA events; reported per call";
@@ -798,14 +995,24 @@ int main(int argc, char** argv) {
     out["arch"] = arch.name();
     fkv::CompileOptions copts;
     copts.arch = arch;
+    auto selected = [&](const Case& c) {
+      return only.empty() || std::find(only.begin(), only.end(), c.name) != only.end();
+    };
+    for (const std::string& n : only)
+      if (std::none_of(cf.cases.begin(), cf.cases.end(), [&](const Case& c) { return c.name == n; })) {
+        say("error: --only %s: no such case in %s", n.c_str(), cases_path.c_str());
+        ++failures;
+      }
 
     // 1. compile / cache figures per unique variant (no GPU)
     std::vector<fkv::KernelSpec> variants;
     for (const Case& c : cf.cases)
-      for (fkv::OutputMode mode : {fkv::OutputMode::Stacked, fkv::OutputMode::Pool}) {
-        fkv::KernelSpec s = make_spec(c, cf.defaults, mode);
-        if (std::find(variants.begin(), variants.end(), s) == variants.end()) variants.push_back(s);
-      }
+      if (!skip_compile && selected(c))
+        for (fkv::OutputMode mode : {fkv::OutputMode::Stacked, fkv::OutputMode::Pool}) {
+          fkv::KernelSpec s = make_spec(c, cf.defaults, mode);
+          if (std::find(variants.begin(), variants.end(), s) == variants.end())
+            variants.push_back(s);
+        }
     json& comp = out["compile"];
     comp["variants"] = json::array();
     for (const auto& spec : variants) {
@@ -825,7 +1032,7 @@ int main(int argc, char** argv) {
     }
     comp["configs"] = json::array();
     std::vector<fs::path> configs;
-    if (fs::is_directory(configs_dir))
+    if (!skip_compile && fs::is_directory(configs_dir))
       for (const auto& e : fs::directory_iterator(configs_dir))
         if (e.path().extension() == ".json") configs.push_back(e.path());
     std::sort(configs.begin(), configs.end());
@@ -841,13 +1048,19 @@ int main(int argc, char** argv) {
       comp["configs"].push_back(r);
       save();
     }
+    {
+      auto t0 = Clock::now();
+      fkv::compile(copy_kernel_source(), copts);  // the copy baseline; a failure stops here
+      comp["bench_copy_nvrtc_ms"] = ms_since(t0);
+      save();
+    }
     if (compile_only) {
       say("done (--compile-only), results in %s", out_path.c_str());
       return failures ? 1 : 0;
     }
 
     // 2. GPU
-    fkv::ensure_context(0);
+    const CUcontext ctx = fkv::ensure_context(0);
     char name[256] = {};
     CUdevice dev = 0;
     FKV_CU(cuDeviceGet, &dev, 0);
@@ -857,16 +1070,31 @@ int main(int argc, char** argv) {
     say("device %s (%s)", name, arch.name().c_str());
     BenchStream stream;
 
-    say("copy ceiling (2 GiB device-to-device copy)");
+    std::unique_ptr<SmCopy> sm;
     try {
-      out["copy_ceiling"] = copy_ceiling(stream.get(), target_ms);
-      say("  %.1f GB/s", out["copy_ceiling"]["GBps"].get<double>());
+      sm = std::make_unique<SmCopy>(ctx, copts);
     } catch (const std::exception& e) {
-      say("  FAILED: %s", e.what());
-      out["copy_ceiling"] = {{"error", e.what()}};
+      say("SM copy kernel FAILED: %s", e.what());
+      out["copy_ceiling"] = {{"kind", "sm_kernel"}, {"error", e.what()}};
       ++failures;
     }
+    say("copy ceiling (2 GiB device-to-device copy: SM kernel and cuMemcpyDtoDAsync)");
+    if (sm) {
+      try {
+        out.update(copy_ceiling(*sm, stream.get(), target_ms));
+        say("  ceiling: SM kernel %.1f GB/s (%d blocks/SM cap kept for the cases), memcpy %.1f GB/s",
+            out["copy_ceiling"]["GBps"].get<double>(), sm->blocks_per_sm(),
+            out["copy_ceiling_memcpy"]["GBps"].get<double>());
+      } catch (const std::exception& e) {
+        say("  FAILED: %s", e.what());
+        out["copy_ceiling"] = {{"kind", "sm_kernel"}, {"error", e.what()}};
+        ++failures;
+      }
+    }
     save();
+    std::printf("# %s%s\n# case fkv_us copy_us ratio\n", tag.empty() ? "untagged" : "tag ",
+                tag.c_str());
+    std::fflush(stdout);
 
     out["cases"] = json::array();
     const Case* decode_case = nullptr;
@@ -874,12 +1102,12 @@ int main(int argc, char** argv) {
     for (const Case& c : cf.cases) {
       ++index;
       if (c.tokens == 8 && !decode_case) decode_case = &c;
-      if (!only.empty() && std::find(only.begin(), only.end(), c.name) == only.end()) continue;
+      if (!selected(c)) continue;
       say("case %zu/%zu: %s", index, cf.cases.size(), c.name.c_str());
       auto t0 = Clock::now();
       json r;
       try {
-        r = run_case(c, cf.defaults, stream.get(), target_ms);
+        r = run_case(c, cf.defaults, sm.get(), stream.get(), target_ms);
         if (!r["check_stacked"]["ok"].get<bool>() || !r["check_pool"]["ok"].get<bool>()) ++failures;
       } catch (const std::exception& e) {
         say("  FAILED: %s", e.what());
@@ -887,11 +1115,17 @@ int main(int argc, char** argv) {
         ++failures;
       }
       r["wall_s"] = ms_since(t0) / 1e3;
+      {
+        const double fkv_us = r.contains("fkv_stacked") ? r["fkv_stacked"].value("median_us", NAN) : NAN;
+        const double copy_us = r.contains("copy") ? r["copy"].value("median_us", NAN) : NAN;
+        std::printf("%s %.2f %.2f %.3f\n", c.name.c_str(), fkv_us, copy_us, fkv_us / copy_us);
+        std::fflush(stdout);
+      }
       out["cases"].push_back(r);
       save();
     }
 
-    if (decode_case) {
+    if (decode_case && !skip_host) {
       say("host launch cost: %d calls per method, case %s", launch_calls, decode_case->name.c_str());
       try {
         out["launch"] = launch_overhead(*decode_case, cf.defaults, stream.get(), launch_calls);
