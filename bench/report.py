@@ -2,10 +2,16 @@
 """Merges fkv_bench JSON and bench_gpu.py JSON into the markdown tables of
 docs/performance.md, and plots achieved bandwidth vs tokens (docs/bandwidth.png).
 
-Usage: report.py --fkv fkv_bench.json [--gpu bench_gpu.json] --md tables.md [--plot bw.png]
+Usage: report.py --fkv fkv_bench.json [--fkv more.json ...] [--gpu bench_gpu.json]
+                 --md tables.md [--plot bw.png]
 Either input may be partial (a run that stopped early): missing numbers print as "n/a".
 Floor = bytes that must move / copy ceiling (SPEC section 8); the floor bytes come from the
-JSON (the same formula in fkv_bench.cpp and bench_gpu.py).
+JSON (the same formula in fkv_bench.cpp and bench_gpu.py). The ceiling is the larger of
+fkv_bench's SM copy kernel and its cuMemcpyDtoDAsync (the copy engines are slower on an H200);
+"copy" (and fkv/copy) is the SM copy kernel; the memcpy figures are extra columns. JSON from
+before the SM copy kernel (its "copy" entries have no "kind") counts as memcpy only.
+With several --fkv files (a tuning sweep, each run with --tag), the first one feeds the usual
+tables and a "tuning sweep" table compares fkv stacked time and fkv/copy across all of them.
 """
 
 import argparse
@@ -66,12 +72,51 @@ def command_block(*commands):
     return "Command:\n\n```\n" + "\n".join(cmds) + "\n```\n"
 
 
+def sm_entry(d, key):
+    """d[key] when it was measured with the SM copy kernel (kind "sm_kernel"), else {}."""
+    e = d.get(key)
+    return e if isinstance(e, dict) and e.get("kind") == "sm_kernel" else {}
+
+
+def memcpy_entry(d, key, memcpy_key):
+    """The memcpy figure: d[memcpy_key], or d[key] from JSON older than the SM copy kernel."""
+    e = d.get(memcpy_key)
+    if isinstance(e, dict):
+        return e
+    e = d.get(key)
+    return e if isinstance(e, dict) and "kind" not in e else {}
+
+
+def gbps(entry):
+    x = (entry or {}).get("GBps")
+    return float(x) if isinstance(x, (int, float)) else None
+
+
+def fkv_ceilings(fkv):
+    """(SM kernel GB/s, memcpy GB/s) of fkv_bench's 2 GiB copy, None where missing."""
+    return (gbps(sm_entry(fkv, "copy_ceiling")),
+            gbps(memcpy_entry(fkv, "copy_ceiling", "copy_ceiling_memcpy")))
+
+
 def ceiling_Bps(fkv, gpu):
-    for src in (fkv, gpu):
-        c = src.get("copy_ceiling") or {}
-        if isinstance(c.get("GBps"), (int, float)):
-            return c["GBps"] * 1e9
-    return None
+    """The floor's bandwidth: max(SM kernel, memcpy) of fkv_bench; bench_gpu's if it has none."""
+    xs = [x for x in fkv_ceilings(fkv) if x is not None]
+    if not xs:
+        xs = [x for x in (gbps(gpu.get("copy_ceiling_sm")), gbps(gpu.get("copy_ceiling")))
+              if x is not None]
+    return max(xs) * 1e9 if xs else None
+
+
+def copy_sm_us(f, g):
+    """Per-case SM-kernel copy: fkv_bench's, else bench_gpu's Triton copy."""
+    x = med({"c": sm_entry(f, "copy")}, "c")
+    return x if x is not None else med(g, "copy_sm")
+
+
+def copy_memcpy_us(f, g):
+    """Per-case memcpy copy: fkv_bench's cuMemcpyDtoDAsync, else bench_gpu's torch copy_."""
+    x = med({"c": memcpy_entry(f, "copy", "copy_memcpy")}, "c")
+    return x if x is not None else med(g, "copy")
 
 
 def case_rows(fkv, gpu):
@@ -103,34 +148,39 @@ def kernel_tables(fkv, gpu, run_cmd):
     out = []
     out.append("### Kernel time per call (median µs, CUDA-graph replays)\n")
     out.append(command_block(run_cmd, fkv.get("command"), gpu.get("command")))
-    cf = (fkv.get("copy_ceiling") or {}).get("GBps")
-    cg = (gpu.get("copy_ceiling") or {}).get("GBps")
+    sm_c, memcpy_c = fkv_ceilings(fkv)
+    cg = gbps(gpu.get("copy_ceiling"))
+    cg_sm = gbps(gpu.get("copy_ceiling_sm"))
     out.append(f"Device: {fkv.get('device') or gpu.get('device') or NA}. "
-               f"Copy ceiling (2 GiB D2D copy, read + write): fkv_bench "
-               f"{num(cf, '{:.0f}')} GB/s, torch {num(cg, '{:.0f}')} GB/s; the floor uses "
-               f"{num(ceil / 1e9 if ceil else None, '{:.0f}')} GB/s. Copy = a plain "
-               "device-to-device copy moving the case's floor bytes (floor/2 copied), timed "
-               "the same way in the fkv_bench process. Triton = our seed-style baseline "
+               f"Copy ceiling (2 GiB D2D copy, read + write): fkv_bench SM copy kernel "
+               f"{num(sm_c, '{:.0f}')} GB/s, cuMemcpyDtoDAsync {num(memcpy_c, '{:.0f}')} GB/s; "
+               f"torch copy_ {num(cg, '{:.0f}')} GB/s, Triton copy kernel "
+               f"{num(cg_sm, '{:.0f}')} GB/s; the floor uses "
+               f"{num(ceil / 1e9 if ceil else None, '{:.0f}')} GB/s (the larger fkv_bench "
+               "figure). Copy = fkv_bench's SM copy kernel (16-byte words, grid-stride) moving "
+               "the case's floor bytes (floor/2 copied), timed the same way in the fkv_bench "
+               "process; memcpy = cuMemcpyDtoDAsync of the same bytes (copy engines). "
+               "Triton = our seed-style baseline "
                "(bench/triton_baseline.py), stacked output; + pool = the seed's per-layer "
                "index-put copies into the pool after it.\n")
-    header = ["case", "floor MB", "floor µs", "copy µs", "fkv µs", "fkv pool µs", "Triton µs",
-              "Triton+pool µs", "fkv/floor", "fkv/copy", "fkv/Triton", "fkv pool/(Triton+pool)",
-              "copy/floor"]
+    header = ["case", "floor MB", "floor µs", "copy µs", "memcpy µs", "fkv µs", "fkv pool µs",
+              "Triton µs", "Triton+pool µs", "fkv/floor", "fkv/copy", "fkv/Triton",
+              "fkv pool/(Triton+pool)", "copy/floor"]
     rows = []
     for r in case_rows(fkv, gpu):
         f, g = r["f"], r["g"]
         floor_us = r["floor_b"] / ceil * 1e6 if (r["floor_b"] and ceil) else None
         floor_pool_us = r["floor_pool_b"] / ceil * 1e6 if (r["floor_pool_b"] and ceil) else None
-        copy_us = med(f, "copy") if med(f, "copy") is not None else med(g, "copy")
+        copy_us = copy_sm_us(f, g)
         fkv_us, fkv_pool_us = med(f, "fkv_stacked"), med(f, "fkv_pool")
         tri_us, tri_pool_us = med(g, "triton"), med(g, "triton_pool")
         del floor_pool_us  # pool floors differ by T*8 bytes: shown in the JSON only
         rows.append([
             r["name"], num(r["floor_b"] / 1e6 if r["floor_b"] else None, "{:.3f}"),
-            num(floor_us), num(copy_us), num(fkv_us), num(fkv_pool_us), num(tri_us),
-            num(tri_pool_us), num(ratio(fkv_us, floor_us)), num(ratio(fkv_us, copy_us)),
-            num(ratio(fkv_us, tri_us)), num(ratio(fkv_pool_us, tri_pool_us)),
-            num(ratio(copy_us, floor_us)),
+            num(floor_us), num(copy_us), num(copy_memcpy_us(f, g)), num(fkv_us),
+            num(fkv_pool_us), num(tri_us), num(tri_pool_us), num(ratio(fkv_us, floor_us)),
+            num(ratio(fkv_us, copy_us)), num(ratio(fkv_us, tri_us)),
+            num(ratio(fkv_pool_us, tri_pool_us)), num(ratio(copy_us, floor_us)),
         ])
     out.append(table(header, rows))
     out.append("")
@@ -164,11 +214,13 @@ def kernel_tables(fkv, gpu, run_cmd):
             return None if (us is None or not nbytes) else nbytes / (us * 1e-6) / 1e9
 
         rows.append([r["name"], (r["case"] or {}).get("tokens", NA),
-                     num(bw(med(f, "copy")), "{:.0f}"), num(bw(med(f, "fkv_stacked")), "{:.0f}"),
+                     num(bw(copy_sm_us(f, g)), "{:.0f}"), num(bw(copy_memcpy_us(f, g)), "{:.0f}"),
+                     num(bw(med(f, "fkv_stacked")), "{:.0f}"),
                      num(bw(med(f, "fkv_pool"), r["floor_pool_b"]), "{:.0f}"),
                      num(bw(med(g, "triton")), "{:.0f}"),
                      num(bw(med(g, "triton_pool"), r["floor_pool_b"]), "{:.0f}")])
-    out.append(table(["case", "tokens", "copy", "fkv", "fkv pool", "Triton", "Triton+pool"], rows))
+    out.append(table(["case", "tokens", "copy", "memcpy", "fkv", "fkv pool", "Triton",
+                      "Triton+pool"], rows))
     out.append("")
     return "\n".join(out)
 
@@ -266,7 +318,7 @@ def targets_table(fkv, gpu):
     for r in case_rows(fkv, gpu):
         c = r["case"] or {}
         if c.get("tokens", 0) >= 4096:
-            q = ratio(med(r["f"], "fkv_stacked"), med(r["f"], "copy"))
+            q = ratio(med(r["f"], "fkv_stacked"), copy_sm_us(r["f"], r["g"]))
             rows.append([f"fkv ≤ 1.1× copy, {r['name']}", num(q), NA if q is None else
                          ("pass" if q <= 1.1 else "miss")])
     for r in case_rows(fkv, gpu):
@@ -294,6 +346,43 @@ def targets_table(fkv, gpu):
     return "### SPEC §8 targets\n\n" + table(["target", "measured", "result"], rows) + "\n"
 
 
+def sweep_label(doc, path, used):
+    label = doc.get("tag") or os.path.splitext(os.path.basename(path))[0]
+    base, n = label, 2
+    while label in used:
+        label, n = f"{base} ({n})", n + 1
+    used.add(label)
+    return label
+
+
+def sweep_table(docs):
+    """One row per case, one column per fkv_bench file (its --tag): fkv stacked µs and
+    fkv/copy (the SM copy kernel of the same run)."""
+    used, cols, names = set(), [], []
+    for path, doc in docs:
+        cols.append((sweep_label(doc, path, used), doc))
+        for c in doc.get("cases", []):
+            if c.get("name") not in names:
+                names.append(c.get("name"))
+    if not names:
+        return ""
+    rows = []
+    for n in names:
+        row = [n]
+        for _, doc in cols:
+            f = next((c for c in doc.get("cases", []) if c.get("name") == n), {})
+            us = med(f, "fkv_stacked")
+            q = ratio(us, copy_sm_us(f, {}))
+            row.append(NA if us is None else f"{us:.2f}" if q is None else f"{us:.2f} ({q:.2f}×)")
+        rows.append(row)
+    out = ["### Tuning sweep: fkv stacked µs (fkv/copy)\n",
+           command_block(*[doc.get("command") for _, doc in cols]),
+           "One column per fkv_bench run (its --tag, else the file name); each ratio uses the "
+           "SM copy kernel timed in the same run.\n",
+           table(["case"] + [label for label, _ in cols], rows), ""]
+    return "\n".join(out)
+
+
 def plot(fkv, gpu, path):
     try:
         import matplotlib
@@ -302,20 +391,23 @@ def plot(fkv, gpu, path):
     except ImportError as e:
         print(f"report.py: no plot ({e})", file=sys.stderr)
         return False
-    series = {"fkv-jit (stacked)": ("f", "fkv_stacked", "floor_b", "o-"),
-              "fkv-jit (pool)": ("f", "fkv_pool", "floor_pool_b", "o--"),
-              "Triton baseline (stacked)": ("g", "triton", "floor_b", "s-"),
-              "Triton + per-layer pool writes": ("g", "triton_pool", "floor_pool_b", "s--"),
-              "plain copy of the same bytes": ("f", "copy", "floor_b", "^:")}
+    series = {"fkv-jit (stacked)": (lambda r: med(r["f"], "fkv_stacked"), "floor_b", "o-"),
+              "fkv-jit (pool)": (lambda r: med(r["f"], "fkv_pool"), "floor_pool_b", "o--"),
+              "Triton baseline (stacked)": (lambda r: med(r["g"], "triton"), "floor_b", "s-"),
+              "Triton + per-layer pool writes": (lambda r: med(r["g"], "triton_pool"),
+                                                 "floor_pool_b", "s--"),
+              "copy kernel, same bytes": (lambda r: copy_sm_us(r["f"], r["g"]), "floor_b", "^:"),
+              "memcpy, same bytes": (lambda r: copy_memcpy_us(r["f"], r["g"]), "floor_b",
+                                     "v:")}
     sweep = [r for r in case_rows(fkv, gpu) if (r["case"] or {}).get("sweep")]
     if not sweep:
         print("report.py: no sweep cases to plot", file=sys.stderr)
         return False
     fig, ax = plt.subplots(figsize=(7, 4.5))
-    for label, (side, key, bytes_key, style) in series.items():
+    for label, (get_us, bytes_key, style) in series.items():
         xs, ys = [], []
         for r in sweep:
-            us = med(r[side], key)
+            us = get_us(r)
             if us is not None and r[bytes_key]:
                 xs.append(r["case"]["tokens"])
                 ys.append(r[bytes_key] / (us * 1e-6) / 1e9)
@@ -345,17 +437,22 @@ def plot(fkv, gpu, path):
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--fkv", help="fkv_bench JSON")
+    ap.add_argument("--fkv", action="append", default=[],
+                    help="fkv_bench JSON; repeat for a tuning sweep (the first feeds the tables)")
     ap.add_argument("--gpu", help="bench_gpu.py JSON")
     ap.add_argument("--md", required=True, help="markdown output")
     ap.add_argument("--plot", help="PNG output (needs matplotlib)")
     ap.add_argument("--run-command", default=os.environ.get("FKV_BENCH_RUN_COMMAND", ""),
                     help="the command that produced both JSON files (bench/run_all.sh ...)")
     a = ap.parse_args()
-    fkv, gpu = load(a.fkv), load(a.gpu)
+    docs = [(p, load(p)) for p in a.fkv]
+    fkv = docs[0][1] if docs else {}
+    gpu = load(a.gpu)
     parts = [f"<!-- generated by {' '.join(['bench/report.py'] + sys.argv[1:])} -->\n"]
     if fkv.get("cases") or gpu.get("cases"):
         parts.append(kernel_tables(fkv, gpu, a.run_command))
+    if len(docs) > 1:
+        parts.append(sweep_table(docs))
     parts.append(launch_table(fkv))
     parts.append(compile_tables(fkv))
     parts.append(targets_table(fkv, gpu))
