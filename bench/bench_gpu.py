@@ -2,6 +2,9 @@
 """GPU side of the benchmark (SPEC section 8), torch + Triton, one process:
 for each case of bench/cases.json: a plain copy of the case's floor bytes, the Triton
 baseline (stacked) and the baseline + per-layer pool writes; once: the copy ceiling.
+Copies are timed twice: torch copy_ ("copy", "copy_ceiling": cuMemcpy, the copy engines,
+slower than a kernel on an H200) and a 16-byte-vector Triton copy kernel ("copy_sm",
+"copy_ceiling_sm"). report.py takes its floor from fkv_bench's ceiling.
 
 Timing method (the same as fkv_bench): `calls` back-to-back calls are captured into one CUDA
 graph; one sample = one replay of that graph between two CUDA events, divided by `calls`;
@@ -24,6 +27,7 @@ import torch
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import triton  # noqa: E402
+import triton.language as tl  # noqa: E402
 import triton_baseline as tb  # noqa: E402
 
 DTYPES = {"bf16": torch.bfloat16, "fp16": torch.float16, "fp32": torch.float32}
@@ -121,6 +125,57 @@ def guarded(what, f):
         return {"error": f"{type(e).__name__}: {e}"}
 
 
+SM_COPY_BLOCK = 4096  # int32 words per program: 8 warps x 16 words = 4 16-byte loads a thread
+
+
+@triton.jit
+def _sm_copy_kernel(src, dst, n, BLOCK: tl.constexpr):
+    offs = tl.program_id(0).to(tl.int64) * BLOCK + tl.arange(0, BLOCK)
+    mask = offs < n
+    tl.store(dst + offs, tl.load(src + offs, mask=mask), mask=mask)
+
+
+def sm_copy_fn(src, dst):
+    """A copy on the SMs of two uint8 tensors whose size is a multiple of 64 bytes (so that the
+    int32 count is a multiple of 16 and Triton keeps 16-byte vector accesses)."""
+    assert src.numel() % 64 == 0 and src.numel() == dst.numel()
+    s32, d32 = src.view(torch.int32), dst.view(torch.int32)
+    n = s32.numel()
+    grid = (triton.cdiv(n, SM_COPY_BLOCK),)
+
+    def run():
+        _sm_copy_kernel[grid](s32, d32, n, BLOCK=SM_COPY_BLOCK, num_warps=8)
+    return run
+
+
+def time_sm_copy(src, dst, calls, target_ms):
+    """Times the Triton copy after checking that it copies (dst is cleared first)."""
+    fn = sm_copy_fn(src, dst)
+    dst.zero_()
+    fn()
+    torch.cuda.synchronize()
+    if not torch.equal(src, dst):
+        raise RuntimeError("the Triton copy kernel wrote wrong bytes")
+    timing = time_graph(fn, calls, target_ms)
+    timing["kind"] = "sm_kernel"
+    timing["kernel"] = f"Triton, int32 x {SM_COPY_BLOCK} per program, 8 warps"
+    timing["bytes_copied"] = src.numel()
+    return timing
+
+
+def copy_ceiling_sm(target_ms):
+    size = 2 << 30  # 2 GiB
+    src = torch.empty(size, dtype=torch.uint8, device="cuda")
+    dst = torch.empty_like(src)
+    src.fill_(1)
+    timing = time_sm_copy(src, dst, 5, target_ms)
+    timing["bytes_moved"] = 2 * size  # read + write
+    timing["GBps"] = 2 * size / (timing["median_us"] * 1e-6) / 1e9
+    del src, dst
+    torch.cuda.empty_cache()
+    return timing
+
+
 def copy_ceiling(target_ms):
     size = 2 << 30  # 2 GiB
     src = torch.empty(size, dtype=torch.uint8, device="cuda")
@@ -189,8 +244,12 @@ def run_case(case, d, target_ms):
     src.fill_(3)
     result["copy"] = guarded("copy", lambda: time_graph(lambda: dst.copy_(src), calls, target_ms))
     result["copy"]["bytes_copied"] = copy_n
+    sm_n = copy_n // 64 * 64
+    result["copy_sm"] = guarded("copy_sm", lambda: time_sm_copy(src[:sm_n], dst[:sm_n], calls,
+                                                                 target_ms))
     del src, dst
-    log(f"  copy of {copy_n} B: {result['copy'].get('median_us', 'n/a')} us")
+    log(f"  copy of {copy_n} B: torch copy_ {result['copy'].get('median_us', 'n/a')} us, "
+        f"Triton copy {result['copy_sm'].get('median_us', 'n/a')} us")
 
     result["triton"] = guarded("triton", lambda: time_graph(
         lambda: tb.triton_stacked(*args, k_out, v_out), calls, target_ms))
@@ -247,6 +306,8 @@ def main():
     log("copy ceiling (2 GiB device-to-device copy)")
     out["copy_ceiling"] = guarded("copy ceiling", lambda: copy_ceiling(a.target_ms))
     log(f"  copy ceiling: {out['copy_ceiling'].get('GBps', float('nan')):.1f} GB/s")
+    out["copy_ceiling_sm"] = guarded("Triton copy ceiling", lambda: copy_ceiling_sm(a.target_ms))
+    log(f"  Triton copy kernel: {out['copy_ceiling_sm'].get('GBps', float('nan')):.1f} GB/s")
     save()
 
     cases = [c for c in spec["cases"] if not a.only or c["name"] in a.only]
