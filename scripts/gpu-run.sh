@@ -58,6 +58,33 @@ if has bench; then
   [ -f "$OUT_DIR/bench/performance_tables.md" ] && cat "$OUT_DIR/bench/performance_tables.md" | head -80
 fi
 
+if has sweep; then
+  # Tuning sweep: layers per block and register caps on the cases that matter most.
+  say "tuning sweep"
+  cases=${SWEEP_CASES:-d128_h8_l5_t4096,d128_h8_l1_t4096,d80_r32_h32_l5_t4096,d256_h4_l5_t4096,d64_h8_l5_t4096}
+  files=()
+  for setting in ${SWEEP:-default lpb1 lpb2 lpb5 reg48 reg80}; do
+    env=(); case $setting in
+      lpb*) env=(FKV_LAYERS_PER_BLOCK=${setting#lpb});;
+      reg*) env=(FKV_NVRTC_OPTIONS=--maxrregcount=${setting#reg});;
+    esac
+    env "${env[@]}" FKV_CACHE_DIR=$PWD/$BUILD/kcache timeout 120 "$BUILD/bench/fkv_bench" --only "$cases" \
+      --skip-compile --skip-host --tag "$setting" --out "$OUT_DIR/sweep_$setting.json" > "$LOG/sweep_$setting.log" 2>&1
+    files+=(--fkv "$OUT_DIR/sweep_$setting.json")
+    grep -v "^\[" "$LOG/sweep_$setting.log" | head -8
+  done
+  python3 bench/report.py "${files[@]}" --md "$OUT_DIR/sweep.md" > "$LOG/sweep_report.log" 2>&1
+  sed -n '/Tuning sweep/,$p' "$OUT_DIR/sweep.md" | head -20
+fi
+
+if has pydebug; then
+  say "python GPU test under cuda-gdb (backtrace on crash)"
+  FKV_JIT_LIBRARY=$PWD/$BUILD/libfkv.so FKV_CACHE_DIR=$PWD/$BUILD/kcache timeout 240 \
+    cuda-gdb -batch -ex run -ex bt -ex "info sharedlibrary" --args python3 tests/gpu/test_python_gpu.py > "$LOG/python-gdb.log" 2>&1
+  grep -E "^#|SIGSEGV|signal" "$LOG/python-gdb.log" | head -30
+  grep -iE "nvrtc|fkv|spdlog|fmt|xxhash" "$LOG/python-gdb.log" | grep -i "0x" | head -12
+fi
+
 tar -C "$OUT_DIR" -czf /tmp/results.tar.gz --exclude results.tar.gz . && mv /tmp/results.tar.gz "$OUT_DIR/results.tar.gz"
 say "done, status $status"
 exit $status

@@ -69,13 +69,20 @@ Arch Arch::parse(const std::string& text) {
 
 std::vector<std::string> nvrtc_options(const CompileOptions& options) {
   const std::string arch = options.arch.name();
-  return {
+  std::vector<std::string> out = {
       (options.ptx ? "--gpu-architecture=compute_" : "--gpu-architecture=sm_") +
           arch.substr(arch.find('_') + 1),
       "-std=c++17",
       "-default-device",
       "--fmad=true",
   };
+  // FKV_NVRTC_OPTIONS: extra options for kernel tuning (e.g. --maxrregcount=64). They are part
+  // of the cache key, since they come back from this function.
+  if (const char* extra = std::getenv("FKV_NVRTC_OPTIONS")) {
+    std::istringstream words(extra);
+    for (std::string w; words >> w;) out.push_back(w);
+  }
+  return out;
 }
 
 std::string nvrtc_version() {

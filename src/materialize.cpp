@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdlib>
 #include <cstring>
 #include <string>
 
@@ -113,16 +114,25 @@ void launch_chunks(const LoadedKernel& k, const FusedKVInputs& in, FkvKernelPara
 LaunchPlan plan_launch(const LoadedKernel& k, std::int64_t num_tokens, int num_layers) {
   const Tiling& t = k.tiling;
   LaunchPlan lp;
-  const std::int64_t token_blocks = (num_tokens + t.tokens_per_block - 1) / t.tokens_per_block;
-  lp.grid_x = static_cast<unsigned>(token_blocks);
-  lp.grid_z = static_cast<unsigned>(t.head_groups);
-  // All layers in one block reads cos/sin once per token; split layers across blocks only
+  const std::int64_t pairs = num_tokens * k.spec.num_kv_heads;
+  const std::int64_t blocks = (pairs + t.heads_per_block - 1) / t.heads_per_block;
+  lp.grid_x = static_cast<unsigned>(blocks);
+  lp.grid_z = 1;
+  // All layers in one block reads cos/sin once per token; split the layers across blocks only
   // when that is needed to fill the GPU (decode-sized calls).
   const int sms = std::max(k.sm_count, 1);
   const std::int64_t resident = std::int64_t{sms} * std::max(1, 2048 / t.block_threads);
+  // FKV_LAYERS_PER_BLOCK=<n> pins the chunk size (tuning); read once.
+  static const int forced = [] {
+    const char* v = std::getenv("FKV_LAYERS_PER_BLOCK");
+    return v ? std::max(0, std::atoi(v)) : 0;
+  }();
   int lpb = num_layers;
-  while (lpb > 1 && token_blocks * t.head_groups * ((num_layers + lpb - 1) / lpb) < 2 * resident)
-    lpb = (lpb + 1) / 2;
+  if (forced > 0) {
+    lpb = std::min(forced, num_layers);
+  } else {
+    while (lpb > 1 && blocks * ((num_layers + lpb - 1) / lpb) < 2 * resident) lpb = (lpb + 1) / 2;
+  }
   lp.layers_per_block = lpb;
   lp.grid_y = static_cast<unsigned>((num_layers + lpb - 1) / lpb);
   return lp;

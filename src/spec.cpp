@@ -81,35 +81,49 @@ void KernelSpec::check() const {
   if (cos_sin != DType::FP32 && cos_sin != act)
     throw ArgumentError("cos/sin dtype " + to_string(cos_sin) +
                         ": use fp32 or the activation dtype (" + to_string(act) + ")");
-  if (head_dim / tiling().vec > 1024)
-    throw ArgumentError("head_dim " + std::to_string(head_dim) + " is too large for one block");
+  if (head_dim % 2 != 0)
+    throw ArgumentError("head_dim " + std::to_string(head_dim) + " is odd: the fused kernel needs an even head_dim");
+  if (tiling().vec == 0)
+    throw ArgumentError("head_dim " + std::to_string(head_dim) + " is too large: a head must fit in one warp (" +
+                        std::to_string(32 * 8 * 16 / dtype_size(act)) + " elements at most)");
 }
 
 Tiling KernelSpec::tiling() const {
-  Tiling t;
-  const int D = head_dim, H = num_kv_heads;
-  t.vec = 16 / dtype_size(act);
-  while (t.vec > 1 && D % t.vec != 0) t.vec /= 2;
-  t.vecs_per_head = D / t.vec;
-  // Heads per block: the largest divisor of H that keeps a token's row within 512 threads.
-  t.heads_per_block = 1;
-  for (int d = 1; d <= H; ++d)
-    if (H % d == 0 && d * t.vecs_per_head <= 512) t.heads_per_block = d;
-  const int row = t.heads_per_block * t.vecs_per_head;
-  // Tokens per block: whole warps without idle lanes where possible, and >= 128 threads.
-  t.tokens_per_block = 1;
-  while ((t.tokens_per_block * row) % 32 != 0 && t.tokens_per_block * row * 2 <= 1024)
-    t.tokens_per_block *= 2;
-  while (t.tokens_per_block * row < 128 && t.tokens_per_block * row * 2 <= 1024)
-    t.tokens_per_block *= 2;
-  t.block_threads = (t.tokens_per_block * row + 31) / 32 * 32;
-  t.head_groups = H / t.heads_per_block;
-  const int vph = t.vecs_per_head;
-  const bool pow2 = vph <= 32 && (vph & (vph - 1)) == 0;
-  const bool exchange = rotary_dim > 0 && (neox || t.vec % 2 != 0);
-  t.warp_local = pow2 && (!exchange || (neox && (rotary_dim / 2) % t.vec == 0));
-  t.shared_bytes = t.warp_local ? 0 : t.block_threads * (t.vec + 1) * static_cast<int>(sizeof(float));
-  return t;
+  // Choose the load width and loads per lane so that a head fits in one warp with the fewest
+  // idle lanes; among equals, the fewest loads per lane (more lanes in flight).
+  const int D = head_dim;
+  const int size = dtype_size(act);
+  Tiling best;
+  int best_idle = 33;
+  // One or two loads per lane keep the registers a lane needs small; more only when a head
+  // would not fit in a warp otherwise, or would leave over a quarter of it idle.
+  for (int max_loads : {2, 4, 8}) {
+    for (int vec = 16 / size; vec >= 1 && best_idle > 0; vec /= 2) {
+      for (int loads = 1; loads <= max_loads; ++loads) {
+        const int ept = vec * loads;
+        if (D % ept != 0 || D / ept > 32) continue;
+        if (rotary_dim > 0 && !neox && ept % 2 != 0) continue;  // GPT-J pairs stay in a lane
+        const int lanes = D / ept;
+        const int idle = 32 - (32 / lanes) * lanes;
+        if (idle < best_idle) {
+          best_idle = idle;
+          best.vec = vec;
+          best.loads = loads;
+        }
+      }
+    }
+    if (best_idle <= 8) break;
+  }
+  if (best_idle == 33) return best;  // check() reports it
+  best.elems_per_thread = best.vec * best.loads;
+  best.lanes_per_head = D / best.elems_per_thread;
+  best.heads_per_warp = 32 / best.lanes_per_head;
+  best.idle_lanes = best_idle;
+  best.warps_per_block = 4;
+  best.block_threads = 32 * best.warps_per_block;
+  best.heads_per_block = best.heads_per_warp * best.warps_per_block;
+  best.shared_bytes = 0;
+  return best;
 }
 
 KernelSpec make_kernel_spec(const AttentionSpec& attn, DType act, DType cache, OutputMode mode,

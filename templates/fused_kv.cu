@@ -9,74 +9,72 @@
 //   store k, v rounded once to Cache (FP8: divided by the layer's scale first, saturated).
 //
 // Work split (all sizes are template arguments, derived on the host by KernelSpec::tiling()):
-//   block  = TPB tokens x HPB heads x a chunk of layers (gridDim.y chunks of p.layers_per_block)
-//   thread = one VEC-element vector (16 bytes of Act where D allows) of K and of V of one head,
-//            for every layer of the chunk. cos/sin for its elements are read once, into
-//            registers, and reused across layers; each layer's K/V loads for the next layer
-//            are issued before the current one is processed.
-//   WARP_LOCAL: a head's VPH = D / VEC threads are aligned lanes of one warp, so the norm
-//            reduction and the NEOX partner exchange are warp shuffles. Otherwise (D = 80, 96,
-//            ... or R/2 not a multiple of VEC) they go through shared memory.
+//   A (token, head) pair is handled by SEG = D / EPT consecutive lanes of one warp; each lane
+//   owns EPT = VEC * LOADS elements (LOADS loads of VEC elements, 16 bytes each where D allows)
+//   of K and the same elements of V. A warp holds PPW = 32 / SEG pairs and never splits one, so
+//   the K-norm reduction and the NEOX partner exchange are warp shuffles for every head_dim
+//   (80, 96, ... included: the tiling picks EPT so that at most a few lanes per warp idle).
+//   Pairs are numbered token-major, so the heads of one token sit side by side and share its
+//   cos/sin row through L1. Each lane reads its cos/sin once, into registers, and reuses them
+//   for every layer of its chunk (gridDim.y chunks of p.layers_per_block layers); the next
+//   layer's K/V loads are issued before the current layer is processed.
 #include "fkv_types.cuh"
 #include "fkv/kernel_params.h"
 
 namespace fkv_kernels {
 
 template <int H, int D, int R, bool NEOX, bool K_NORM, class Act, class Cache, class CosSin,
-          class Pos, class Slot, bool POOL, bool DEBUG, int VEC, int HPB, int TPB, int BLOCK,
-          bool WARP_LOCAL>
-__global__ void __launch_bounds__(BLOCK) fused_kv_materialize(const FkvKernelParams p) {
-  constexpr int VPH = D / VEC;      // threads per head
-  constexpr int ROW = HPB * VPH;    // threads per token
+          class Pos, class Slot, bool POOL, bool DEBUG, int VEC, int LOADS, int WARPS>
+__global__ void __launch_bounds__(WARPS * 32) fused_kv_materialize(const FkvKernelParams p) {
+  constexpr int EPT = VEC * LOADS;  // elements per lane
+  constexpr int SEG = D / EPT;      // lanes per (token, head) pair
+  constexpr int PPW = 32 / SEG;     // pairs per warp
   constexpr int HALF = R / 2;
   constexpr int KV = H * D;
   constexpr bool FP8 = IsFp8<Cache>::value;
-  // NEOX partners live in another thread's vector unless R is 0; GPT-J pairs (2i, 2i+1) stay
-  // inside a vector when VEC is even.
-  constexpr bool EXCHANGE = R > 0 && (NEOX || VEC % 2 != 0);
-  static_assert(D % VEC == 0, "head_dim must be a multiple of the vector width");
+  static_assert(D % EPT == 0 && SEG >= 1 && SEG <= 32, "a head must fit in one warp");
   static_assert(R % 2 == 0 && R <= D, "rotary_dim must be even and <= head_dim");
-  static_assert(!WARP_LOCAL || (VPH <= 32 && (VPH & (VPH - 1)) == 0), "warp-local needs VPH | 32");
-  static_assert(!(WARP_LOCAL && EXCHANGE && NEOX) || HALF % VEC == 0, "warp-local NEOX needs R/2 % VEC == 0");
-  static_assert(BLOCK % 32 == 0 && BLOCK >= TPB * ROW, "block covers the tile");
+  static_assert(R == 0 || NEOX || EPT % 2 == 0, "GPT-J pairs must stay within a lane");
+  constexpr unsigned FULL = 0xffffffffu;
 
-  extern __shared__ float smem[];  // !WARP_LOCAL: [BLOCK * VEC] normed K, then [BLOCK] sums
-
-  const int tid = threadIdx.x;
-  const int r = tid / ROW;
-  const int c = tid - r * ROW;
-  const int hl = c / VPH;
-  const int j = c - hl * VPH;  // vector index within the head
-  const int e0 = j * VEC;      // first element of this thread's vector within the head
-  const long long t = (long long)blockIdx.x * TPB + r;
-  const int h = blockIdx.z * HPB + hl;
-  bool active = r < TPB && t < p.num_tokens;
+  const int lane = threadIdx.x & 31;
+  const int seg = lane / SEG;          // pair within the warp (== PPW on idle lanes)
+  const int seg_base = seg * SEG;      // first lane of this pair
+  const int j = lane - seg_base;       // lane within the pair
+  const int e0 = j * EPT;              // first element of this lane within the head
+  const long long pair = ((long long)blockIdx.x * WARPS + (threadIdx.x >> 5)) * PPW + seg;
+  const long long t = pair / H;
+  const int h = (int)(pair - t * H);
+  bool active = seg < PPW && t < p.num_tokens;
 
   // The first layer's K/V loads go out before the position and slot reads, so their latencies
-  // overlap. Threads whose token is skipped still take part in the shuffles and barriers.
+  // overlap. Lanes whose token is skipped still take part in the shuffles below.
   const bool load = active;
   const int l0 = blockIdx.y * p.layers_per_block;
   const int l1 = min(l0 + p.layers_per_block, p.num_layers);
-  const Act* src = static_cast<const Act*>(p.proj) + (load ? t * p.proj_stride_token : 0) + h * D + e0;
-  Vec<Act, VEC> kv_next, vv_next;
+  const Act* src = static_cast<const Act*>(p.proj) + (load ? t * p.proj_stride_token + h * D + e0 : 0);
+  Vec<Act, VEC> kv_next[LOADS], vv_next[LOADS];
   if (load && l0 < l1) {
-    kv_next = load_vec<Act, VEC>(src + l0 * p.proj_stride_layer);
-    vv_next = load_vec<Act, VEC>(src + l0 * p.proj_stride_layer + KV);
+#pragma unroll
+    for (int c = 0; c < LOADS; ++c) {
+      kv_next[c] = load_vec<Act, VEC>(src + l0 * p.proj_stride_layer + c * VEC);
+      vv_next[c] = load_vec<Act, VEC>(src + l0 * p.proj_stride_layer + KV + c * VEC);
+    }
   }
 
-  // cos/sin of this thread's elements, once per token, reused for every layer.
-  float cs_cos[VEC], cs_sin[VEC];
+  // cos/sin of this lane's elements, once per token, reused for every layer.
+  float cs_cos[EPT], cs_sin[EPT];
 #pragma unroll
-  for (int i = 0; i < VEC; ++i) { cs_cos[i] = 1.f; cs_sin[i] = 0.f; }
+  for (int i = 0; i < EPT; ++i) { cs_cos[i] = 1.f; cs_sin[i] = 0.f; }
   if (R > 0 && active) {
-    long long pos = (long long)static_cast<const Pos*>(p.positions)[t];
+    const long long pos = (long long)static_cast<const Pos*>(p.positions)[t];
     if (DEBUG && (pos < 0 || pos >= p.max_position)) {
       atomicOr(p.error_flag, FKV_ERROR_BAD_POSITION);
       active = false;
     } else {
       const CosSin* row = static_cast<const CosSin*>(p.cos_sin) + pos * p.cos_sin_stride;
 #pragma unroll
-      for (int i = 0; i < VEC; ++i) {
+      for (int i = 0; i < EPT; ++i) {
         const int e = e0 + i;
         if (e < R) {
           const int idx = NEOX ? (e < HALF ? e : e - HALF) : (e >> 1);
@@ -98,65 +96,68 @@ __global__ void __launch_bounds__(BLOCK) fused_kv_materialize(const FkvKernelPar
       write = false;
     }
   }
+
   for (int l = l0; l < l1; ++l) {
-    const Vec<Act, VEC> kv = kv_next, vv = vv_next;
-    if (load && l + 1 < l1) {  // issue the next layer's loads before working on this one
-      kv_next = load_vec<Act, VEC>(src + (l + 1) * p.proj_stride_layer);
-      vv_next = load_vec<Act, VEC>(src + (l + 1) * p.proj_stride_layer + KV);
-    }
-    float k[VEC];
+    Vec<Act, VEC> kv[LOADS], vv[LOADS];
 #pragma unroll
-    for (int i = 0; i < VEC; ++i) k[i] = load ? to_float(kv.v[i]) : 0.f;
+    for (int c = 0; c < LOADS; ++c) { kv[c] = kv_next[c]; vv[c] = vv_next[c]; }
+    if (load && l + 1 < l1) {  // issue the next layer's loads before working on this one
+#pragma unroll
+      for (int c = 0; c < LOADS; ++c) {
+        kv_next[c] = load_vec<Act, VEC>(src + (l + 1) * p.proj_stride_layer + c * VEC);
+        vv_next[c] = load_vec<Act, VEC>(src + (l + 1) * p.proj_stride_layer + KV + c * VEC);
+      }
+    }
+    float k[EPT];
+#pragma unroll
+    for (int i = 0; i < EPT; ++i) k[i] = load ? to_float(kv[i / VEC].v[i % VEC]) : 0.f;
 
     if constexpr (K_NORM) {
       float ss = 0.f;
 #pragma unroll
-      for (int i = 0; i < VEC; ++i) ss += k[i] * k[i];
-      if constexpr (WARP_LOCAL) {
+      for (int i = 0; i < EPT; ++i) ss += k[i] * k[i];
+      if constexpr ((SEG & (SEG - 1)) == 0) {
 #pragma unroll
-        for (int o = VPH / 2; o > 0; o >>= 1) ss += __shfl_xor_sync(0xffffffffu, ss, o);
-      } else {
-        float* sums = smem + BLOCK * VEC;
-        sums[tid] = ss;
-        __syncthreads();
-        ss = 0.f;
-#pragma unroll 4
-        for (int g = 0; g < VPH; ++g) ss += sums[tid - j + g];
+        for (int o = SEG / 2; o > 0; o >>= 1) ss += __shfl_xor_sync(FULL, ss, o);
+      } else {  // segment of SEG lanes, not a power of two: reduce to its first lane, broadcast
+#pragma unroll
+        for (int o = 1; o < SEG; o <<= 1) {
+          const float v = __shfl_down_sync(FULL, ss, o);
+          if (j + o < SEG) ss += v;
+        }
+        ss = __shfl_sync(FULL, ss, seg_base);
       }
       const float inv = rsqrtf(ss * (1.0f / D) + p.eps[l]);
-      const float* w = p.k_norm_weight + (long long)l * D + e0;
       if (load) {
+        const float* w = p.k_norm_weight + (long long)l * D + e0;
 #pragma unroll
-        for (int i = 0; i < VEC; ++i) k[i] = k[i] * inv * w[i];
+        for (int i = 0; i < EPT; ++i) k[i] = k[i] * inv * w[i];
       }
     }
 
     if constexpr (R > 0) {
-      float partner[VEC];
-      if constexpr (!EXCHANGE) {
+      float partner[EPT];
+      if constexpr (!NEOX) {
 #pragma unroll
-        for (int i = 0; i < VEC; ++i) partner[i] = k[i ^ 1];
-      } else if constexpr (WARP_LOCAL) {
-        constexpr int P = HALF / VEC;  // vectors per half
-        const int lane = tid & 31;
+        for (int i = 0; i < EPT; ++i) partner[i] = k[i ^ 1];
+      } else if constexpr (HALF % EPT == 0) {  // partner lane holds the matching elements
+        constexpr int P = HALF / EPT;
         const int src_lane = j < P ? lane + P : (j < 2 * P ? lane - P : lane);
 #pragma unroll
-        for (int i = 0; i < VEC; ++i) partner[i] = __shfl_sync(0xffffffffu, k[i], src_lane);
-      } else {
-        float* sk = smem;
+        for (int i = 0; i < EPT; ++i) partner[i] = __shfl_sync(FULL, k[i], src_lane);
+      } else {  // element e pairs with e +- HALF, at another offset in another lane
 #pragma unroll
-        for (int i = 0; i < VEC; ++i) sk[tid * VEC + i] = k[i];
-        __syncthreads();
-        const float* head = sk + (tid - j) * VEC;  // this head's D values
-#pragma unroll
-        for (int i = 0; i < VEC; ++i) {
+        for (int i = 0; i < EPT; ++i) {
           const int e = e0 + i;
-          const int pe = NEOX ? (e < HALF ? e + HALF : e - HALF) : (e ^ 1);
-          partner[i] = e < R ? head[pe] : 0.f;
+          const int up = min(seg_base + (e + HALF) / EPT, 31);
+          const int down = seg_base + max(e - HALF, 0) / EPT;
+          const float from_up = __shfl_sync(FULL, k[(i + HALF) % EPT], up);
+          const float from_down = __shfl_sync(FULL, k[((i - HALF) % EPT + EPT) % EPT], down);
+          partner[i] = e < HALF ? from_up : from_down;
         }
       }
 #pragma unroll
-      for (int i = 0; i < VEC; ++i) {
+      for (int i = 0; i < EPT; ++i) {
         const int e = e0 + i;
         if (e < R) {
           const bool first = NEOX ? e < HALF : (e & 1) == 0;
@@ -165,38 +166,41 @@ __global__ void __launch_bounds__(BLOCK) fused_kv_materialize(const FkvKernelPar
         }
       }
     }
-    if (!WARP_LOCAL && (K_NORM || EXCHANGE)) __syncthreads();  // smem reused next layer
 
     if (write) {
-      Cache* kdst;
-      Cache* vdst;
+      long long off;
+      Cache* kbase;
+      Cache* vbase;
       if constexpr (POOL) {
-        const long long off = slot * p.slot_stride + h * D + e0;
-        kdst = static_cast<Cache*>(p.k_pool[l]) + off;
-        vdst = static_cast<Cache*>(p.v_pool[l]) + off;
+        off = slot * p.slot_stride + h * D + e0;
+        kbase = static_cast<Cache*>(p.k_pool[l]);
+        vbase = static_cast<Cache*>(p.v_pool[l]);
       } else {
-        const long long off = ((long long)l * p.num_tokens + t) * KV + h * D + e0;
-        kdst = static_cast<Cache*>(p.k_out) + off;
-        vdst = static_cast<Cache*>(p.v_out) + off;
+        off = ((long long)l * p.num_tokens + t) * KV + h * D + e0;
+        kbase = static_cast<Cache*>(p.k_out);
+        vbase = static_cast<Cache*>(p.v_out);
       }
-      Vec<Cache, VEC> ko, vo;
-      if constexpr (FP8) {
-        const float ks = p.k_scale[l], vs = p.v_scale[l];
 #pragma unroll
-        for (int i = 0; i < VEC; ++i) {
-          ko.v[i] = from_bits<Cache>(float_to_bits(k[i] / ks, (Cache*)0));
-          vo.v[i] = from_bits<Cache>(float_to_bits(to_float(vv.v[i]) / vs, (Cache*)0));
-        }
-      } else {
-        static_assert(SameType<Cache, Act>::value, "a non-FP8 cache has the activation dtype");
+      for (int c = 0; c < LOADS; ++c) {
+        Vec<Cache, VEC> ko, vo;
+        if constexpr (FP8) {
+          const float ks = p.k_scale[l], vs = p.v_scale[l];
 #pragma unroll
-        for (int i = 0; i < VEC; ++i) {
-          ko.v[i] = from_bits<Cache>(float_to_bits(k[i], (Cache*)0));
-          vo.v[i] = vv.v[i];  // V passthrough: bit-exact
+          for (int i = 0; i < VEC; ++i) {
+            ko.v[i] = from_bits<Cache>(float_to_bits(k[c * VEC + i] / ks, (Cache*)0));
+            vo.v[i] = from_bits<Cache>(float_to_bits(to_float(vv[c].v[i]) / vs, (Cache*)0));
+          }
+        } else {
+          static_assert(SameType<Cache, Act>::value, "a non-FP8 cache has the activation dtype");
+#pragma unroll
+          for (int i = 0; i < VEC; ++i) {
+            ko.v[i] = from_bits<Cache>(float_to_bits(k[c * VEC + i], (Cache*)0));
+            vo.v[i] = vv[c].v[i];  // V passthrough: bit-exact
+          }
         }
+        store_vec<Cache, VEC>(kbase + off + c * VEC, ko);
+        store_vec<Cache, VEC>(vbase + off + c * VEC, vo);
       }
-      store_vec<Cache, VEC>(kdst, ko);
-      store_vec<Cache, VEC>(vdst, vo);
     }
   }
 }

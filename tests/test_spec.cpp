@@ -57,43 +57,54 @@ TEST_CASE("tiling invariants hold over head counts, head dims and dtypes", "[spe
             INFO(s.canonical());
             REQUIRE(t.vec >= 1);
             CHECK(t.vec * dtype_size(act) <= 16);
-            CHECK(D % t.vec == 0);
-            CHECK(t.vecs_per_head == D / t.vec);
-            CHECK(H % t.heads_per_block == 0);
-            CHECK(t.head_groups * t.heads_per_block == H);
-            CHECK(t.block_threads % 32 == 0);
-            CHECK(t.block_threads <= 1024);
-            CHECK(t.tokens_per_block * t.heads_per_block * t.vecs_per_head <= t.block_threads);
-            if (t.warp_local) {
-              CHECK(t.vecs_per_head <= 32);
-              CHECK((t.vecs_per_head & (t.vecs_per_head - 1)) == 0);
-              if (neox && R > 0) CHECK((R / 2) % t.vec == 0);
-              CHECK(t.shared_bytes == 0);
-            } else {
-              CHECK(t.shared_bytes == t.block_threads * (t.vec + 1) * 4);
-            }
+            CHECK(t.elems_per_thread == t.vec * t.loads);
+            CHECK(D % t.elems_per_thread == 0);
+            CHECK(t.lanes_per_head * t.elems_per_thread == D);
+            CHECK(t.lanes_per_head <= 32);
+            CHECK(t.heads_per_warp == 32 / t.lanes_per_head);
+            CHECK(t.idle_lanes == 32 - t.heads_per_warp * t.lanes_per_head);
+            CHECK(t.idle_lanes * 4 <= 32);  // at most 25% of a warp idle, for every head_dim here
+            CHECK(t.block_threads == 32 * t.warps_per_block);
+            CHECK(t.heads_per_block == t.heads_per_warp * t.warps_per_block);
+            CHECK(t.shared_bytes == 0);
+            if (R > 0 && !neox) CHECK(t.elems_per_thread % 2 == 0);
           }
         }
 }
 
-TEST_CASE("16-byte vectors and no idle lanes for the common shapes", "[spec]") {
+TEST_CASE("16-byte loads and few idle lanes for the common shapes", "[spec]") {
   KernelSpec s = base();
   Tiling t = s.tiling();
   CHECK(t.vec == 8);
-  CHECK(t.warp_local);
-  CHECK(t.block_threads == 128);
-  s.num_kv_heads = 32;
+  CHECK(t.loads == 1);
+  CHECK(t.lanes_per_head == 16);
+  CHECK(t.idle_lanes == 0);
+  s.head_dim = 256;
+  s.rotary_dim = 64;
+  t = s.tiling();
+  CHECK(t.vec == 8);
+  CHECK(t.lanes_per_head == 32);
   s.head_dim = 80;
   s.rotary_dim = 32;
   t = s.tiling();
   CHECK(t.vec == 8);
-  CHECK_FALSE(t.warp_local);  // 10 vectors per head
-  CHECK(t.tokens_per_block * t.heads_per_block * t.vecs_per_head == t.block_threads);
-  s.num_kv_heads = 8;
+  CHECK(t.idle_lanes == 2);  // 3 heads of 10 lanes per warp
   s.head_dim = 96;
   s.rotary_dim = 96;
   t = s.tiling();
-  CHECK(t.tokens_per_block * t.heads_per_block * t.vecs_per_head == t.block_threads);
+  CHECK(t.vec == 8);
+  CHECK(t.loads == 2);       // 6 lanes of 16 elements: 5 heads per warp
+  CHECK(t.idle_lanes == 2);
+  s.head_dim = 512;
+  s.rotary_dim = 64;
+  t = s.tiling();
+  CHECK(t.lanes_per_head == 32);
+  CHECK(t.loads == 2);
+  s.act = s.cache = DType::FP32;
+  s.head_dim = 256;
+  t = s.tiling();
+  CHECK(t.vec == 4);
+  CHECK(t.lanes_per_head == 32);
 }
 
 TEST_CASE("invalid specs are refused with the fix", "[spec]") {
@@ -112,6 +123,14 @@ TEST_CASE("invalid specs are refused with the fix", "[spec]") {
   s = base();
   s.num_kv_heads = 0;
   CHECK_THROWS_AS(s.check(), ArgumentError);
+  s = base();
+  s.head_dim = 8192;
+  s.rotary_dim = 0;
+  CHECK_THROWS_WITH(s.check(), Catch::Contains("one warp"));
+  s = base();
+  s.head_dim = 127;
+  s.rotary_dim = 0;
+  CHECK_THROWS_WITH(s.check(), Catch::Contains("odd"));
   CHECK_THROWS_WITH(parse_dtype("int8"), Catch::Contains("bf16"));
   CHECK(parse_dtype("bfloat16") == DType::BF16);
   CHECK(parse_dtype("float8_e4m3fn") == DType::FP8_E4M3);

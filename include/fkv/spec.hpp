@@ -22,20 +22,21 @@ DType parse_dtype(const std::string&);  // accepts the names above and torch-sty
 int dtype_size(DType);
 bool is_fp8(DType);
 
-// How the threads of one block cover the work. A block handles tokens_per_block tokens x
-// heads_per_block KV heads x a chunk of layers; each thread owns one vector of `vec` elements
-// (16 bytes of activations) of K and the same vector of V.
+// How the threads cover the work. A (token, head) pair is handled by `lanes_per_head`
+// consecutive lanes of one warp (a warp never splits a pair, so K-norm sums and RoPE partners
+// move by warp shuffles); each lane owns elems_per_thread = vec * loads elements of K and of V
+// for every layer of its block's layer chunk. Pairs are numbered token-major.
 struct Tiling {
-  int vec = 0;              // elements per thread and row (16 B of activation dtype when D allows)
-  int vecs_per_head = 0;    // head_dim / vec
-  int heads_per_block = 0;  // divides num_kv_heads
-  int tokens_per_block = 0;
-  int block_threads = 0;    // multiple of 32
-  int head_groups = 0;      // num_kv_heads / heads_per_block  (grid.z)
-  // true: a head's vectors sit in aligned lanes of one warp, so the K-norm reduction and the
-  // RoPE partner exchange use warp shuffles; false: they go through shared memory.
-  bool warp_local = false;
-  int shared_bytes = 0;     // dynamic shared memory per block
+  int vec = 0;               // elements per load (16 bytes of activations where head_dim allows)
+  int loads = 0;             // loads per lane and row
+  int elems_per_thread = 0;  // vec * loads
+  int lanes_per_head = 0;    // head_dim / elems_per_thread, <= 32
+  int heads_per_warp = 0;    // 32 / lanes_per_head; the other lanes of a warp idle
+  int warps_per_block = 0;
+  int block_threads = 0;     // 32 * warps_per_block
+  int heads_per_block = 0;   // (token, head) pairs per block
+  int idle_lanes = 0;        // per warp: 32 - heads_per_warp * lanes_per_head
+  int shared_bytes = 0;      // dynamic shared memory per block (none)
 };
 
 struct KernelSpec {

@@ -136,7 +136,7 @@ TEST_CASE("loading during stream capture is a clear error and leaves the capture
   FkvKernelParams params{};
   params.num_layers = 1;
   params.layers_per_block = 1;
-  fkv::launch(k, params, 1, 1, static_cast<unsigned>(k.tiling.head_groups), stream.get());
+  fkv::launch(k, params, 1, 1, 1, stream.get());
 
   CUgraph graph = nullptr;
   FKV_CU(cuStreamEndCapture, stream.get(), &graph);
@@ -208,7 +208,7 @@ TEST_CASE("launch runs the loaded kernel (identity RoPE copies K and V)", "[runt
   const fkv::KernelSpec spec = simple_spec();
   const fkv::LoadedKernel& k = f.runtime.prepare(spec, 0);
   const int H = spec.num_kv_heads, D = spec.head_dim, R = spec.rotary_dim, KV = H * D;
-  const int T = 37, L = 2;  // T not a multiple of tokens_per_block: the tail block runs too
+  const int T = 37, L = 2;  // T*H not a multiple of heads_per_block: the tail block runs too
 
   std::vector<std::uint16_t> proj(static_cast<std::size_t>(T) * L * 2 * KV);
   for (std::size_t i = 0; i < proj.size(); ++i)
@@ -247,8 +247,8 @@ TEST_CASE("launch runs the loaded kernel (identity RoPE copies K and V)", "[runt
 
   fkv::Stream stream;
   const unsigned grid_x =
-      static_cast<unsigned>((T + k.tiling.tokens_per_block - 1) / k.tiling.tokens_per_block);
-  fkv::launch(k, p, grid_x, L, static_cast<unsigned>(k.tiling.head_groups), stream.get());
+      static_cast<unsigned>((T * H + k.tiling.heads_per_block - 1) / k.tiling.heads_per_block);
+  fkv::launch(k, p, grid_x, L, 1, stream.get());
   stream.synchronize();
 
   std::vector<std::uint16_t> k_out(out_elems), v_out(out_elems);
