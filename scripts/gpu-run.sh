@@ -29,8 +29,14 @@ fi
 
 if has test; then
   say "ctest -L gpu"
-  (cd "$BUILD" && FKV_CACHE_DIR=$PWD/kcache ctest -L gpu ${CTEST_ARGS:-} --output-on-failure --timeout 400) > "$LOG/ctest-gpu.log" 2>&1 || status=1
+  (cd "$BUILD" && FKV_CACHE_DIR=$PWD/kcache ctest -L '^gpu$' ${CTEST_ARGS:-} --output-on-failure --timeout 400) > "$LOG/ctest-gpu.log" 2>&1 || status=1
   grep -E "tests passed|Passed|Failed|\*\*\*" "$LOG/ctest-gpu.log" | tail -12
+fi
+
+if has gpu2; then
+  say "ctest -L gpu2 (two devices)"
+  (cd "$BUILD" && ctest -L '^gpu2$' --output-on-failure --timeout 400) > "$LOG/ctest-gpu2.log" 2>&1 || status=1
+  grep -E "rank [0-9]|storm|mismatch|tests passed|Failed|\*\*\*" "$LOG/ctest-gpu2.log" | tail -20
 fi
 
 if has python; then
