@@ -428,10 +428,14 @@ std::vector<fs::path> entry_dirs(const fs::path& root, bool follow) {
   return out;
 }
 
+// Also true for a time more than `age` in the future: after a clock jump, a crashed
+// publisher's leftovers must not look fresh (and count against the size cap) for years.
 bool older_than(const fs::path& p, std::chrono::seconds age) {
   std::error_code ec;
   auto t = fs::last_write_time(p, ec);
-  return !ec && fs::file_time_type::clock::now() - t > age;
+  if (ec) return false;
+  auto d = fs::file_time_type::clock::now() - t;
+  return d > age || d < -age;
 }
 
 struct Scanned {
@@ -896,6 +900,10 @@ std::size_t KernelCache::clear() {
     std::vector<fs::path> files;
     std::error_code ec;
     for (const auto& f : fs::directory_iterator(dir, ec)) files.push_back(f.path());
+    // Meta files first: a clear that is interrupted leaves uncommitted images, never a
+    // committed entry without its image.
+    std::stable_partition(files.begin(), files.end(),
+                          [](const fs::path& f) { return ends_with(f.filename().string(), kMetaSuffix); });
     for (const auto& f : files) {
       std::string n = f.filename().string();
       if (ends_with(n, kMetaSuffix)) ++entries;
