@@ -3,7 +3,8 @@
 #   scripts/run-fuzz.sh [--seconds N] [--build-dir DIR] [--no-build] [--target NAME]
 # --seconds: per target (default 300). The build uses clang-14 with ASan+UBSan
 # (-DFKV_SANITIZE=ON -DFKV_FUZZ=ON) in build-fuzz/. Corpora grow in DIR/fuzz/corpus/<target>
-# (kept between runs); crashes go to DIR/fuzz/artifacts/. Exits 1 if any target finds a crash,
+# (kept between runs); crashes go to DIR/fuzz/artifacts/ (copy them to fuzz/regressions/<target>/,
+# which every run replays first). Exits 1 if any target finds a crash,
 # hang (-timeout=10 s per input), leak or broken invariant. The fuzz_smoke CTest test calls
 # this with --no-build --seconds 20.
 # Idempotent: clang-14 and libclang-rt-14-dev are installed only when missing.
@@ -62,7 +63,7 @@ for t in "${TARGETS[@]}"; do
   echo "== $t: ${SECONDS_PER_TARGET} s, corpus $corpus, seeds $seeds"
   rc=0
   "$exe" -max_total_time="$SECONDS_PER_TARGET" -timeout=10 -rss_limit_mb=2048 -max_len=16384 \
-    -print_final_stats=1 -artifact_prefix="$FUZZ/artifacts/$t-" "${dict[@]}" "$corpus" "$seeds" >"$log" 2>&1 || rc=$?
+    -print_final_stats=1 -artifact_prefix="$FUZZ/artifacts/$t-" "${dict[@]}" "$corpus" "$seeds" "$ROOT/fuzz/regressions/$t" >"$log" 2>&1 || rc=$?
   done_line=$(grep -E '^#[0-9]+[[:space:]]+DONE' "$log" | tail -1 || true)
   execs=$(sed -n 's/^stat::number_of_executed_units: *//p' "$log" | tail -1)
   rate=$(sed -n 's/^stat::average_exec_per_sec: *//p' "$log" | tail -1)

@@ -999,6 +999,11 @@ ModelConfig ModelConfig::from_json(std::string_view text, std::string name) {
     std::string detail = colon != std::string::npos ? what.substr(colon + 2) : what;
     throw ConfigError(name + ": malformed JSON at byte " + std::to_string(e.byte) + " (line " + std::to_string(line) +
                       ", column " + std::to_string(col) + "): " + detail);
+  } catch (const json::exception& e) {
+    // out_of_range.406: a number that does not fit a double ("1e999"); found by fuzz/fuzz_config.
+    std::string what = e.what();
+    auto bracket = what.find("] ");
+    throw ConfigError(name + ": malformed JSON: " + (bracket != std::string::npos ? what.substr(bracket + 2) : what));
   }
   return from_json(doc, std::move(name));
 }

@@ -1,0 +1,18 @@
+#!/usr/bin/env bash
+# The CPU test suite under AddressSanitizer + UndefinedBehaviorSanitizer (issue 6).
+#   scripts/run-sanitized-tests.sh [build-dir]      (default build-asan)
+# Configures DIR with -DFKV_SANITIZE=ON (g++), builds everything, runs ctest -LE "gpu|fuzz|valgrind"
+# (valgrind does not run ASan binaries; tests/valgrind_cli.sh runs in a plain build).
+set -euo pipefail
+ROOT=$(cd "$(dirname "$0")/.." && pwd)
+BUILD=${1:-$ROOT/build-asan}
+export PATH=/usr/local/cuda/bin:$PATH
+if [ ! -f "$BUILD/CMakeCache.txt" ]; then
+  cmake -S "$ROOT" -B "$BUILD" -G Ninja -DCUDAToolkit_ROOT=/usr/local/cuda -DFKV_SANITIZE=ON >/dev/null
+fi
+cmake --build "$BUILD" -j "$(nproc)"
+# Leaks are errors; libnvrtc is not instrumented, so ASan must tolerate its allocations.
+export ASAN_OPTIONS=${ASAN_OPTIONS:-detect_leaks=1:abort_on_error=1:strict_string_checks=1}
+export UBSAN_OPTIONS=${UBSAN_OPTIONS:-print_stacktrace=1:halt_on_error=1}
+cd "$BUILD"
+ctest -LE "gpu|fuzz|valgrind" --output-on-failure -j "$(nproc)"
