@@ -12,6 +12,7 @@ mkdir -p "$OUT_DIR/logs"
 LOG=$OUT_DIR/logs
 export LD_LIBRARY_PATH=$PWD/.deps/usr/lib/x86_64-linux-gnu:${LD_LIBRARY_PATH:-}
 export PATH=/usr/local/cuda/bin:$PATH
+gen=(); command -v ninja >/dev/null && gen=(-G Ninja)
 has() { [[ ",$STEPS," == *",$1,"* ]]; }
 say() { echo "[gpu-run $(date +%H:%M:%S)] $*"; }
 status=0
@@ -20,7 +21,6 @@ nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.max.sm --format=c
 
 if has build; then
   say "configure + build ($BUILD)"
-  gen=(); command -v ninja >/dev/null && gen=(-G Ninja)
   if ! { cmake -S . -B "$BUILD" "${gen[@]}" -DCMAKE_BUILD_TYPE=Release -DCMAKE_PREFIX_PATH="$PWD/.deps/usr" \
            -DCUDAToolkit_ROOT=/usr/local/cuda && cmake --build "$BUILD" -j "$(nproc)"; } > "$LOG/build.log" 2>&1; then
     tail -40 "$LOG/build.log"; say "build failed"; exit 1
@@ -35,13 +35,19 @@ fi
 
 if has gpu2; then
   say "ctest -L gpu2 (two devices)"
-  (cd "$BUILD" && ctest -L '^gpu2$' --output-on-failure --timeout 400) > "$LOG/ctest-gpu2.log" 2>&1 || status=1
+  (cd "$BUILD" && ctest -L '^gpu2$' -V --timeout 400) > "$LOG/ctest-gpu2.log" 2>&1 || status=1
   grep -E "rank [0-9]|storm|mismatch|tests passed|Failed|\*\*\*" "$LOG/ctest-gpu2.log" | tail -20
 fi
 
 if has python; then
-  say "python GPU test (faulthandler)"
-  FKV_JIT_LIBRARY=$PWD/$BUILD/libfkv.so FKV_CACHE_DIR=$PWD/$BUILD/kcache timeout 300 \
+  # The python3 there runs torch with the system libstdc++, older than the toolchain's: the
+  # library it loads carries its own (FKV_STATIC_LIBSTDCXX), and only the C API crosses.
+  say "python GPU test (faulthandler), libfkv built with FKV_STATIC_LIBSTDCXX"
+  ldd "$BUILD/libfkv.so" | grep -E "stdc|gcc_s" > "$LOG/ldd.txt"
+  cmake -S . -B "$BUILD-py" "${gen[@]}" -DCMAKE_BUILD_TYPE=Release -DCMAKE_PREFIX_PATH="$PWD/.deps/usr" \
+    -DCUDAToolkit_ROOT=/usr/local/cuda -DFKV_STATIC_LIBSTDCXX=ON -DFKV_BUILD_TESTS=OFF > "$LOG/build-py.log" 2>&1 &&
+    cmake --build "$BUILD-py" --target fkv -j "$(nproc)" >> "$LOG/build-py.log" 2>&1 || tail -20 "$LOG/build-py.log"
+  FKV_JIT_LIBRARY=$PWD/$BUILD-py/libfkv.so FKV_CACHE_DIR=$PWD/$BUILD/kcache timeout 300 \
     python3 -X faulthandler tests/gpu/test_python_gpu.py > "$LOG/python-gpu.log" 2>&1 || status=1
   tail -25 "$LOG/python-gpu.log"
 fi
@@ -70,7 +76,8 @@ if has sweep; then
   cases=${SWEEP_CASES:-d128_h8_l5_t4096,d128_h8_l1_t4096,d80_r32_h32_l5_t4096,d256_h4_l5_t4096,d64_h8_l5_t4096}
   files=()
   for setting in ${SWEEP:-default lpb1 lpb2 lpb5 reg48 reg80}; do
-    env=(); case $setting in
+    env=(FKV_NONE=1); case $setting in
+      warps*) env=(FKV_BLOCK_WARPS=${setting#warps});;
       lpb*) env=(FKV_LAYERS_PER_BLOCK=${setting#lpb});;
       reg*) env=(FKV_NVRTC_OPTIONS=--maxrregcount=${setting#reg});;
     esac

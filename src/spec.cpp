@@ -1,6 +1,7 @@
 // spec: the specialization key and the tiling derived from it.
 #include "fkv/spec.hpp"
 
+#include <cstdlib>
 #include <numeric>
 #include <sstream>
 
@@ -119,7 +120,14 @@ Tiling KernelSpec::tiling() const {
   best.lanes_per_head = D / best.elems_per_thread;
   best.heads_per_warp = 32 / best.lanes_per_head;
   best.idle_lanes = best_idle;
-  best.warps_per_block = 4;
+  // FKV_BLOCK_WARPS=<n> overrides the block size (tuning); the name expression carries it, so
+  // cache entries of different block sizes never mix.
+  static const int forced_warps = [] {
+    const char* v = std::getenv("FKV_BLOCK_WARPS");
+    const int n = v ? std::atoi(v) : 0;
+    return n >= 1 && n <= 32 ? n : 0;
+  }();
+  best.warps_per_block = forced_warps ? forced_warps : 4;
   best.block_threads = 32 * best.warps_per_block;
   best.heads_per_block = best.heads_per_warp * best.warps_per_block;
   best.shared_bytes = 0;

@@ -73,13 +73,40 @@ __global__ void __launch_bounds__(WARPS * 32) fused_kv_materialize(const FkvKern
       active = false;
     } else {
       const CosSin* row = static_cast<const CosSin*>(p.cos_sin) + pos * p.cos_sin_stride;
+      // A lane's cos (and sin) indices are contiguous when its elements do not straddle R/2
+      // (NEOX) or always (GPT-J, two elements per index): then 16-byte loads, if the row allows.
+      constexpr bool CONTIGUOUS = !NEOX || HALF % EPT == 0;
+      constexpr int N = NEOX ? EPT : EPT / 2;  // cos values this lane needs
+      constexpr int C = (N * (int)sizeof(CosSin)) % 16 == 0 ? 16 / (int)sizeof(CosSin) : 1;
+      const bool wide = CONTIGUOUS && C > 1 && e0 + EPT <= R &&
+                        ((unsigned long long)row % 16 == 0) && ((HALF * sizeof(CosSin)) % 16 == 0);
+      if (wide) {
+        const int idx0 = NEOX ? (e0 < HALF ? e0 : e0 - HALF) : e0 / 2;
+        float c[N], sn[N];
 #pragma unroll
-      for (int i = 0; i < EPT; ++i) {
-        const int e = e0 + i;
-        if (e < R) {
-          const int idx = NEOX ? (e < HALF ? e : e - HALF) : (e >> 1);
-          cs_cos[i] = to_float(row[idx]);
-          cs_sin[i] = to_float(row[HALF + idx]);
+        for (int q = 0; q < N / C; ++q) {
+          const Vec<CosSin, C> vc = load_vec<CosSin, C>(row + idx0 + q * C);
+          const Vec<CosSin, C> vs = load_vec<CosSin, C>(row + HALF + idx0 + q * C);
+#pragma unroll
+          for (int i = 0; i < C; ++i) {
+            c[q * C + i] = to_float(vc.v[i]);
+            sn[q * C + i] = to_float(vs.v[i]);
+          }
+        }
+#pragma unroll
+        for (int i = 0; i < EPT; ++i) {
+          cs_cos[i] = c[NEOX ? i : i / 2];
+          cs_sin[i] = sn[NEOX ? i : i / 2];
+        }
+      } else {
+#pragma unroll
+        for (int i = 0; i < EPT; ++i) {
+          const int e = e0 + i;
+          if (e < R) {
+            const int idx = NEOX ? (e < HALF ? e : e - HALF) : (e >> 1);
+            cs_cos[i] = to_float(row[idx]);
+            cs_sin[i] = to_float(row[HALF + idx]);
+          }
         }
       }
     }
