@@ -211,7 +211,7 @@ TEST_CASE("SIGKILL at random points while compiling and publishing", "[faults][k
   const fs::path root = tmp.path / "cache";
   std::vector<CacheKey> keys;
   for (int i = 0; i < 16; ++i) keys.push_back(key_of("kill" + std::to_string(i)));
-  const int kKills = 40;
+  const int kKills = 100;
   std::mt19937 rng(20240606);
   int committed_seen = 0, orphans_seen = 0, temps_seen = 0, recovered_hits = 0;
   double slowest_recovery = 0;
