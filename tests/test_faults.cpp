@@ -193,9 +193,12 @@ std::uint64_t bytes_under(const fs::path& dir) {
 // Unprivileged uid for permission tests when the suite runs as root (root ignores modes).
 constexpr uid_t kNobody = 65534;
 
-void give_to_nobody(const fs::path& dir) {
-  REQUIRE(::lchown(dir.c_str(), kNobody, kNobody) == 0);
-  for (const auto& e : fs::recursive_directory_iterator(dir)) REQUIRE(::lchown(e.path().c_str(), kNobody, kNobody) == 0);
+// False where uid 65534 cannot own files (e.g. a user namespace that does not map it).
+bool give_to_nobody(const fs::path& dir) {
+  if (::lchown(dir.c_str(), kNobody, kNobody) != 0) return false;
+  for (const auto& e : fs::recursive_directory_iterator(dir))
+    if (::lchown(e.path().c_str(), kNobody, kNobody) != 0) return false;
+  return true;
 }
 
 std::string drop_root() {
@@ -367,7 +370,10 @@ TEST_CASE("read-only root: at start and mid-run", "[faults][readonly]") {
     REQUIRE(seed.get(old_key, short_name(old_key), [&] { return fake_kernel(old_key); }).outcome ==
             CacheOutcome::Compiled);
   }
-  if (::geteuid() == 0) give_to_nobody(tmp.path);
+  if (::geteuid() == 0 && !give_to_nobody(tmp.path)) {
+    WARN("running as root and cannot chown to uid 65534: read-only root test skipped (root ignores modes)");
+    return;
+  }
 
   SECTION("root mode 0500 before the cache opens: memory only, with a warning naming the root") {
     std::string report = in_child([&]() -> std::string {
