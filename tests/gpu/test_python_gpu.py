@@ -73,7 +73,7 @@ def ref_layer(ctx, w, spec, knw, eps, cos_sin, positions):
         k = k * torch.rsqrt(k.pow(2).mean(-1, keepdim=True) + eps) * wn
     if R:
         cs = cos_sin.double()[positions.long()]
-        k = ref_rope(k, cs[:, None, : R // 2], cs[:, None, R // 2:], R, spec["neox"])
+        k = ref_rope(k, cs[:, None, : R // 2], cs[:, None, R // 2:], R, spec["is_neox_style"])
     return k, v
 
 
