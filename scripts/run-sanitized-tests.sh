@@ -7,9 +7,10 @@ set -euo pipefail
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
 BUILD=${1:-$ROOT/build-asan}
 export PATH=/usr/local/cuda/bin:$PATH
-if [ ! -f "$BUILD/CMakeCache.txt" ]; then
-  cmake -S "$ROOT" -B "$BUILD" -G Ninja -DCUDAToolkit_ROOT=/usr/local/cuda -DFKV_SANITIZE=ON >/dev/null
-fi
+# g++ 12's -Wmaybe-uninitialized misfires inside std::regex/std::function under -fsanitize=address
+# (tests/test_validate.cpp stops the build with -Werror); the sanitizers check the real thing.
+cmake -S "$ROOT" -B "$BUILD" -G Ninja -DCUDAToolkit_ROOT=/usr/local/cuda -DFKV_SANITIZE=ON \
+  -DCMAKE_CXX_FLAGS="-Wno-error=maybe-uninitialized" >/dev/null
 cmake --build "$BUILD" -j "$(nproc)"
 # Leaks are errors; libnvrtc is not instrumented, so ASan must tolerate its allocations.
 export ASAN_OPTIONS=${ASAN_OPTIONS:-detect_leaks=1:abort_on_error=1:strict_string_checks=1}
