@@ -1,0 +1,387 @@
+#!/usr/bin/env python3
+"""End-to-end benchmark (issue 5 item 8): the whole KV materialization step of a Qwen3-8B
+DFlash draft (5 layers, hidden 4096, 8 KV heads, head_dim 128, RMS K norm, neox RoPE theta 1e6,
+bf16), from ctx_hidden to the KV pool, for T = 8, 64, 512, 4096, 16384 context tokens.
+
+Two paths, each timed eager and as a CUDA graph:
+  fkv   fkv_jit.FusedKVMaterializeHelper.materialize_to_pool: one torch GEMM for all layers,
+        then one fused norm + RoPE + KV-write launch straight into the pool.
+  seed  what serving engines run today: torch.mm into proj [T, L*2*KV], the Triton baseline
+        stacked kernel (bench/triton_baseline.py) into k_out/v_out [L, T, H, D], then per-layer
+        index-put copies k_pool[l][cache_loc] = k_out[l] (and v).
+Both paths use the same weights, inputs and fp32 cos/sin table [32768, 128].
+
+Before timing, each T checks that the two paths leave the same pools (K within 2e-2 abs/rel,
+V bit-exact, untouched slots zero) and that both match a torch eager reference on the written
+rows; the result is reported as ok / FAIL per T (timing still runs after a FAIL).
+
+Timing: eager = one call between two CUDA events, synchronized after each call (so launch and
+Python overhead count when the GPU would otherwise wait), median over 50..200 calls after
+warm-up. graph = one call captured into a torch.cuda.CUDAGraph, one replay between two events,
+median over 50..200 replays after warm-up. "gemm" is the projection GEMM alone (graph), for
+context. speedup = seed / fkv.
+
+    FKV_JIT_LIBRARY=build/libfkv.so python3 bench/e2e_bench.py --out e2e.json --md e2e.md
+
+Writes the JSON (and markdown) after every T, so a crash leaves the finished sizes behind.
+"""
+
+import argparse
+import json
+import os
+import platform
+import sys
+import time
+import traceback
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.dirname(HERE)
+sys.path.insert(0, os.path.join(ROOT, "python"))
+sys.path.insert(0, HERE)
+
+import torch  # noqa: E402
+
+LAYERS = 5
+HIDDEN = 4096
+KV_HEADS = 8
+HEAD_DIM = 128
+ROTARY_DIM = 128
+THETA = 1e6
+EPS = 1e-6
+MAX_POS = 32768
+DTYPE = torch.bfloat16
+DEFAULT_TOKENS = [8, 64, 512, 4096, 16384]
+
+
+def log(msg):
+    print(f"[e2e_bench {time.strftime('%H:%M:%S')}] {msg}", flush=True)
+
+
+def draft_config():
+    """Qwen3-8B DFlash draft in fkv's explicit per-layer schema (as tests/gpu/test_python_gpu.py)."""
+    layer = {"num_kv_heads": KV_HEADS, "head_dim": HEAD_DIM, "rotary_dim": ROTARY_DIM,
+             "is_neox_style": True, "rope_theta": THETA, "k_norm": "rms", "eps": EPS}
+    return {"hidden_size": HIDDEN, "max_position_embeddings": MAX_POS,
+            "fkv": {"layers": [dict(layer) for _ in range(LAYERS)]}}
+
+
+def cos_sin_table(dev):
+    """fp32 [MAX_POS, R]: cos in columns [0, R/2), sin in [R/2, R); float64 math, rounded once."""
+    half = ROTARY_DIM // 2
+    inv_freq = THETA ** (-torch.arange(0, half, dtype=torch.float64) * 2.0 / ROTARY_DIM)
+    ang = torch.arange(MAX_POS, dtype=torch.float64)[:, None] * inv_freq[None, :]
+    return torch.cat([ang.cos(), ang.sin()], dim=1).float().to(dev).contiguous()
+
+
+# ---- timing ----------------------------------------------------------------------------------
+
+def _reps(once_ms, target_ms, lo=50, hi=200):
+    return int(max(lo, min(hi, target_ms / max(once_ms, 1e-3))))
+
+
+def _median_samples(step, target_ms):
+    """Median (us) of `step` timed alone between two CUDA events, synchronized each time."""
+    start = torch.cuda.Event(enable_timing=True)
+    end = torch.cuda.Event(enable_timing=True)
+    torch.cuda.synchronize()
+    start.record()
+    step()
+    end.record()
+    end.synchronize()
+    n = _reps(start.elapsed_time(end), target_ms)
+    samples = []
+    for _ in range(n):
+        start.record()
+        step()
+        end.record()
+        end.synchronize()
+        samples.append(start.elapsed_time(end) * 1e3)
+    samples.sort()
+    return {"median_us": samples[len(samples) // 2], "min_us": samples[0],
+            "p90_us": samples[(len(samples) * 9) // 10], "samples": n}
+
+
+def warm_up(fn, n=3):
+    """A few calls on a side stream (cuBLAS workspaces, Triton/NVRTC loading) before capture."""
+    side = torch.cuda.Stream()
+    side.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(side):
+        for _ in range(n):
+            fn()
+    torch.cuda.current_stream().wait_stream(side)
+    torch.cuda.synchronize()
+
+
+def time_eager(fn, target_ms):
+    for _ in range(5):
+        fn()
+    return _median_samples(fn, target_ms)
+
+
+def time_graph(fn, target_ms):
+    warm_up(fn)
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        fn()
+    torch.cuda.synchronize()
+    for _ in range(5):
+        graph.replay()
+    try:
+        return _median_samples(graph.replay, target_ms)
+    finally:
+        torch.cuda.synchronize()
+        del graph
+
+
+def guarded(what, f):
+    """f(), or None after printing the error (one failure must not end the run)."""
+    try:
+        return f()
+    except Exception as e:  # noqa: BLE001 - report and go on
+        log(f"  {what} FAILED: {type(e).__name__}: {e}")
+        traceback.print_exc()
+        try:
+            torch.cuda.synchronize()
+        except Exception:  # noqa: BLE001 - a sticky CUDA error: the next step reports it
+            pass
+        return {"error": f"{type(e).__name__}: {e}"}
+
+
+# ---- one size --------------------------------------------------------------------------------
+
+class Setup:
+    """Weights, helper, cos/sin: shared by every T."""
+
+    def __init__(self, fkv_jit, dev, seed):
+        gen = torch.Generator(device="cpu").manual_seed(seed)
+        self.dev = dev
+        self.gen = gen
+        kv = KV_HEADS * HEAD_DIM
+        self.w = [(torch.randn(2 * kv, HIDDEN, generator=gen) * HIDDEN ** -0.5)
+                  .to(device=dev, dtype=DTYPE).contiguous() for _ in range(LAYERS)]
+        self.knw = [(torch.randn(HEAD_DIM, generator=gen) * 0.5 + 1.0).to(dev)
+                    for _ in range(LAYERS)]
+        self.cos_sin = cos_sin_table(dev)
+        self.helper = fkv_jit.FusedKVMaterializeHelper(draft_config(), self.w, self.knw,
+                                                       cos_sin_cache=self.cos_sin)
+        t0 = time.time()
+        self.helper.prepare(pool=True, stacked=False)
+        log(f"fkv helper ready: kernels prepared in {time.time() - t0:.2f} s")
+        # The seed path's operands: the same weights concatenated, [L*2*KV, HIDDEN].
+        self.w_all = torch.cat(self.w, dim=0).contiguous()
+        self.k_norm = torch.stack([w.float() for w in self.knw]).contiguous()  # [L, D]
+        self.eps = torch.full((LAYERS,), EPS, dtype=torch.float32, device=dev)
+
+
+def run_size(s, tb, T, target_ms):
+    dev = s.dev
+    kv = KV_HEADS * HEAD_DIM
+    num_slots = max(2 * T, 1024)
+    res = {"tokens": T, "num_slots": num_slots}
+
+    ctx = torch.randn(T, HIDDEN, generator=s.gen).to(device=dev, dtype=DTYPE)
+    positions = torch.randint(0, MAX_POS, (T,), generator=s.gen, dtype=torch.int64).to(dev)
+    cache_loc = torch.randperm(num_slots, generator=s.gen)[:T].to(dev, torch.int64).contiguous()
+
+    def pools():
+        k = [torch.zeros(num_slots, KV_HEADS, HEAD_DIM, dtype=DTYPE, device=dev)
+             for _ in range(LAYERS)]
+        return k, [torch.zeros_like(b) for b in k]
+
+    kp_a, vp_a = pools()
+    kp_b, vp_b = pools()
+    k_out = torch.empty(LAYERS, T, KV_HEADS, HEAD_DIM, dtype=DTYPE, device=dev)
+    v_out = torch.empty_like(k_out)
+
+    def fkv_step():
+        s.helper.materialize_to_pool(ctx, positions, cache_loc, kp_a, vp_a)
+
+    def seed_step():
+        proj = torch.mm(ctx, s.w_all.t()).view(T, LAYERS, 2 * kv)
+        tb.triton_stacked(proj, s.k_norm, s.eps, s.cos_sin, positions, KV_HEADS, HEAD_DIM,
+                          ROTARY_DIM, k_out, v_out)
+        for l in range(LAYERS):
+            kp_b[l][cache_loc] = k_out[l]
+            vp_b[l][cache_loc] = v_out[l]
+
+    def gemm_step():
+        torch.mm(ctx, s.w_all.t())
+
+    # ---- correctness ----
+    def check():
+        fkv_step()
+        seed_step()
+        torch.cuda.synchronize()
+        proj = torch.mm(ctx, s.w_all.t()).view(T, LAYERS, 2 * kv)
+        k_ref, v_ref = tb.reference(proj, s.k_norm, s.eps, s.cos_sin, positions, KV_HEADS,
+                                    HEAD_DIM, ROTARY_DIM, DTYPE)
+        untouched = torch.ones(num_slots, dtype=torch.bool, device=dev)
+        untouched[cache_loc] = False
+        ok = True
+        max_k_err = 0.0
+        notes = []
+        for l in range(LAYERS):
+            k_ok, k_err, _ = tb.compare("k", kp_a[l], kp_b[l])
+            max_k_err = max(max_k_err, k_err)
+            v_ok = bool(torch.equal(vp_a[l], vp_b[l]))
+            zero_ok = (int(kp_a[l][untouched].ne(0).sum().item()) == 0
+                       and int(vp_a[l][untouched].ne(0).sum().item()) == 0)
+            ra_ok, ra_err, _ = tb.compare("k", kp_a[l][cache_loc], k_ref[l])
+            rb_ok, rb_err, _ = tb.compare("k", kp_b[l][cache_loc], k_ref[l])
+            va_ok = bool(torch.equal(vp_a[l][cache_loc], v_ref[l]))
+            for name, good in (("K fkv vs seed", k_ok), ("V fkv vs seed (exact)", v_ok),
+                               ("untouched slots zero", zero_ok), ("K fkv vs reference", ra_ok),
+                               ("K seed vs reference", rb_ok), ("V fkv vs reference", va_ok)):
+                if not good:
+                    ok = False
+                    notes.append(f"layer {l}: {name} differs")
+            if not (k_ok and ra_ok and rb_ok):
+                notes.append(f"layer {l}: max |K err| fkv-seed {k_err:.3g}, fkv-ref {ra_err:.3g}, "
+                             f"seed-ref {rb_err:.3g}")
+        del proj, k_ref, v_ref
+        return {"ok": ok, "max_k_abs_err": max_k_err, "notes": notes}
+
+    chk = guarded(f"T={T} check", check)
+    res["check"] = chk
+    status = "ok" if chk.get("ok") else "FAIL"
+    log(f"T={T}: check {status}" + (f" (max |K err| {chk['max_k_abs_err']:.3g})"
+                                    if "max_k_abs_err" in chk else ""))
+    for n in chk.get("notes", [])[:10]:
+        log(f"  {n}")
+
+    # ---- timing ----
+    for name, fn in (("fkv", fkv_step), ("seed", seed_step)):
+        e = guarded(f"T={T} {name} eager", lambda: time_eager(fn, target_ms))
+        g = guarded(f"T={T} {name} graph", lambda: time_graph(fn, target_ms))
+        res[name] = {"eager": e, "graph": g,
+                     "eager_us": e.get("median_us"), "graph_us": g.get("median_us")}
+        log(f"T={T} {name:4s}: eager {fmt(res[name]['eager_us'])} us, "
+            f"graph {fmt(res[name]['graph_us'])} us")
+    gm = guarded(f"T={T} gemm graph", lambda: time_graph(gemm_step, target_ms))
+    res["gemm_graph_us"] = gm.get("median_us")
+    for mode in ("eager", "graph"):
+        a, b = res["fkv"][f"{mode}_us"], res["seed"][f"{mode}_us"]
+        res[f"speedup_{mode}"] = (b / a) if (a and b) else None
+    log(f"T={T}: gemm alone {fmt(res['gemm_graph_us'])} us; speedup seed/fkv eager "
+        f"{fmt_x(res['speedup_eager'])}, graph {fmt_x(res['speedup_graph'])}")
+    torch.cuda.synchronize()
+    torch.cuda.empty_cache()
+    return res
+
+
+# ---- output ----------------------------------------------------------------------------------
+
+def fmt(x, digits=1):
+    return "n/a" if x is None else f"{x:.{digits}f}"
+
+
+def fmt_x(x):
+    return "n/a" if x is None else f"{x:.2f}x"
+
+
+def markdown(doc):
+    lines = [f"Command: `{doc['command']}`", "",
+             f"{doc['environment'].get('gpu', '?')}, torch {doc['environment'].get('torch', '?')}, "
+             f"triton {doc['environment'].get('triton', '?')}, fkv-jit "
+             f"{doc['environment'].get('fkv_version', '?')}. Qwen3-8B DFlash draft: {LAYERS} layers, "
+             f"hidden {HIDDEN}, {KV_HEADS} KV heads x {HEAD_DIM}, RMS K norm, neox RoPE theta "
+             f"{THETA:g}, bf16, pool writes included. Median microseconds per step; "
+             "speedup = seed / fkv.", "",
+             "| T | check | fkv eager | seed eager | speedup eager | fkv graph | seed graph | "
+             "speedup graph | GEMM alone (graph) |",
+             "|---:|:---:|---:|---:|---:|---:|---:|---:|---:|"]
+    for r in doc["results"]:
+        chk = "ok" if r.get("check", {}).get("ok") else "FAIL"
+        f, s = r.get("fkv", {}), r.get("seed", {})
+        lines.append(
+            f"| {r['tokens']} | {chk} | {fmt(f.get('eager_us'))} | {fmt(s.get('eager_us'))} | "
+            f"{fmt_x(r.get('speedup_eager'))} | {fmt(f.get('graph_us'))} | "
+            f"{fmt(s.get('graph_us'))} | {fmt_x(r.get('speedup_graph'))} | "
+            f"{fmt(r.get('gemm_graph_us'))} |")
+    return "\n".join(lines) + "\n"
+
+
+def environment(fkv_jit):
+    env = {"python": platform.python_version(), "torch": torch.__version__,
+           "cuda": torch.version.cuda, "gpu": torch.cuda.get_device_name()}
+    try:
+        import triton
+        env["triton"] = triton.__version__
+    except Exception:  # noqa: BLE001
+        pass
+    try:
+        env["fkv_version"] = fkv_jit.version()
+        env["fkv_library"] = fkv_jit.library_path()
+    except Exception as e:  # noqa: BLE001
+        env["fkv_error"] = str(e)
+    return env
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--out", required=True, help="JSON results")
+    ap.add_argument("--md", default=None, help="markdown table (default: --out with .md)")
+    ap.add_argument("--tokens", default=",".join(map(str, DEFAULT_TOKENS)),
+                    help="comma-separated T values")
+    ap.add_argument("--target-ms", type=float, default=300.0,
+                    help="about this much GPU time per measurement (50..200 samples)")
+    ap.add_argument("--seed", type=int, default=1234)
+    args = ap.parse_args()
+    md_path = args.md or (os.path.splitext(args.out)[0] + ".md")
+    tokens = [int(t) for t in args.tokens.split(",") if t.strip()]
+    command = "python3 bench/e2e_bench.py " + " ".join(sys.argv[1:])
+    if os.environ.get("FKV_JIT_LIBRARY"):
+        command = f"FKV_JIT_LIBRARY={os.environ['FKV_JIT_LIBRARY']} " + command
+
+    if not torch.cuda.is_available():
+        log("no CUDA device visible to torch")
+        return 2
+    import fkv_jit
+    import triton_baseline as tb
+    dev = torch.device("cuda", torch.cuda.current_device())
+    torch.backends.cuda.matmul.allow_tf32 = False
+    env = environment(fkv_jit)
+    log(f"{env}")
+    doc = {"command": command, "environment": env,
+           "shape": {"layers": LAYERS, "hidden": HIDDEN, "kv_heads": KV_HEADS,
+                     "head_dim": HEAD_DIM, "rotary_dim": ROTARY_DIM, "rope_theta": THETA,
+                     "k_norm": "rms", "eps": EPS, "dtype": "bf16", "max_position": MAX_POS},
+           "method": {"eager": "one call between CUDA events, synchronized, median",
+                      "graph": "one call captured in a CUDAGraph, one replay between CUDA "
+                               "events, median", "target_ms": args.target_ms},
+           "results": []}
+
+    def save():
+        with open(args.out, "w") as f:
+            json.dump(doc, f, indent=2)
+        with open(md_path, "w") as f:
+            f.write(markdown(doc))
+
+    t_start = time.time()
+    s = Setup(fkv_jit, dev, args.seed)
+    all_ok = True
+    for T in tokens:
+        log(f"---- T={T} ----")
+        try:
+            r = run_size(s, tb, T, args.target_ms)
+        except Exception as e:  # noqa: BLE001 - keep the other sizes
+            log(f"T={T} FAILED: {type(e).__name__}: {e}")
+            traceback.print_exc()
+            r = {"tokens": T, "error": f"{type(e).__name__}: {e}", "check": {"ok": False}}
+            try:
+                torch.cuda.synchronize()
+                torch.cuda.empty_cache()
+            except Exception:  # noqa: BLE001
+                pass
+        all_ok = all_ok and bool(r.get("check", {}).get("ok"))
+        doc["results"].append(r)
+        save()
+    doc["elapsed_s"] = time.time() - t_start
+    save()
+    log(f"done in {doc['elapsed_s']:.1f} s -> {args.out}, {md_path}")
+    print(markdown(doc), flush=True)
+    return 0 if all_ok else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
