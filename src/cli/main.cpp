@@ -73,7 +73,7 @@ int main(int argc, char** argv) {
   add_validate_commands(app);
   add_compile_commands(app);
   add_cache_commands(app);
-  // add_gpu_commands(app);
+  add_gpu_commands(app);
 
   try {
     app.parse(argc, argv);
