@@ -98,6 +98,28 @@ if has pydebug; then
   grep -iE "nvrtc|fkv|spdlog|fmt|xxhash" "$LOG/python-gdb.log" | grep -i "0x" | head -12
 fi
 
+if has extras; then
+  # The CLI's GPU commands, the end-to-end benchmark, and the two embedding examples.
+  cfg=tests/data/dflash-qwen3-4b-draft.json
+  export FKV_CACHE_DIR=$PWD/$BUILD/kcache
+  say "fkv-jit selftest"; timeout 120 "$BUILD/fkv-jit" selftest "$cfg" > "$LOG/selftest.log" 2>&1 || status=1
+  tail -6 "$LOG/selftest.log"
+  timeout 120 "$BUILD/fkv-jit" selftest tests/data/smollm3-3b.json --kv-dtype fp8_e4m3 --tokens 333 >> "$LOG/selftest.log" 2>&1 || status=1
+  tail -5 "$LOG/selftest.log"
+  say "fkv-jit bench"; timeout 120 "$BUILD/fkv-jit" bench "$cfg" > "$LOG/cli-bench.log" 2>&1 || status=1
+  cat "$LOG/cli-bench.log"
+  say "C++ example"
+  { cmake -S . -B "$BUILD" -DFKV_BUILD_EXAMPLES=ON > /dev/null && cmake --build "$BUILD" --target embed_cpp -j "$(nproc)" > /dev/null &&
+    timeout 120 "$BUILD/examples/embed_cpp" "$cfg"; } > "$LOG/example-cpp.log" 2>&1 || status=1
+  tail -8 "$LOG/example-cpp.log"
+  say "Python example"
+  FKV_JIT_LIBRARY=$PWD/$BUILD-py/libfkv.so timeout 120 python3 examples/python_example.py "$cfg" > "$LOG/example-py.log" 2>&1 || status=1
+  tail -8 "$LOG/example-py.log"
+  say "end-to-end benchmark"
+  FKV_JIT_LIBRARY=$PWD/$BUILD-py/libfkv.so timeout 240 python3 bench/e2e_bench.py --out "$OUT_DIR/e2e.json" --md "$OUT_DIR/e2e.md" > "$LOG/e2e.log" 2>&1 || status=1
+  tail -20 "$LOG/e2e.log"
+fi
+
 tar -C "$OUT_DIR" -czf /tmp/results.tar.gz --exclude results.tar.gz . && mv /tmp/results.tar.gz "$OUT_DIR/results.tar.gz"
 say "done, status $status"
 exit $status
