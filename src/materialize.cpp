@@ -84,6 +84,17 @@ void fill_common(const LoadedKernel& k, const FusedKVInputs& in, FkvKernelParams
   p.error_flag = in.error_flag;
 }
 
+// What both modes do first: the mode, the shared arguments, the parameter block. Returns false
+// for T = 0 (nothing to launch), after the checks.
+bool begin(const LoadedKernel& k, const FusedKVInputs& in, OutputMode mode, FkvKernelParams& p) {
+  if (k.spec.mode != mode)
+    fail(k.spec, "this kernel was prepared for " + to_string(k.spec.mode) +
+                     " output; prepare a spec with mode=" + to_string(mode));
+  std::memset(&p, 0, sizeof p);
+  fill_common(k, in, p);
+  return in.num_tokens > 0;
+}
+
 // Launches layers [0, L) in chunks of FKV_MAX_LAYERS; `per_chunk(first, count)` fills the
 // per-layer fields of `p` for that chunk.
 template <class F>
@@ -142,12 +153,8 @@ LaunchPlan plan_launch(const LoadedKernel& k, std::int64_t num_tokens, int num_l
 void materialize_stacked(const LoadedKernel& k, const FusedKVInputs& in, const StackedOutput& out,
                          CUstream stream) {
   const KernelSpec& s = k.spec;
-  if (s.mode != OutputMode::Stacked)
-    fail(s, "this kernel was prepared for pool output; prepare a spec with mode=stacked");
   FkvKernelParams p;
-  std::memset(&p, 0, sizeof p);
-  fill_common(k, in, p);
-  if (in.num_tokens == 0) return;
+  if (!begin(k, in, OutputMode::Stacked, p)) return;
   check_not_null(s, out.k_out, "k_out");
   check_not_null(s, out.v_out, "v_out");
   const std::size_t out_align = static_cast<std::size_t>(k.tiling.vec) * dtype_size(s.cache);
@@ -163,12 +170,8 @@ void materialize_stacked(const LoadedKernel& k, const FusedKVInputs& in, const S
 void materialize_pool(const LoadedKernel& k, const FusedKVInputs& in, const PoolOutput& out,
                       CUstream stream) {
   const KernelSpec& s = k.spec;
-  if (s.mode != OutputMode::Pool)
-    fail(s, "this kernel was prepared for stacked output; prepare a spec with mode=pool");
   FkvKernelParams p;
-  std::memset(&p, 0, sizeof p);
-  fill_common(k, in, p);
-  if (in.num_tokens == 0) return;
+  if (!begin(k, in, OutputMode::Pool, p)) return;
   const auto L = static_cast<std::size_t>(in.num_layers);
   check_not_null(s, out.cache_loc, "cache_loc");
   check_aligned(s, out.cache_loc, s.slots == IndexType::I32 ? 4 : 8, "cache_loc");
@@ -189,19 +192,17 @@ void materialize_pool(const LoadedKernel& k, const FusedKVInputs& in, const Pool
     check_aligned(s, out.k_buffers[l], out_align, "k_buffers[l]");
     check_aligned(s, out.v_buffers[l], out_align, "v_buffers[l]");
   }
-  const bool fp8 = is_fp8(s.cache);
-  if (!out.k_scales.empty() && out.k_scales.size() != L)
-    fail(s, "k_scales has " + std::to_string(out.k_scales.size()) + " values for " +
-                std::to_string(L) + " layers");
-  if (!out.v_scales.empty() && out.v_scales.size() != L)
-    fail(s, "v_scales has " + std::to_string(out.v_scales.size()) + " values for " +
-                std::to_string(L) + " layers");
-  if (!fp8 && (!out.k_scales.empty() || !out.v_scales.empty()))
-    fail(s, "k/v scales apply to fp8 caches only; the cache dtype is " + to_string(s.cache));
-  for (float v : out.k_scales)
-    if (!(v > 0) || !std::isfinite(v)) fail(s, "k_scales must be positive and finite");
-  for (float v : out.v_scales)
-    if (!(v > 0) || !std::isfinite(v)) fail(s, "v_scales must be positive and finite");
+  auto check_scales = [&](std::span<const float> scales, const char* name) {
+    if (!scales.empty() && scales.size() != L)
+      fail(s, std::string(name) + " has " + std::to_string(scales.size()) + " values for " +
+                  std::to_string(L) + " layers");
+    if (!scales.empty() && !is_fp8(s.cache))
+      fail(s, "k/v scales apply to fp8 caches only; the cache dtype is " + to_string(s.cache));
+    for (float v : scales)
+      if (!(v > 0) || !std::isfinite(v)) fail(s, std::string(name) + " must be positive and finite");
+  };
+  check_scales(out.k_scales, "k_scales");
+  check_scales(out.v_scales, "v_scales");
   p.cache_loc = out.cache_loc;
   p.num_slots = out.num_slots;
   p.slot_stride = slot_stride;

@@ -10,6 +10,8 @@
 
 #include <atomic>
 #include <catch2/catch.hpp>
+
+#include "temp_dir.hpp"
 #include <chrono>
 #include <cstdlib>
 #include <fstream>
@@ -30,19 +32,7 @@ using fkv::KernelCache;
 
 namespace {
 
-struct TempDir {
-  fs::path path;
-  TempDir() {
-    char tmpl[] = "/tmp/fkv-cache-test-XXXXXX";
-    REQUIRE(::mkdtemp(tmpl) != nullptr);
-    path = tmpl;
-  }
-  ~TempDir() {
-    std::error_code ec;
-    fs::permissions(path, fs::perms::owner_all, ec);
-    fs::remove_all(path, ec);
-  }
-};
+using TempDir = fkv_test::TempDir;
 
 CacheKey::Fields base_fields(const std::string& variant) {
   return {

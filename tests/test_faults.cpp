@@ -16,6 +16,8 @@
 
 #include <atomic>
 #include <catch2/catch.hpp>
+
+#include "temp_dir.hpp"
 #include <chrono>
 #include <cstdlib>
 #include <fstream>
@@ -35,20 +37,7 @@ using Clock = std::chrono::steady_clock;
 
 namespace {
 
-struct TempDir {
-  fs::path path;
-  TempDir() {
-    char tmpl[] = "/tmp/fkv-faults-XXXXXX";
-    REQUIRE(::mkdtemp(tmpl) != nullptr);
-    path = tmpl;
-  }
-  ~TempDir() {
-    std::error_code ec;
-    for (const auto& e : fs::recursive_directory_iterator(path, ec))
-      if (e.is_directory(ec) && !e.is_symlink(ec)) fs::permissions(e.path(), fs::perms::owner_all, ec);
-    fs::remove_all(path, ec);
-  }
-};
+using TempDir = fkv_test::TempDir;
 
 CacheKey key_of(const std::string& variant, const std::string& fkv_version = "0.1.0",
                 const std::string& nvrtc = "12.8") {

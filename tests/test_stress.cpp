@@ -9,6 +9,8 @@
 
 #include <atomic>
 #include <catch2/catch.hpp>
+
+#include "temp_dir.hpp"
 #include <chrono>
 #include <fstream>
 #include <map>
@@ -33,18 +35,7 @@ constexpr int kKeysPerProcess = 24;  // process p asks for keys 3p .. 3p+23 (mod
 constexpr int kColdRounds = 3;
 constexpr auto kCompileTime = std::chrono::milliseconds(15);
 
-struct TempDir {
-  fs::path path;
-  TempDir() {
-    char tmpl[] = "/tmp/fkv-stress-XXXXXX";
-    REQUIRE(::mkdtemp(tmpl) != nullptr);
-    path = tmpl;
-  }
-  ~TempDir() {
-    std::error_code ec;
-    fs::remove_all(path, ec);
-  }
-};
+using TempDir = fkv_test::TempDir;
 
 CacheKey key_of(int i) {
   std::string v = "stress" + std::to_string(i);
