@@ -128,6 +128,7 @@ fkv::DType to_cpp(fkv_dtype d) {
     case FKV_DTYPE_FP32: return fkv::DType::FP32;
     case FKV_DTYPE_FP8_E4M3: return fkv::DType::FP8_E4M3;
     case FKV_DTYPE_FP8_E5M2: return fkv::DType::FP8_E5M2;
+    case FKV_DTYPE_FORCE_INT_: break;
   }
   throw fkv::ArgumentError("invalid fkv_dtype value " + std::to_string(static_cast<int>(d)) +
                            ": use one of the FKV_DTYPE_* constants");
@@ -384,6 +385,7 @@ const char* fkv_dtype_name(fkv_dtype dtype) {
     case FKV_DTYPE_FP32: return "fp32";
     case FKV_DTYPE_FP8_E4M3: return "fp8_e4m3";
     case FKV_DTYPE_FP8_E5M2: return "fp8_e5m2";
+    case FKV_DTYPE_FORCE_INT_: break;
   }
   return "?";
 }

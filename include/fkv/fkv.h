@@ -147,7 +147,10 @@ typedef enum fkv_dtype {
   FKV_DTYPE_FP16 = 1,
   FKV_DTYPE_FP32 = 2,
   FKV_DTYPE_FP8_E4M3 = 3,
-  FKV_DTYPE_FP8_E5M2 = 4
+  FKV_DTYPE_FP8_E5M2 = 4,
+  /* Not a dtype: makes the enum int-sized in C and C++ alike, so that a caller's out-of-range
+   * value is representable and gets FKV_ERR_ARGUMENT rather than undefined behaviour. */
+  FKV_DTYPE_FORCE_INT_ = 0x7fffffff
 } fkv_dtype;
 
 /* Accepts "bf16", "bfloat16", "torch.bfloat16", "fp16", "half", "fp32", "float32",
