@@ -11,6 +11,7 @@
 #include <atomic>
 #include <catch2/catch.hpp>
 
+#include "log_capture.hpp"
 #include "temp_dir.hpp"
 #include <chrono>
 #include <cstdlib>
@@ -81,30 +82,7 @@ struct CountingBuilder {
 
 std::string short_name(const CacheKey& key) { return fkv::cache_short_name(key.field("kernel")); }
 
-// Routes spdlog's default logger into a ring buffer for the lifetime of the object.
-struct LogCapture {
-  std::shared_ptr<spdlog::sinks::ringbuffer_sink_mt> sink = std::make_shared<spdlog::sinks::ringbuffer_sink_mt>(256);
-  std::shared_ptr<spdlog::logger> previous = spdlog::default_logger();
-  LogCapture() {
-    auto logger = std::make_shared<spdlog::logger>("cache-test", sink);
-    logger->set_level(spdlog::level::warn);
-    logger->set_pattern("%l %v");
-    spdlog::set_default_logger(logger);
-  }
-  ~LogCapture() { spdlog::set_default_logger(previous); }
-  int count(const std::string& needle) const {
-    int n = 0;
-    for (const auto& line : sink->last_formatted())
-      if (line.find(needle) != std::string::npos) ++n;
-    return n;
-  }
-  int warnings() const { return count("warning "); }
-  std::string text() const {
-    std::string all;
-    for (const auto& line : sink->last_formatted()) all += line;
-    return all;
-  }
-};
+using LogCapture = fkv_test::LogCapture;
 
 fkv::CacheOptions options_for(const fs::path& root) {
   fkv::CacheOptions o;

@@ -17,6 +17,7 @@
 #include <atomic>
 #include <catch2/catch.hpp>
 
+#include "log_capture.hpp"
 #include "temp_dir.hpp"
 #include <chrono>
 #include <cstdlib>
@@ -78,24 +79,7 @@ fkv::CacheOptions options_for(const fs::path& root, std::uint64_t max_bytes = 0)
   return o;
 }
 
-// Routes spdlog's default logger (warnings and up) into a ring buffer while alive.
-struct LogCapture {
-  std::shared_ptr<spdlog::sinks::ringbuffer_sink_mt> sink = std::make_shared<spdlog::sinks::ringbuffer_sink_mt>(512);
-  std::shared_ptr<spdlog::logger> previous = spdlog::default_logger();
-  LogCapture() {
-    auto logger = std::make_shared<spdlog::logger>("faults", sink);
-    logger->set_level(spdlog::level::warn);
-    logger->set_pattern("%l %v");
-    spdlog::set_default_logger(logger);
-  }
-  ~LogCapture() { spdlog::set_default_logger(previous); }
-  std::string text() const {
-    std::string all;
-    for (const auto& line : sink->last_formatted()) all += line;
-    return all;
-  }
-  bool has(const std::string& needle) const { return text().find(needle) != std::string::npos; }
-};
+using LogCapture = fkv_test::LogCapture;
 
 std::vector<fs::path> files_under(const fs::path& dir) {
   std::vector<fs::path> out;
