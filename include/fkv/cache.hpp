@@ -3,9 +3,10 @@
 // Key (XXH3-128 over labeled, length-prefixed fields, in this order): schema version,
 // library version, NVRTC version, arch, NVRTC options, output kind (cubin/ptx), template name,
 // template content hash, specialization (KernelSpec::canonical), hash of the specialized
-// source and its in-memory headers, kernel name expression. See CacheKey::make.
-// Layout: <root>/v1/nvrtc-<ver>/<arch>/<short_name>-<key>.cubin (+ .meta.json beside it, holding
-// the key fields, the XXH3-128 checksum of the image and the lowered name).
+// source and its in-memory headers, kernel name expression. See CacheKey::make (cache_key.hpp).
+// Layout: <root>/v<schema>/nvrtc-<ver>/<arch>/<short_name>-<key>.cubin (+ .meta.json beside it,
+// holding the key fields, the XXH3-128 checksum of the image and the lowered name); see
+// cache_entry.hpp. File-system steps: cache_fs.hpp.
 // Publish: unique temp file in the same directory (O_EXCL|O_NOFOLLOW) -> fsync -> rename; the
 // image first, then the meta file, which marks the entry committed. Readers verify the
 // checksum and key; a bad entry is logged, removed and recompiled, never handed to the driver.
@@ -20,26 +21,11 @@
 #include <utility>
 #include <vector>
 
+#include "fkv/cache_entry.hpp"
+#include "fkv/cache_key.hpp"
 #include "fkv/compiler.hpp"
 
 namespace fkv {
-
-struct CacheKey {
-  using Fields = std::vector<std::pair<std::string, std::string>>;
-  Fields fields;       // labeled, in key order
-  std::string digest;  // 32 lowercase hex chars
-  static CacheKey make(const KernelSource& src, const CompileOptions& options);
-  // The digest of explicit fields (labels and values are hashed length-prefixed, in order).
-  // make() builds its fields and calls this; tests and tools use it directly.
-  static CacheKey from_fields(Fields fields);
-  // The value of a field, or "" when the key has no such label.
-  std::string field(const std::string& label) const;
-};
-
-// A file-system-safe short name for a kernel name expression: the unqualified template
-// name and its arguments, with every run of characters outside [A-Za-z0-9_-] replaced by
-// one '_', at most 64 characters, never empty.
-std::string cache_short_name(const std::string& name_expression);
 
 struct CacheOptions {
   std::filesystem::path root;  // writable root; empty = memory only
@@ -59,19 +45,6 @@ struct CacheResult {
   CacheOutcome outcome = CacheOutcome::Compiled;
   std::filesystem::path path;  // the entry on disk, empty when memory-only
   double seconds = 0;          // time this call took
-};
-
-struct CacheEntryInfo {
-  std::filesystem::path path;  // the image file
-  std::string kernel;          // short name
-  std::string digest;
-  std::string arch;
-  std::uint64_t bytes = 0;  // image + meta file
-  bool ok = true;
-  std::string problem;     // why it is not ok
-  bool readonly = false;   // found in a read-only root
-  bool removed = false;    // verify() removed it
-  std::filesystem::file_time_type last_used{};  // image mtime: publish time, touched on hits
 };
 
 // Parses a byte count: "500000000", "512K", "500M", "2G" (binary units). nullopt if malformed.

@@ -1,0 +1,95 @@
+// cache_entry: the on-disk format of one cache entry, and reading it back with every check.
+//
+// Layout: <root>/v<schema>/nvrtc-<ver>/<arch>/<short_name>-<digest>.cubin (or .ptx), and
+// beside it <short_name>-<digest>.meta.json holding the key fields, the image's size and
+// XXH3-128 checksum and the lowered kernel name. The image is written first, then the meta
+// file, which commits the entry: an image without a meta file is an uncommitted entry (a
+// publish in progress or interrupted), never served.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <filesystem>
+#include <string>
+#include <vector>
+
+#include "fkv/cache_key.hpp"
+#include "fkv/compiler.hpp"
+
+namespace fkv {
+
+struct CacheEntryInfo {
+  std::filesystem::path path;  // the image file
+  std::string kernel;          // short name
+  std::string digest;
+  std::string arch;
+  std::uint64_t bytes = 0;  // image + meta file
+  bool ok = true;
+  std::string problem;     // why it is not ok
+  bool readonly = false;   // found in a read-only root
+  bool removed = false;    // verify() removed it
+  std::filesystem::file_time_type last_used{};  // image mtime: publish time, touched on hits
+};
+
+namespace cache_entry {
+
+inline constexpr const char* kMetaSuffix = ".meta.json";
+// Temp files and uncommitted images older than this are leftovers of a crashed publisher.
+inline constexpr std::chrono::seconds kStaleAfter = std::chrono::minutes(10);
+
+// <root>/v<kCacheSchemaVersion>: the one place the layout version appears in a path.
+std::filesystem::path layout_dir(const std::filesystem::path& root);
+
+struct EntryPaths {
+  std::filesystem::path dir, image, meta, lock;
+};
+
+// Where the entry for `key` lives below `root`: the directory comes from the key's "nvrtc"
+// and "arch" fields, the extension from its "output" field; every part is sanitized.
+EntryPaths entry_paths(const std::filesystem::path& root, const CacheKey& key, const std::string& short_name);
+
+enum class EntryState { Ok, Missing, Bad };
+
+struct LoadedEntry {
+  EntryState state = EntryState::Missing;
+  std::string problem;
+  CompiledKernel kernel;
+  std::filesystem::path image;
+  std::string digest;
+  std::string arch;
+  std::uint64_t bytes = 0;  // image + meta
+};
+
+// Loads and verifies the entry whose meta file is `meta_path`. With `expect`, the entry must
+// hold exactly that key; without, it must be self-consistent (its fields hash to its digest).
+// A missing meta file is Missing (not committed), anything wrong is Bad with the reason.
+LoadedEntry load_entry(const std::filesystem::path& meta_path, const CacheKey* expect);
+
+// Writes the image, then the meta file (each atomically). Returns "" or what went wrong, in
+// which case nothing of the entry is left behind.
+std::string publish_entry(const EntryPaths& p, const CacheKey& key, const CompiledKernel& k);
+
+// Meta first: once it is gone the entry is no longer committed, whatever happens next.
+void remove_entry(const std::filesystem::path& meta, const std::filesystem::path& image);
+
+bool is_image_name(std::string_view n);
+bool is_temp_name(std::string_view n);
+
+// The <root>/v<schema>/nvrtc-*/<arch>/ directories that exist (no symlinks followed unless
+// `follow`, which read-only roots allow).
+std::vector<std::filesystem::path> entry_dirs(const std::filesystem::path& root, bool follow);
+
+struct Scanned {
+  CacheEntryInfo info;
+  std::filesystem::path meta;  // empty for an uncommitted image
+  std::filesystem::file_time_type mtime;
+};
+
+// Every entry of one root, verified (checksums included), plus uncommitted images.
+std::vector<Scanned> scan_root(const std::filesystem::path& root, bool readonly);
+
+// Removes temp files older than kStaleAfter (crashed publishers) from a writable root.
+void remove_stale_temps(const std::filesystem::path& root);
+
+}  // namespace cache_entry
+}  // namespace fkv

@@ -1,0 +1,75 @@
+// cache_fs: the POSIX file-system steps the kernel cache is built from (no cache policy here).
+//
+// Every helper refuses to follow a symlink where an attacker could plant one, and reports
+// failures as text ("" = success) so that the cache can decide between warning and refusing.
+#pragma once
+
+#include <sys/stat.h>
+
+#include <chrono>
+#include <cstdint>
+#include <filesystem>
+#include <optional>
+#include <string>
+#include <string_view>
+
+namespace fkv::cache_fs {
+
+std::string errno_text(int e);
+
+// Every run of characters outside [A-Za-z0-9_-] (and '.' with allow_dot) becomes one '_'; no
+// leading '-', '_' or '.' (so never "..", never an option-looking name), at most `max`
+// characters, never empty ("kernel").
+std::string sanitize(std::string_view in, std::size_t max, bool allow_dot = false);
+
+// Reads a regular file without following a symlink in its last component, at most `max`
+// bytes. Returns std::nullopt and sets `err` (errno in `code`) on failure.
+std::optional<std::string> read_file(const std::filesystem::path& path, std::uint64_t max, std::string& err,
+                                     int* code = nullptr);
+
+bool fsync_dir(const std::filesystem::path& dir);
+
+// Publishes `content` as dir/name: unique temp file in the same directory (O_CREAT|O_EXCL|
+// O_NOFOLLOW, 0600) -> write -> fsync -> rename. A reader sees the old file, no file, or the
+// whole new file, never a torn one. Returns "" or what went wrong (temp file removed).
+std::string write_atomic(const std::filesystem::path& dir, const std::string& name, std::string_view content);
+
+// Whether a directory may hold cache entries that this process will hand to the driver:
+// owned by this user (or, with allow_root_owner, by root) and not writable by group/others.
+std::string trust_problem(const struct stat& st, bool allow_root_owner);
+
+// Creates `dir` (0700) if missing; it must then be a real directory (no symlink) we trust.
+std::string ensure_private_dir(const std::filesystem::path& dir);
+
+// The writable root itself may be a symlink (e.g. ~/.cache -> /data/cache); missing
+// components are created 0700. The root must then be trusted and writable.
+std::string prepare_root(const std::filesystem::path& root);
+
+// Read-only roots may be owned by root (baked into an image) but not writable by others.
+std::string readonly_dir_problem(const std::filesystem::path& dir);
+
+// Also true for a time more than `age` in the future: after a clock jump, a crashed
+// publisher's leftovers must not look fresh (and count against the size cap) for years.
+bool older_than(const std::filesystem::path& p, std::chrono::seconds age);
+
+void touch(const std::filesystem::path& path);  // mtime = now (LRU order)
+
+bool ends_with(std::string_view s, std::string_view suffix);
+
+// An exclusive advisory lock on a per-key lock file, so that processes sharing a cache do not
+// all compile the same kernel at once. Never required for correctness (publishing is atomic):
+// when flock is unsupported (some NFS setups) or the wait passes `timeout`, we go on without it.
+class FileLock {
+ public:
+  explicit FileLock(const std::filesystem::path& path, std::chrono::seconds timeout = std::chrono::seconds(60));
+  ~FileLock();
+  FileLock(const FileLock&) = delete;
+  FileLock& operator=(const FileLock&) = delete;
+  bool held() const { return held_; }
+
+ private:
+  int fd_ = -1;
+  bool held_ = false;
+};
+
+}  // namespace fkv::cache_fs

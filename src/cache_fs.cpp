@@ -1,0 +1,243 @@
+// cache_fs: POSIX file-system helpers of the kernel cache. See include/fkv/cache_fs.hpp.
+#include "fkv/cache_fs.hpp"
+
+#include <fcntl.h>
+#include <spdlog/spdlog.h>
+#include <sys/file.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <atomic>
+#include <cerrno>
+#include <cstdio>
+#include <random>
+#include <sstream>
+#include <system_error>
+#include <thread>
+#include <vector>
+
+namespace fkv::cache_fs {
+namespace fs = std::filesystem;
+
+namespace {
+
+bool safe_char(char c, bool allow_dot) {
+  return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '_' ||
+         c == '-' || (allow_dot && c == '.');
+}
+
+std::string mode_text(mode_t m) {
+  char buf[8];
+  std::snprintf(buf, sizeof buf, "%04o", static_cast<unsigned>(m & 07777));
+  return buf;
+}
+
+}  // namespace
+
+std::string errno_text(int e) { return std::error_code(e, std::generic_category()).message(); }
+
+std::string sanitize(std::string_view in, std::size_t max, bool allow_dot) {
+  std::string out;
+  for (char c : in) {
+    if (safe_char(c, allow_dot)) {
+      if (out.empty() && (c == '-' || c == '_' || c == '.')) continue;
+      out += c;
+    } else if (!out.empty() && out.back() != '_') {
+      out += '_';
+    }
+  }
+  if (out.size() > max) out.resize(max);
+  while (!out.empty() && (out.back() == '_' || out.back() == '-' || out.back() == '.')) out.pop_back();
+  return out.empty() ? "kernel" : out;
+}
+
+std::optional<std::string> read_file(const fs::path& path, std::uint64_t max, std::string& err,
+                                     int* code) {
+  int fd = ::open(path.c_str(), O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
+  if (fd < 0) {
+    if (code) *code = errno;
+    err = errno_text(errno);
+    return std::nullopt;
+  }
+  struct stat st {};
+  if (::fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
+    ::close(fd);
+    err = "not a regular file";
+    return std::nullopt;
+  }
+  if (static_cast<std::uint64_t>(st.st_size) > max) {
+    ::close(fd);
+    err = "file is " + std::to_string(st.st_size) + " bytes, more than the " + std::to_string(max) + " allowed";
+    return std::nullopt;
+  }
+  std::string out(static_cast<std::size_t>(st.st_size), '\0');
+  std::size_t done = 0;
+  while (true) {
+    if (done == out.size()) out.resize(out.size() + 4096);  // the file grew (or st_size was 0)
+    ssize_t n = ::read(fd, out.data() + done, out.size() - done);
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0) {
+      err = errno_text(errno);
+      ::close(fd);
+      return std::nullopt;
+    }
+    if (n == 0) break;
+    done += static_cast<std::size_t>(n);
+    if (done > max) {
+      ::close(fd);
+      err = "file grew past the " + std::to_string(max) + " bytes allowed";
+      return std::nullopt;
+    }
+  }
+  ::close(fd);
+  out.resize(done);
+  return out;
+}
+
+bool fsync_dir(const fs::path& dir) {
+  int fd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  if (fd < 0) return false;
+  bool ok = ::fsync(fd) == 0;
+  ::close(fd);
+  return ok;
+}
+
+// Publishes `content` as dir/name: unique temp file in the same directory (O_CREAT|O_EXCL|
+// O_NOFOLLOW, 0600) -> write -> fsync -> rename. A reader sees the old file, no file, or the
+// whole new file, never a torn one. Returns "" or what went wrong (temp file removed).
+std::string write_atomic(const fs::path& dir, const std::string& name, std::string_view content) {
+  static std::atomic<std::uint64_t> counter{0};
+  thread_local std::mt19937_64 rng{std::random_device{}() ^ static_cast<std::uint64_t>(::getpid())};
+  for (int attempt = 0; attempt < 64; ++attempt) {
+    std::ostringstream tmp_name;
+    tmp_name << name << ".tmp." << ::getpid() << '.' << counter.fetch_add(1) << '.' << std::hex << rng();
+    fs::path tmp = dir / tmp_name.str();
+    int fd = ::open(tmp.c_str(), O_CREAT | O_EXCL | O_NOFOLLOW | O_WRONLY | O_CLOEXEC, 0600);
+    if (fd < 0 && errno == EEXIST) continue;
+    if (fd < 0) return "cannot create " + tmp.string() + ": " + errno_text(errno);
+    std::string err;
+    std::size_t done = 0;
+    while (done < content.size() && err.empty()) {
+      ssize_t n = ::write(fd, content.data() + done, content.size() - done);
+      if (n < 0 && errno == EINTR) continue;
+      if (n < 0) err = "cannot write " + tmp.string() + ": " + errno_text(errno);
+      else done += static_cast<std::size_t>(n);
+    }
+    if (err.empty() && ::fsync(fd) != 0) err = "cannot fsync " + tmp.string() + ": " + errno_text(errno);
+    if (::close(fd) != 0 && err.empty()) err = "cannot close " + tmp.string() + ": " + errno_text(errno);
+    if (err.empty() && ::rename(tmp.c_str(), (dir / name).c_str()) != 0)
+      err = "cannot rename " + tmp.string() + ": " + errno_text(errno);
+    if (!err.empty()) ::unlink(tmp.c_str());
+    return err;
+  }
+  return "cannot create a unique temp file in " + dir.string();
+}
+
+std::string trust_problem(const struct stat& st, bool allow_root_owner) {
+  if (!S_ISDIR(st.st_mode)) return "it is not a directory";
+  uid_t me = ::geteuid();
+  if (st.st_uid != me && !(allow_root_owner && st.st_uid == 0))
+    return "it is owned by uid " + std::to_string(st.st_uid) + ", not by this user (uid " + std::to_string(me) + ")";
+  if (st.st_mode & (S_IWGRP | S_IWOTH))
+    return "it is writable by group or others (mode " + mode_text(st.st_mode) + ")";
+  return {};
+}
+
+// Creates `dir` (0700) if missing; it must then be a real directory (no symlink) we trust.
+std::string ensure_private_dir(const fs::path& dir) {
+  struct stat st {};
+  if (::lstat(dir.c_str(), &st) != 0) {
+    if (errno != ENOENT) return "cannot access " + dir.string() + ": " + errno_text(errno);
+    if (::mkdir(dir.c_str(), 0700) != 0 && errno != EEXIST)
+      return "cannot create " + dir.string() + ": " + errno_text(errno);
+    if (::lstat(dir.c_str(), &st) != 0) return "cannot access " + dir.string() + ": " + errno_text(errno);
+  }
+  if (S_ISLNK(st.st_mode)) return dir.string() + " is a symbolic link";
+  std::string p = trust_problem(st, false);
+  return p.empty() ? p : dir.string() + ": " + p;
+}
+
+// The writable root itself may be a symlink (e.g. ~/.cache -> /data/cache); missing
+// components are created 0700.
+std::string prepare_root(const fs::path& root) {
+  std::vector<fs::path> missing;
+  for (fs::path p = root; !p.empty(); p = p.parent_path()) {
+    struct stat st {};
+    if (::stat(p.c_str(), &st) == 0) break;
+    if (errno != ENOENT) return "cannot access " + p.string() + ": " + errno_text(errno);
+    missing.push_back(p);
+    if (p == p.parent_path()) break;
+  }
+  for (auto it = missing.rbegin(); it != missing.rend(); ++it)
+    if (::mkdir(it->c_str(), 0700) != 0 && errno != EEXIST)
+      return "cannot create " + it->string() + ": " + errno_text(errno);
+  struct stat st {};
+  if (::stat(root.c_str(), &st) != 0) return "cannot access " + root.string() + ": " + errno_text(errno);
+  if (std::string p = trust_problem(st, false); !p.empty()) return p;
+  if (::access(root.c_str(), W_OK | X_OK) != 0) return root.string() + " is not writable: " + errno_text(errno);
+  return {};
+}
+
+// Read-only roots may be owned by root (baked into an image) but not writable by others.
+std::string readonly_dir_problem(const fs::path& dir) {
+  struct stat st {};
+  if (::stat(dir.c_str(), &st) != 0) return "cannot access " + dir.string() + ": " + errno_text(errno);
+  std::string p = trust_problem(st, true);
+  return p.empty() ? p : dir.string() + ": " + p;
+}
+
+
+bool older_than(const fs::path& p, std::chrono::seconds age) {
+  std::error_code ec;
+  auto t = fs::last_write_time(p, ec);
+  if (ec) return false;
+  auto d = fs::file_time_type::clock::now() - t;
+  return d > age || d < -age;
+}
+
+void touch(const fs::path& path) { ::utimensat(AT_FDCWD, path.c_str(), nullptr, 0); }
+
+bool ends_with(std::string_view s, std::string_view suffix) {
+  return s.size() >= suffix.size() && s.substr(s.size() - suffix.size()) == suffix;
+}
+
+FileLock::FileLock(const fs::path& path, std::chrono::seconds timeout) {
+  using Clock = std::chrono::steady_clock;
+  fd_ = ::open(path.c_str(), O_RDWR | O_CREAT | O_NOFOLLOW | O_CLOEXEC, 0600);
+  if (fd_ < 0) {
+    spdlog::debug("fkv-jit cache: no lock file {}: {}", path.string(), errno_text(errno));
+    return;
+  }
+  auto t0 = Clock::now();
+  auto pause = std::chrono::milliseconds(1);
+  while (true) {
+    if (::flock(fd_, LOCK_EX | LOCK_NB) == 0) {
+      held_ = true;
+      return;
+    }
+    int e = errno;
+    if (e == EINTR) continue;
+    if (e != EWOULDBLOCK) {
+      spdlog::debug("fkv-jit cache: cannot lock {}: {}; compiling without it", path.string(), errno_text(e));
+      break;
+    }
+    if (Clock::now() - t0 > timeout) {
+      spdlog::warn("fkv-jit cache: waited {} s for {}; compiling without the lock", timeout.count(), path.string());
+      break;
+    }
+    std::this_thread::sleep_for(pause);
+    pause = std::min(pause * 2, std::chrono::milliseconds(50));
+  }
+  ::close(fd_);
+  fd_ = -1;
+}
+
+FileLock::~FileLock() {
+  if (fd_ >= 0) {
+    ::flock(fd_, LOCK_UN);
+    ::close(fd_);
+  }
+}
+
+}  // namespace fkv::cache_fs
