@@ -716,3 +716,57 @@ TEST_CASE("host-side argument checks throw ArgumentError", "[gpu][materialize][a
   REQUIRE_NOTHROW(fkv::materialize_pool(kp, in, out, s));
   report(check(cp, hp, dp, s));
 }
+
+// ---- pool mode at many layers x many heads x large T ----------------------------------------
+// The shape of the pool-mode report (phi-style: 24 layers, 32 KV heads, head_dim 64, rotary 32
+// neox, no K norm) in both modes and both dtypes, at 1000 and 4096 tokens; then a random sweep
+// over the product of many layers (up to 64), many heads (up to 64) and large T (up to 8192),
+// pool mode, with slot permutations and skips. (The report's failures came from the selftest
+// harness, not the kernel: tests/gpu/test_selftest_gpu.cpp.)
+
+TEST_CASE("pool regression shape: 24 layers x 32 heads x d64/r32 at 1000 and 4096 tokens",
+          "[gpu][materialize][large][pool-regression]") {
+  require_gpu();
+  Rng rng(test_seed() ^ 0x16ull);
+  fkv::Stream stream;
+  for (DType act : {DType::FP32, DType::BF16})
+    for (OutputMode mode : {OutputMode::Pool, OutputMode::Stacked})
+      for (std::int64_t T : {1000, 4096}) {
+        Case c;
+        c.spec.num_kv_heads = 32, c.spec.head_dim = 64, c.spec.rotary_dim = 32, c.spec.neox = true;
+        c.spec.k_norm = false, c.spec.act = act, c.spec.cache = act, c.spec.mode = mode;
+        c.T = T, c.L = 24, c.max_pos = 2048;
+        if (mode == OutputMode::Pool) c.num_slots = 2 * T + 16, c.guard_slots = 2, c.skip = 1.0 / 7;
+        INFO(c.describe());
+        report(run_case(c, rng, stream.get()));
+      }
+}
+
+TEST_CASE("random pool cases over many layers, many heads and large T", "[gpu][materialize][sweep]") {
+  require_gpu();
+  const std::uint64_t seed = test_seed();
+  const std::int64_t cases = env_int("FKV_SWEEP_CASES", 40);
+  const std::int64_t max_elements = env_int("FKV_SWEEP_MAX_ELEMENTS", std::int64_t{1} << 26);
+  fkv::Stream stream;
+  int failed = 0;
+  for (std::int64_t i = 0; i < cases; ++i) {
+    Rng rng(seed * 7919ull + static_cast<std::uint64_t>(i));
+    Case c = random_case(rng, max_elements);
+    c.spec.mode = OutputMode::Pool;
+    c.spec.num_kv_heads = static_cast<int>(rng.pick<std::int64_t>({1, 4, 8, 16, 24, 32, 40, 64}));
+    c.L = rng.range(1, 64);
+    c.T = rng.coin(0.3) ? rng.range(1, 999) : rng.range(1000, 8192);
+    c.T = std::max<std::int64_t>(1, std::min(c.T, max_elements / (c.L * c.kv())));
+    c.num_slots = c.T + rng.range(0, 2 * c.T);
+    c.guard_slots = 2;
+    c.skip = rng.pick<double>({0.0, 0.05, 0.3});
+    c.use_scales = fkv::is_fp8(c.spec.cache) && rng.coin(0.8);
+    const auto failures = run_case(c, rng, stream.get());
+    if (!failures.empty()) {
+      ++failed;
+      INFO("sweep case " << i << " (FKV_TEST_SEED=" << seed << ")");
+      report(failures);
+    }
+    if (failed >= 5) FAIL("stopping after 5 failing cases");
+  }
+}

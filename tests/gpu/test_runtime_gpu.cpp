@@ -220,11 +220,14 @@ TEST_CASE("launch runs the loaded kernel (identity RoPE copies K and V)", "[runt
   fkv::DeviceBuffer d_proj(proj.size() * 2), d_pos(T * 8), d_cs(R * 4);
   const std::size_t out_elems = static_cast<std::size_t>(L) * T * KV;
   fkv::DeviceBuffer d_k(out_elems * 2), d_v(out_elems * 2);
-  FKV_CU(cuMemcpyHtoD, d_proj.get(), proj.data(), proj.size() * 2);
-  FKV_CU(cuMemcpyHtoD, d_pos.get(), positions.data(), T * 8);
-  FKV_CU(cuMemcpyHtoD, d_cs.get(), cos_sin.data(), R * 4);
-  FKV_CU(cuMemsetD8, d_k.get(), 0xFF, out_elems * 2);
-  FKV_CU(cuMemsetD8, d_v.get(), 0xFF, out_elems * 2);
+  // Uploads and poison in the launch stream's order (the legacy-stream forms may still be
+  // running on return, and the non-blocking stream would not wait for them).
+  fkv::Stream stream;
+  FKV_CU(cuMemcpyHtoDAsync, d_proj.get(), proj.data(), proj.size() * 2, stream.get());
+  FKV_CU(cuMemcpyHtoDAsync, d_pos.get(), positions.data(), T * 8, stream.get());
+  FKV_CU(cuMemcpyHtoDAsync, d_cs.get(), cos_sin.data(), R * 4, stream.get());
+  FKV_CU(cuMemsetD8Async, d_k.get(), 0xFF, out_elems * 2, stream.get());
+  FKV_CU(cuMemsetD8Async, d_v.get(), 0xFF, out_elems * 2, stream.get());
 
   FkvKernelParams p{};
   p.proj = d_proj.ptr();
@@ -245,7 +248,6 @@ TEST_CASE("launch runs the loaded kernel (identity RoPE copies K and V)", "[runt
     p.v_scale[l] = 1.f;
   }
 
-  fkv::Stream stream;
   const unsigned grid_x =
       static_cast<unsigned>((T * H + k.tiling.heads_per_block - 1) / k.tiling.heads_per_block);
   fkv::launch(k, p, grid_x, L, 1, stream.get());
