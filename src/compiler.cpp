@@ -1,6 +1,7 @@
 // compiler: NVRTC -> CUBIN/PTX for one arch.
 #include "fkv/compiler.hpp"
 
+#include <cuda.h>
 #include <nvrtc.h>
 
 #include <algorithm>
@@ -11,13 +12,14 @@
 #include <sstream>
 
 #include "fkv/errors.hpp"
+#include "fkv/nvrtc_loader.hpp"
 
 namespace fkv {
 namespace {
 
 void check_nvrtc(nvrtcResult r, const char* call) {
   if (r != NVRTC_SUCCESS)
-    throw CompileError(std::string(call) + " failed: " + nvrtcGetErrorString(r));
+    throw CompileError(std::string(call) + " failed: " + nvrtc().nvrtcGetErrorString(r));
 }
 
 std::string arch_list() {
@@ -31,7 +33,7 @@ std::string arch_list() {
 }
 
 struct ProgramDeleter {
-  void operator()(nvrtcProgram p) const { nvrtcDestroyProgram(&p); }
+  void operator()(nvrtcProgram p) const { nvrtc().nvrtcDestroyProgram(&p); }
 };
 using Program = std::unique_ptr<std::remove_pointer_t<nvrtcProgram>, ProgramDeleter>;
 
@@ -85,17 +87,28 @@ std::vector<std::string> nvrtc_options(const CompileOptions& options) {
   return out;
 }
 
+// Without NVRTC (a machine that only reads a cache), the version and archs are those of the
+// CUDA Toolkit fkv-jit was built with, so that cache keys name the NVRTC of `fkv-jit
+// precompile` run from the same build (docs/integration.md).
 std::string nvrtc_version() {
-  int major = 0, minor = 0;
-  check_nvrtc(nvrtcVersion(&major, &minor), "nvrtcVersion");
+  int major = CUDA_VERSION / 1000, minor = CUDA_VERSION % 1000 / 10;
+  if (const Nvrtc* api = nvrtc_if_available())
+    check_nvrtc(api->nvrtcVersion(&major, &minor), "nvrtcVersion");
   return std::to_string(major) + "." + std::to_string(minor);
 }
 
 std::vector<Arch> supported_archs() {
+  if (nvrtc_if_available() == nullptr) {
+    std::vector<Arch> out;
+    for (int v : CUDA_VERSION >= 13000 ? std::vector<int>{80, 86, 87, 88, 89, 90, 100, 103, 110, 120, 121}
+                                       : std::vector<int>{80, 86, 87, 89, 90})
+      out.push_back(Arch{v / 10, v % 10, false});
+    return out;
+  }
   int n = 0;
-  check_nvrtc(nvrtcGetNumSupportedArchs(&n), "nvrtcGetNumSupportedArchs");
+  check_nvrtc(nvrtc().nvrtcGetNumSupportedArchs(&n), "nvrtcGetNumSupportedArchs");
   std::vector<int> nums(static_cast<std::size_t>(n));
-  check_nvrtc(nvrtcGetSupportedArchs(nums.data()), "nvrtcGetSupportedArchs");
+  check_nvrtc(nvrtc().nvrtcGetSupportedArchs(nums.data()), "nvrtcGetSupportedArchs");
   std::vector<Arch> out;
   for (int v : nums)
     if (v >= 80) out.push_back(Arch{v / 10, v % 10, false});
@@ -122,44 +135,44 @@ CompiledKernel compile(const KernelSource& src, const CompileOptions& options) {
     header_text.push_back(text.c_str());
   }
   nvrtcProgram raw = nullptr;
-  check_nvrtc(nvrtcCreateProgram(&raw, src.source.c_str(), src.template_name.c_str(),
+  check_nvrtc(nvrtc().nvrtcCreateProgram(&raw, src.source.c_str(), src.template_name.c_str(),
                                  static_cast<int>(header_text.size()), header_text.data(),
                                  header_names.data()),
               "nvrtcCreateProgram");
   Program prog(raw);
-  check_nvrtc(nvrtcAddNameExpression(raw, src.name_expression.c_str()), "nvrtcAddNameExpression");
+  check_nvrtc(nvrtc().nvrtcAddNameExpression(raw, src.name_expression.c_str()), "nvrtcAddNameExpression");
 
   const auto opts = nvrtc_options(options);
   std::vector<const char*> argv;
   for (const auto& o : opts) argv.push_back(o.c_str());
-  const nvrtcResult rc = nvrtcCompileProgram(raw, static_cast<int>(argv.size()), argv.data());
+  const nvrtcResult rc = nvrtc().nvrtcCompileProgram(raw, static_cast<int>(argv.size()), argv.data());
 
   CompiledKernel out;
   std::size_t log_size = 0;
-  nvrtcGetProgramLogSize(raw, &log_size);
+  nvrtc().nvrtcGetProgramLogSize(raw, &log_size);
   if (log_size > 1) {
     out.log.resize(log_size);
-    nvrtcGetProgramLog(raw, out.log.data());
+    nvrtc().nvrtcGetProgramLog(raw, out.log.data());
     out.log.resize(log_size - 1);
   }
   if (rc != NVRTC_SUCCESS)
     throw CompileError("NVRTC failed to compile " + src.name_expression + " for " +
-                           options.arch.name() + ": " + nvrtcGetErrorString(rc) + "\n" + out.log,
+                           options.arch.name() + ": " + nvrtc().nvrtcGetErrorString(rc) + "\n" + out.log,
                        out.log, src.source);
 
   const char* lowered = nullptr;
-  check_nvrtc(nvrtcGetLoweredName(raw, src.name_expression.c_str(), &lowered), "nvrtcGetLoweredName");
+  check_nvrtc(nvrtc().nvrtcGetLoweredName(raw, src.name_expression.c_str(), &lowered), "nvrtcGetLoweredName");
   out.lowered_name = lowered;
   out.is_ptx = options.ptx;
   std::size_t size = 0;
   if (options.ptx) {
-    check_nvrtc(nvrtcGetPTXSize(raw, &size), "nvrtcGetPTXSize");
+    check_nvrtc(nvrtc().nvrtcGetPTXSize(raw, &size), "nvrtcGetPTXSize");
     out.image.resize(size);
-    check_nvrtc(nvrtcGetPTX(raw, out.image.data()), "nvrtcGetPTX");
+    check_nvrtc(nvrtc().nvrtcGetPTX(raw, out.image.data()), "nvrtcGetPTX");
   } else {
-    check_nvrtc(nvrtcGetCUBINSize(raw, &size), "nvrtcGetCUBINSize");
+    check_nvrtc(nvrtc().nvrtcGetCUBINSize(raw, &size), "nvrtcGetCUBINSize");
     out.image.resize(size);
-    check_nvrtc(nvrtcGetCUBIN(raw, out.image.data()), "nvrtcGetCUBIN");
+    check_nvrtc(nvrtc().nvrtcGetCUBIN(raw, out.image.data()), "nvrtcGetCUBIN");
   }
   return out;
 }

@@ -1,0 +1,544 @@
+// fkv_jit._native: the Python binding of fkv-jit, built on apache-tvm-ffi's C ABI.
+//
+// Functions are exported with TVM_FFI_DLL_EXPORT_TYPED_FUNC and loaded by fkv_jit with
+// tvm_ffi.load_module(). Tensors arrive as DLPack views (torch tensors through tvm-ffi's DLPack
+// exchange, so no torch version is compiled in); the CUDA stream is torch's current stream, which
+// tvm-ffi publishes for the call (TVMFFIEnvGetStream). No Python header is used, so one build
+// serves every CPython version.
+//
+// Configs, plans and precompilation go through the C API (include/fkv/fkv.h), the materializer
+// through the C++ fkv::FusedKVMaterializer: one implementation of each. Structured values cross
+// as JSON text; each error crosses as a tvm-ffi error whose kind names the fkv error class,
+// which fkv_jit maps to its Python exception types.
+#include <cuda.h>
+#include <dlpack/dlpack.h>
+#include <nlohmann/json.hpp>
+#include <tvm/ffi/container/array.h>
+#include <tvm/ffi/container/map.h>
+#include <tvm/ffi/container/tensor.h>
+#include <tvm/ffi/error.h>
+#include <tvm/ffi/extra/c_env_api.h>
+#include <tvm/ffi/function.h>
+#include <tvm/ffi/string.h>
+
+#include <cstdint>
+#include <cstring>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include "fkv/config.hpp"
+#include "fkv/driver.hpp"
+#include "fkv/errors.hpp"
+#include "fkv/fkv.h"
+#include "fkv/fused_kv_materializer.hpp"
+#include "fkv/nvrtc_loader.hpp"
+#include "fkv/spec.hpp"
+#include "fkv/version.hpp"
+
+namespace {
+
+namespace ffi = tvm::ffi;
+using json = nlohmann::json;
+
+[[noreturn]] void raise(const char* kind, const std::string& message) {
+  throw ffi::Error(kind, message, "");
+}
+
+// C API status -> the error kind fkv_jit registers (fkv_jit/_errors.py).
+void check(fkv_status s) {
+  if (s == FKV_OK) return;
+  const char* kind = "FkvError";
+  switch (s) {
+    case FKV_ERR_CONFIG_MISMATCH: kind = "ConfigMismatchError"; break;
+    case FKV_ERR_BAD_INPUT: kind = "BadInputError"; break;
+    case FKV_ERR_ARGUMENT: kind = "ArgumentError"; break;
+    case FKV_ERR_COMPILE: kind = "CompileError"; break;
+    case FKV_ERR_CUDA: kind = "CudaError"; break;
+    case FKV_ERR_CACHE: kind = "CacheError"; break;
+    case FKV_ERR_OUT_OF_MEMORY: kind = "MemoryError"; break;
+    default: break;
+  }
+  std::string text = fkv_last_error();
+  if (s == FKV_ERR_COMPILE && *fkv_last_error_log()) text += "\n" + std::string(fkv_last_error_log());
+  raise(kind, text);
+}
+
+// C++ exceptions of the library -> the same kinds.
+template <class F>
+auto guarded(F&& body, const char* config_error_kind = "ConfigMismatchError") {
+  try {
+    return body();
+  } catch (const ffi::Error&) {
+    throw;
+  } catch (const fkv::ConfigError& e) {
+    raise(config_error_kind, e.what());
+  } catch (const fkv::ArgumentError& e) {
+    raise("ArgumentError", e.what());
+  } catch (const fkv::CompileError& e) {
+    raise("CompileError", e.log.empty() ? std::string(e.what()) : std::string(e.what()) + "\n" + e.log);
+  } catch (const fkv::CudaError& e) {
+    raise("CudaError", e.what());
+  } catch (const fkv::CacheError& e) {
+    raise("CacheError", e.what());
+  } catch (const std::bad_alloc&) {
+    raise("MemoryError", "out of host memory");
+  } catch (const std::exception& e) {
+    raise("FkvError", std::string("internal error: ") + e.what());
+  }
+}
+
+// ---- configs through the C API ---------------------------------------------------------------
+
+struct ConfigHandle {
+  fkv_config* c = nullptr;
+  ConfigHandle(const std::string& source, bool is_path, const std::string& name) {
+    check(is_path ? fkv_config_load(source.c_str(), &c) : fkv_config_from_json(source.c_str(), name.c_str(), &c));
+  }
+  ~ConfigHandle() { fkv_config_free(c); }
+  ConfigHandle(const ConfigHandle&) = delete;
+  ConfigHandle& operator=(const ConfigHandle&) = delete;
+};
+
+struct PlanHandle {
+  fkv_plan* p = nullptr;
+  PlanHandle(const ConfigHandle& c, bool grouped) { check(fkv_plan_create(c.c, grouped ? 1 : 0, &p)); }
+  ~PlanHandle() { fkv_plan_free(p); }
+  PlanHandle(const PlanHandle&) = delete;
+  PlanHandle& operator=(const PlanHandle&) = delete;
+};
+
+const char* k_norm_name(fkv_k_norm k) {
+  switch (k) {
+    case FKV_K_NORM_RMS: return "rms";
+    case FKV_K_NORM_RMS_ONE_PLUS: return "rms_one_plus";
+    default: return "none";
+  }
+}
+
+json attention_json(const fkv_attention_info& a) {
+  return {{"num_kv_heads", a.num_kv_heads}, {"head_dim", a.head_dim},
+          {"rotary_dim", a.rotary_dim},     {"is_neox_style", a.is_neox_style != 0},
+          {"k_norm", k_norm_name(a.k_norm)}, {"rope_theta", a.rope_theta},
+          {"rope_scaling_type", a.rope_scaling_type ? a.rope_scaling_type : ""}};
+}
+
+ffi::String config_info(ffi::String source, bool is_path, ffi::String name) {
+  ConfigHandle c(source, is_path, name);
+  json layers = json::array();
+  for (int i = 0; i < fkv_config_num_layers(c.c); ++i) {
+    fkv_layer_info l{};
+    check(fkv_config_layer(c.c, i, &l));
+    layers.push_back({{"index", l.index}, {"is_attention", l.is_attention != 0}, {"is_sliding", l.is_sliding != 0},
+                      {"num_kv_heads", l.num_kv_heads}, {"head_dim", l.head_dim}, {"rotary_dim", l.rotary_dim},
+                      {"is_neox_style", l.is_neox_style != 0}, {"k_norm", k_norm_name(l.k_norm)}, {"eps", l.eps},
+                      {"rope_theta", l.rope_theta}, {"sliding_window", l.sliding_window},
+                      {"unsupported", l.unsupported != 0}});
+  }
+  return json{{"num_layers", fkv_config_num_layers(c.c)},
+              {"hidden_size", fkv_config_hidden_size(c.c)},
+              {"max_position_embeddings", fkv_config_max_position_embeddings(c.c)},
+              {"dtype", fkv_config_dtype(c.c)},
+              {"architecture", fkv_config_architecture(c.c)},
+              {"layers", layers}}
+      .dump();
+}
+
+ffi::String validate(ffi::String source, bool is_path, ffi::String name) {
+  ConfigHandle c(source, is_path, name);
+  fkv_attention_info a{};
+  check(fkv_validate(c.c, &a));
+  return attention_json(a).dump();
+}
+
+ffi::String plan(ffi::String source, bool is_path, ffi::String name, bool grouped) {
+  ConfigHandle c(source, is_path, name);
+  PlanHandle p(c, grouped);
+  json out = json::parse(fkv_plan_json(p.p));
+  for (int g = 0; g < fkv_plan_num_groups(p.p); ++g) {
+    fkv_attention_info a{};
+    check(fkv_plan_group_spec(p.p, g, &a));
+    out["groups"][static_cast<std::size_t>(g)]["info"] = attention_json(a);
+  }
+  return out.dump();
+}
+
+const char* dtype_name(fkv_dtype d) { return fkv_dtype_name(d); }
+
+fkv_dtype parse(const std::string& name) {
+  fkv_dtype d{};
+  check(fkv_dtype_parse(name.c_str(), &d));
+  return d;
+}
+
+ffi::String kernel_desc(ffi::String source, bool is_path, ffi::String name, bool grouped, int group,
+                        ffi::String act, ffi::String cache, bool pool) {
+  ConfigHandle c(source, is_path, name);
+  PlanHandle p(c, grouped);
+  fkv_kernel_desc d{};
+  check(fkv_plan_kernel_desc(p.p, group, parse(act), parse(cache), pool ? 1 : 0, &d));
+  return json{{"num_kv_heads", d.num_kv_heads}, {"head_dim", d.head_dim}, {"rotary_dim", d.rotary_dim},
+              {"neox", d.neox != 0}, {"k_norm", d.k_norm != 0}, {"act", dtype_name(d.act)},
+              {"cache", dtype_name(d.cache)}, {"cos_sin", dtype_name(d.cos_sin)},
+              {"positions_i64", d.positions_i64 != 0}, {"slots_i64", d.slots_i64 != 0},
+              {"pool", d.mode_pool != 0}, {"debug", d.debug != 0}}
+      .dump();
+}
+
+ffi::Bytes cos_sin(ffi::String source, bool is_path, ffi::String name, bool grouped, int group,
+                   int64_t max_position, ffi::String dtype) {
+  ConfigHandle c(source, is_path, name);
+  PlanHandle p(c, grouped);
+  const fkv_dtype dt = parse(dtype);
+  std::size_t need = 0;
+  check(fkv_plan_cos_sin(p.p, group, max_position, dt, nullptr, 0, &need));
+  std::string buf(need, '\0');
+  check(fkv_plan_cos_sin(p.p, group, max_position, dt, buf.data(), buf.size(), nullptr));
+  return ffi::Bytes(buf);
+}
+
+ffi::Array<int64_t> precompile(ffi::String source, bool is_path, ffi::String name, ffi::String arch,
+                               ffi::String dtype, ffi::String kv_dtype, ffi::String cache_dir) {
+  ConfigHandle c(source, is_path, name);
+  std::size_t variants = 0, compiled = 0;
+  auto opt = [](const ffi::String& s) { return s.size() ? s.c_str() : nullptr; };
+  check(fkv_precompile(c.c, arch.c_str(), opt(dtype), opt(kv_dtype), opt(cache_dir), &variants, &compiled));
+  return ffi::Array<int64_t>{static_cast<int64_t>(variants), static_cast<int64_t>(compiled)};
+}
+
+// desc: the JSON of kernel_desc(). Returns [name, outcome, arch].
+ffi::Array<ffi::String> kernel_prepare_impl(const ffi::String& desc_json, int device) {
+  const json j = json::parse(std::string(desc_json));
+  fkv_kernel_desc d{};
+  d.num_kv_heads = j.at("num_kv_heads");
+  d.head_dim = j.at("head_dim");
+  d.rotary_dim = j.at("rotary_dim");
+  d.neox = j.at("neox").get<bool>();
+  d.k_norm = j.at("k_norm").get<bool>();
+  d.act = parse(j.at("act"));
+  d.cache = parse(j.at("cache"));
+  d.cos_sin = parse(j.at("cos_sin"));
+  d.positions_i64 = j.at("positions_i64").get<bool>();
+  d.slots_i64 = j.at("slots_i64").get<bool>();
+  d.mode_pool = j.at("pool").get<bool>();
+  d.debug = j.at("debug").get<bool>();
+  fkv_kernel* k = nullptr;
+  check(fkv_kernel_prepare(&d, device, &k));
+  ffi::Array<ffi::String> out{fkv_kernel_name(k), fkv_kernel_outcome(k), fkv_kernel_arch(k)};
+  fkv_kernel_free(k);
+  return out;
+}
+
+ffi::Array<ffi::String> kernel_prepare(ffi::String desc_json, int device) {
+  return guarded([&] { return kernel_prepare_impl(desc_json, device); });
+}
+
+// ---- environment -----------------------------------------------------------------------------
+
+ffi::String version() { return fkv_version(); }
+bool driver_available() { return fkv_driver_available() != 0; }
+
+void set_cuda_library_dirs(ffi::Array<ffi::String> dirs) {
+  std::vector<std::string> v;
+  for (const ffi::String& d : dirs) v.emplace_back(d);
+  fkv::set_cuda_library_dirs(std::move(v));
+}
+
+// [loaded, path or the error text]
+ffi::Array<ffi::String> nvrtc_status() {
+  try {
+    return {"1", fkv::nvrtc().path};
+  } catch (const fkv::CompileError& e) {
+    return {"0", e.what()};
+  }
+}
+
+// ---- tensors ---------------------------------------------------------------------------------
+
+bool is(const DLDataType& t, uint8_t code, uint8_t bits) { return t.code == code && t.bits == bits && t.lanes == 1; }
+
+std::string dl_name(const DLDataType& t) {
+  switch (t.code) {
+    case kDLInt: return "int" + std::to_string(t.bits);
+    case kDLUInt: return "uint" + std::to_string(t.bits);
+    case kDLFloat: return "float" + std::to_string(t.bits);
+    case kDLBfloat: return "bfloat16";
+    case kDLFloat8_e4m3fn: return "float8_e4m3fn";
+    case kDLFloat8_e5m2: return "float8_e5m2";
+    default: return "dtype code " + std::to_string(t.code) + " bits " + std::to_string(t.bits);
+  }
+}
+
+bool matches(const DLDataType& t, fkv::DType d) {
+  switch (d) {
+    case fkv::DType::BF16: return is(t, kDLBfloat, 16);
+    case fkv::DType::FP16: return is(t, kDLFloat, 16);
+    case fkv::DType::FP32: return is(t, kDLFloat, 32);
+    case fkv::DType::FP8_E4M3: return is(t, kDLFloat8_e4m3fn, 8) || is(t, kDLUInt, 8);
+    case fkv::DType::FP8_E5M2: return is(t, kDLFloat8_e5m2, 8) || is(t, kDLUInt, 8);
+  }
+  return false;
+}
+
+void* data(const ffi::TensorView& t) { return static_cast<char*>(t.data_ptr()) + t.byte_offset(); }
+
+bool contiguous(const ffi::TensorView& t) { return t.IsContiguous(); }
+
+// ---- the materializer ------------------------------------------------------------------------
+
+struct BoundPool {
+  std::vector<void*> k, v;
+  std::vector<float> k_scales, v_scales;
+  std::int64_t num_slots = 0, slot_stride = 0;
+};
+
+struct State {
+  std::unique_ptr<fkv::FusedKVMaterializer> m;
+  fkv::MaterializerOptions opt;
+  std::int64_t hidden = 0;
+  std::vector<std::int64_t> layer_width;  // H*D per attention layer (layers() order)
+  std::vector<std::int64_t> group_elems;  // per group: L_g * H_g * D_g (per token, K or V)
+  std::int64_t stacked_elems = 0;         // per token, K and V of every group
+  std::vector<BoundPool> pools;
+  std::mutex mutex;  // bind_pool only; calls are one stream at a time by contract
+
+  void check_device(const ffi::TensorView& t, const char* what) const {
+    const DLDevice d = t.device();
+    if (d.device_type != kDLCUDA || d.device_id != opt.device)
+      raise("ValueError", std::string(what) + " must be on cuda:" + std::to_string(opt.device) +
+                              ", the helper's device");
+  }
+
+  // hidden [T, hidden] act with contiguous rows; positions [T] index dtype, contiguous.
+  fkv::MaterializerInput input(const ffi::TensorView& hidden_t, const ffi::TensorView& pos) const {
+    check_device(hidden_t, "ctx_hidden");
+    check_device(pos, "positions");
+    if (hidden_t.ndim() != 2 || hidden_t.size(1) != hidden || hidden_t.stride(1) != 1)
+      raise("ValueError", "ctx_hidden must be [num_tokens, " + std::to_string(hidden) + "] with contiguous rows");
+    if (!matches(hidden_t.dtype(), opt.act))
+      raise("TypeError", "ctx_hidden dtype " + dl_name(hidden_t.dtype()) + " differs from the weights' " +
+                             fkv::to_string(opt.act));
+    const std::int64_t T = hidden_t.size(0);
+    if (pos.ndim() != 1 || pos.size(0) != T)
+      raise("ValueError",
+            "positions must match ctx_hidden token count for fused KV materialization: positions=" +
+                std::to_string(pos.numel()) + ", total_ctx=" + std::to_string(T) + ".");
+    if (!is(pos.dtype(), kDLInt, 64) || !contiguous(pos))
+      raise("TypeError", "positions must be a contiguous int64 tensor, got " + dl_name(pos.dtype()));
+    fkv::MaterializerInput in;
+    in.hidden = data(hidden_t);
+    in.num_tokens = T;
+    in.hidden_stride = T > 1 ? hidden_t.stride(0) : hidden;
+    in.positions = data(pos);
+    return in;
+  }
+
+  std::int64_t bind_pool(const ffi::Array<ffi::Tensor>& k, const ffi::Array<ffi::Tensor>& v,
+                         const ffi::Array<double>& ks, const ffi::Array<double>& vs) {
+    const std::size_t L = layer_width.size();
+    if (k.size() != L || v.size() != L)
+      raise("ValueError", "k_buffers and v_buffers need one buffer per attention layer (" + std::to_string(L) +
+                              "), got " + std::to_string(k.size()) + " and " + std::to_string(v.size()));
+    if ((ks.size() != 0 && ks.size() != L) || (vs.size() != 0 && vs.size() != L))
+      raise("ValueError", "k_scales / v_scales take one value per attention layer (" + std::to_string(L) + ") or none");
+    const bool fp8 = opt.cache == fkv::DType::FP8_E4M3 || opt.cache == fkv::DType::FP8_E5M2;
+    if (!fp8 && (ks.size() != 0 || vs.size() != 0))
+      raise("ValueError", "k_scales / v_scales apply to fp8 pools only; this pool is " + fkv::to_string(opt.cache));
+    BoundPool p;
+    const ffi::Array<ffi::Tensor>* sides[2] = {&k, &v};
+    const char* names[2] = {"k_buffers", "v_buffers"};
+    for (int s = 0; s < 2; ++s) {
+      for (std::size_t i = 0; i < L; ++i) {
+        const ffi::Tensor& t = (*sides[s])[i];
+        const std::string what = std::string(names[s]) + "[" + std::to_string(i) + "]";
+        const ffi::TensorView tv(t);
+        check_device(tv, what.c_str());
+        if (!matches(tv.dtype(), opt.cache))
+          raise("TypeError", what + " is " + dl_name(tv.dtype()) + "; the helper writes " + fkv::to_string(opt.cache) +
+                                 " pools (kv_cache_dtype)");
+        std::int64_t inner = 1;
+        for (int d = 1; d < tv.ndim(); ++d) inner *= tv.size(d);
+        bool rows_contiguous = tv.ndim() >= 2;
+        std::int64_t expect = 1;
+        for (int d = tv.ndim() - 1; d >= 1 && rows_contiguous; --d) {
+          if (tv.size(d) != 1 && tv.stride(d) != expect) rows_contiguous = false;
+          expect *= tv.size(d);
+        }
+        if (!rows_contiguous || inner != layer_width[i])
+          raise("ValueError", what + " must be [num_slots, num_kv_heads, head_dim] (or [num_slots, " +
+                                  std::to_string(layer_width[i]) + "]) with contiguous rows");
+        const std::int64_t slots = tv.size(0), stride = tv.size(0) > 1 ? tv.stride(0) : layer_width[i];
+        if (s == 0 && i == 0) {
+          p.num_slots = slots;
+          p.slot_stride = stride;
+        } else if (slots != p.num_slots || stride != p.slot_stride) {
+          raise("ValueError", what + ": every pool buffer must have the same slot count and slot stride (" +
+                                  std::to_string(p.num_slots) + " slots, stride " + std::to_string(p.slot_stride) +
+                                  "); got " + std::to_string(slots) + ", " + std::to_string(stride));
+        }
+        if (reinterpret_cast<std::uintptr_t>(data(tv)) % 16 != 0)
+          raise("ValueError", what + " is not 16-byte aligned");
+        (s == 0 ? p.k : p.v).push_back(data(tv));
+      }
+    }
+    for (double x : ks) p.k_scales.push_back(static_cast<float>(x));
+    for (double x : vs) p.v_scales.push_back(static_cast<float>(x));
+    std::lock_guard<std::mutex> lock(mutex);
+    pools.push_back(std::move(p));
+    return static_cast<std::int64_t>(pools.size() - 1);
+  }
+
+  void materialize_pool(const ffi::TensorView& hidden_t, const ffi::TensorView& pos, const ffi::TensorView& loc,
+                        std::int64_t pool_id) {
+    const fkv::MaterializerInput in = input(hidden_t, pos);
+    check_device(loc, "cache_loc");
+    if (loc.ndim() != 1 || loc.size(0) != in.num_tokens)
+      raise("ValueError", "cache_loc has " + std::to_string(loc.numel()) + " entries for " +
+                              std::to_string(in.num_tokens) + " tokens");
+    if (!is(loc.dtype(), kDLInt, 64) || !contiguous(loc))
+      raise("TypeError", "cache_loc must be a contiguous int64 tensor, got " + dl_name(loc.dtype()));
+    if (pool_id < 0 || static_cast<std::size_t>(pool_id) >= pools.size())
+      raise("ValueError", "unknown pool binding " + std::to_string(pool_id));
+    const BoundPool& p = pools[static_cast<std::size_t>(pool_id)];
+    fkv::FusedKVMaterializer::Pool out;
+    out.cache_loc = data(loc);
+    out.k_buffers = p.k;
+    out.v_buffers = p.v;
+    out.num_slots = p.num_slots;
+    out.slot_stride = p.slot_stride;
+    out.k_scales = p.k_scales;
+    out.v_scales = p.v_scales;
+    m->materialize_pool(in, out, stream());
+  }
+
+  // out: contiguous, act dtype, T * stacked_elems elements: per group g, K [L_g, T, H_g, D_g]
+  // then V of the same shape.
+  void materialize_stacked(const ffi::TensorView& hidden_t, const ffi::TensorView& pos, const ffi::TensorView& out) {
+    const fkv::MaterializerInput in = input(hidden_t, pos);
+    check_device(out, "out");
+    if (!matches(out.dtype(), opt.act) || !contiguous(out) || out.numel() != in.num_tokens * stacked_elems)
+      raise("ValueError", "out must be a contiguous " + fkv::to_string(opt.act) + " tensor of " +
+                              std::to_string(in.num_tokens * stacked_elems) + " elements");
+    std::vector<void*> k, v;
+    char* base = static_cast<char*>(data(out));
+    const std::int64_t es = fkv::dtype_size(opt.act);
+    for (std::int64_t g : group_elems) {
+      k.push_back(base);
+      v.push_back(base + g * in.num_tokens * es);
+      base += 2 * g * in.num_tokens * es;
+    }
+    m->materialize_stacked(in, k, v, stream());
+  }
+
+  CUstream stream() const { return static_cast<CUstream>(TVMFFIEnvGetStream(kDLCUDA, opt.device)); }
+
+  std::int64_t read_errors(bool reset) {
+    unsigned int word = 0;
+    fkv::Driver& d = fkv::Driver::get();
+    fkv::ensure_context(opt.device);
+    if (d.cuMemcpyDtoH(&word, m->error_flag(), sizeof word) != CUDA_SUCCESS)
+      raise("CudaError", "reading the device error flag failed");
+    if (reset) {
+      const unsigned int zero = 0;
+      if (d.cuMemcpyHtoD(m->error_flag(), &zero, sizeof zero) != CUDA_SUCCESS)
+        raise("CudaError", "resetting the device error flag failed");
+    }
+    return word;
+  }
+};
+
+fkv::MaterializerWeights weights_of(const State& st, const ffi::Array<ffi::Tensor>& w_kv,
+                                    const ffi::Array<ffi::Tensor>& k_norm, const ffi::Array<double>& eps) {
+  fkv::MaterializerWeights w;
+  std::int64_t row_stride = 0;
+  for (std::size_t i = 0; i < w_kv.size(); ++i) {
+    const ffi::TensorView t(w_kv[i]);
+    const std::string what = "kv_weights[" + std::to_string(i) + "]";
+    st.check_device(t, what.c_str());
+    if (!matches(t.dtype(), st.opt.act))
+      raise("TypeError", what + " is " + dl_name(t.dtype()) + ", expected " + fkv::to_string(st.opt.act));
+    if (t.ndim() != 2 || t.size(1) != st.hidden || t.stride(1) != 1)
+      raise("ValueError", what + " must be [2 * num_kv_heads * head_dim, " + std::to_string(st.hidden) +
+                              "] with contiguous rows");
+    const std::int64_t rs = t.size(0) > 1 ? t.stride(0) : st.hidden;
+    if (i > 0 && rs != row_stride) raise("ValueError", "every kv_weights tensor must have the same row stride");
+    row_stride = rs;
+    w.w_kv.push_back(data(t));
+  }
+  w.w_kv_row_stride = row_stride;
+  for (std::size_t i = 0; i < k_norm.size(); ++i) {
+    const ffi::TensorView t(k_norm[i]);
+    if (t.device().device_type != kDLCPU || !is(t.dtype(), kDLFloat, 32) || !contiguous(t))
+      raise("TypeError", "k_norm weights reach the binding as contiguous float32 CPU tensors");
+    const float* p = static_cast<const float*>(data(t));
+    w.k_norm.emplace_back(p, p + t.numel());
+  }
+  for (double e : eps) w.eps.push_back(static_cast<float>(e));
+  return w;
+}
+
+// Returns a map of closures over one fkv::FusedKVMaterializer (see fkv_jit/materializer.py).
+ffi::Map<ffi::String, ffi::Any> materializer_create(ffi::String source, bool is_path, ffi::String name,
+                                                    ffi::String options_json, ffi::Array<ffi::Tensor> w_kv,
+                                                    ffi::Array<ffi::Tensor> k_norm, ffi::Array<double> eps) {
+  return guarded([&] {
+    const json o = json::parse(std::string(options_json));
+    auto st = std::make_shared<State>();
+    st->opt.mode = o.at("grouped").get<bool>() ? fkv::ValidationMode::Grouped : fkv::ValidationMode::Strict;
+    st->opt.act = fkv::parse_dtype(o.at("act"));
+    st->opt.cache = fkv::parse_dtype(o.at("cache"));
+    st->opt.index = fkv::IndexType::I64;
+    st->opt.max_tokens = o.at("max_tokens");
+    st->opt.max_position = o.at("max_position");
+    st->opt.device = o.at("device");
+    st->opt.debug_checks = o.at("debug").get<bool>();
+    st->opt.stacked = o.at("stacked").get<bool>();
+    st->opt.pool = o.at("pool").get<bool>();
+    st->hidden = o.at("hidden");
+    const fkv::ModelConfig config = is_path ? fkv::ModelConfig::from_file(std::string(source))
+                                            : fkv::ModelConfig::from_json(std::string_view(source.data(), source.size()), std::string(name));
+    fkv::ensure_context(st->opt.device);
+    const fkv::MaterializerWeights w = weights_of(*st, w_kv, k_norm, eps);
+    st->m = std::make_unique<fkv::FusedKVMaterializer>(config, st->hidden, w, st->opt);
+    const fkv::Plan& plan = st->m->plan();
+    std::vector<std::int64_t> width_of_layer(config.layers.size(), 0);
+    for (const fkv::LayerGroup& g : plan.groups) {
+      const std::int64_t hd = std::int64_t{g.attn.num_kv_heads} * g.attn.head_dim;
+      for (int l : g.layers) width_of_layer[static_cast<std::size_t>(l)] = hd;
+      st->group_elems.push_back(hd * static_cast<std::int64_t>(g.layers.size()));
+      st->stacked_elems += 2 * st->group_elems.back();
+    }
+    for (int l : st->m->layers()) st->layer_width.push_back(width_of_layer[static_cast<std::size_t>(l)]);
+
+    ffi::Map<ffi::String, ffi::Any> fns;
+    fns.Set("bind_pool", ffi::Function::FromTyped(
+                             [st](ffi::Array<ffi::Tensor> k, ffi::Array<ffi::Tensor> v, ffi::Array<double> ks,
+                                  ffi::Array<double> vs) { return guarded([&] { return st->bind_pool(k, v, ks, vs); }); }));
+    fns.Set("materialize_pool",
+            ffi::Function::FromTyped([st](ffi::TensorView h, ffi::TensorView p, ffi::TensorView loc, int64_t id) {
+              guarded([&] { st->materialize_pool(h, p, loc, id); });
+            }));
+    fns.Set("materialize_stacked", ffi::Function::FromTyped([st](ffi::TensorView h, ffi::TensorView p, ffi::TensorView out) {
+              guarded([&] { st->materialize_stacked(h, p, out); });
+            }));
+    fns.Set("read_errors", ffi::Function::FromTyped([st](bool reset) { return guarded([&] { return st->read_errors(reset); }); }));
+    fns.Set("projection_width", st->m->projection_width());
+    return fns;
+  });
+}
+
+}  // namespace
+
+TVM_FFI_DLL_EXPORT_TYPED_FUNC(version, version)
+TVM_FFI_DLL_EXPORT_TYPED_FUNC(driver_available, driver_available)
+TVM_FFI_DLL_EXPORT_TYPED_FUNC(set_cuda_library_dirs, set_cuda_library_dirs)
+TVM_FFI_DLL_EXPORT_TYPED_FUNC(nvrtc_status, nvrtc_status)
+TVM_FFI_DLL_EXPORT_TYPED_FUNC(config_info, config_info)
+TVM_FFI_DLL_EXPORT_TYPED_FUNC(validate, validate)
+TVM_FFI_DLL_EXPORT_TYPED_FUNC(plan, plan)
+TVM_FFI_DLL_EXPORT_TYPED_FUNC(kernel_desc, kernel_desc)
+TVM_FFI_DLL_EXPORT_TYPED_FUNC(cos_sin, cos_sin)
+TVM_FFI_DLL_EXPORT_TYPED_FUNC(precompile, precompile)
+TVM_FFI_DLL_EXPORT_TYPED_FUNC(kernel_prepare, kernel_prepare)
+TVM_FFI_DLL_EXPORT_TYPED_FUNC(materializer_create, materializer_create)
