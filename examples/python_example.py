@@ -2,7 +2,8 @@
 would: validate the draft config, precompile its kernels, build the helper from the draft's
 weights, and materialize K/V straight into the KV pool, checked against plain PyTorch.
 
-    FKV_JIT_LIBRARY=build/libfkv.so python3 examples/python_example.py tests/data/dflash-qwen3-4b-draft.json
+    pip install dist/fkv_jit-*.whl     # scripts/test-wheel.sh builds it
+    python3 examples/python_example.py tests/data/dflash-qwen3-4b-draft.json
 
 Without torch or a GPU it stops after validation and precompilation.
 """
@@ -12,8 +13,7 @@ import sys
 import tempfile
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "python"))
-import fkv_jit  # noqa: E402
+import fkv_jit
 
 
 def main(config_path: str) -> int:
@@ -49,8 +49,12 @@ def main(config_path: str) -> int:
     torch.manual_seed(0)
     w_kv = [torch.randn(2 * H * D, hidden, device=dev, dtype=dt) * hidden ** -0.5 for _ in layers]
     k_norm = [1 + 0.1 * torch.randn(D, device=dev) for _ in layers]
+    # Everything that allocates or compiles happens here: weights packed, cos/sin tables built
+    # (max_position rows: context length + block size), kernels loaded. Calls only launch, so
+    # they can be captured in a CUDA graph.
     helper = fkv_jit.FusedKVMaterializeHelper(config_path, w_kv,
-                                              k_norm if spec.k_norm != "none" else None)
+                                              k_norm if spec.k_norm != "none" else None,
+                                              max_position=4096)
 
     # 4. One step: T context tokens into a KV pool of num_slots rows per layer.
     T, num_slots = 64, 1024
@@ -59,7 +63,6 @@ def main(config_path: str) -> int:
     cache_loc = torch.randperm(num_slots, device=dev)[:T]
     k_pool = [torch.zeros(num_slots, H, D, device=dev, dtype=dt) for _ in layers]
     v_pool = [torch.zeros_like(b) for b in k_pool]
-    helper.prepare()  # load kernels now (before any CUDA graph capture)
     helper.materialize_to_pool(ctx_hidden, positions, cache_loc, k_pool, v_pool)
 
     # The seed-shaped call works too: write_layer_kv(layer_id, k [T, H, D], v [T, H, D]).
@@ -68,7 +71,7 @@ def main(config_path: str) -> int:
     torch.cuda.synchronize()
 
     # 5. Check layer 0 against plain PyTorch: linear -> RMSNorm -> neox RoPE.
-    table = helper.groups[0].cos_sin.float()
+    table = helper.plan.cos_sin_tensor(0, 4096, device=dev)
     proj = torch.nn.functional.linear(ctx_hidden, w_kv[0]).float()
     k = proj[:, : H * D].reshape(T, H, D)
     if spec.k_norm != "none":

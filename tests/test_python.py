@@ -1,26 +1,27 @@
-"""CPU tests of the fkv_jit Python package (plain asserts; no pytest needed).
+"""CPU tests of the installed fkv_jit wheel (pytest, or plain: python3 tests/test_python.py).
 
-    FKV_JIT_LIBRARY=build/libfkv.so python3 tests/test_python.py
+    scripts/test-wheel.sh     # builds the wheel, installs it into a fresh venv, runs these
 
-Covers config loading, validation and its exact ValueError texts (SPEC §3), plans, cos/sin
-tables, precompilation into a temporary cache and error classes. The torch parts (argument
-checks of FusedKVMaterializeHelper that need no GPU) are skipped when torch is missing.
+Covers config loading, validation and its exact ValueError texts (the seed helper's), plans,
+cos/sin tables, precompilation into a temporary cache, NVRTC loading (found, missing with a
+cache hit, missing with a miss) and error classes. The torch parts (argument checks of
+FusedKVMaterializeHelper that need no GPU) are skipped when torch is missing.
 """
 
 import math
 import os
 import shutil
 import struct
+import subprocess
 import sys
 import tempfile
 import traceback
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT / "python"))
 DATA = ROOT / "tests" / "data"
 
-import fkv_jit  # noqa: E402
+import fkv_jit  # noqa: E402  (the installed package, not the source tree)
 
 
 def layer(kv=8, d=128, r=128, neox=True, theta=10000, k_norm=None):
@@ -181,6 +182,49 @@ def test_helper_checks_without_gpu():
     assert "CUDA device" in str(e)
     e = raises(ValueError, fkv_jit.FusedKVMaterializeHelper, cfg, w[:1])
     assert "one entry per attention layer (2), got 1" in str(e)
+    e = raises(TypeError, fkv_jit.FusedKVMaterializeHelper, cfg, [t.to(device="meta", dtype=torch.int8) for t in w])
+    assert "bfloat16 or float16" in str(e)
+
+
+def test_installed_not_source_tree():
+    # The tests run against the wheel: the package and its binding come from site-packages.
+    assert "site-packages" in fkv_jit.__file__, fkv_jit.__file__
+    assert os.path.exists(fkv_jit.library_path())
+
+
+def _run_with_nvrtc(nvrtc_file, code):
+    """Runs `code` in a fresh interpreter whose NVRTC is `nvrtc_file` (FKV_NVRTC_LIBRARY)."""
+    env = dict(os.environ, FKV_NVRTC_LIBRARY=nvrtc_file)
+    return subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True,
+                          timeout=600)
+
+
+def test_nvrtc_found():
+    ok, path = fkv_jit.nvrtc_status()
+    assert ok and "libnvrtc.so" in path, path
+
+
+def test_nvrtc_missing():
+    """Without NVRTC, a cache hit still works and a miss is a CompileError saying what to
+    install. The cache is filled with the system toolkit's NVRTC, the version the wheel was
+    built with, whose entries a machine without NVRTC looks up."""
+    system = "/usr/local/cuda/lib64/libnvrtc.so.13"
+    cache = tempfile.mkdtemp(prefix="fkv-py-nvrtc-")
+    code = ("import fkv_jit\n"
+            f"print(fkv_jit.precompile({str(DATA / 'qwen3-8b.json')!r}, 'sm_90', cache_dir={cache!r}))")
+    try:
+        missing = _run_with_nvrtc("/nonexistent/libnvrtc.so.13", code)
+        assert missing.returncode != 0
+        assert "CompileError" in missing.stderr and "pip install nvidia-cuda-nvrtc" in missing.stderr, missing.stderr
+        if not os.path.exists(system):
+            print("  (no system CUDA Toolkit NVRTC: the cache-hit half is skipped)")
+            return
+        filled = _run_with_nvrtc(system, code)
+        assert filled.returncode == 0 and "(2, 2)" in filled.stdout, filled.stderr
+        hit = _run_with_nvrtc("/nonexistent/libnvrtc.so.13", code)
+        assert hit.returncode == 0 and "(2, 0)" in hit.stdout, hit.stderr
+    finally:
+        shutil.rmtree(cache)
 
 
 def main():
@@ -195,7 +239,7 @@ def main():
             failed += 1
             print(f"FAIL {t.__name__}")
             traceback.print_exc()
-    print(f"{len(tests) - failed}/{len(tests)} passed")
+    print(f"{len(tests) - failed} passed, {failed} failed")
     return 1 if failed else 0
 
 

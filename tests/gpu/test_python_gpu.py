@@ -1,8 +1,9 @@
-"""GPU tests of fkv_jit.FusedKVMaterializeHelper against a plain PyTorch eager reference
-(linear, RMSNorm, RoPE neox and GPT-J, pool index-put), for bf16/fp16 stacked outputs, bf16 and
-fp8 pools, grouped plans, and under torch.cuda.graph capture. Plain asserts; no pytest needed.
+"""GPU tests of the installed fkv_jit wheel's FusedKVMaterializeHelper against a float64
+PyTorch reference (linear, RMSNorm, RoPE neox and GPT-J, pool index-put), for bf16/fp16 stacked
+outputs, bf16 and fp8 pools, grouped plans, under torch.cuda.graph capture and under
+torch.compile(fullgraph=True). Plain asserts; pytest also collects it.
 
-    FKV_JIT_LIBRARY=build/libfkv.so python3 tests/gpu/test_python_gpu.py
+    pip install fkv_jit-*.whl && python3 tests/gpu/test_python_gpu.py
 
 Needs torch with CUDA and a GPU; without them it exits 77, which CTest reports as skipped (not
 passed), so a GPU run never passes without running.
@@ -10,10 +11,6 @@ passed), so a GPU run never passes without running.
 
 import sys
 import traceback
-from pathlib import Path
-
-ROOT = Path(__file__).resolve().parent.parent.parent
-sys.path.insert(0, str(ROOT / "python"))
 
 try:
     import torch
@@ -24,7 +21,11 @@ if not torch.cuda.is_available():
     print("no CUDA device visible to torch: GPU tests not run")
     sys.exit(77)
 
-import fkv_jit  # noqa: E402
+try:
+    import fkv_jit  # noqa: E402  (the installed wheel)
+except ImportError as e:
+    print(f"fkv_jit is not installed ({e}): pip install dist/fkv_jit-*.whl; GPU tests not run")
+    sys.exit(77)
 
 DEV = torch.device("cuda", torch.cuda.current_device())
 GEN = torch.Generator(device="cpu").manual_seed(1234)
@@ -176,18 +177,32 @@ def test_grouped_two_frequency_tables():
     check_stacked(case, grouped=True)
 
 
-def test_seed_style_cos_sin_cache_bf16():
-    # The caller's own cos/sin cache (rotary_emb.cos_sin_cache style), in the activation dtype.
+def test_partial_rotary_max_position():
+    # A cos/sin table of max_position rows (not the config's 4096), positions up to its end.
     case = Case([layer(8, 128, 64, True, 5e5, "rms")] * 2, max_position=1024)
-    table = ref_cos_sin(5e5, 64, 1024).to(torch.bfloat16)
-    helper = case.helper(cos_sin_cache=table)
-    ctx, pos = case.inputs(33)
+    helper = case.helper(max_position=1024)
+    ctx, _ = case.inputs(33)
+    pos = torch.arange(1024 - 33, 1024, device=DEV)
     got = {}
     helper.materialize(ctx, pos, lambda l, k, v: got.__setitem__(l, k.clone()))
     torch.cuda.synchronize()
     rtol, atol = TOL[torch.bfloat16]
-    for l, (k_ref, _) in enumerate(case.reference(ctx, pos, cos_sin_of=lambda i: table)):
+    for l, (k_ref, _) in enumerate(case.reference(ctx, pos)):
         assert_close(got[l], k_ref, rtol, atol, f"k of layer {l}")
+
+
+def test_debug_flags_bad_position_and_slot():
+    case = Case([layer(4, 64, 64, True, 1e4, "rms")] * 2, max_position=256)
+    helper = case.helper(debug=True)
+    ctx, pos = case.inputs(8)
+    pos[3] = 256  # one past the table
+    loc = torch.arange(8, device=DEV)
+    loc[5] = 64   # one past the pool
+    kb = [torch.zeros(64, 4, 64, device=DEV, dtype=torch.bfloat16) for _ in range(2)]
+    vb = [torch.zeros_like(b) for b in kb]
+    helper.materialize_to_pool(ctx, pos, loc, kb, vb)
+    assert helper.check_device_errors() == 3
+    assert helper.check_device_errors() == 0  # reset
 
 
 def pool_reference(case, ctx, pos, loc, num_slots, dtype, scales=None, fill=0.0):
@@ -208,7 +223,7 @@ def pool_reference(case, ctx, pos, loc, num_slots, dtype, scales=None, fill=0.0)
 
 def check_pool(case, pool_dtype, T=50, num_slots=200, scales=None, slot_dtype=torch.int64,
                kv_cache_dtype=None):
-    helper = case.helper(kv_cache_dtype=kv_cache_dtype)
+    helper = case.helper(kv_cache_dtype=kv_cache_dtype or pool_dtype)
     ctx, pos = case.inputs(T)
     loc = torch.randperm(num_slots, generator=GEN)[:T]
     loc[::7] = -1  # skipped tokens
@@ -282,7 +297,24 @@ def test_argument_errors():
         helper.materialize_to_pool(ctx, pos, torch.zeros(8, dtype=torch.int64, device=DEV), kb, kb)
         raise AssertionError("fp16 pool with bf16 activations accepted")
     except TypeError as e:
-        assert "activation dtype" in str(e), str(e)
+        assert "the helper writes bf16 pools" in str(e), str(e)
+    # Every argument is checked before any launch: a bad second layer leaves the pool as it was.
+    good = [torch.full((16, 4, 128), 3.0, device=DEV, dtype=torch.bfloat16) for _ in range(2)]
+    bad = [good[0], torch.full((16, 4, 64), 3.0, device=DEV, dtype=torch.bfloat16)]
+    loc = torch.arange(8, device=DEV)
+    for k_buffers, text in [(bad, "k_buffers[1] must be"), (good[:1], "one entry per attention layer")]:
+        try:
+            helper.materialize_to_pool(ctx, pos, loc, k_buffers, good)
+            raise AssertionError(f"no error for {text}")
+        except ValueError as e:
+            assert text in str(e), str(e)
+    try:
+        helper.materialize_to_pool(ctx, pos, loc[:7], good, good)
+        raise AssertionError("short cache_loc accepted")
+    except ValueError as e:
+        assert "cache_loc has 7 entries for 8 tokens" in str(e), str(e)
+    torch.cuda.synchronize()
+    assert all(bool((b == 3.0).all()) for b in good), "a failed call wrote into the pool"
     # Zero tokens launch nothing and call nothing.
     calls = []
     helper.materialize(ctx[:0], pos[:0], lambda *a: calls.append(a))
@@ -298,7 +330,6 @@ def test_cuda_graph_capture():
     kb = [torch.zeros(num_slots, 8, 128, device=DEV, dtype=torch.bfloat16) for _ in range(3)]
     vb = [torch.zeros_like(b) for b in kb]
     stacked = {}
-    helper.prepare(pool=True, stacked=True)
     s = torch.cuda.Stream()
     s.wait_stream(torch.cuda.current_stream())
     with torch.cuda.stream(s):  # warm-up (cuBLAS workspaces) outside the capture
@@ -329,6 +360,39 @@ def test_cuda_graph_capture():
         untouched = torch.ones(num_slots, dtype=torch.bool, device=DEV)
         untouched[perm] = False
         assert int(kb[l][untouched].abs().sum().item()) == 0
+
+
+def test_torch_compile_fullgraph_matches_eager():
+    case = Case([layer(8, 128, 128, True, 1e6, "rms")] * 3)
+    helper = case.helper()
+    T, num_slots = 24, 96
+
+    def step(ctx, pos, loc, kb, vb, stacked):
+        helper.materialize_to_pool(ctx, pos, loc, kb, vb)
+        helper.materialize(ctx, pos, lambda l, k, v: stacked[l].copy_(k + v))
+        return kb[1][loc].float().sum()
+
+    def fresh():
+        kb = [torch.full((num_slots, 8, 128), 3.0, device=DEV, dtype=torch.bfloat16) for _ in range(3)]
+        return kb, [b.clone() for b in kb], [torch.full((T, 8, 128), 3.0, device=DEV,
+                                                         dtype=torch.bfloat16) for _ in range(3)]
+
+    ctx, pos = case.inputs(T)
+    loc = torch.randperm(num_slots, generator=GEN)[:T].to(DEV)
+    eager = fresh()
+    s_eager = step(ctx, pos, loc, *eager)
+    torch._dynamo.reset()
+    compiled_step = torch.compile(step, fullgraph=True)
+    comp = fresh()
+    s_comp = compiled_step(ctx, pos, loc, *comp)
+    torch.cuda.synchronize()
+    assert float(s_eager) == float(s_comp), (float(s_eager), float(s_comp))
+    for a, b in zip(sum(eager, []), sum(comp, [])):
+        assert torch.equal(a, b), "torch.compile result differs from eager"
+    refs = case.reference(ctx, pos)
+    rtol, atol = TOL[torch.bfloat16]
+    for l, (k_ref, v_ref) in enumerate(refs):
+        assert_close(comp[0][l][loc], k_ref, rtol, atol, f"compiled k pool of layer {l}")
 
 
 def test_precompile_for_this_gpu():

@@ -1,0 +1,184 @@
+"""CPU tests of fkv_jit's torch custom ops (the installed wheel; pytest or plain python3).
+
+No GPU: the helper is built on "meta" tensors (shape-only: the ops run their fake
+implementations), which is what torch.compile traces with. Checked here:
+  - the ops are registered with their mutation annotations (the pool buffers are declared
+    written, so the compiler orders pool reads after the op);
+  - torch.compile(fullgraph=True) of functions calling materialize (with a write_layer_kv that
+    writes into a pool) and materialize_to_pool compiles with no graph break, each op once in
+    the graph, and the compiled result has eager's shapes;
+  - fake output shapes follow the plan (one group and several groups);
+  - the helper's argument errors are raised before anything runs.
+The GPU results of the same ops: tests/gpu/test_python_gpu.py.
+"""
+
+import sys
+import traceback
+
+try:
+    import torch
+except ImportError:  # pragma: no cover
+    print("torch is not installed: the torch op tests are skipped")
+    sys.exit(0)
+
+import fkv_jit  # noqa: E402
+
+META = torch.device("meta")
+
+
+def layer(kv=2, d=64, r=64, neox=True, theta=10000.0, k_norm="rms"):
+    return {"num_kv_heads": kv, "head_dim": d, "rotary_dim": r, "is_neox_style": neox,
+            "rope_theta": theta, "k_norm": k_norm, "eps": 1e-6}
+
+
+HIDDEN = 96
+
+
+def meta_helper(layers, grouped=False):
+    cfg = {"hidden_size": HIDDEN, "max_position_embeddings": 256, "fkv": {"layers": layers}}
+    w = [torch.empty(2 * l["num_kv_heads"] * l["head_dim"], HIDDEN, dtype=torch.bfloat16,
+                     device=META) for l in layers]
+    norms = [torch.ones(l["head_dim"]) if l["k_norm"] != "none" else None for l in layers]
+    if all(n is None for n in norms):
+        norms = None
+    return fkv_jit.FusedKVMaterializeHelper(cfg, w, norms, grouped=grouped)
+
+
+def raises(cls, fn, *args, **kwargs):
+    try:
+        fn(*args, **kwargs)
+    except cls as e:
+        return e
+    raise AssertionError(f"{fn.__name__} did not raise {cls.__name__}")
+
+
+class Recorder:
+    """A torch.compile backend that keeps the FX graph and runs it through aot_eager (so the
+    mutating op also goes through functionalization)."""
+
+    def __init__(self):
+        self.graphs = []
+
+    def __call__(self, gm, example_inputs):
+        self.graphs.append(gm)
+        from torch._dynamo.backends.common import aot_autograd
+        from functorch.compile import make_boxed_func
+        return aot_autograd(fw_compiler=lambda g, _: make_boxed_func(g.forward))(gm, example_inputs)
+
+    def ops(self):
+        names = []
+        for gm in self.graphs:
+            for n in gm.graph.nodes:
+                if n.op == "call_function" and "fkv_jit" in str(n.target):
+                    names.append(str(n.target).replace(".default", ""))
+        return names
+
+
+def test_ops_registered_with_mutations():
+    schema = torch.ops.fkv_jit.materialize_to_pool.default._schema
+    mutated = [a.name for a in schema.arguments if a.alias_info is not None and a.alias_info.is_write]
+    assert mutated == ["k_buffers", "v_buffers"], str(schema)
+    schema = torch.ops.fkv_jit.materialize.default._schema
+    assert not any(a.alias_info is not None and a.alias_info.is_write for a in schema.arguments)
+
+
+def test_fake_shapes():
+    h = meta_helper([layer()] * 3)
+    T = 5
+    out = torch.ops.fkv_jit.materialize(h._handle, torch.empty(T, HIDDEN, dtype=torch.bfloat16, device=META),
+                                        torch.empty(T, dtype=torch.int64, device=META))
+    assert out.shape == (T * 2 * 3 * 2 * 64,) and out.dtype == torch.bfloat16, out.shape
+    seen = []
+    h.materialize(torch.empty(T, HIDDEN, dtype=torch.bfloat16, device=META),
+                  torch.empty(T, dtype=torch.int32, device=META),
+                  lambda lid, k, v: seen.append((lid, tuple(k.shape), tuple(v.shape))))
+    assert seen == [(i, (T, 2, 64), (T, 2, 64)) for i in range(3)], seen
+    # Grouped plans: each layer gets its own group's shape, in model order.
+    g = meta_helper([layer(kv=2), layer(kv=4, d=32, r=32), layer(kv=2)], grouped=True)
+    seen = []
+    g.materialize(torch.empty(T, HIDDEN, dtype=torch.bfloat16, device=META),
+                  torch.empty(T, dtype=torch.int64, device=META),
+                  lambda lid, k, v: seen.append((lid, tuple(k.shape))))
+    assert seen == [(0, (T, 2, 64)), (1, (T, 4, 32)), (2, (T, 2, 64))], seen
+
+
+def test_compile_fullgraph_pool():
+    h = meta_helper([layer()] * 2)
+    kb = [torch.empty(64, 2, 64, dtype=torch.bfloat16, device=META) for _ in range(2)]
+    vb = [torch.empty(64, 2, 64, dtype=torch.bfloat16, device=META) for _ in range(2)]
+
+    def step(hidden, positions, loc):
+        h.materialize_to_pool(hidden, positions, loc, kb, vb)
+        return kb[0].float().sum(), vb[1][loc]  # reads of the pool after the op
+
+    rec = Recorder()
+    torch._dynamo.reset()
+    compiled = torch.compile(step, fullgraph=True, backend=rec)
+    T = 8
+    args = (torch.empty(T, HIDDEN, dtype=torch.bfloat16, device=META),
+            torch.empty(T, dtype=torch.int64, device=META), torch.empty(T, dtype=torch.int64, device=META))
+    s, rows = compiled(*args)
+    es, erows = step(*args)
+    assert rows.shape == erows.shape == (T, 2, 64) and s.shape == es.shape
+    assert rec.ops() == ["fkv_jit.materialize_to_pool"], rec.ops()
+
+
+def test_compile_fullgraph_seed_shape():
+    h = meta_helper([layer()] * 3)
+    pool_k = [torch.empty(64, 2, 64, dtype=torch.bfloat16, device=META) for _ in range(3)]
+
+    def step(hidden, positions, loc):
+        def write_layer_kv(lid, k, v):
+            pool_k[lid][loc] = k + v
+        h.materialize(hidden, positions, write_layer_kv)
+        return pool_k[2][loc]
+
+    rec = Recorder()
+    torch._dynamo.reset()
+    compiled = torch.compile(step, fullgraph=True, backend=rec)
+    T = 4
+    args = (torch.empty(T, HIDDEN, dtype=torch.bfloat16, device=META),
+            torch.empty(T, dtype=torch.int64, device=META), torch.empty(T, dtype=torch.int64, device=META))
+    assert compiled(*args).shape == step(*args).shape == (T, 2, 64)
+    assert rec.ops() == ["fkv_jit.materialize"], rec.ops()
+
+
+def test_helper_errors_before_running():
+    e = raises(ValueError, meta_helper, [layer(), layer(kv=4)])
+    assert str(e) == "num_kv_heads mismatch across layers for fused KV path: expected 2, got 4 at layer 1."
+    cfg = {"hidden_size": HIDDEN, "fkv": {"layers": [layer()] * 2}}
+    w = [torch.empty(256, HIDDEN, dtype=torch.bfloat16, device=META)] * 2
+    e = raises(ValueError, fkv_jit.FusedKVMaterializeHelper, cfg, w)
+    assert "K norm" in str(e)
+    e = raises(ValueError, fkv_jit.FusedKVMaterializeHelper, cfg,
+               [torch.empty(255, HIDDEN, dtype=torch.bfloat16, device=META)] * 2, [torch.ones(64)] * 2)
+    assert "expected (256, 96)" in str(e), str(e)
+    e = raises(TypeError, fkv_jit.FusedKVMaterializeHelper, cfg, w, [torch.ones(64)] * 2,
+               kv_cache_dtype=torch.int16)
+    assert "kv_cache_dtype" in str(e)
+    h = meta_helper([layer()] * 2)
+    e = raises(TypeError, h.materialize, torch.empty(2, HIDDEN, device=META),
+               torch.empty(2, dtype=torch.float32, device=META), lambda *a: None)
+    assert "positions must be int32 or int64" in str(e)
+    e = raises(TypeError, h.materialize_to_pool, torch.empty(2, HIDDEN, device=META),
+               torch.empty(2, dtype=torch.int64, device=META), [0, 1], [], [])
+    assert "cache_loc must be a torch tensor" in str(e)
+
+
+def main():
+    tests = [v for k, v in sorted(globals().items()) if k.startswith("test_") and callable(v)]
+    failed = 0
+    for t in tests:
+        try:
+            t()
+            print(f"ok   {t.__name__}")
+        except Exception:
+            failed += 1
+            print(f"FAIL {t.__name__}")
+            traceback.print_exc()
+    print(f"{len(tests) - failed} passed, {failed} failed")
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
