@@ -11,6 +11,7 @@
 #include <string>
 
 #include "fkv/errors.hpp"
+#include "fkv/options.hpp"
 
 namespace fkv {
 namespace {
@@ -71,6 +72,20 @@ void fill_common(const LoadedKernel& k, const FusedKVInputs& in, FkvKernelParams
     fail(s, "eps has " + std::to_string(in.eps.size()) + " values for " +
                 std::to_string(in.num_layers) + " layers");
   if (s.debug_checks) check_not_null(s, in.error_flag, "error_flag (debug mode)");
+  if (in.error_flag) check_aligned(s, in.error_flag, 4, "error_flag");
+  const std::int64_t bias_stride = in.kv_bias_stride_layer ? in.kv_bias_stride_layer : 2 * kv;
+  if (s.kv_bias) {
+    if (in.kv_bias == nullptr)
+      fail(s, "kv_bias is null, but this kernel adds a K/V bias; prepare a spec with kv_bias=false "
+              "for a projection without bias");
+    check_aligned(s, in.kv_bias, 16, "kv_bias");
+    if (bias_stride < 2 * kv || bias_stride % 4 != 0)
+      fail(s, "kv_bias_stride_layer " + std::to_string(bias_stride) + " must be >= 2*H*D = " +
+                  std::to_string(2 * kv) + " and a multiple of 4 (16-byte rows)");
+  } else if (in.kv_bias != nullptr) {
+    fail(s, "kv_bias is given, but this kernel was prepared without a bias; prepare a spec with "
+            "kv_bias=true");
+  }
 
   p.proj = in.proj;
   p.proj_stride_token = stride_t;
@@ -82,6 +97,8 @@ void fill_common(const LoadedKernel& k, const FusedKVInputs& in, FkvKernelParams
   p.max_position = in.max_position;
   p.k_norm_weight = in.k_norm_weight;
   p.error_flag = in.error_flag;
+  p.kv_bias = in.kv_bias;
+  p.kv_bias_stride = bias_stride;
 }
 
 // What both modes do first: the mode, the shared arguments, the parameter block. Returns false
@@ -107,6 +124,9 @@ void launch_chunks(const LoadedKernel& k, const FusedKVInputs& in, FkvKernelPara
     p.proj = static_cast<const char*>(base.proj) +
              first * base.proj_stride_layer * dtype_size(k.spec.act);
     if (base.k_norm_weight) p.k_norm_weight = base.k_norm_weight + first * k.spec.head_dim;
+    if (base.kv_bias) p.kv_bias = base.kv_bias + first * base.kv_bias_stride;
+    if (base.k_scale_ptr) p.k_scale_ptr = base.k_scale_ptr + first;
+    if (base.v_scale_ptr) p.v_scale_ptr = base.v_scale_ptr + first;
     p.num_layers = count;
     for (int l = 0; l < count; ++l) {
       p.eps[l] = in.eps.empty() ? 1e-6f : in.eps[first + l];
@@ -134,11 +154,8 @@ LaunchPlan plan_launch(const LoadedKernel& k, std::int64_t num_tokens, int num_l
   // (decode-sized calls). Measured on an H200: splitting at 4096 tokens costs 5-25%.
   const int sms = std::max(k.sm_count, 1);
   const std::int64_t resident = std::int64_t{sms} * std::max(1, 2048 / t.block_threads);
-  // FKV_LAYERS_PER_BLOCK=<n> pins the chunk size (tuning); read once.
-  static const int forced = [] {
-    const char* v = std::getenv("FKV_LAYERS_PER_BLOCK");
-    return v ? std::max(0, std::atoi(v)) : 0;
-  }();
+  // FKV_LAYERS_PER_BLOCK=<n> (JitOptions::layers_per_block) pins the chunk size (tuning).
+  const int forced = JitOptions::global().layers_per_block;
   int lpb = num_layers;
   if (forced > 0) {
     lpb = std::min(forced, num_layers);
@@ -167,24 +184,81 @@ void materialize_stacked(const LoadedKernel& k, const FusedKVInputs& in, const S
   });
 }
 
+namespace {
+
+// The paged layout's strides, defaults filled in; throws when they do not fit the kernel or
+// when two (slot, head) rows of one block would overlap.
+void fill_paged_layout(const LoadedKernel& k, const PoolOutput& out, std::int64_t slot_stride,
+                       FkvKernelParams& p) {
+  const KernelSpec& s = k.spec;
+  const std::int64_t H = s.num_kv_heads, D = s.head_dim;
+  if (!s.paged) {
+    if (out.block_size != 0 || out.block_stride != 0 || out.head_stride != 0 || !out.slot_mappings.empty())
+      fail(s, "block_size, block_stride, head_stride and slot_mappings need a paged kernel: prepare a "
+              "spec with paged=true");
+    return;
+  }
+  const std::int64_t bs = out.block_size ? out.block_size : 1;
+  const std::int64_t hs = out.head_stride ? out.head_stride : D;
+  if (bs < 1) fail(s, "block_size must be >= 1, got " + std::to_string(bs));
+  if (hs < 0) fail(s, "head_stride must be >= 0, got " + std::to_string(hs));
+  // Rows (s, h) of one block are disjoint when the heads of a slot, or the slots of a head, are
+  // laid side by side: NHD-like or HND-like, each possibly padded.
+  const bool nhd = (H == 1 || hs >= D) && (bs == 1 || slot_stride >= (H - 1) * hs + D);
+  const bool hnd = (bs == 1 || slot_stride >= D) && (H == 1 || hs >= (bs - 1) * slot_stride + D);
+  if (!nhd && !hnd)
+    fail(s, "the paged layout overlaps itself: slot_stride " + std::to_string(slot_stride) +
+                ", head_stride " + std::to_string(hs) + " with block_size " + std::to_string(bs) + ", H=" +
+                std::to_string(H) + ", D=" + std::to_string(D) +
+                "; use slot_stride >= (H-1)*head_stride + D with head_stride >= D (NHD) or head_stride >= "
+                "(block_size-1)*slot_stride + D with slot_stride >= D (HND)");
+  const std::int64_t extent = (bs - 1) * slot_stride + (H - 1) * hs + D;
+  const std::int64_t block_stride = out.block_stride ? out.block_stride : extent;
+  if (block_stride < extent)
+    fail(s, "block_stride " + std::to_string(block_stride) + " is smaller than one block's extent " +
+                std::to_string(extent) + " elements");
+  const std::int64_t vec = k.tiling.vec;
+  if (hs % vec != 0 || block_stride % vec != 0)
+    fail(s, "head_stride " + std::to_string(hs) + " and block_stride " + std::to_string(block_stride) +
+                " must be multiples of " + std::to_string(vec) + " elements (16-byte vectors)");
+  p.block_size = bs;
+  p.block_stride = block_stride;
+  p.head_stride = hs;
+}
+
+}  // namespace
+
 void materialize_pool(const LoadedKernel& k, const FusedKVInputs& in, const PoolOutput& out,
                       CUstream stream) {
   const KernelSpec& s = k.spec;
   FkvKernelParams p;
   if (!begin(k, in, OutputMode::Pool, p)) return;
   const auto L = static_cast<std::size_t>(in.num_layers);
-  check_not_null(s, out.cache_loc, "cache_loc");
-  check_aligned(s, out.cache_loc, s.slots == IndexType::I32 ? 4 : 8, "cache_loc");
+  if (!out.slot_mappings.empty() && out.slot_mappings.size() != L)
+    fail(s, "slot_mappings has " + std::to_string(out.slot_mappings.size()) + " entries for " +
+                std::to_string(L) + " layers (one per layer, or none)");
+  const std::size_t index_align = s.slots == IndexType::I32 ? 4 : 8;
+  bool needs_cache_loc = out.slot_mappings.empty();
+  for (const void* m : out.slot_mappings) {
+    if (m == nullptr) needs_cache_loc = true;
+    else check_aligned(s, m, index_align, "slot_mappings[l]");
+  }
+  if (needs_cache_loc) check_not_null(s, out.cache_loc, "cache_loc");
+  if (out.cache_loc) check_aligned(s, out.cache_loc, index_align, "cache_loc");
   if (out.k_buffers.size() != L || out.v_buffers.size() != L)
     fail(s, "pool mode needs one K and one V buffer per layer: got " +
                 std::to_string(out.k_buffers.size()) + " and " + std::to_string(out.v_buffers.size()) +
                 " for " + std::to_string(L) + " layers");
   const std::int64_t hd = std::int64_t{s.num_kv_heads} * s.head_dim;
   const std::int64_t slot_stride = out.slot_stride ? out.slot_stride : hd;
-  if (slot_stride < hd || slot_stride % k.tiling.vec != 0)
-    fail(s, "slot_stride " + std::to_string(slot_stride) + " must be >= H*D = " + std::to_string(hd) +
-                " and a multiple of " + std::to_string(k.tiling.vec));
+  // The flat layout needs a whole slot per row; the paged one checks its own rows below.
+  const std::int64_t min_slot_stride = s.paged ? 0 : hd;
+  if (slot_stride < min_slot_stride || slot_stride % k.tiling.vec != 0)
+    fail(s, "slot_stride " + std::to_string(slot_stride) + " must be >= " +
+                (s.paged ? std::string("0") : "H*D = " + std::to_string(hd)) + " and a multiple of " +
+                std::to_string(k.tiling.vec));
   if (out.num_slots <= 0) fail(s, "num_slots must be > 0, got " + std::to_string(out.num_slots));
+  fill_paged_layout(k, out, slot_stride, p);
   const std::size_t out_align = static_cast<std::size_t>(k.tiling.vec) * dtype_size(s.cache);
   for (std::size_t l = 0; l < L; ++l) {
     check_not_null(s, out.k_buffers[l], "k_buffers[l]");
@@ -192,26 +266,36 @@ void materialize_pool(const LoadedKernel& k, const FusedKVInputs& in, const Pool
     check_aligned(s, out.k_buffers[l], out_align, "k_buffers[l]");
     check_aligned(s, out.v_buffers[l], out_align, "v_buffers[l]");
   }
-  auto check_scales = [&](std::span<const float> scales, const char* name) {
+  auto check_scales = [&](std::span<const float> scales, const float* device, const char* name) {
     if (!scales.empty() && scales.size() != L)
       fail(s, std::string(name) + " has " + std::to_string(scales.size()) + " values for " +
                   std::to_string(L) + " layers");
-    if (!scales.empty() && !is_fp8(s.cache))
+    if ((!scales.empty() || device) && !is_fp8(s.cache))
       fail(s, "k/v scales apply to fp8 caches only; the cache dtype is " + to_string(s.cache));
+    if (!scales.empty() && device)
+      fail(s, std::string("give ") + name + " as host values or as a device array, not both");
+    if (device) check_aligned(s, device, 4, name);
     for (float v : scales)
       if (!(v > 0) || !std::isfinite(v)) fail(s, std::string(name) + " must be positive and finite");
   };
-  check_scales(out.k_scales, "k_scales");
-  check_scales(out.v_scales, "v_scales");
+  check_scales(out.k_scales, out.k_scales_device, "k_scales");
+  check_scales(out.v_scales, out.v_scales_device, "v_scales");
   p.cache_loc = out.cache_loc;
   p.num_slots = out.num_slots;
   p.slot_stride = slot_stride;
+  p.per_layer_slots = out.slot_mappings.empty() ? 0 : 1;
+  p.k_scale_ptr = out.k_scales_device;
+  p.v_scale_ptr = out.v_scales_device;
   launch_chunks(k, in, p, stream, [&](std::int64_t first, int count) {
     for (int l = 0; l < count; ++l) {
       p.k_pool[l] = out.k_buffers[first + l];
       p.v_pool[l] = out.v_buffers[first + l];
       if (!out.k_scales.empty()) p.k_scale[l] = out.k_scales[first + l];
       if (!out.v_scales.empty()) p.v_scale[l] = out.v_scales[first + l];
+      if (p.per_layer_slots) {
+        const void* m = out.slot_mappings[first + l];
+        p.slot_mapping[l] = m ? m : out.cache_loc;
+      }
     }
   });
 }

@@ -162,6 +162,17 @@ void check_inputs(const ReferenceInputs& in) {
   require(in.eps.empty() || in.eps.size() >= L, "eps has fewer than num_layers entries");
   require(in.k_scales.empty() || in.k_scales.size() >= L, "k_scales has fewer than num_layers entries");
   require(in.v_scales.empty() || in.v_scales.size() >= L, "v_scales has fewer than num_layers entries");
+  require(!s.kv_bias || in.kv_bias != nullptr, "kv_bias is null but spec.kv_bias is set");
+  require(in.kv_bias_stride_layer == 0 || in.kv_bias_stride_layer >= row,
+          "kv_bias_stride_layer must be >= 2*H*D");
+}
+
+// The bias of (layer l, element e of the [2*H*D] row), or 0 without one.
+double bias_of(const ReferenceInputs& in, std::int64_t l, std::int64_t e) {
+  if (!in.spec.kv_bias) return 0.0;
+  const std::int64_t stride =
+      in.kv_bias_stride_layer ? in.kv_bias_stride_layer : 2LL * in.spec.num_kv_heads * in.spec.head_dim;
+  return static_cast<double>(in.kv_bias[l * stride + e]);
 }
 
 struct Strides {
@@ -288,7 +299,8 @@ ReferenceOutput reference_k(const ReferenceInputs& in) {
       const double scale = scale_of(in.k_scales, l, s.cache);
       for (std::int64_t h = 0; h < H; ++h) {
         const std::int64_t base = t * st.token + l * st.layer + h * D;
-        for (std::int64_t d = 0; d < D; ++d) k[d] = load_value(in.proj, s.act, base + d);
+        for (std::int64_t d = 0; d < D; ++d)
+          k[d] = load_value(in.proj, s.act, base + d) + bias_of(in, l, h * D + d);
         if (s.k_norm) {
           double sum_sq = 0;
           for (double x : k) sum_sq += x * x;
@@ -331,15 +343,26 @@ ReferenceOutput reference_v(const ReferenceInputs& in) {
       const std::int64_t base = t * st.token + l * st.layer + KV;
       for (std::int64_t h = 0; h < H; ++h) {
         for (std::int64_t d = 0; d < D; ++d) {
-          const double v = load_value(in.proj, s.act, base + h * D + d) / scale;
+          const double x = load_value(in.proj, s.act, base + h * D + d);
+          const double b = bias_of(in, l, KV + h * D + d);
           const std::size_t o = out.index(l, t, h, d);
-          out.value[o] = v;
-          out.magnitude[o] = std::fabs(v);
+          out.value[o] = (x + b) / scale;
+          out.magnitude[o] = (std::fabs(x) + std::fabs(b)) / scale;
         }
       }
     }
   }
   return out;
+}
+
+std::int64_t pool_offset(const PoolLayout& layout, std::int64_t num_heads, std::int64_t head_dim,
+                         std::int64_t slot, std::int64_t head) {
+  const std::int64_t bs = layout.block_size ? layout.block_size : 1;
+  const std::int64_t ss = layout.slot_stride ? layout.slot_stride : num_heads * head_dim;
+  const std::int64_t hs = layout.head_stride ? layout.head_stride : head_dim;
+  const std::int64_t block_stride =
+      layout.block_stride ? layout.block_stride : (bs - 1) * ss + (num_heads - 1) * hs + head_dim;
+  return (slot / bs) * block_stride + (slot % bs) * ss + head * hs;
 }
 
 // ---- comparison ---------------------------------------------------------------------------
@@ -352,9 +375,14 @@ CompareResult compare(DType dtype, const void* gpu_bits, const ReferenceOutput& 
   const std::int64_t T = ref.num_tokens, H = ref.num_heads, D = ref.head_dim;
   require(options.token_mask.empty() || options.token_mask.size() >= static_cast<std::size_t>(T),
           "token_mask has fewer than num_tokens entries");
+  const bool per_layer = !options.layer_token_mask.empty();
+  require(!per_layer || options.layer_token_mask.size() >= static_cast<std::size_t>(ref.num_layers * T),
+          "layer_token_mask has fewer than num_layers * num_tokens entries");
   for (std::int64_t l = 0; l < ref.num_layers; ++l) {
     for (std::int64_t t = 0; t < T; ++t) {
-      if (!options.token_mask.empty() && !options.token_mask[static_cast<std::size_t>(t)]) continue;
+      if (per_layer ? !options.layer_token_mask[static_cast<std::size_t>(l * T + t)]
+                    : !options.token_mask.empty() && !options.token_mask[static_cast<std::size_t>(t)])
+        continue;
       for (std::int64_t h = 0; h < H; ++h) {
         for (std::int64_t d = 0; d < D; ++d) {
           const std::size_t i = ref.index(l, t, h, d);

@@ -6,6 +6,7 @@
 #include <sstream>
 
 #include "fkv/errors.hpp"
+#include "fkv/options.hpp"
 
 namespace fkv {
 
@@ -55,6 +56,8 @@ std::string KernelSpec::canonical() const {
     << ";cache=" << to_string(cache) << ";cs=" << to_string(cos_sin)
     << ";pos=" << to_string(positions) << ";slot=" << to_string(slots)
     << ";mode=" << to_string(mode) << ";debug=" << (debug_checks ? 1 : 0);
+  if (paged) o << ";paged=1";
+  if (kv_bias) o << ";bias=1";
   return o.str();
 }
 
@@ -62,7 +65,7 @@ std::string KernelSpec::short_name() const {
   std::ostringstream o;
   o << "fkv_h" << num_kv_heads << "_d" << head_dim << "_r" << rotary_dim << (neox ? "_neox" : "_gptj")
     << (k_norm ? "_kn" : "") << "_" << to_string(act) << "_" << to_string(cache) << "_"
-    << to_string(mode);
+    << to_string(mode) << (paged ? "_paged" : "") << (kv_bias ? "_bias" : "");
   return o.str();
 }
 
@@ -82,6 +85,8 @@ void KernelSpec::check() const {
   if (cos_sin != DType::FP32 && cos_sin != act)
     throw ArgumentError("cos/sin dtype " + to_string(cos_sin) +
                         ": use fp32 or the activation dtype (" + to_string(act) + ")");
+  if (paged && mode != OutputMode::Pool)
+    throw ArgumentError("a paged layout is a pool layout: set mode=pool, or paged=false for stacked output");
   if (head_dim % 2 != 0)
     throw ArgumentError("head_dim " + std::to_string(head_dim) + " is odd: the fused kernel needs an even head_dim");
   if (tiling().vec == 0)
@@ -120,13 +125,9 @@ Tiling KernelSpec::tiling() const {
   best.lanes_per_head = D / best.elems_per_thread;
   best.heads_per_warp = 32 / best.lanes_per_head;
   best.idle_lanes = best_idle;
-  // FKV_BLOCK_WARPS=<n> overrides the block size (tuning); the name expression carries it, so
-  // cache entries of different block sizes never mix.
-  static const int forced_warps = [] {
-    const char* v = std::getenv("FKV_BLOCK_WARPS");
-    const int n = v ? std::atoi(v) : 0;
-    return n >= 1 && n <= 32 ? n : 0;
-  }();
+  // FKV_BLOCK_WARPS=<n> (JitOptions::block_warps) overrides the block size (tuning); the name
+  // expression carries it, so cache entries of different block sizes never mix.
+  const int forced_warps = JitOptions::global().block_warps;
   best.warps_per_block = forced_warps ? forced_warps : 2;  // 64 threads: fastest in the H200 sweep
   best.block_threads = 32 * best.warps_per_block;
   best.heads_per_block = best.heads_per_warp * best.warps_per_block;

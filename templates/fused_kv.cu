@@ -7,6 +7,16 @@
 //     NEOX pairs (i, i + R/2), GPT-J pairs (2i, 2i + 1), both with cos_i, sin_i:
 //     x1' = x1 cos - x2 sin,  x2' = x2 cos + x1 sin;  dims >= R pass through (normed).
 //   store k, v rounded once to Cache (FP8: divided by the layer's scale first, saturated).
+// BIAS: k += bias[l, h*D + d] before the norm and v = v + bias[l, KV + h*D + d] (fp32), so V is
+//   rounded once like K; without BIAS, V is copied bit-exact (non-FP8 caches).
+// Bounds, in every build: a token whose position is outside [0, max_position) or whose slot is
+//   >= num_slots is not written, and error_flag (when given) gets FKV_ERROR_BAD_POSITION /
+//   FKV_ERROR_BAD_SLOT; a negative slot means "skip" and is no error. One compare per token for
+//   the position and one for the slot (per layer only with per-layer slot mappings).
+// Pool layouts: flat (row slot of [num_slots, slot_stride]) or PAGED, where element (slot, h, d)
+//   of a layer's buffer is at (slot / block_size) * block_stride + (slot % block_size) *
+//   slot_stride + h * head_stride + d (vLLM's and FlashInfer's NHD and HND caches), with an
+//   optional slot mapping per layer.
 //
 // Work split (all sizes are template arguments, derived on the host by KernelSpec::tiling()):
 //   A (token, head) pair is handled by SEG = D / EPT consecutive lanes of one warp; each lane
@@ -23,8 +33,44 @@
 
 namespace fkv_kernels {
 
+// Reads slot index[t] into `slot`; false when the token is skipped: a negative slot (no error),
+// or one >= num_slots (sets FKV_ERROR_BAD_SLOT; never written out of bounds).
+template <class Slot>
+__device__ __forceinline__ bool slot_ok(const void* index, long long t, const FkvKernelParams& p,
+                                        long long& slot) {
+  slot = (long long)static_cast<const Slot*>(index)[t];
+  if (slot < 0) return false;
+  if (slot >= p.num_slots) {
+    if (p.error_flag) atomicOr(p.error_flag, FKV_ERROR_BAD_SLOT);
+    return false;
+  }
+  return true;
+}
+
+// Element offset of a slot's first row in a paged layer buffer (slot >= 0).
+__device__ __forceinline__ long long paged_offset(long long slot, const FkvKernelParams& p) {
+  const long long block = slot / p.block_size;
+  return block * p.block_stride + (slot - block * p.block_size) * p.slot_stride;
+}
+
+// N fp32 values at b (16-byte loads when the host guaranteed alignment: see materialize.cpp).
+template <int N, int D>
+__device__ __forceinline__ void load_floats(const float* b, float* out, bool load) {
+  if constexpr (N % 4 == 0 && D % 4 == 0) {
+#pragma unroll
+    for (int q = 0; q < N / 4; ++q) {
+      const Vec<float, 4> v = load ? load_vec<float, 4>(b + 4 * q) : Vec<float, 4>{{0.f, 0.f, 0.f, 0.f}};
+#pragma unroll
+      for (int i = 0; i < 4; ++i) out[4 * q + i] = v.v[i];
+    }
+  } else {
+#pragma unroll
+    for (int i = 0; i < N; ++i) out[i] = load ? b[i] : 0.f;
+  }
+}
+
 template <int H, int D, int R, bool NEOX, bool K_NORM, class Act, class Cache, class CosSin,
-          class Pos, class Slot, bool POOL, bool DEBUG, int VEC, int LOADS, int WARPS>
+          class Pos, class Slot, bool POOL, bool PAGED, bool BIAS, int VEC, int LOADS, int WARPS>
 __global__ void __launch_bounds__(WARPS * 32) fused_kv_materialize(const FkvKernelParams p) {
   constexpr int EPT = VEC * LOADS;  // elements per lane
   constexpr int SEG = D / EPT;      // lanes per (token, head) pair
@@ -35,6 +81,7 @@ __global__ void __launch_bounds__(WARPS * 32) fused_kv_materialize(const FkvKern
   static_assert(D % EPT == 0 && SEG >= 1 && SEG <= 32, "a head must fit in one warp");
   static_assert(R % 2 == 0 && R <= D, "rotary_dim must be even and <= head_dim");
   static_assert(R == 0 || NEOX || EPT % 2 == 0, "GPT-J pairs must stay within a lane");
+  static_assert(POOL || !PAGED, "a paged layout is a pool layout");
   constexpr unsigned FULL = 0xffffffffu;
 
   const int lane = threadIdx.x & 31;
@@ -68,8 +115,8 @@ __global__ void __launch_bounds__(WARPS * 32) fused_kv_materialize(const FkvKern
   for (int i = 0; i < EPT; ++i) { cs_cos[i] = 1.f; cs_sin[i] = 0.f; }
   if (R > 0 && active) {
     const long long pos = (long long)static_cast<const Pos*>(p.positions)[t];
-    if (DEBUG && (pos < 0 || pos >= p.max_position)) {
-      atomicOr(p.error_flag, FKV_ERROR_BAD_POSITION);
+    if ((unsigned long long)pos >= (unsigned long long)p.max_position) {  // negative too
+      if (p.error_flag) atomicOr(p.error_flag, FKV_ERROR_BAD_POSITION);
       active = false;
     } else {
       const CosSin* row = static_cast<const CosSin*>(p.cos_sin) + pos * p.cos_sin_stride;
@@ -112,15 +159,14 @@ __global__ void __launch_bounds__(WARPS * 32) fused_kv_materialize(const FkvKern
     }
   }
 
+  // The slot: once per token (shared cache_loc), or per layer below (per-layer slot mappings).
   bool write = active;
-  long long slot = 0;
-  if (POOL && active) {
-    slot = (long long)static_cast<const Slot*>(p.cache_loc)[t];
-    if (slot < 0) {
-      write = false;
-    } else if (DEBUG && slot >= p.num_slots) {
-      atomicOr(p.error_flag, FKV_ERROR_BAD_SLOT);
-      write = false;
+  long long pool_off = 0;  // element offset of this lane's K/V in every layer's buffer
+  if constexpr (POOL) {
+    if (!PAGED || !p.per_layer_slots) {
+      write = write && slot_ok<Slot>(p.cache_loc, t, p, pool_off);
+      if constexpr (PAGED) pool_off = paged_offset(pool_off, p) + h * p.head_stride + e0;
+      else pool_off = pool_off * p.slot_stride + h * D + e0;
     }
   }
 
@@ -138,6 +184,15 @@ __global__ void __launch_bounds__(WARPS * 32) fused_kv_materialize(const FkvKern
     float k[EPT];
 #pragma unroll
     for (int i = 0; i < EPT; ++i) k[i] = load ? to_float(kv[i / VEC].v[i % VEC]) : 0.f;
+    float vb[EPT];  // V bias (BIAS only)
+    if constexpr (BIAS) {
+      const float* b = p.kv_bias + l * p.kv_bias_stride + h * D + e0;
+      float kb[EPT];
+      load_floats<EPT, D>(b, kb, load);
+      load_floats<EPT, D>(b + KV, vb, load);
+#pragma unroll
+      for (int i = 0; i < EPT; ++i) k[i] += kb[i];
+    }
 
     if constexpr (K_NORM) {
       float ss = 0.f;
@@ -194,12 +249,19 @@ __global__ void __launch_bounds__(WARPS * 32) fused_kv_materialize(const FkvKern
       }
     }
 
-    if (write) {
-      long long off;
+    bool write_l = write;
+    long long off = pool_off;
+    if constexpr (PAGED) {
+      if (p.per_layer_slots) {  // uniform branch: this layer's own slot mapping
+        long long slot = 0;
+        write_l = active && slot_ok<Slot>(p.slot_mapping[l], t, p, slot);
+        off = paged_offset(slot, p) + h * p.head_stride + e0;
+      }
+    }
+    if (write_l) {
       Cache* kbase;
       Cache* vbase;
       if constexpr (POOL) {
-        off = slot * p.slot_stride + h * D + e0;
         kbase = static_cast<Cache*>(p.k_pool[l]);
         vbase = static_cast<Cache*>(p.v_pool[l]);
       } else {
@@ -207,22 +269,32 @@ __global__ void __launch_bounds__(WARPS * 32) fused_kv_materialize(const FkvKern
         kbase = static_cast<Cache*>(p.k_out);
         vbase = static_cast<Cache*>(p.v_out);
       }
+      // FP8: device scales (graph-safe: a captured launch reads the current values) win.
+      float ks = 1.f, vs = 1.f;
+      if constexpr (FP8) {
+        ks = p.k_scale_ptr ? p.k_scale_ptr[l] : p.k_scale[l];
+        vs = p.v_scale_ptr ? p.v_scale_ptr[l] : p.v_scale[l];
+      }
 #pragma unroll
       for (int c = 0; c < LOADS; ++c) {
         Vec<Cache, VEC> ko, vo;
         if constexpr (FP8) {
-          const float ks = p.k_scale[l], vs = p.v_scale[l];
 #pragma unroll
           for (int i = 0; i < VEC; ++i) {
+            float v = to_float(vv[c].v[i]);
+            if constexpr (BIAS) v += vb[c * VEC + i];
             ko.v[i] = from_bits<Cache>(float_to_bits(k[c * VEC + i] / ks, (Cache*)0));
-            vo.v[i] = from_bits<Cache>(float_to_bits(to_float(vv[c].v[i]) / vs, (Cache*)0));
+            vo.v[i] = from_bits<Cache>(float_to_bits(v / vs, (Cache*)0));
           }
         } else {
           static_assert(SameType<Cache, Act>::value, "a non-FP8 cache has the activation dtype");
 #pragma unroll
           for (int i = 0; i < VEC; ++i) {
             ko.v[i] = from_bits<Cache>(float_to_bits(k[c * VEC + i], (Cache*)0));
-            vo.v[i] = vv[c].v[i];  // V passthrough: bit-exact
+            if constexpr (BIAS)
+              vo.v[i] = from_bits<Cache>(float_to_bits(to_float(vv[c].v[i]) + vb[c * VEC + i], (Cache*)0));
+            else
+              vo.v[i] = vv[c].v[i];  // V passthrough: bit-exact
           }
         }
         store_vec<Cache, VEC>(kbase + off + c * VEC, ko);

@@ -35,6 +35,9 @@ std::vector<KernelSpec> covering_set() {
   add([](KernelSpec& s) { s.num_kv_heads = 4; s.head_dim = 256; s.rotary_dim = 64; s.neox = false; });
   add([](KernelSpec& s) { s.rotary_dim = 0; s.mode = OutputMode::Pool; s.slots = IndexType::I32; });
   add([](KernelSpec& s) { s.cache = DType::FP8_E4M3; s.mode = OutputMode::Pool; s.debug_checks = true; });
+  add([](KernelSpec& s) { s.cache = DType::FP8_E4M3; s.mode = OutputMode::Pool; s.paged = true; s.kv_bias = true; });
+  add([](KernelSpec& s) { s.head_dim = 80; s.rotary_dim = 80; s.mode = OutputMode::Pool; s.paged = true; s.slots = IndexType::I32; });
+  add([](KernelSpec& s) { s.act = s.cache = DType::FP16; s.kv_bias = true; s.neox = false; });
   add([](KernelSpec& s) { s.act = DType::FP32; s.cache = DType::FP8_E5M2; s.positions = IndexType::I32; });
   add([](KernelSpec& s) { s.act = s.cache = DType::FP32; s.neox = false; s.rotary_dim = 64; });
   add([](KernelSpec& s) { s.cos_sin = DType::BF16; s.neox = false; s.mode = OutputMode::Pool; });

@@ -19,7 +19,7 @@ typedef struct FkvKernelParams {
   /* cos/sin cache [max_position, R]: cos in columns [0, R/2), sin in [R/2, R). */
   const void* cos_sin;
   long long cos_sin_stride; /* elements between rows */
-  long long max_position;   /* rows; checked on the device in debug mode */
+  long long max_position;   /* rows; a position outside [0, max_position) skips its token */
   const float* k_norm_weight; /* [num_layers, D] fp32 (1+w already folded), null without K norm */
   int num_layers;             /* layers in this launch, <= FKV_MAX_LAYERS */
   int layers_per_block;       /* grid.y = ceil(num_layers / layers_per_block) */
@@ -28,11 +28,27 @@ typedef struct FkvKernelParams {
   void* v_out;
   /* pool mode: row cache_loc[t] of each layer's buffer [num_slots, slot_stride]; < 0 skipped */
   const void* cache_loc; /* [T] int32 or int64 (specialized) */
-  long long num_slots;   /* checked on the device in debug mode */
-  long long slot_stride; /* elements between slots, >= H*D */
-  unsigned int* error_flag; /* debug mode: bit 0 = bad position, bit 1 = bad slot */
+  long long num_slots;   /* a slot >= num_slots skips its token (and sets FKV_ERROR_BAD_SLOT) */
+  long long slot_stride; /* elements between slots (flat: >= H*D) */
+  /* Set (atomicOr) when a token was skipped for a bad position or slot; may be null. */
+  unsigned int* error_flag;
+  /* Kernels with BIAS: fp32 [num_layers, 2*H*D] (K part, then V part), layer stride below. */
+  const float* kv_bias;
+  long long kv_bias_stride;
+  /* PAGED pool kernels: element (slot, h, d) of a layer's buffer is at
+   * (slot / block_size) * block_stride + (slot % block_size) * slot_stride + h * head_stride + d */
+  long long block_size;
+  long long block_stride;
+  long long head_stride;
+  int per_layer_slots; /* PAGED: 1 = slot_mapping[l] replaces cache_loc for layer l */
+  int reserved0;
+  /* FP8 caches: per-layer scales in device memory ([num_layers] fp32, read at run time, so a
+   * captured graph sees updates); null = the host values k_scale[] / v_scale[] below. */
+  const float* k_scale_ptr;
+  const float* v_scale_ptr;
   void* k_pool[FKV_MAX_LAYERS];
   void* v_pool[FKV_MAX_LAYERS];
+  const void* slot_mapping[FKV_MAX_LAYERS]; /* PAGED with per_layer_slots: [T] per layer */
   float eps[FKV_MAX_LAYERS];
   /* FP8 caches store x / scale, saturated; 1.0 otherwise. */
   float k_scale[FKV_MAX_LAYERS];

@@ -50,9 +50,23 @@ struct ReferenceInputs {
   std::int64_t cos_sin_stride = 0;
   const float* k_norm_weight = nullptr;  // [L, D]; required iff spec.k_norm
   std::span<const float> eps;            // [L]; empty = 1e-6 each
-  std::span<const float> k_scales;       // [L]; FP8 caches only; empty = 1.0
-  std::span<const float> v_scales;
+  std::span<const float> k_scales;       // [L]; FP8 caches only; empty = 1.0 (host or device
+  std::span<const float> v_scales;       // scales alike: the kernel divides by the same values)
+  // K/V bias [L, 2*H*D] fp32 (spec.kv_bias): k += bias before the norm, v = v + bias.
+  const float* kv_bias = nullptr;
+  std::int64_t kv_bias_stride_layer = 0;  // 0 = 2*H*D
 };
+
+// Where element (slot, h, 0) of a pool buffer lies, in elements, for the layouts of
+// materialize.hpp's PoolOutput: flat (block_size 1) or paged. 0 fields take the same defaults.
+struct PoolLayout {
+  std::int64_t block_size = 0;    // 0 = 1
+  std::int64_t block_stride = 0;  // 0 = one block's extent
+  std::int64_t slot_stride = 0;   // 0 = H*D
+  std::int64_t head_stride = 0;   // 0 = D
+};
+std::int64_t pool_offset(const PoolLayout& layout, std::int64_t num_heads, std::int64_t head_dim,
+                         std::int64_t slot, std::int64_t head);
 
 // The exact result before output rounding, [L, T, H, D] (the stacked layout), in the stored
 // domain: for an FP8 cache already divided by the layer's scale, not yet saturated.
@@ -84,6 +98,8 @@ struct CompareOptions {
   // [T]: tokens to check (non-zero) or skip (0), e.g. pool tokens with cache_loc < 0.
   // Empty = all tokens.
   std::span<const std::uint8_t> token_mask;
+  // [L, T]: the same per layer (per-layer slot mappings); when given, token_mask is unused.
+  std::span<const std::uint8_t> layer_token_mask;
   int max_listed = 8;  // mismatches listed in CompareResult::first
 };
 

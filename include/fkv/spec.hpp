@@ -51,12 +51,22 @@ struct KernelSpec {
   IndexType positions = IndexType::I64;
   IndexType slots = IndexType::I64;
   OutputMode mode = OutputMode::Stacked;
-  bool debug_checks = false;  // check positions and slots on the device
+  // Positions and slots are bounds-checked on the device in every build (an out-of-range token
+  // is skipped and flagged in error_flag when one is given); debug_checks makes the host
+  // require an error_flag, so that a debug run cannot miss them. The kernel code is the same.
+  bool debug_checks = false;
+  // Pool mode only: a general paged layout (block size, block/slot/head strides) with optional
+  // per-layer slot mappings (vLLM, FlashInfer). Off: the flat layout [num_slots, slot_stride].
+  bool paged = false;
+  // An fp32 K/V bias [L, 2*H*D] added before the K norm; V is then rounded, not copied.
+  bool kv_bias = false;
 
   // Canonical text, stable across versions of this struct's field order; part of cache keys.
   // e.g. "H=8;D=128;R=128;neox=1;knorm=1;act=bf16;cache=bf16;cs=fp32;pos=int64;slot=int64;mode=stacked;debug=0"
+  // (";paged=1" and ";bias=1" are appended only when set, so older keys stay the same).
   std::string canonical() const;
-  // A short file-system-safe name, e.g. "fkv_h8_d128_r128_neox_kn_bf16_bf16_stacked".
+  // A short file-system-safe name, e.g. "fkv_h8_d128_r128_neox_kn_bf16_bf16_stacked"
+  // ("_paged", "_bias" appended when set).
   std::string short_name() const;
   Tiling tiling() const;
   // Throws ConfigError/ArgumentError when the combination cannot be compiled.
