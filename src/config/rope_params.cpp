@@ -1,0 +1,99 @@
+// config: RoPE parameters (theta, scaling) of a layer, by layer type.
+#include "internal.hpp"
+
+namespace fkv::config_detail {
+
+// ---------------------------------------------------------------------------------------------
+// RoPE frequencies.
+
+// rope_parameters may be keyed by layer type: {"full_attention": {...}, "sliding_attention": {...}}.
+bool keyed_by_layer_type(const json& params) {
+  if (!params.is_object() || params.empty()) return false;
+  for (auto it = params.begin(); it != params.end(); ++it)
+    if (kind_from_name(it.key()) && it.value().is_object()) return true;
+  return false;
+}
+
+// The rope parameters object that applies to a layer of `type_name`, or nullptr.
+Hit rope_params_for(const Doc& doc, const std::string& tname) {
+  Hit h = doc.find({"rope_parameters"});
+  if (!h) h = doc.find({"rope_scaling"});
+  if (!h) return {};
+  if (!h.v->is_object()) doc.fail(h.path, "expected an object (or null), got " + show(*h.v));
+  if (keyed_by_layer_type(*h.v)) {
+    if (!present(*h.v, tname))
+      doc.fail(h.path, "is keyed by layer type but has no entry for \"" + tname + "\"");
+    return {&(*h.v)[tname], h.path + "." + tname};
+  }
+  return h;
+}
+
+Sourced<RopeFrequencies> resolve_rope(const Doc& doc, const Family& fam, LayerKind kind, const std::string& tname) {
+  Sourced<RopeFrequencies> out;
+  RopeFrequencies& r = out.value;
+  Hit params = rope_params_for(doc, tname);
+  const bool per_type = params && params.path.find("." + tname) != std::string::npos;
+  const bool local_rule = kind == LayerKind::SlidingAttention && !per_type && doc.find({"rope_local_base_freq"});
+
+  std::string theta_src;
+  if (params && present(*params.v, "rope_theta") && !local_rule) {
+    Hit t{&(*params.v)["rope_theta"], params.path + ".rope_theta"};
+    r.theta = doc.positive_number(t);
+    theta_src = t.path;
+  } else if (local_rule) {
+    Hit t = doc.find({"rope_local_base_freq"});
+    r.theta = doc.positive_number(t);
+    theta_src = t.path + " (sliding layer)";
+  } else if (Hit t = doc.find({"rope_theta", "rotary_emb_base", "rope_freq_constant"})) {
+    r.theta = doc.positive_number(t);
+    theta_src = t.path;
+  } else if (fam.is({"chatglm"})) {
+    Hit ratio = doc.find({"rope_ratio"});
+    double q = ratio ? doc.positive_number(ratio) : 1.0;
+    r.theta = 10000.0 * q;
+    theta_src = "architecture rule: chatglm base 10000 * " + (ratio ? ratio.path : std::string("rope_ratio (absent: 1)")) +
+                " (" + kRefChatglm + ")";
+  } else {
+    r.theta = 10000.0;
+    theta_src = "default: 10000";
+  }
+
+  // Gemma3: rope_scaling applies to global layers only; sliding layers use default RoPE
+  // with rope_local_base_freq (transformers gemma3 modeling: rotary_emb_local is built from a
+  // config copy with rope_theta = rope_local_base_freq and rope_scaling = default).
+  std::string scale_src;
+  if (params && !local_rule) {
+    const json& p = *params.v;
+    Hit type;
+    if (present(p, "rope_type")) type = {&p["rope_type"], params.path + ".rope_type"};
+    else if (present(p, "type")) type = {&p["type"], params.path + ".type"};
+    r.scaling_type = type ? doc.string(type) : "default";
+    if (r.scaling_type.empty()) doc.fail(type.path, "must not be empty");
+    for (auto it = p.begin(); it != p.end(); ++it) {
+      const std::string& k = it.key();
+      if (k == "rope_type" || k == "type" || k == "rope_theta" || k == "partial_rotary_factor" || it->is_null()) continue;
+      if (k == "factor") doc.positive_number(Hit{&*it, params.path + ".factor"});
+      r.scaling[k] = *it;
+    }
+    if (r.scaling_type != "default") {
+      // transformers' rope init functions fall back to these config fields.
+      if (!r.scaling.contains("original_max_position_embeddings"))
+        if (Hit o = doc.find({"original_max_position_embeddings"}))
+          r.scaling["original_max_position_embeddings"] = doc.positive_int(o);
+      if (r.scaling_type == "longrope" && !r.scaling.contains("max_position_embeddings"))
+        if (Hit m = doc.find({"max_position_embeddings"})) r.scaling["max_position_embeddings"] = doc.positive_int(m);
+    }
+    scale_src = "; scaling: " + (type ? type.path + " = " + r.scaling_type : params.path + " (default)");
+  } else if (local_rule && params) {
+    scale_src = fam.gemma3() ? "; scaling: default (architecture rule: gemma3 rope_scaling applies to global layers "
+                               "only; transformers gemma3/modeling_gemma3.py rotary_emb_local)"
+                             : "; scaling: default (sliding layer with rope_local_base_freq)";
+  } else {
+    scale_src = "; scaling: default (no rope_scaling)";
+  }
+  out.source = "theta: " + theta_src + scale_src;
+  return out;
+}
+
+
+}  // namespace fkv::config_detail
