@@ -1,0 +1,43 @@
+/* The argument block of the decode-size kernel (templates/fused_proj_kv.cu), shared verbatim by
+ * the host and the NVRTC-compiled template. Passed by value as the kernel's only parameter, so a
+ * launch needs no device-side table, no allocation and no copy (graph capturable).
+ * Plain C, fixed-width types, no includes: NVRTC compiles it without toolkit headers. */
+#ifndef FKV_DECODE_PARAMS_H
+#define FKV_DECODE_PARAMS_H
+
+#define FKV_DECODE_MAX_LAYERS 32 /* layers the decode kernel covers in one launch */
+
+typedef struct FkvDecodeParams {
+  /* hidden [num_tokens, hidden] in the activation dtype; rows x_stride elements apart,
+   * 16-byte aligned (x_stride a multiple of 8). */
+  const void* x;
+  long long x_stride;
+  long long num_tokens; /* tokens of this launch: 1 .. the kernel's token bucket */
+  /* Packed W_kv [L * 2 * H * D, hidden], row-major, contiguous: per layer the K rows, then the
+   * V rows (the layout FusedKVMaterializer packs). */
+  const void* w;
+  /* Split-K partials [splits, bucket, L*2*H*D] fp32, and one arrival counter per row tile,
+   * zero between launches (the last CTA of a tile resets its counter). Owned by the host. */
+  float* workspace;
+  unsigned int* counters;
+  const void* positions; /* [num_tokens] int32 or int64 (specialized) */
+  /* cos/sin cache [max_position, R]: cos in columns [0, R/2), sin in [R/2, R). */
+  const void* cos_sin;
+  long long cos_sin_stride;   /* elements between rows */
+  const float* k_norm_weight; /* [L, D] fp32, (1 + w) already folded; null without K norm */
+  /* stacked mode: element (l, t, h, d) of K at k_out[l * out_layer_stride + (t * H + h) * D + d] */
+  void* k_out;
+  void* v_out;
+  long long out_layer_stride;
+  /* pool mode: row cache_loc[t] of each layer's buffer [slots, slot_stride]; < 0 skipped */
+  const void* cache_loc; /* [num_tokens] int32 or int64 (specialized) */
+  long long slot_stride; /* elements between slots, >= H*D */
+  void* k_pool[FKV_DECODE_MAX_LAYERS];
+  void* v_pool[FKV_DECODE_MAX_LAYERS];
+  float eps[FKV_DECODE_MAX_LAYERS];
+  /* FP8 caches store x / scale, saturated; 1.0 otherwise. */
+  float k_scale[FKV_DECODE_MAX_LAYERS];
+  float v_scale[FKV_DECODE_MAX_LAYERS];
+} FkvDecodeParams;
+
+#endif

@@ -1,0 +1,500 @@
+// decode: spec + tiling, codegen, load and launch of the decode-size fused kernel.
+#include "fkv/decode.hpp"
+
+#include <spdlog/spdlog.h>
+#include <xxhash.h>
+
+#include <algorithm>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <future>
+#include <sstream>
+
+#include "fkv/cache.hpp"
+#include "fkv/compiler.hpp"
+#include "fkv/driver.hpp"
+#include "fkv/errors.hpp"
+#include "fkv/runtime.hpp"
+#include "fkv/version.hpp"
+
+namespace fkv {
+namespace {
+
+constexpr const char* kTemplate = "fused_proj_kv.cu";
+constexpr const char* kHeaders[] = {"fkv_types.cuh", "decode_params.h"};  // as the template includes them
+constexpr int kDefaultSharedLimit = 48 * 1024;  // above this a kernel must opt in
+
+std::string type_name(DType d) {
+  switch (d) {
+    case DType::BF16: return "fkv_kernels::bf16";
+    case DType::FP16: return "fkv_kernels::fp16";
+    case DType::FP32: return "float";
+    case DType::FP8_E4M3: return "fkv_kernels::fp8_e4m3";
+    case DType::FP8_E5M2: return "fkv_kernels::fp8_e5m2";
+  }
+  return "?";
+}
+
+std::string index_name(IndexType t) { return t == IndexType::I32 ? "int" : "long long"; }
+
+std::string hex128(const XXH128_hash_t& h) {
+  char buf[33];
+  std::snprintf(buf, sizeof buf, "%016llx%016llx", static_cast<unsigned long long>(h.high64),
+                static_cast<unsigned long long>(h.low64));
+  return buf;
+}
+
+int index_size(IndexType t) { return t == IndexType::I32 ? 4 : 8; }
+
+// Rows of one CTA tile: whole heads, 16-row MMA tiles, about 128 rows where head_dim allows.
+int tile_rows_for(int head_dim, int units) {
+  int per = 1;
+  if (head_dim < 128 && 128 % head_dim == 0) per = 128 / head_dim;
+  while (per > 1 && units % per != 0) per /= 2;
+  return head_dim * per;
+}
+
+int stage_bytes(int bucket, int k_slice) { return bucket * (2 * k_slice + 64); }
+
+[[noreturn]] void fail(const std::string& what) { throw ArgumentError("DecodeKV: " + what); }
+
+// A paged pool layout or a K/V bias (KernelSpec fields of the epilogue kernel; checked where
+// this version of spec.hpp has them).
+template <class Spec>
+bool epilogue_only_layout(const Spec& e) {
+  bool r = false;
+  if constexpr (requires { e.paged; }) r = r || e.paged;
+  if constexpr (requires { e.kv_bias; }) r = r || e.kv_bias;
+  return r;
+}
+
+}  // namespace
+
+int decode_bucket(std::int64_t num_tokens) {
+  if (num_tokens <= 0) throw ArgumentError("decode_bucket: num_tokens must be positive");
+  for (int b = 8; b < kDecodeMaxBucket; b *= 2)
+    if (num_tokens <= b) return b;
+  return kDecodeMaxBucket;
+}
+
+// ---- spec ---------------------------------------------------------------------------------------
+
+int DecodeSpec::shared_bytes() const {
+  const int stages = hidden / splits / k_slice > 1 ? 2 : 1;
+  return std::max(stages * stage_bytes(token_bucket, k_slice), 4 * token_bucket * tile_rows());
+}
+
+std::size_t DecodeSpec::workspace_bytes() const {
+  return static_cast<std::size_t>(splits) * token_bucket * static_cast<std::size_t>(rows()) * sizeof(float);
+}
+
+std::string DecodeSpec::canonical() const {
+  std::ostringstream o;
+  o << "decode;hidden=" << hidden << ";L=" << num_layers << ";" << epilogue.canonical() << ";tb=" << token_bucket
+    << ";S=" << splits << ";warps=" << warps << ";mw=" << mma_tiles_per_warp << ";P=" << pipeline
+    << ";ksl=" << k_slice;
+  return o.str();
+}
+
+std::string DecodeSpec::short_name() const {
+  const KernelSpec& e = epilogue;
+  std::ostringstream o;
+  o << "fkvdec_h" << e.num_kv_heads << "_d" << e.head_dim << "_r" << e.rotary_dim << (e.neox ? "_neox" : "_gptj")
+    << (e.k_norm ? "_kn" : "") << "_" << to_string(e.act) << "_" << to_string(e.cache) << "_" << to_string(e.mode)
+    << "_L" << num_layers << "_x" << hidden << "_tb" << token_bucket;
+  return o.str();
+}
+
+std::string decode_unsupported(const KernelSpec& e, int hidden, int num_layers) {
+  if (e.act != DType::BF16 && e.act != DType::FP16)
+    return "the decode kernel takes bf16 or fp16 activations (tensor-core MMA), not " + to_string(e.act);
+  if (e.head_dim <= 0 || e.head_dim % 16 != 0)
+    return "head_dim " + std::to_string(e.head_dim) + " is not a multiple of 16 (the MMA tile height)";
+  if (hidden <= 0 || hidden % 256 != 0)
+    return "hidden size " + std::to_string(hidden) + " is not a multiple of 256";
+  if (num_layers < 1 || num_layers > FKV_DECODE_MAX_LAYERS)
+    return std::to_string(num_layers) + " layers: the decode kernel covers 1.." +
+           std::to_string(FKV_DECODE_MAX_LAYERS) + " layers in one launch";
+  if (e.debug_checks) return "device-side debug checks are only in the epilogue-only kernel";
+  if (epilogue_only_layout(e)) return "paged layouts and K/V bias are only in the epilogue-only kernel";
+  return "";
+}
+
+void DecodeSpec::check() const {
+  epilogue.check();
+  if (const std::string why = decode_unsupported(epilogue, hidden, num_layers); !why.empty()) throw ConfigError(why);
+  if (token_bucket < 8 || token_bucket > kDecodeMaxBucket || token_bucket % 8 != 0)
+    throw ArgumentError("decode token bucket must be a multiple of 8 in [8, 64], got " + std::to_string(token_bucket));
+  const int mt = tile_rows();
+  auto bad = [&](const std::string& what) {
+    throw ArgumentError("decode tiling " + canonical() + ": " + what);
+  };
+  if (warps < 1 || warps > 16 || mma_tiles_per_warp < 1 || pipeline < 1 || splits < 1 || k_slice < 32) bad("out of range");
+  if (mt % epilogue.head_dim != 0) bad("a tile of " + std::to_string(mt) + " rows does not cover whole heads");
+  if (rows() % mt != 0) bad(std::to_string(rows()) + " rows are not whole tiles of " + std::to_string(mt));
+  if (hidden % splits != 0) bad("splits do not divide hidden");
+  const int kr = hidden / splits;
+  if (kr % k_slice != 0 || k_slice % 32 != 0) bad("k_slice must be a multiple of 32 dividing hidden / splits");
+  if ((kr / 32) % pipeline != 0) bad("pipeline must divide the 32-column chunks of a split");
+  if (shared_bytes() > 200 * 1024) bad("needs " + std::to_string(shared_bytes()) + " bytes of shared memory");
+}
+
+DecodeSpec make_decode_spec(const KernelSpec& epilogue, int hidden, int num_layers, int token_bucket, int sm_count,
+                            const DecodeTuning& tuning) {
+  if (const std::string why = decode_unsupported(epilogue, hidden, num_layers); !why.empty()) throw ConfigError(why);
+  DecodeSpec s;
+  s.epilogue = epilogue;
+  s.hidden = hidden;
+  s.num_layers = num_layers;
+  s.token_bucket = token_bucket;
+  const int D = epilogue.head_dim;
+  const int mt = tile_rows_for(D, num_layers * 2 * epilogue.num_kv_heads);
+  const int n16 = mt / 16;
+
+  // Two MMA row tiles per warp from 32 tokens on: each x fragment read from shared memory then
+  // feeds two MMAs, which keeps shared-memory traffic at twice the weight bytes.
+  int mw = tuning.mma_tiles_per_warp;
+  if (mw == 0) {
+    mw = token_bucket >= 32 && n16 % 2 == 0 ? 2 : 1;
+    while (n16 / mw > 8 && n16 % (2 * mw) == 0) mw *= 2;
+  }
+  if (n16 % mw != 0) throw ArgumentError("mma_tiles_per_warp " + std::to_string(mw) + " does not divide the " +
+                                         std::to_string(n16) + " MMA tiles of a CTA");
+  s.mma_tiles_per_warp = mw;
+  s.warps = n16 / mw;
+
+  // Pipeline depth: 8 chunks (16 KB per warp in flight) while the accumulators are small.
+  int p = tuning.pipeline ? tuning.pipeline : (token_bucket <= 16 ? 8 : 4);
+  const int chunks = hidden / 32;
+  if (!tuning.pipeline)
+    while (p > 1 && chunks % p != 0) p /= 2;
+  s.pipeline = p;
+
+  // Splits: the fewest that give each SM several CTAs (4 at <= 16 tokens, 2 above, where the
+  // partials grow with the bucket), among those that divide the chunks evenly by the pipeline.
+  const int tiles = s.rows() / mt;
+  if (tuning.splits) {
+    s.splits = tuning.splits;
+  } else {
+    const int want = (token_bucket <= 16 ? 4 : 2) * std::max(sm_count, 1);
+    int best = 0;
+    for (int sp = 1; sp <= 64; ++sp) {
+      if (chunks % sp != 0 || (chunks / sp) % p != 0) continue;
+      best = sp;
+      if (tiles * sp >= want) break;
+    }
+    s.splits = best ? best : 1;
+  }
+
+  // x stage: the largest multiple of 32 columns dividing a split that keeps two stages within
+  // 32 KB (<= 16 tokens) or 80 KB of shared memory.
+  if (tuning.k_slice) {
+    s.k_slice = tuning.k_slice;
+  } else {
+    const int kr = hidden / s.splits;
+    const int budget = token_bucket <= 16 ? 32 * 1024 : 80 * 1024;
+    s.k_slice = 32;
+    for (int k = 32; k <= kr; k += 32)
+      if (kr % k == 0 && 2 * stage_bytes(token_bucket, k) <= budget) s.k_slice = k;
+  }
+  s.check();
+  return s;
+}
+
+KernelSource generate_decode(const DecodeSpec& spec) {
+  spec.check();
+  const KernelSpec& e = spec.epilogue;
+  KernelSource out;
+  out.template_name = kTemplate;
+  out.short_name = spec.short_name();
+  // The cache key's specialization field (KernelSource::specialization, when this version of
+  // codegen.hpp has it; the source's first line carries it too).
+  [](auto& s, const std::string& v) {
+    if constexpr (requires { s.specialization; }) s.specialization = v;
+  }(out, spec.canonical());
+
+  std::ostringstream expr;
+  expr << "fkv_kernels::fused_proj_kv<" << spec.hidden << ", " << spec.num_layers << ", " << e.num_kv_heads << ", "
+       << e.head_dim << ", " << e.rotary_dim << ", " << (e.neox ? "true" : "false") << ", "
+       << (e.k_norm ? "true" : "false") << ", " << type_name(e.act) << ", " << type_name(e.cache) << ", "
+       << type_name(e.cos_sin) << ", " << index_name(e.positions) << ", " << index_name(e.slots) << ", "
+       << (e.mode == OutputMode::Pool ? "true" : "false") << ", " << spec.token_bucket << ", " << spec.splits << ", "
+       << spec.warps << ", " << spec.mma_tiles_per_warp << ", " << spec.pipeline << ", " << spec.k_slice << ">";
+  out.name_expression = expr.str();
+
+  const std::string body = template_text(kTemplate);
+  XXH3_state_t* st = XXH3_createState();
+  XXH3_128bits_reset(st);
+  auto add = [&](const std::string& name, const std::string& text) {
+    const std::uint64_t n = name.size(), m = text.size();
+    XXH3_128bits_update(st, &n, sizeof n);
+    XXH3_128bits_update(st, name.data(), n);
+    XXH3_128bits_update(st, &m, sizeof m);
+    XXH3_128bits_update(st, text.data(), m);
+  };
+  add(kTemplate, body);
+  for (const char* h : kHeaders) {
+    out.headers.emplace_back(h, template_text(h));
+    add(h, out.headers.back().second);
+  }
+  out.template_hash = hex128(XXH3_128bits_digest(st));
+  XXH3_freeState(st);
+
+  std::ostringstream src;
+  src << "// fkv spec: " << spec.canonical() << "\n"
+      << "// Generated by fkv-jit " << kVersion << " from templates/" << kTemplate << " (" << spec.grid()
+      << " CTAs of " << spec.threads() << " threads, " << spec.shared_bytes() << " bytes of shared memory)\n"
+      << "#line 1 \"" << kTemplate << "\"\n"
+      << body << "\n"
+      << "template __global__ void " << out.name_expression << "(const FkvDecodeParams);\n";
+  out.source = src.str();
+  return out;
+}
+
+// ---- the host object ------------------------------------------------------------------------------
+
+struct DecodeKV::Impl {
+  struct Kernel {
+    DecodeSpec spec;
+    Module module;
+    CUfunction function = nullptr;
+  };
+  DecodeModel model;
+  DecodeOptions opt;
+  CUcontext ctx = nullptr;
+  std::vector<Kernel> stacked, pool;  // by bucket: 8, 16, 32, 64
+  DeviceBuffer workspace, counters;
+  std::int64_t kv = 0;  // H * D
+
+  static std::size_t slot_of(int bucket) {
+    std::size_t i = 0;
+    for (int b = 8; b < bucket; b *= 2) ++i;
+    return i;
+  }
+
+  const Kernel& kernel(OutputMode mode, std::int64_t tokens) const {
+    const std::vector<Kernel>& v = mode == OutputMode::Pool ? pool : stacked;
+    const std::size_t i = slot_of(decode_bucket(tokens));
+    if (i >= v.size())
+      fail("no kernel prepared for " + std::to_string(tokens) + " tokens in " + to_string(mode) +
+           " mode: construct with DecodeOptions::max_tokens >= " + std::to_string(tokens) + " and " +
+           (mode == OutputMode::Pool ? "pool" : "stacked") + " = true");
+    return v[i];
+  }
+
+  // What NVRTC builds for the context's device (as Runtime does): its arch, or PTX for a device
+  // newer than this NVRTC.
+  CompileOptions compile_options() const {
+    Driver& d = Driver::get();
+    CUdevice dev = 0;
+    d.check(d.cuCtxGetDevice(&dev), "cuCtxGetDevice");
+    int major = 0;
+    FKV_CU(cuDeviceGetAttribute, &major, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR, dev);
+    CompileOptions options;
+    options.arch = Runtime::device_arch(opt.device);
+    options.ptx = options.arch.major != major;
+    return options;
+  }
+
+  Kernel load(const DecodeSpec& spec, const CacheResult& image) const {
+    Kernel k;
+    k.spec = spec;
+    k.module = Module(ctx, image.kernel->image);
+    k.function = k.module.function(image.kernel->lowered_name);
+    if (spec.shared_bytes() > kDefaultSharedLimit)
+      FKV_CU(cuFuncSetAttribute, k.function, CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, spec.shared_bytes());
+    spdlog::debug("fkv: loaded {} ({}; {})", spec.short_name(), spec.canonical(), to_string(image.outcome));
+    return k;
+  }
+
+  FkvDecodeParams base_params(const DecodeInput& in) const {
+    FkvDecodeParams p;
+    std::memset(&p, 0, sizeof p);
+    p.x = in.hidden;
+    p.x_stride = in.hidden_stride ? in.hidden_stride : model.hidden;
+    p.w = model.w_kv;
+    p.workspace = static_cast<float*>(workspace.ptr());
+    p.counters = static_cast<unsigned int*>(counters.ptr());
+    p.positions = in.positions;
+    p.cos_sin = model.cos_sin;
+    p.cos_sin_stride = model.cos_sin_stride ? model.cos_sin_stride : model.epilogue.rotary_dim;
+    p.k_norm_weight = model.k_norm;
+    for (int l = 0; l < model.num_layers; ++l) {
+      p.eps[l] = model.eps.empty() ? 1e-6f : model.eps[static_cast<std::size_t>(l)];
+      p.k_scale[l] = 1.0f;
+      p.v_scale[l] = 1.0f;
+    }
+    return p;
+  }
+
+  void check_input(const DecodeInput& in) const {
+    if (in.num_tokens < 0) fail("num_tokens must be >= 0, got " + std::to_string(in.num_tokens));
+    if (in.num_tokens == 0) return;
+    if (in.hidden == nullptr) fail("hidden is null");
+    const std::int64_t stride = in.hidden_stride ? in.hidden_stride : model.hidden;
+    if (stride < model.hidden || stride % 8 != 0)
+      fail("hidden_stride " + std::to_string(stride) + " must be >= hidden (" + std::to_string(model.hidden) +
+           ") and a multiple of 8 (rows are read in 16-byte vectors)");
+    if (reinterpret_cast<std::uintptr_t>(in.hidden) % 16 != 0) fail("hidden must be 16-byte aligned");
+    if (model.epilogue.rotary_dim > 0 && in.positions == nullptr) fail("positions is null");
+  }
+
+  // Launches chunk by chunk of at most 64 tokens; `fill` sets the chunk's outputs.
+  template <class Fill>
+  void launch_chunks(const DecodeInput& in, OutputMode mode, FkvDecodeParams p, CUstream stream, Fill fill) {
+    const int act = dtype_size(model.epilogue.act);
+    const int pos = index_size(model.epilogue.positions);
+    const std::int64_t stride = p.x_stride;
+    for (std::int64_t t0 = 0; t0 < in.num_tokens; t0 += kDecodeMaxBucket) {
+      const std::int64_t n = std::min<std::int64_t>(kDecodeMaxBucket, in.num_tokens - t0);
+      const Kernel& k = kernel(mode, n);
+      p.x = static_cast<const char*>(in.hidden) + t0 * stride * act;
+      p.num_tokens = n;
+      p.positions = in.positions ? static_cast<const char*>(in.positions) + t0 * pos : nullptr;
+      fill(p, t0);
+      void* args[] = {&p};
+      Driver& d = Driver::get();
+      const CUresult r = d.cuLaunchKernel(k.function, static_cast<unsigned>(k.spec.grid()), 1, 1,
+                                          static_cast<unsigned>(k.spec.threads()), 1, 1,
+                                          static_cast<unsigned>(k.spec.shared_bytes()), stream, args, nullptr);
+      if (r != CUDA_SUCCESS) d.check(r, "cuLaunchKernel");
+    }
+  }
+};
+
+DecodeKV::DecodeKV(const DecodeModel& model, const DecodeOptions& options) : impl_(std::make_unique<Impl>()) {
+  Impl& m = *impl_;
+  m.model = model;
+  m.opt = options;
+  const KernelSpec& e = model.epilogue;
+  if (const std::string why = decode_unsupported(e, model.hidden, model.num_layers); !why.empty()) throw ConfigError(why);
+  if (model.w_kv == nullptr) fail("w_kv is null");
+  if (reinterpret_cast<std::uintptr_t>(model.w_kv) % 16 != 0) fail("w_kv must be 16-byte aligned");
+  if (e.k_norm && model.k_norm == nullptr) fail("the spec has a K norm but k_norm is null");
+  if (e.rotary_dim > 0 && model.cos_sin == nullptr) fail("rotary_dim > 0 but cos_sin is null");
+  if (model.cos_sin_stride != 0 && model.cos_sin_stride < e.rotary_dim) fail("cos_sin_stride is smaller than rotary_dim");
+  if (!model.eps.empty() && static_cast<int>(model.eps.size()) != model.num_layers)
+    fail("eps has " + std::to_string(model.eps.size()) + " values for " + std::to_string(model.num_layers) + " layers");
+  if (options.max_tokens <= 0) fail("max_tokens must be positive");
+  if (!options.stacked && !options.pool) fail("neither stacked nor pool is asked for: nothing to prepare");
+  m.kv = std::int64_t{e.num_kv_heads} * e.head_dim;
+
+  m.ctx = ensure_context(options.device);
+  int sms = options.sm_count;
+  if (sms <= 0) FKV_CU(cuDeviceGetAttribute, &sms, CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT, device_handle(options.device));
+  const int top = decode_bucket(std::min<std::int64_t>(options.max_tokens, kDecodeMaxBucket));
+  std::vector<DecodeSpec> specs;
+  for (OutputMode mode : {OutputMode::Stacked, OutputMode::Pool}) {
+    if ((mode == OutputMode::Stacked && !options.stacked) || (mode == OutputMode::Pool && !options.pool)) continue;
+    for (int b = 8; b <= top; b *= 2) {
+      KernelSpec ke = e;
+      ke.mode = mode;
+      if (mode == OutputMode::Stacked) ke.cache = e.act;  // stacked output is in the activation dtype
+      specs.push_back(make_decode_spec(ke, model.hidden, model.num_layers, b, sms, options.tuning));
+    }
+  }
+  // Compile (or read from the cache) side by side: NVRTC runs one program per thread, and a
+  // decode kernel takes seconds to build cold. Loading stays on this thread (its context).
+  const CompileOptions copts = m.compile_options();
+  std::vector<std::future<CacheResult>> images;
+  for (const DecodeSpec& spec : specs)
+    images.push_back(std::async(std::launch::async, [&copts, spec] {
+      return KernelCache::global().get(generate_decode(spec), copts);
+    }));
+  std::size_t ws = 0;
+  int tiles = 0;
+  for (std::size_t i = 0; i < specs.size(); ++i) {
+    const CacheResult image = images[i].get();
+    const DecodeSpec& spec = specs[i];
+    ws = std::max(ws, spec.workspace_bytes());
+    tiles = std::max(tiles, spec.tiles());
+    (spec.epilogue.mode == OutputMode::Pool ? m.pool : m.stacked).push_back(m.load(spec, image));
+  }
+  m.workspace = DeviceBuffer(ws);
+  m.counters = DeviceBuffer(static_cast<std::size_t>(tiles) * sizeof(unsigned int));
+  FKV_CU(cuMemsetD8, m.counters.get(), 0, m.counters.size());  // then kept at zero by the kernel
+}
+
+DecodeKV::~DecodeKV() = default;
+
+const DecodeSpec& DecodeKV::spec_for(std::int64_t num_tokens, OutputMode mode) const {
+  return impl_->kernel(mode, std::min<std::int64_t>(num_tokens, kDecodeMaxBucket)).spec;
+}
+
+void DecodeKV::run_stacked(const DecodeInput& in, void* k_out, void* v_out, CUstream stream) {
+  Impl& m = *impl_;
+  m.check_input(in);
+  if (in.num_tokens == 0) return;
+  if (k_out == nullptr || v_out == nullptr) fail("k_out / v_out is null");
+  const int out = dtype_size(m.model.epilogue.act);
+  FkvDecodeParams p = m.base_params(in);
+  p.out_layer_stride = in.num_tokens * m.kv;
+  m.launch_chunks(in, OutputMode::Stacked, p, stream, [&](FkvDecodeParams& q, std::int64_t t0) {
+    q.k_out = static_cast<char*>(k_out) + t0 * m.kv * out;
+    q.v_out = static_cast<char*>(v_out) + t0 * m.kv * out;
+  });
+}
+
+void DecodeKV::run_pool(const DecodeInput& in, const DecodePool& pool, CUstream stream) {
+  Impl& m = *impl_;
+  m.check_input(in);
+  const auto L = static_cast<std::size_t>(m.model.num_layers);
+  if (pool.k_buffers.size() != L || pool.v_buffers.size() != L)
+    fail("pool output takes one K and one V buffer per layer (" + std::to_string(L) + "), got " +
+         std::to_string(pool.k_buffers.size()) + " and " + std::to_string(pool.v_buffers.size()));
+  if ((!pool.k_scales.empty() && pool.k_scales.size() != L) || (!pool.v_scales.empty() && pool.v_scales.size() != L))
+    fail("k_scales / v_scales take one value per layer (" + std::to_string(L) + ") or none");
+  const std::int64_t slot_stride = pool.slot_stride ? pool.slot_stride : m.kv;
+  if (slot_stride < m.kv) fail("slot_stride " + std::to_string(slot_stride) + " is smaller than H*D = " + std::to_string(m.kv));
+  if (in.num_tokens == 0) return;
+  if (pool.cache_loc == nullptr) fail("cache_loc is null");
+  FkvDecodeParams p = m.base_params(in);
+  p.slot_stride = slot_stride;
+  for (std::size_t l = 0; l < L; ++l) {
+    if (pool.k_buffers[l] == nullptr || pool.v_buffers[l] == nullptr) fail("pool buffer of layer " + std::to_string(l) + " is null");
+    p.k_pool[l] = pool.k_buffers[l];
+    p.v_pool[l] = pool.v_buffers[l];
+    if (!pool.k_scales.empty()) p.k_scale[l] = pool.k_scales[l];
+    if (!pool.v_scales.empty()) p.v_scale[l] = pool.v_scales[l];
+  }
+  const int slot = index_size(m.model.epilogue.slots);
+  m.launch_chunks(in, OutputMode::Pool, p, stream, [&](FkvDecodeParams& q, std::int64_t t0) {
+    q.cache_loc = static_cast<const char*>(pool.cache_loc) + t0 * slot;
+  });
+}
+
+// ---- choosing the path --------------------------------------------------------------------------
+
+namespace {
+// GPUs on which bench/decode_bench measured the crossover ("crossover" in its JSON): the largest
+// T at which the decode kernel was no slower than cuBLASLt + the epilogue at every T up to it.
+// Matched by device name and SM count. A GPU not listed keeps cuBLASLt + epilogue (0).
+struct MeasuredCrossover {
+  const char* name_contains;
+  int sm_count;
+  std::int64_t crossover;
+};
+constexpr MeasuredCrossover kMeasured[] = {
+    {"", 0, 0},  // sentinel; measured entries go above it
+};
+}  // namespace
+
+std::int64_t decode_crossover(int device) {
+  if (const char* v = std::getenv("FKV_DECODE_CROSSOVER"); v && *v) {
+    char* end = nullptr;
+    const long long n = std::strtoll(v, &end, 10);
+    if (end == v || *end != 0 || n < 0)
+      throw ArgumentError(std::string("FKV_DECODE_CROSSOVER must be a token count >= 0, got '") + v + "'");
+    return n;
+  }
+  char name[256] = {};
+  FKV_CU(cuDeviceGetName, name, sizeof name - 1, device_handle(device));
+  int sms = 0;
+  FKV_CU(cuDeviceGetAttribute, &sms, CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT, device_handle(device));
+  for (const MeasuredCrossover& m : kMeasured)
+    if (m.sm_count == sms && *m.name_contains && std::strstr(name, m.name_contains)) return m.crossover;
+  return 0;
+}
+
+}  // namespace fkv

@@ -1,0 +1,378 @@
+// Decode-size fused KV materialization: the projection GEMM and the epilogue in one launch.
+//
+//   proj[t, n] = sum_k x[t, k] * W[n, k]        (W = packed W_kv [M = L*2*H*D, HIDDEN])
+//   then per token t, layer l, KV head h, exactly as fused_kv.cu: K RMSNorm, RoPE, store rounded
+//   once (FP8: divided by the layer's scale, saturated), stacked [L, T, H, D] or pool rows.
+//   The projection never goes through memory in the activation dtype: norm and RoPE read the
+//   fp32 sums, and V is rounded once from them.
+//
+// For small T the GEMM is a weight stream: W (84 MB for the Qwen3-8B DFlash draft) is read once,
+// everything else is small. The grid is (M / MT row tiles) x S k-splits, splits of one tile
+// adjacent. A CTA of WARPS warps owns MT = WARPS * MW * 16 rows (whole heads) and HIDDEN / S
+// columns of W:
+//   - W goes global -> registers with 16-byte ld.global.nc (no L1 allocation), P chunks of 32
+//     columns in flight per thread ahead of their use (a register ring, fully unrolled).
+//   - x is staged in shared memory per K slice (KSL columns, every token of the bucket, padding
+//     tokens zero-filled) by cp.async, double-buffered.
+//   - mma.sync.m16n8k16 (bf16/fp16 in, fp32 accumulate): W is the M operand, tokens the N
+//     operand (TB / 8 n-tiles). Because the sum over k is order-free, a thread's 16-byte W vector
+//     (row g, 8 consecutive columns) and its 16-byte x vector (token g, the same 8 columns) are
+//     used as two k16 fragments under one shared permutation of k: no shuffles, no ldmatrix.
+//   - Each CTA stores its fp32 partial [T, MT] to workspace[split], fences, and bumps its tile's
+//     arrival counter. The last of the S CTAs of a tile sums the S partials in split order (the
+//     result does not depend on arrival order), resets the counter for the next launch, and runs
+//     the epilogue for the tile's heads from shared memory, a few (head, token) items per warp.
+#include "fkv_types.cuh"
+#include "decode_params.h"  // include/fkv/decode_params.h, embedded by its file name
+
+namespace fkv_kernels {
+namespace decode_detail {
+
+struct alignas(16) U32x4 {
+  u32 x, y, z, w;
+};
+struct alignas(16) F32x4 {
+  float x, y, z, w;
+};
+
+__device__ __forceinline__ u32 smem_addr(const void* p) {
+  u64 a;
+  asm("cvta.to.shared.u64 %0, %1;" : "=l"(a) : "l"(p));
+  return (u32)a;
+}
+
+// A weight vector: read once, so it bypasses L1; the 256-byte L2 prefetch hint covers the next
+// chunks of the same row. volatile keeps the loads where the pipeline puts them.
+__device__ __forceinline__ void load_stream(U32x4& r, const void* p) {
+  asm volatile("ld.global.nc.L1::no_allocate.L2::256B.v4.u32 {%0, %1, %2, %3}, [%4];"
+               : "=r"(r.x), "=r"(r.y), "=r"(r.z), "=r"(r.w)
+               : "l"(p));
+}
+
+// 16 bytes global -> shared, asynchronously; src_bytes = 0 writes zeros (padding tokens).
+__device__ __forceinline__ void cp_async16(u32 dst, const void* src, int src_bytes) {
+  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;" ::"r"(dst), "l"(src), "r"(src_bytes)
+               : "memory");
+}
+__device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;" ::: "memory"); }
+__device__ __forceinline__ void cp_async_wait_all() { asm volatile("cp.async.wait_group 0;" ::: "memory"); }
+
+// Split partials written by other CTAs: read from L2 (never a stale L1 line).
+__device__ __forceinline__ F32x4 load_partial(const float* p) {
+  F32x4 r;
+  asm volatile("ld.global.cg.v4.f32 {%0, %1, %2, %3}, [%4];"
+               : "=f"(r.x), "=f"(r.y), "=f"(r.z), "=f"(r.w)
+               : "l"(p));
+  return r;
+}
+
+// D[16x8] += A[16x16] * B[16x8], fp32 accumulators.
+template <class Act>
+__device__ __forceinline__ void mma16816(float (&c)[4], u32 a0, u32 a1, u32 a2, u32 a3, u32 b0, u32 b1) {
+  if constexpr (SameType<Act, bf16>::value) {
+    asm("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0, %1, %2, %3}, {%4, %5, %6, %7}, "
+        "{%8, %9}, {%0, %1, %2, %3};"
+        : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
+        : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "r"(b0), "r"(b1));
+  } else {
+    asm("mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0, %1, %2, %3}, {%4, %5, %6, %7}, "
+        "{%8, %9}, {%0, %1, %2, %3};"
+        : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
+        : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "r"(b0), "r"(b1));
+  }
+}
+
+template <class Cache>
+__device__ __forceinline__ Cache encode(float v, float scale) {
+  if constexpr (IsFp8<Cache>::value) v = v / scale;
+  return from_bits<Cache>(float_to_bits(v, (Cache*)0));
+}
+
+}  // namespace decode_detail
+
+// HIDDEN: columns of W and x. L, H, D, R, NEOX, K_NORM, Act, Cache, CosSin, Pos, Slot, POOL: as
+// in fused_kv.cu. TB: token bucket (a multiple of 8, >= num_tokens). S: k-splits. WARPS, MW:
+// warps per CTA and 16-row MMA tiles per warp. P: 32-column chunks of W in flight per thread.
+// KSL: columns of x per shared-memory stage. Dynamic shared memory: decode_shared_bytes() on the
+// host = max(2 * TB * (2 * KSL + 64), 4 * TB * MT) bytes.
+template <int HIDDEN, int L, int H, int D, int R, bool NEOX, bool K_NORM, class Act, class Cache,
+          class CosSin, class Pos, class Slot, bool POOL, int TB, int S, int WARPS, int MW, int P,
+          int KSL>
+__global__ void __launch_bounds__(WARPS * 32) fused_proj_kv(const FkvDecodeParams p) {
+  using namespace decode_detail;
+  constexpr int THREADS = WARPS * 32;
+  constexpr int KV = H * D;
+  constexpr int M = L * 2 * KV;      // rows of W
+  constexpr int MT = WARPS * MW * 16;  // rows per CTA tile
+  constexpr int UPC = MT / D;         // heads (K or V) per tile
+  constexpr int KR = HIDDEN / S;      // columns per split
+  constexpr int CH = KR / 32;         // 32-column chunks per split
+  constexpr int CPS = KSL / 32;       // chunks per x stage
+  constexpr int NSL = KR / KSL;       // x stages per split
+  constexpr int NT = TB / 8;          // MMA n-tiles
+  constexpr int XROW = 2 * KSL + 64;  // bytes per token row of a stage: 64 mod 128, so the
+                                      // 16-byte fragment loads of 8 lanes hit 32 distinct banks
+  constexpr int XBUF = TB * XROW;
+  constexpr int HALF = R / 2;
+  static_assert(SameType<Act, bf16>::value || SameType<Act, fp16>::value, "bf16 or fp16 activations");
+  static_assert(IsFp8<Cache>::value || SameType<Cache, Act>::value, "cache: the activation dtype or fp8");
+  static_assert(MT % D == 0 && D % 2 == 0, "a CTA tile covers whole heads");
+  static_assert(M % MT == 0, "whole tiles");
+  static_assert(HIDDEN % S == 0 && KR % KSL == 0 && KSL % 32 == 0 && CH % P == 0 && CH >= P,
+                "split, stage and pipeline sizes divide the columns");
+  static_assert(TB % 8 == 0 && TB >= 8, "token bucket: a multiple of 8");
+  static_assert(L >= 1 && L <= FKV_DECODE_MAX_LAYERS, "layers per launch");
+  static_assert(R % 2 == 0 && R <= D, "rotary_dim must be even and <= head_dim");
+
+  extern __shared__ __align__(16) unsigned char smem[];
+  __shared__ int s_last;
+  const int tid = threadIdx.x;
+  const int lane = tid & 31, warp = tid >> 5;
+  const int g = lane >> 2, tig = lane & 3;  // MMA fragment coordinates
+  const int tile = blockIdx.x / S, split = blockIdx.x % S;
+  const int m0 = tile * MT;
+  const int k0 = split * KR;
+  const int T = (int)p.num_tokens;
+  const u32 xs = smem_addr(smem);
+
+  // ---- x stage `sl` of this split -> buffer sl & 1 ----
+  const Act* x = static_cast<const Act*>(p.x);
+  auto stage = [&](int sl) {
+    constexpr int VPR = KSL / 8;  // 16-byte vectors per token row
+    const u32 dst = xs + (u32)((sl & 1) * XBUF);
+#pragma unroll 4
+    for (int i = tid; i < TB * VPR; i += THREADS) {
+      const int t = i / VPR, q = i - t * VPR;
+      const bool valid = t < T;
+      const Act* src = x + (valid ? (long long)t * p.x_stride + k0 + sl * KSL + q * 8 : 0);
+      cp_async16(dst + (u32)(t * XROW + q * 16), src, valid ? 16 : 0);
+    }
+    cp_async_commit();
+  };
+  stage(0);
+
+  // ---- W: rows (m0 + (warp*MW + mi)*16 + g) and (+8), columns k0 + c*32 + tig*8 ----
+  const Act* wbase = static_cast<const Act*>(p.w) + (long long)(m0 + warp * MW * 16 + g) * HIDDEN + k0 + tig * 8;
+  U32x4 wr[P][MW][2];
+#pragma unroll
+  for (int c = 0; c < P; ++c)
+#pragma unroll
+    for (int mi = 0; mi < MW; ++mi)
+#pragma unroll
+      for (int hf = 0; hf < 2; ++hf)
+        load_stream(wr[c][mi][hf], wbase + (long long)(mi * 16 + hf * 8) * HIDDEN + c * 32);
+
+  float acc[MW][NT][4];
+#pragma unroll
+  for (int mi = 0; mi < MW; ++mi)
+#pragma unroll
+    for (int j = 0; j < NT; ++j)
+#pragma unroll
+      for (int e = 0; e < 4; ++e) acc[mi][j][e] = 0.f;
+
+  for (int c0 = 0; c0 < CH; c0 += P) {
+#pragma unroll
+    for (int pp = 0; pp < P; ++pp) {
+      const int c = c0 + pp;
+      if (c % CPS == 0) {  // a new x stage: wait for it, then start the next one
+        cp_async_wait_all();
+        __syncthreads();  // the stage is visible, and nobody still reads the buffer refilled next
+        if (c / CPS + 1 < NSL) stage(c / CPS + 1);
+      }
+      const unsigned char* xrow =
+          smem + ((c / CPS) & 1) * XBUF + g * XROW + (c % CPS) * 64 + tig * 16;
+#pragma unroll
+      for (int j = 0; j < NT; ++j) {
+        const U32x4 b = *reinterpret_cast<const U32x4*>(xrow + j * 8 * XROW);
+#pragma unroll
+        for (int mi = 0; mi < MW; ++mi) {
+          const U32x4& a = wr[pp][mi][0];  // row g
+          const U32x4& a8 = wr[pp][mi][1];  // row g + 8
+          mma16816<Act>(acc[mi][j], a.x, a8.x, a.y, a8.y, b.x, b.y);
+          mma16816<Act>(acc[mi][j], a.z, a8.z, a.w, a8.w, b.z, b.w);
+        }
+      }
+      if (c + P < CH) {
+#pragma unroll
+        for (int mi = 0; mi < MW; ++mi)
+#pragma unroll
+          for (int hf = 0; hf < 2; ++hf)
+            load_stream(wr[pp][mi][hf], wbase + (long long)(mi * 16 + hf * 8) * HIDDEN + (c + P) * 32);
+      }
+    }
+  }
+
+  // ---- partial [T, MT] of this split -> workspace[split] ----
+  {
+    float* ws = p.workspace + (long long)split * TB * M;
+#pragma unroll
+    for (int mi = 0; mi < MW; ++mi) {
+      const int row = m0 + (warp * MW + mi) * 16 + g;
+#pragma unroll
+      for (int j = 0; j < NT; ++j) {
+        const int t = j * 8 + tig * 2;
+        if (t < T) {
+          ws[(long long)t * M + row] = acc[mi][j][0];
+          ws[(long long)t * M + row + 8] = acc[mi][j][2];
+        }
+        if (t + 1 < T) {
+          ws[(long long)(t + 1) * M + row] = acc[mi][j][1];
+          ws[(long long)(t + 1) * M + row + 8] = acc[mi][j][3];
+        }
+      }
+    }
+  }
+  __threadfence();  // this thread's partials are visible GPU-wide before the arrival below
+  __syncthreads();
+  if (tid == 0) s_last = atomicAdd(p.counters + tile, 1u) == (unsigned)(S - 1);
+  __syncthreads();
+  if (!s_last) return;
+  __threadfence();
+
+  // ---- last CTA of the tile ----
+  // Positions and slots of the launch's tokens go to shared memory first (their loads overlap
+  // the partial sums'); the epilogue then has no dependent global load but cos/sin.
+  __shared__ long long s_pos[TB], s_slot[TB];
+  if (tid < T) {
+    if constexpr (R > 0) s_pos[tid] = (long long)static_cast<const Pos*>(p.positions)[tid];
+    if constexpr (POOL) s_slot[tid] = (long long)static_cast<const Slot*>(p.cache_loc)[tid];
+  }
+  // Sum the S partials in split order into shared [T][MT].
+  float* tp = reinterpret_cast<float*>(smem);
+#pragma unroll 4
+  for (int i = tid; i < T * (MT / 4); i += THREADS) {
+    const int t = i / (MT / 4), q = i - t * (MT / 4);
+    F32x4 sum = load_partial(p.workspace + (long long)t * M + m0 + q * 4);
+#pragma unroll
+    for (int s = 1; s < S; ++s) {
+      const F32x4 v = load_partial(p.workspace + ((long long)s * TB + t) * M + m0 + q * 4);
+      sum.x += v.x;
+      sum.y += v.y;
+      sum.z += v.z;
+      sum.w += v.w;
+    }
+    *reinterpret_cast<F32x4*>(tp + t * MT + q * 4) = sum;
+  }
+  if (tid == 0) p.counters[tile] = 0u;  // ready for the next launch (stream order)
+  __syncthreads();
+
+  // ---- epilogue: a warp takes IPW (head, token) items at a time, their latency chains
+  // (cos/sin loads, norm reductions) interleaved; lane owns element pairs e = 2*lane + 64*i ----
+  constexpr int PAIRS = (D + 63) / 64;
+  constexpr int NV = 2 * PAIRS;  // elements per lane and item
+  constexpr int PER_WARP = (UPC * TB + WARPS - 1) / WARPS;
+  constexpr int IPW = PER_WARP < 4 ? PER_WARP : 4;
+  constexpr unsigned FULL = 0xffffffffu;
+  const int items = UPC * T;
+  for (int base = warp * IPW; base < items; base += WARPS * IPW) {
+    float v[IPW][NV], cs_c[IPW][NV], cs_s[IPW][NV];
+    float* row[IPW];
+    int layer[IPW], head[IPW], tok[IPW];
+    bool valid[IPW], is_v[IPW];
+#pragma unroll
+    for (int ii = 0; ii < IPW; ++ii) {
+      valid[ii] = base + ii < items;
+      const int item = valid[ii] ? base + ii : items - 1;  // a real row; never stored
+      const int t = item / UPC, u = item - t * UPC;
+      const int unit = m0 / D + u;  // head index over the packed rows
+      const int l = unit / (2 * H);
+      const int r = unit - l * 2 * H;
+      is_v[ii] = r >= H;  // warp-uniform
+      layer[ii] = l;
+      head[ii] = is_v[ii] ? r - H : r;
+      tok[ii] = t;
+      row[ii] = tp + t * MT + u * D;
+#pragma unroll
+      for (int i = 0; i < NV; ++i) {
+        const int e = 2 * lane + 64 * (i / 2) + (i & 1);
+        v[ii][i] = e < D ? row[ii][e] : 0.f;
+        cs_c[ii][i] = 1.f;
+        cs_s[ii][i] = 0.f;
+        if (R > 0 && !is_v[ii] && e < R) {
+          const CosSin* cs = static_cast<const CosSin*>(p.cos_sin) + s_pos[t] * p.cos_sin_stride;
+          const int idx = NEOX ? (e < HALF ? e : e - HALF) : (e >> 1);
+          cs_c[ii][i] = to_float(cs[idx]);
+          cs_s[ii][i] = to_float(cs[HALF + idx]);
+        }
+      }
+    }
+
+    if constexpr (K_NORM) {
+      float ss[IPW];
+#pragma unroll
+      for (int ii = 0; ii < IPW; ++ii) {
+        ss[ii] = 0.f;
+#pragma unroll
+        for (int i = 0; i < NV; ++i) ss[ii] += v[ii][i] * v[ii][i];
+      }
+#pragma unroll
+      for (int o = 16; o > 0; o >>= 1)
+#pragma unroll
+        for (int ii = 0; ii < IPW; ++ii) ss[ii] += __shfl_xor_sync(FULL, ss[ii], o);
+#pragma unroll
+      for (int ii = 0; ii < IPW; ++ii) {
+        if (is_v[ii]) continue;
+        const float inv = rsqrtf(ss[ii] * (1.0f / D) + p.eps[layer[ii]]);
+        const float* w = p.k_norm_weight + (long long)layer[ii] * D;
+#pragma unroll
+        for (int i = 0; i < NV; ++i) {
+          const int e = 2 * lane + 64 * (i / 2) + (i & 1);
+          if (e < D) v[ii][i] = v[ii][i] * inv * w[e];
+        }
+      }
+    }
+
+    if constexpr (R > 0) {
+      // Partners through shared memory: each normed K head goes back to its row first.
+#pragma unroll
+      for (int ii = 0; ii < IPW; ++ii) {
+        if (is_v[ii] || !valid[ii]) continue;
+#pragma unroll
+        for (int i = 0; i < NV; ++i) {
+          const int e = 2 * lane + 64 * (i / 2) + (i & 1);
+          if (e < D) row[ii][e] = v[ii][i];
+        }
+      }
+      __syncwarp();
+#pragma unroll
+      for (int ii = 0; ii < IPW; ++ii) {
+        if (is_v[ii] || !valid[ii]) continue;
+#pragma unroll
+        for (int i = 0; i < NV; ++i) {
+          const int e = 2 * lane + 64 * (i / 2) + (i & 1);
+          if (e < R) {
+            const bool first = NEOX ? e < HALF : (e & 1) == 0;
+            const float partner = NEOX ? row[ii][first ? e + HALF : e - HALF] : row[ii][e ^ 1];
+            v[ii][i] = first ? v[ii][i] * cs_c[ii][i] - partner * cs_s[ii][i]
+                             : v[ii][i] * cs_c[ii][i] + partner * cs_s[ii][i];
+          }
+        }
+      }
+    }
+
+#pragma unroll
+    for (int ii = 0; ii < IPW; ++ii) {
+      if (!valid[ii]) continue;
+      const int l = layer[ii], h = head[ii], t = tok[ii];
+      Cache* out;
+      long long off;
+      if constexpr (POOL) {
+        const long long slot = s_slot[t];
+        if (slot < 0) continue;
+        out = static_cast<Cache*>(is_v[ii] ? p.v_pool[l] : p.k_pool[l]);
+        off = slot * p.slot_stride + h * D;
+      } else {
+        out = static_cast<Cache*>(is_v[ii] ? p.v_out : p.k_out);
+        off = (long long)l * p.out_layer_stride + ((long long)t * H + h) * D;
+      }
+      const float scale = is_v[ii] ? p.v_scale[l] : p.k_scale[l];
+#pragma unroll
+      for (int i = 0; i < NV; ++i) {
+        const int e = 2 * lane + 64 * (i / 2) + (i & 1);
+        if (e < D) out[off + e] = encode<Cache>(v[ii][i], scale);
+      }
+    }
+  }
+}
+
+}  // namespace fkv_kernels

@@ -1,0 +1,229 @@
+// decode: spec, tiling and codegen of the decode-size kernel, and NVRTC compiles of a covering set
+// of specializations for sm_80 and sm_90 with ptxas' own report (no spills). No GPU needed.
+#include <catch2/catch.hpp>
+
+#include <cstdlib>
+#include <regex>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "fkv/cache.hpp"
+#include "fkv/compiler.hpp"
+#include "fkv/decode.hpp"
+#include "fkv/errors.hpp"
+
+namespace {
+
+// The Qwen3-8B DFlash draft: 8 KV heads x 128, rotary 128 neox, K RMSNorm, 5 layers, hidden 4096.
+fkv::KernelSpec qwen3_epilogue(fkv::OutputMode mode = fkv::OutputMode::Stacked) {
+  fkv::KernelSpec e;
+  e.num_kv_heads = 8;
+  e.head_dim = 128;
+  e.rotary_dim = 128;
+  e.neox = true;
+  e.k_norm = true;
+  e.act = fkv::DType::BF16;
+  e.cache = fkv::DType::BF16;
+  e.mode = mode;
+  return e;
+}
+
+bool arch_supported(const std::string& name) {
+  for (const fkv::Arch& a : fkv::supported_archs())
+    if (a.name() == name) return true;
+  return false;
+}
+
+// Sets an environment variable for one scope.
+struct ScopedEnv {
+  std::string name;
+  ScopedEnv(const char* n, const char* value) : name(n) { ::setenv(n, value, 1); }
+  ~ScopedEnv() { ::unsetenv(name.c_str()); }
+};
+
+}  // namespace
+
+TEST_CASE("decode_bucket rounds up to 8, 16, 32, 64 and caps at 64") {
+  CHECK(fkv::decode_bucket(1) == 8);
+  CHECK(fkv::decode_bucket(8) == 8);
+  CHECK(fkv::decode_bucket(9) == 16);
+  CHECK(fkv::decode_bucket(17) == 32);
+  CHECK(fkv::decode_bucket(33) == 64);
+  CHECK(fkv::decode_bucket(64) == 64);
+  CHECK(fkv::decode_bucket(1000) == 64);
+  CHECK_THROWS_AS(fkv::decode_bucket(0), fkv::ArgumentError);
+}
+
+TEST_CASE("decode tiling for the Qwen3-8B DFlash draft on 132 SMs") {
+  for (int tb : {8, 16, 32, 64}) {
+    const fkv::DecodeSpec s = fkv::make_decode_spec(qwen3_epilogue(), 4096, 5, tb, 132);
+    INFO(s.canonical());
+    CHECK(s.rows() == 10240);
+    CHECK(s.tile_rows() == 128);  // one head of K or V per tile
+    CHECK(s.tiles() == 80);
+    CHECK(s.grid() >= 2 * 132);  // at least two CTAs per SM
+    CHECK(4096 % (s.splits * s.k_slice) == 0);
+    CHECK((4096 / s.splits / 32) % s.pipeline == 0);
+    CHECK(s.shared_bytes() <= 80 * 1024);
+    CHECK(s.workspace_bytes() == std::size_t(s.splits) * tb * 10240 * 4);
+  }
+  // The partials stay small where the bucket is large.
+  CHECK(fkv::make_decode_spec(qwen3_epilogue(), 4096, 5, 64, 132).workspace_bytes() <= 12u << 20);
+}
+
+TEST_CASE("decode tiling covers whole heads for head_dim 64, 80, 256") {
+  fkv::KernelSpec e = qwen3_epilogue();
+  for (int d : {64, 80, 256}) {
+    e.head_dim = d;
+    e.rotary_dim = d;
+    for (int tb : {8, 64}) {
+      const fkv::DecodeSpec s = fkv::make_decode_spec(e, 2048, 3, tb, 108);
+      INFO(s.canonical());
+      CHECK(s.tile_rows() % d == 0);
+      CHECK(s.rows() % s.tile_rows() == 0);
+      CHECK(s.warps <= 8);
+    }
+  }
+}
+
+TEST_CASE("decode tuning overrides are honoured or refused with the reason") {
+  fkv::DecodeTuning t;
+  t.splits = 16;
+  t.pipeline = 2;
+  const fkv::DecodeSpec s = fkv::make_decode_spec(qwen3_epilogue(), 4096, 5, 8, 132, t);
+  CHECK(s.splits == 16);
+  CHECK(s.pipeline == 2);
+  t.pipeline = 3;  // 8 chunks per split are not a multiple of 3
+  CHECK_THROWS_AS(fkv::make_decode_spec(qwen3_epilogue(), 4096, 5, 8, 132, t), fkv::ArgumentError);
+  t = {};
+  t.mma_tiles_per_warp = 3;  // 8 MMA tiles per CTA
+  CHECK_THROWS_AS(fkv::make_decode_spec(qwen3_epilogue(), 4096, 5, 8, 132, t), fkv::ArgumentError);
+}
+
+TEST_CASE("decode_unsupported names what keeps a model on the cuBLASLt path") {
+  fkv::KernelSpec e = qwen3_epilogue();
+  CHECK(fkv::decode_unsupported(e, 4096, 5).empty());
+  CHECK(fkv::decode_unsupported(e, 4000, 5).find("multiple of 256") != std::string::npos);
+  CHECK(fkv::decode_unsupported(e, 4096, 33).find("layers") != std::string::npos);
+  fkv::KernelSpec f = e;
+  f.act = fkv::DType::FP32;
+  f.cache = fkv::DType::FP32;
+  CHECK(fkv::decode_unsupported(f, 4096, 5).find("bf16 or fp16") != std::string::npos);
+  f = e;
+  f.head_dim = 72;
+  f.rotary_dim = 72;
+  CHECK(fkv::decode_unsupported(f, 4096, 5).find("multiple of 16") != std::string::npos);
+  f = e;
+  f.debug_checks = true;
+  CHECK_FALSE(fkv::decode_unsupported(f, 4096, 5).empty());
+  CHECK_THROWS_AS(fkv::make_decode_spec(f, 4096, 5, 8, 132), fkv::ConfigError);
+}
+
+TEST_CASE("generate_decode: one explicit instantiation, the spec on the first line, distinct keys") {
+  const fkv::DecodeSpec s = fkv::make_decode_spec(qwen3_epilogue(), 4096, 5, 8, 132);
+  const fkv::KernelSource src = fkv::generate_decode(s);
+  CHECK(src.template_name == "fused_proj_kv.cu");
+  CHECK(src.source.rfind("// fkv spec: " + s.canonical() + "\n", 0) == 0);
+  CHECK(src.name_expression.rfind("fkv_kernels::fused_proj_kv<4096, 5, 8, 128, 128, true, true, fkv_kernels::bf16, "
+                                  "fkv_kernels::bf16, float, long long, long long, false, 8, ", 0) == 0);
+  CHECK(src.source.find("template __global__ void " + src.name_expression + "(const FkvDecodeParams);") !=
+        std::string::npos);
+  REQUIRE(src.headers.size() == 2);
+  CHECK(src.template_hash.size() == 32);
+
+  // Every (bucket, mode) is its own cache entry.
+  fkv::CompileOptions o;
+  o.arch = fkv::Arch{9, 0, false};
+  std::set<std::string> digests, names;
+  for (auto mode : {fkv::OutputMode::Stacked, fkv::OutputMode::Pool})
+    for (int tb : {8, 16, 32, 64}) {
+      const fkv::DecodeSpec d = fkv::make_decode_spec(qwen3_epilogue(mode), 4096, 5, tb, 132);
+      digests.insert(fkv::CacheKey::make(fkv::generate_decode(d), o).digest);
+      names.insert(d.canonical());
+    }
+  CHECK(digests.size() == 8);
+  CHECK(names.size() == 8);
+}
+
+// Each specialization is compiled by NVRTC here, with ptxas' verbose report in the log
+// (--ptxas-options=-v through FKV_NVRTC_OPTIONS), which must show no spills and no stack frame.
+TEST_CASE("decode kernels compile for sm_80 and sm_90 without spills") {
+  struct Case {
+    const char* what;
+    fkv::KernelSpec e;
+    int hidden, layers, tb;
+    const char* arch;
+  };
+  std::vector<Case> cases;
+  for (const char* arch : {"sm_90", "sm_80"}) {
+    cases.push_back({"qwen3 stacked", qwen3_epilogue(fkv::OutputMode::Stacked), 4096, 5, 8, arch});
+    cases.push_back({"qwen3 pool", qwen3_epilogue(fkv::OutputMode::Pool), 4096, 5, 64, arch});
+  }
+  cases.push_back({"qwen3 stacked", qwen3_epilogue(), 4096, 5, 16, "sm_90"});
+  cases.push_back({"qwen3 pool", qwen3_epilogue(fkv::OutputMode::Pool), 4096, 5, 32, "sm_90"});
+  {
+    fkv::KernelSpec e;  // fp16, GPT-J, no norm, fp8 e4m3 pool, int32 indices, fp16 cos/sin
+    e.num_kv_heads = 4;
+    e.head_dim = 64;
+    e.rotary_dim = 64;
+    e.neox = false;
+    e.act = fkv::DType::FP16;
+    e.cache = fkv::DType::FP8_E4M3;
+    e.cos_sin = fkv::DType::FP16;
+    e.positions = e.slots = fkv::IndexType::I32;
+    e.mode = fkv::OutputMode::Pool;
+    cases.push_back({"fp16 gptj fp8", e, 1024, 2, 16, "sm_90"});
+    cases.push_back({"fp16 gptj fp8", e, 1024, 2, 16, "sm_80"});
+  }
+  {
+    fkv::KernelSpec e = qwen3_epilogue(fkv::OutputMode::Pool);  // partial rotary, head_dim 256, e5m2
+    e.num_kv_heads = 2;
+    e.head_dim = 256;
+    e.rotary_dim = 64;
+    e.cache = fkv::DType::FP8_E5M2;
+    e.cos_sin = fkv::DType::BF16;
+    cases.push_back({"d256 partial rotary e5m2", e, 2048, 3, 32, "sm_80"});
+  }
+  {
+    fkv::KernelSpec e = qwen3_epilogue();  // head_dim 80: five MMA tiles per CTA, a partly idle second pair per lane
+    e.num_kv_heads = 2;
+    e.head_dim = 80;
+    e.rotary_dim = 80;
+    cases.push_back({"d80", e, 512, 1, 8, "sm_90"});
+  }
+
+  const ScopedEnv verbose("FKV_NVRTC_OPTIONS", "--ptxas-options=-v");
+  const std::regex spills(R"((\d+) bytes stack frame, (\d+) bytes spill stores, (\d+) bytes spill loads)");
+  const std::regex regs(R"(Used (\d+) registers)");
+  for (const Case& c : cases) {
+    if (!arch_supported(c.arch)) {
+      WARN("NVRTC here does not build " << c.arch << "; skipped " << c.what);
+      continue;
+    }
+    const fkv::DecodeSpec s = fkv::make_decode_spec(c.e, c.hidden, c.layers, c.tb, 132);
+    INFO(c.what << " " << c.arch << ": " << s.canonical());
+    fkv::CompileOptions o;
+    o.arch = fkv::Arch::parse(c.arch);
+    fkv::CompiledKernel k;
+    try {
+      k = fkv::compile(fkv::generate_decode(s), o);
+    } catch (const fkv::CompileError& e) {
+      FAIL(e.what());
+    }
+    CHECK(!k.image.empty());
+    CHECK(!k.lowered_name.empty());
+    std::smatch m;
+    REQUIRE(std::regex_search(k.log, m, spills));  // ptxas' report is there
+    CHECK(m[1] == "0");
+    CHECK(m[2] == "0");
+    CHECK(m[3] == "0");
+    std::smatch r;
+    REQUIRE(std::regex_search(k.log, r, regs));
+    const int used = std::stoi(r[1]);
+    // Registers per thread must leave room for the CTA (65536 per SM).
+    CHECK(used * s.threads() <= 65536);
+    WARN(c.what << " " << c.arch << " tb=" << c.tb << ": " << used << " registers, " << s.threads() << " threads, "
+                << s.shared_bytes() << " B shared, grid " << s.grid());
+  }
+}
