@@ -88,6 +88,8 @@ struct FusedKVMaterializer::Impl {
     std::int64_t offset = 0;           // first proj column
     std::int64_t width = 0;            // 2*H*D
     DeviceBuffer k_norm;               // fp32 [L_g, D], folded
+    DeviceBuffer kv_bias;              // fp32 [L_g, 2*H*D], when the weights have a bias
+    bool adjacent = true;              // members are consecutive attention layers
     std::vector<float> eps;
     DeviceBuffer cos_sin;
     std::int64_t cos_sin_rows = 0;
@@ -96,6 +98,7 @@ struct FusedKVMaterializer::Impl {
     // Per-call scratch for pool launches, sized here so that a call allocates nothing.
     std::vector<void*> k_ptrs, v_ptrs;
     std::vector<float> k_scales, v_scales;
+    std::vector<const void*> slot_maps;
   };
 
   MaterializerOptions opt;
@@ -183,7 +186,8 @@ struct FusedKVMaterializer::Impl {
     r.max_position = g.cos_sin_rows;
     r.k_norm_weight = static_cast<const float*>(g.k_norm.ptr());
     r.eps = g.eps;
-    r.error_flag = opt.debug_checks ? static_cast<unsigned int*>(error_word.ptr()) : nullptr;
+    r.error_flag = static_cast<unsigned int*>(error_word.ptr());  // bounds are always checked
+    r.kv_bias = static_cast<const float*>(g.kv_bias.ptr());
     return r;
   }
 
@@ -206,7 +210,7 @@ FusedKVMaterializer::FusedKVMaterializer(const ModelConfig& config, std::int64_t
   Impl& m = *impl_;
   m.opt = o;
   m.hidden = hidden_size;
-  m.plan = make_plan(config, o.mode);
+  m.plan = shard_plan(make_plan(config, o.mode), TensorParallel{o.tp_size, o.tp_rank});
   if (hidden_size <= 0) fail("hidden_size must be positive, got " + std::to_string(hidden_size));
   if (o.max_tokens <= 0) fail("max_tokens must be positive");
   cuda_type(o.act);
@@ -217,6 +221,9 @@ FusedKVMaterializer::FusedKVMaterializer(const ModelConfig& config, std::int64_t
          " attention layers (one W_kv per attention layer, in model order)");
   if (!w.eps.empty() && w.eps.size() != L)
     fail("eps has " + std::to_string(w.eps.size()) + " values for " + std::to_string(L) + " layers");
+  if (!w.kv_bias.empty() && w.kv_bias.size() != L)
+    fail("kv_bias has " + std::to_string(w.kv_bias.size()) + " layers; give one bias per attention layer (" +
+         std::to_string(L) + ") or none");
   const std::int64_t row_stride = w.w_kv_row_stride ? w.w_kv_row_stride : hidden_size;
   if (row_stride < hidden_size) fail("w_kv_row_stride is smaller than hidden_size");
   std::unordered_map<int, std::size_t> pos_of;
@@ -233,6 +240,8 @@ FusedKVMaterializer::FusedKVMaterializer(const ModelConfig& config, std::int64_t
     g.offset = m.width;
     g.width = 2 * std::int64_t{pg.attn.num_kv_heads} * pg.attn.head_dim;
     for (int layer : pg.layers) g.members.push_back(pos_of.at(layer));
+    for (std::size_t j = 1; j < g.members.size(); ++j)
+      if (g.members[j] != g.members[0] + j) g.adjacent = false;
     m.width += g.width * static_cast<std::int64_t>(g.members.size());
     m.groups.push_back(std::move(g));
   }
@@ -277,6 +286,19 @@ FusedKVMaterializer::FusedKVMaterializer(const ModelConfig& config, std::int64_t
       g.k_norm = DeviceBuffer(folded.size() * sizeof(float));
       FKV_CU(cuMemcpyHtoD, g.k_norm.get(), folded.data(), folded.size() * sizeof(float));
     }
+    if (!w.kv_bias.empty()) {
+      const std::size_t row = 2 * static_cast<std::size_t>(attn.num_kv_heads) * D;
+      std::vector<float> packed;
+      for (std::size_t i : g.members) {
+        if (w.kv_bias[i].size() != row)
+          fail("kv_bias of layer " + std::to_string(m.layers[i]) + " has " + std::to_string(w.kv_bias[i].size()) +
+               " values, expected 2*H*D=" + std::to_string(row) +
+               (m.plan.tp_size > 1 ? " (H = this rank's " + std::to_string(attn.num_kv_heads) + " KV heads)" : ""));
+        packed.insert(packed.end(), w.kv_bias[i].begin(), w.kv_bias[i].end());
+      }
+      g.kv_bias = DeviceBuffer(packed.size() * sizeof(float));
+      FKV_CU(cuMemcpyHtoD, g.kv_bias.get(), packed.data(), packed.size() * sizeof(float));
+    }
     if (attn.rotary_dim > 0) {
       if (rows <= 0)
         fail("the config has no max_position_embeddings: set MaterializerOptions::max_position to the "
@@ -288,14 +310,18 @@ FusedKVMaterializer::FusedKVMaterializer(const ModelConfig& config, std::int64_t
     }
     KernelSpec spec = make_kernel_spec(attn, o.act, o.act, OutputMode::Stacked, o.cos_sin, o.index, o.index);
     spec.debug_checks = o.debug_checks;
+    spec.kv_bias = !w.kv_bias.empty();
     if (o.stacked) g.stacked = &Runtime::global().prepare(spec, o.device);
     spec = make_kernel_spec(attn, o.act, o.cache, OutputMode::Pool, o.cos_sin, o.index, o.index);
     spec.debug_checks = o.debug_checks;
+    spec.kv_bias = !w.kv_bias.empty();
+    spec.paged = o.paged;
     if (o.pool) g.pool = &Runtime::global().prepare(spec, o.device);
     g.k_ptrs.resize(g.members.size());
     g.v_ptrs.resize(g.members.size());
     g.k_scales.resize(g.members.size());
     g.v_scales.resize(g.members.size());
+    g.slot_maps.resize(g.members.size());
   }
   m.proj = DeviceBuffer(static_cast<std::size_t>(o.max_tokens * m.width * es));
   m.error_word = DeviceBuffer(sizeof(unsigned int));
@@ -312,6 +338,14 @@ const std::vector<int>& FusedKVMaterializer::layers() const { return impl_->laye
 CUdeviceptr FusedKVMaterializer::projection() const { return impl_->proj.get(); }
 std::int64_t FusedKVMaterializer::projection_width() const { return impl_->width; }
 CUdeviceptr FusedKVMaterializer::error_flag() const { return impl_->error_word.get(); }
+
+unsigned int FusedKVMaterializer::take_error_flag(CUstream stream) {
+  FKV_CU(cuStreamSynchronize, stream);
+  unsigned int value = 0;
+  FKV_CU(cuMemcpyDtoH, &value, impl_->error_word.get(), sizeof value);
+  if (value != 0) FKV_CU(cuMemsetD8, impl_->error_word.get(), 0, sizeof value);
+  return value;
+}
 
 void FusedKVMaterializer::materialize_stacked(const MaterializerInput& in, std::span<void* const> k_out,
                                               std::span<void* const> v_out, CUstream stream) {
@@ -336,6 +370,14 @@ void FusedKVMaterializer::materialize_pool(const MaterializerInput& in, const Po
          std::to_string(pool.k_buffers.size()) + " and " + std::to_string(pool.v_buffers.size()));
   if ((!pool.k_scales.empty() && pool.k_scales.size() != L) || (!pool.v_scales.empty() && pool.v_scales.size() != L))
     fail("k_scales / v_scales take one value per attention layer (" + std::to_string(L) + ") or none");
+  if (!pool.slot_mappings.empty() && pool.slot_mappings.size() != L)
+    fail("slot_mappings takes one pointer per attention layer (" + std::to_string(L) + ") or none, got " +
+         std::to_string(pool.slot_mappings.size()));
+  if (pool.k_scales_device || pool.v_scales_device)
+    for (const Impl::Group& g : m.groups)
+      if (!g.adjacent)
+        fail("device k/v scales index the attention layers in order, but a group of this grouped plan has "
+             "non-adjacent layers; pass host scales, or use a strict plan");
   if (!m.begin(in, stream)) return;
   for (Impl::Group& g : m.groups) {
     for (std::size_t j = 0; j < g.members.size(); ++j) {
@@ -344,6 +386,7 @@ void FusedKVMaterializer::materialize_pool(const MaterializerInput& in, const Po
       g.v_ptrs[j] = pool.v_buffers[i];
       if (!pool.k_scales.empty()) g.k_scales[j] = pool.k_scales[i];
       if (!pool.v_scales.empty()) g.v_scales[j] = pool.v_scales[i];
+      if (!pool.slot_mappings.empty()) g.slot_maps[j] = pool.slot_mappings[i];
     }
     PoolOutput out;
     out.cache_loc = pool.cache_loc;
@@ -353,6 +396,13 @@ void FusedKVMaterializer::materialize_pool(const MaterializerInput& in, const Po
     out.slot_stride = pool.slot_stride;
     if (!pool.k_scales.empty()) out.k_scales = g.k_scales;
     if (!pool.v_scales.empty()) out.v_scales = g.v_scales;
+    const std::size_t first = g.members.empty() ? 0 : g.members[0];
+    if (pool.k_scales_device) out.k_scales_device = pool.k_scales_device + first;
+    if (pool.v_scales_device) out.v_scales_device = pool.v_scales_device + first;
+    out.block_size = pool.block_size;
+    out.block_stride = pool.block_stride;
+    out.head_stride = pool.head_stride;
+    if (!pool.slot_mappings.empty()) out.slot_mappings = g.slot_maps;
     fkv::materialize_pool(*g.pool, m.inputs(g, in), out, stream);
   }
 }

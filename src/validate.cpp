@@ -9,6 +9,8 @@
 #include <cmath>
 
 #include "fkv/errors.hpp"
+#include "fkv/rope.hpp"
+#include "fkv/spec.hpp"
 
 namespace fkv {
 
@@ -132,6 +134,34 @@ void check_dims(const AttentionSpec& spec, int layer) {
   }
 }
 
+// What codegen and the RoPE table builder will refuse, refused here first, so that a valid
+// verdict means every variant compiles (every activation dtype: KernelSpec::check, which holds
+// the head_dim tiling rule) and every cos/sin table is finite (RopeTable's constructor).
+void check_buildable(const ModelConfig& config, const AttentionSpec& spec, int layer) {
+  const std::string where = config_name(config) + ": layer " + std::to_string(layer) + ": ";
+  for (DType act : {DType::BF16, DType::FP16, DType::FP32}) {
+    KernelSpec k;
+    k.num_kv_heads = spec.num_kv_heads;
+    k.head_dim = spec.head_dim;
+    k.rotary_dim = spec.rotary_dim;
+    k.neox = spec.is_neox_style;
+    k.act = k.cache = act;
+    try {
+      k.check();
+    } catch (const ArgumentError& e) {
+      throw ConfigError(where + e.what());
+    }
+  }
+  if (spec.rotary_dim == 0) return;
+  RopeOptions options;
+  options.max_position_embeddings = config.max_position_embeddings.value;
+  try {
+    RopeTable(spec.rope, spec.rotary_dim, std::max<std::int64_t>(1, config.max_position_embeddings.value), options);
+  } catch (const ConfigError& e) {
+    throw ConfigError(where + e.what());
+  }
+}
+
 std::string mismatch(const std::string& what, const std::string& expected, const std::string& got,
                      int layer) {
   return what + " mismatch across layers for fused KV path: expected " + expected + ", got " + got +
@@ -170,6 +200,7 @@ AttentionSpec validate(const ModelConfig& config) {
   check_supported(config, ref_layer);
   const AttentionSpec ref = attention_spec(ref_layer);
   check_dims(ref, ref_layer.index);
+  check_buildable(config, ref, ref_layer.index);
 
   for (size_t n = 1; n < layers.size(); ++n) {
     const LayerAttention& layer = *layers[n];
@@ -206,6 +237,7 @@ Plan make_plan(const ModelConfig& config, ValidationMode mode) {
     group.attn = validate(config);
     for (const LayerAttention* layer : config.attention_layers())
       group.layers.push_back(layer->index);
+    group.heads = {0, group.attn.num_kv_heads, group.attn.num_kv_heads, false};
     plan.groups.push_back(std::move(group));
     return plan;
   }
@@ -213,16 +245,60 @@ Plan make_plan(const ModelConfig& config, ValidationMode mode) {
     check_supported(config, *layer);
     AttentionSpec spec = attention_spec(*layer);
     check_dims(spec, layer->index);
+    check_buildable(config, spec, layer->index);
     LayerGroup* target = nullptr;
     for (auto& group : plan.groups)
       if (group.attn == spec) target = &group;
     if (target == nullptr) {
-      plan.groups.push_back(LayerGroup{std::move(spec), {}});
+      const int heads = spec.num_kv_heads;
+      plan.groups.push_back(LayerGroup{std::move(spec), {}, {0, heads, heads, false}});
       target = &plan.groups.back();
     }
     target->layers.push_back(layer->index);
   }
   return plan;
+}
+
+// ---- tensor parallelism ------------------------------------------------------------------
+
+KVHeadShard kv_head_shard(int num_kv_heads, const TensorParallel& tp) {
+  if (tp.size < 1) throw ArgumentError("tp_size must be >= 1, got " + std::to_string(tp.size));
+  if (tp.rank < 0 || tp.rank >= tp.size)
+    throw ArgumentError("tp_rank " + std::to_string(tp.rank) + " is outside [0, tp_size=" +
+                        std::to_string(tp.size) + ")");
+  if (num_kv_heads <= 0)
+    throw ConfigError("num_kv_heads must be positive to shard it, got " + std::to_string(num_kv_heads));
+  KVHeadShard shard;
+  shard.total_heads = num_kv_heads;
+  if (num_kv_heads % tp.size == 0) {
+    shard.num_heads = num_kv_heads / tp.size;
+    shard.first_head = tp.rank * shard.num_heads;
+  } else if (num_kv_heads < tp.size && tp.size % num_kv_heads == 0) {
+    // sglang/vLLM: each rank holds one KV head, shared by tp_size / num_kv_heads ranks.
+    shard.num_heads = 1;
+    shard.first_head = tp.rank * num_kv_heads / tp.size;
+    shard.replicated = true;
+  } else {
+    throw ConfigError("num_kv_heads=" + std::to_string(num_kv_heads) + " cannot be split across tp_size=" +
+                      std::to_string(tp.size) + " ranks: tensor parallelism needs num_kv_heads divisible by "
+                      "tp_size (an even split) or tp_size divisible by num_kv_heads (one replicated head "
+                      "per rank). Choose another tp_size.");
+  }
+  return shard;
+}
+
+Plan shard_plan(const Plan& plan, const TensorParallel& tp) {
+  if (plan.tp_size != 1)
+    throw ArgumentError("shard_plan takes an unsharded plan; this one is rank " + std::to_string(plan.tp_rank) +
+                        " of tp_size=" + std::to_string(plan.tp_size));
+  Plan out = plan;
+  out.tp_size = tp.size;
+  out.tp_rank = tp.rank;
+  for (LayerGroup& g : out.groups) {
+    g.heads = kv_head_shard(g.attn.num_kv_heads, tp);
+    g.attn.num_kv_heads = g.heads.num_heads;
+  }
+  return out;
 }
 
 }  // namespace fkv

@@ -38,7 +38,16 @@ struct MaterializerOptions {
   int device = 0;
   bool stacked = true;  // prepare the stacked-output kernels
   bool pool = true;     // prepare the pool kernels
-  bool debug_checks = false;  // check positions and slots on the device (error_flag())
+  // Pool kernels for the paged layouts (Pool::block_size, strides, slot_mappings); off: the
+  // flat layout [num_slots, slot_stride].
+  bool paged = false;
+  // Positions and slots are always bounds-checked on the device (error_flag()); this only
+  // marks the kernels' specs as debug builds (kept for compatibility).
+  bool debug_checks = false;
+  // Tensor parallelism: this materializer serves rank tp_rank of tp_size (see shard_plan in
+  // validate.hpp): the weights and outputs hold only the rank's KV heads.
+  int tp_size = 1;
+  int tp_rank = 0;
   std::size_t gemm_workspace_bytes = 32u << 20;
 };
 
@@ -46,12 +55,18 @@ struct MaterializerOptions {
 struct MaterializerWeights {
   // W_kv of the layer: the K rows then the V rows of its QKV projection, [2*H*D, hidden]
   // row-major in options.act, device memory. Copied (packed) by the constructor.
+  // Under tensor parallelism H is the rank's share: the K rows of its heads, then the V rows
+  // of its heads (what a TP-local qkv_proj holds after its Q rows).
   std::vector<const void*> w_kv;
   std::int64_t w_kv_row_stride = 0;  // elements between rows; 0 = hidden
   // K-norm weight [D] as stored in the checkpoint (host, fp32): w for Rms, w for RmsOnePlus
   // too (the constructor folds it into 1 + w). Empty when the config has no K norm.
   std::vector<std::vector<float>> k_norm;
   std::vector<float> eps;  // empty: the config's per-layer eps
+  // Optional K/V bias per layer (host, fp32, [2*H*D]: the K part then the V part, rank-local
+  // under tensor parallelism). Empty: no bias. Given: every layer has one; k += bias before
+  // the K norm and v = round(v + bias).
+  std::vector<std::vector<float>> kv_bias;
 };
 
 // Per-call inputs. Device pointers.
@@ -85,8 +100,10 @@ class FusedKVMaterializer {
                            std::span<void* const> v_out, CUstream stream);
 
   // Pool output: k_buffers[i], v_buffers[i] for the i-th attention layer (layers() order),
-  // each [num_slots, slot_stride] in options.cache; row cache_loc[t] (< 0 skipped). Scales:
-  // per attention layer, fp8 pools only; empty = 1.0.
+  // in options.cache, laid out as PoolOutput in materialize.hpp describes: flat rows
+  // [num_slots, slot_stride], or (options.paged) the paged layout given by block_size and the
+  // strides. Slot cache_loc[t] (< 0 skipped; >= num_slots skipped and flagged). Scales: per
+  // attention layer, fp8 pools only; empty = 1.0.
   struct Pool {
     const void* cache_loc = nullptr;  // [T] options.index
     std::span<void* const> k_buffers;
@@ -95,6 +112,16 @@ class FusedKVMaterializer {
     std::int64_t slot_stride = 0;  // 0 = H*D
     std::span<const float> k_scales;
     std::span<const float> v_scales;
+    // Device fp32 [L] scales in layers() order, read at run time (graph-safe); instead of the
+    // host values. In a grouped plan every group's layers must be adjacent in layers() order.
+    const float* k_scales_device = nullptr;
+    const float* v_scales_device = nullptr;
+    // options.paged only (0 = default, see PoolOutput):
+    std::int64_t block_size = 0;
+    std::int64_t block_stride = 0;
+    std::int64_t head_stride = 0;
+    // options.paged only: [L] device [T] slot mappings in layers() order; null entry = cache_loc.
+    std::span<const void* const> slot_mappings;
   };
   void materialize_pool(const MaterializerInput& in, const Pool& pool, CUstream stream);
 
@@ -103,8 +130,12 @@ class FusedKVMaterializer {
   CUdeviceptr projection() const;
   std::int64_t projection_width() const;
 
-  // Debug mode: the device word the kernels set (FKV_ERROR_BAD_POSITION | FKV_ERROR_BAD_SLOT).
+  // The device word the kernels set when they skip a token for a position outside the cos/sin
+  // table or a slot >= num_slots (FKV_ERROR_BAD_POSITION | FKV_ERROR_BAD_SLOT); zero at
+  // construction, cleared only by the caller or take_error_flag().
   CUdeviceptr error_flag() const;
+  // Synchronizes `stream`, returns the error word and clears it.
+  unsigned int take_error_flag(CUstream stream);
 
   // Not thread-safe per object: one materializer serves one stream at a time.
  private:

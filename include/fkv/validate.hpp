@@ -21,15 +21,27 @@ struct AttentionSpec {
   bool operator==(const AttentionSpec& o) const;
 };
 
+// The KV heads one tensor-parallel rank holds, in the model's head numbering.
+struct KVHeadShard {
+  int first_head = 0;    // the rank holds heads [first_head, first_head + num_heads)
+  int num_heads = 0;
+  int total_heads = 0;   // the model's num_kv_heads
+  bool replicated = false;  // num_kv_heads < tp_size: this head is also held by other ranks
+};
+
 // Layers (model numbering) served by one kernel specialization, one cos/sin table, one launch.
+// Under tensor parallelism attn.num_kv_heads is the rank's share (heads.num_heads).
 struct LayerGroup {
   AttentionSpec attn;
   std::vector<int> layers;
+  KVHeadShard heads = {};  // make_plan: all heads ({0, H, H, false}); shard_plan: the rank's
 };
 
 struct Plan {
   std::vector<LayerGroup> groups;
   std::vector<int> skipped_layers;  // non-attention layers, numbering kept
+  int tp_size = 1;  // tensor parallelism: the plan of rank tp_rank of tp_size (shard_plan)
+  int tp_rank = 0;
 };
 
 enum class ValidationMode { Strict, Grouped };
@@ -50,6 +62,23 @@ Plan make_plan(const ModelConfig& config, ValidationMode mode = ValidationMode::
 // The spec of one attention layer as validation compares it. On NoPE layers (rotary_dim 0)
 // the frequencies are irrelevant and reset to RopeFrequencies{}, so NoPE layers share a group.
 AttentionSpec attention_spec(const LayerAttention& layer);
+
+// ---- tensor parallelism ------------------------------------------------------------------
+// As sglang and vLLM shard the KV heads: when num_kv_heads % tp_size == 0 the heads split
+// evenly, rank r holding [r * H / tp_size, (r + 1) * H / tp_size); when num_kv_heads < tp_size
+// and tp_size % num_kv_heads == 0, each rank holds one head, r * num_kv_heads / tp_size
+// (replicated on tp_size / num_kv_heads ranks). Anything else throws ConfigError naming both
+// numbers; tp_size < 1 or tp_rank outside [0, tp_size) throw ArgumentError.
+struct TensorParallel {
+  int size = 1;
+  int rank = 0;
+};
+KVHeadShard kv_head_shard(int num_kv_heads, const TensorParallel& tp);
+
+// The plan of one rank: every group's attn.num_kv_heads becomes the rank's share and
+// group.heads records which heads those are; tp_size/tp_rank are set. The kernels of a rank
+// are those of its plan (kernel_specs_for). `plan` must be unsharded (tp_size 1).
+Plan shard_plan(const Plan& plan, const TensorParallel& tp);
 
 // Texts used in messages and by the CLI, Python-style: "True"/"False", floats as Python's
 // repr ("1000000.0", "1e-06").
