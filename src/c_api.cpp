@@ -22,6 +22,7 @@
 #include "fkv/compiler.hpp"
 #include "fkv/config.hpp"
 #include "fkv/errors.hpp"
+#include "fkv/fused_kv_materializer.hpp"
 #include "fkv/materialize.hpp"
 #include "fkv/rope.hpp"
 #include "fkv/runtime.hpp"
@@ -38,6 +39,11 @@ struct fkv_plan {
   bool grouped = false;
   std::int64_t max_position_embeddings = 0;
   std::string json;
+};
+
+struct fkv_materializer {
+  std::unique_ptr<fkv::FusedKVMaterializer> m;
+  std::string plan_json;
 };
 
 struct fkv_kernel {
@@ -558,6 +564,177 @@ fkv_status fkv_materialize_pool(const fkv_kernel* kernel, const fkv_inputs* in, 
     if (k_scales) out.k_scales = std::span<const float>(k_scales, L);
     if (v_scales) out.v_scales = std::span<const float>(v_scales, L);
     fkv::materialize_pool(*kernel->kernel, to_inputs(*in), out, static_cast<CUstream>(stream));
+    return FKV_OK;
+  });
+}
+
+// ---- the materializer ---------------------------------------------------------------------
+
+void fkv_materializer_options_init(fkv_materializer_options* o) {
+  if (!o) return;
+  const fkv::MaterializerOptions d;
+  *o = fkv_materializer_options{};
+  o->grouped = d.mode == fkv::ValidationMode::Grouped;
+  o->act = to_c(d.act);
+  o->cache = to_c(d.cache);
+  o->cos_sin = to_c(d.cos_sin);
+  o->index_i64 = d.index == fkv::IndexType::I64;
+  o->max_tokens = d.max_tokens;
+  o->max_position = d.max_position;
+  o->device = d.device;
+  o->stacked = d.stacked;
+  o->pool = d.pool;
+  o->paged = d.paged;
+  o->tp_size = d.tp_size;
+  o->tp_rank = d.tp_rank;
+}
+
+fkv_status fkv_materializer_create(const fkv_config* config, const fkv_materializer_weights* w,
+                                   const fkv_materializer_options* options, fkv_materializer** out) {
+  return guard([&] {
+    require(config, "config");
+    require(w, "weights");
+    require(out, "out");
+    *out = nullptr;
+    fkv_materializer_options o;
+    fkv_materializer_options_init(&o);
+    if (options) o = *options;
+    if (w->num_layers < 0) throw fkv::ArgumentError("weights.num_layers must be >= 0");
+    require(w->w_kv, "weights.w_kv");
+    const auto L = static_cast<std::size_t>(w->num_layers);
+    fkv::MaterializerWeights mw;
+    mw.w_kv.assign(w->w_kv, w->w_kv + L);
+    mw.w_kv_row_stride = w->w_kv_row_stride;
+    if (w->eps) mw.eps.assign(w->eps, w->eps + L);
+    // Per-layer host vectors: their lengths come from the config (head_dim, this rank's heads).
+    const fkv::Plan plan = fkv::shard_plan(
+        fkv::make_plan(config->config, o.grouped ? fkv::ValidationMode::Grouped : fkv::ValidationMode::Strict),
+        fkv::TensorParallel{o.tp_size, o.tp_rank});
+    std::vector<std::size_t> head_dim(L, 0), row(L, 0);
+    std::size_t i = 0;
+    for (const fkv::LayerAttention* layer : config->config.attention_layers()) {
+      if (i >= L) break;
+      for (const fkv::LayerGroup& g : plan.groups)
+        for (int n : g.layers)
+          if (n == layer->index) {
+            head_dim[i] = static_cast<std::size_t>(g.attn.head_dim);
+            row[i] = 2 * static_cast<std::size_t>(g.attn.num_kv_heads) * head_dim[i];
+          }
+      ++i;
+    }
+    if (w->k_norm)
+      for (std::size_t l = 0; l < L; ++l) {
+        require(w->k_norm[l], "weights.k_norm[l]");
+        mw.k_norm.emplace_back(w->k_norm[l], w->k_norm[l] + head_dim[l]);
+      }
+    if (w->kv_bias)
+      for (std::size_t l = 0; l < L; ++l) {
+        require(w->kv_bias[l], "weights.kv_bias[l]");
+        mw.kv_bias.emplace_back(w->kv_bias[l], w->kv_bias[l] + row[l]);
+      }
+    fkv::MaterializerOptions mo;
+    mo.mode = o.grouped ? fkv::ValidationMode::Grouped : fkv::ValidationMode::Strict;
+    mo.act = to_cpp(o.act);
+    mo.cache = to_cpp(o.cache);
+    mo.cos_sin = to_cpp(o.cos_sin);
+    mo.index = o.index_i64 ? fkv::IndexType::I64 : fkv::IndexType::I32;
+    mo.max_tokens = o.max_tokens;
+    mo.max_position = o.max_position;
+    mo.device = o.device;
+    mo.stacked = o.stacked != 0;
+    mo.pool = o.pool != 0;
+    mo.paged = o.paged != 0;
+    mo.tp_size = o.tp_size;
+    mo.tp_rank = o.tp_rank;
+    auto r = std::make_unique<fkv_materializer>();
+    r->m = std::make_unique<fkv::FusedKVMaterializer>(config->config, w->hidden_size, mw, mo);
+    nlohmann::json groups = nlohmann::json::array();
+    for (const fkv::LayerGroup& g : r->m->plan().groups)
+      groups.push_back({{"layers", g.layers},
+                        {"spec", fkv::to_json(g.attn)},
+                        {"first_kv_head", g.heads.first_head},
+                        {"total_kv_heads", g.heads.total_heads}});
+    r->plan_json = nlohmann::json{{"mode", o.grouped ? "grouped" : "strict"},
+                                  {"tp_size", o.tp_size},
+                                  {"tp_rank", o.tp_rank},
+                                  {"groups", groups},
+                                  {"skipped", r->m->plan().skipped_layers}}
+                       .dump();
+    *out = r.release();
+    return FKV_OK;
+  });
+}
+
+void fkv_materializer_free(fkv_materializer* m) { delete m; }
+
+int fkv_materializer_num_layers(const fkv_materializer* m) {
+  return m ? static_cast<int>(m->m->layers().size()) : 0;
+}
+int fkv_materializer_num_groups(const fkv_materializer* m) {
+  return m ? static_cast<int>(m->m->plan().groups.size()) : 0;
+}
+fkv_status fkv_materializer_layers(const fkv_materializer* m, int* layers, size_t capacity) {
+  return guard([&] {
+    require(m, "materializer");
+    return copy_ints(m->m->layers(), layers, capacity, "attention layers");
+  });
+}
+const char* fkv_materializer_plan_json(const fkv_materializer* m) { return m ? m->plan_json.c_str() : ""; }
+
+fkv_status fkv_materializer_stacked(fkv_materializer* m, const fkv_materializer_input* in,
+                                    void* const* k_out, void* const* v_out, size_t num_groups,
+                                    void* stream) {
+  return guard([&] {
+    require(m, "materializer");
+    require(in, "input");
+    require(k_out, "k_out");
+    require(v_out, "v_out");
+    fkv::MaterializerInput mi{in->hidden, in->num_tokens, in->hidden_stride, in->positions};
+    m->m->materialize_stacked(mi, std::span<void* const>(k_out, num_groups),
+                              std::span<void* const>(v_out, num_groups), static_cast<CUstream>(stream));
+    return FKV_OK;
+  });
+}
+
+fkv_status fkv_materializer_pool(fkv_materializer* m, const fkv_materializer_input* in,
+                                 const fkv_materializer_pool_output* out, void* stream) {
+  return guard([&] {
+    require(m, "materializer");
+    require(in, "input");
+    require(out, "pool output");
+    require(out->k_buffers, "k_buffers");
+    require(out->v_buffers, "v_buffers");
+    if (out->num_layers < 0) throw fkv::ArgumentError("pool output num_layers must be >= 0");
+    const auto L = static_cast<std::size_t>(out->num_layers);
+    fkv::FusedKVMaterializer::Pool p;
+    p.cache_loc = out->cache_loc;
+    p.k_buffers = std::span<void* const>(out->k_buffers, L);
+    p.v_buffers = std::span<void* const>(out->v_buffers, L);
+    p.num_slots = out->num_slots;
+    p.slot_stride = out->slot_stride;
+    if (out->k_scales) p.k_scales = std::span<const float>(out->k_scales, L);
+    if (out->v_scales) p.v_scales = std::span<const float>(out->v_scales, L);
+    p.k_scales_device = out->k_scales_device;
+    p.v_scales_device = out->v_scales_device;
+    p.block_size = out->block_size;
+    p.block_stride = out->block_stride;
+    p.head_stride = out->head_stride;
+    if (out->slot_mappings) p.slot_mappings = std::span<const void* const>(out->slot_mappings, L);
+    fkv::MaterializerInput mi{in->hidden, in->num_tokens, in->hidden_stride, in->positions};
+    m->m->materialize_pool(mi, p, static_cast<CUstream>(stream));
+    return FKV_OK;
+  });
+}
+
+void* fkv_materializer_error_flag(const fkv_materializer* m) {
+  return m ? reinterpret_cast<void*>(static_cast<std::uintptr_t>(m->m->error_flag())) : nullptr;
+}
+
+fkv_status fkv_materializer_take_error_flag(fkv_materializer* m, void* stream, unsigned int* flags) {
+  return guard([&] {
+    require(m, "materializer");
+    require(flags, "flags");
+    *flags = m->m->take_error_flag(static_cast<CUstream>(stream));
     return FKV_OK;
   });
 }

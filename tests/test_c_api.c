@@ -400,6 +400,82 @@ static void test_thread_local_error(void) {
   CHECK_CONTAINS("first-thread");
 }
 
+/* The materializer's argument and config checks, all reached before any GPU work. */
+static void test_materializer_arguments(void) {
+  static const char* base =
+      "{\"num_kv_heads\": 8, \"head_dim\": 128, \"rotary_dim\": 128, \"is_neox_style\": true, "
+      "\"rope_theta\": 10000}";
+  const void* w_kv[2] = {(const void*)0x10000, (const void*)0x20000};
+  fkv_materializer_weights w;
+  fkv_materializer_options o;
+  fkv_materializer* m = (fkv_materializer*)0x1;
+  fkv_config* cfg;
+  fkv_materializer_pool_output pool;
+  fkv_materializer_input in;
+  unsigned int flags = 0;
+
+  memset(&w, 0, sizeof w);
+  w.hidden_size = 256;
+  w.num_layers = 2;
+  w.w_kv = w_kv;
+  fkv_materializer_options_init(&o);
+  CHECK(o.grouped == 0 && o.act == FKV_DTYPE_BF16 && o.cache == FKV_DTYPE_BF16);
+  CHECK(o.index_i64 == 1 && o.max_tokens == 8192 && o.stacked == 1 && o.pool == 1);
+  CHECK(o.paged == 0 && o.tp_size == 1 && o.tp_rank == 0);
+
+  /* Null arguments. */
+  CHECK_STATUS(fkv_materializer_create(NULL, &w, &o, &m), FKV_ERR_ARGUMENT);
+  CHECK_CONTAINS("config");
+  cfg = two_layers(base, base);
+  if (!cfg) return;
+  CHECK_STATUS(fkv_materializer_create(cfg, NULL, &o, &m), FKV_ERR_ARGUMENT);
+  CHECK_CONTAINS("weights");
+  CHECK_STATUS(fkv_materializer_create(cfg, &w, &o, NULL), FKV_ERR_ARGUMENT);
+
+  /* Tensor parallelism: 8 KV heads do not split over 3 ranks; a rank outside [0, tp_size). */
+  o.tp_size = 3;
+  CHECK_STATUS(fkv_materializer_create(cfg, &w, &o, &m), FKV_ERR_CONFIG_MISMATCH);
+  CHECK(m == NULL);
+  CHECK_CONTAINS("num_kv_heads=8 cannot be split across tp_size=3 ranks");
+  o.tp_size = 2;
+  o.tp_rank = 2;
+  CHECK_STATUS(fkv_materializer_create(cfg, &w, &o, &m), FKV_ERR_ARGUMENT);
+  CHECK_CONTAINS("tp_rank 2 is outside [0, tp_size=2)");
+  fkv_materializer_options_init(&o);
+
+  /* Weights that do not fit the config. */
+  w.num_layers = 1;
+  CHECK_STATUS(fkv_materializer_create(cfg, &w, &o, &m), FKV_ERR_ARGUMENT);
+  CHECK_CONTAINS("w_kv has 1 layers; the config has 2 attention layers");
+  w.num_layers = 2;
+  w.hidden_size = 0;
+  CHECK_STATUS(fkv_materializer_create(cfg, &w, &o, &m), FKV_ERR_ARGUMENT);
+  CHECK_CONTAINS("hidden_size must be positive");
+  w.hidden_size = 256;
+  fkv_config_free(cfg);
+
+  /* A strict mismatch gives the seed's exact text. */
+  cfg = two_layers(base,
+                   "{\"num_kv_heads\": 8, \"head_dim\": 64, \"rotary_dim\": 64, "
+                   "\"is_neox_style\": true, \"rope_theta\": 10000}");
+  if (cfg) {
+    CHECK_STATUS(fkv_materializer_create(cfg, &w, &o, &m), FKV_ERR_CONFIG_MISMATCH);
+    CHECK_TEXT("head_dim mismatch across layers for fused KV path: expected 128, got 64 at layer 1.");
+    fkv_config_free(cfg);
+  }
+
+  /* Calls on no materializer. */
+  memset(&pool, 0, sizeof pool);
+  memset(&in, 0, sizeof in);
+  CHECK_STATUS(fkv_materializer_pool(NULL, &in, &pool, NULL), FKV_ERR_ARGUMENT);
+  CHECK_STATUS(fkv_materializer_stacked(NULL, &in, NULL, NULL, 0, NULL), FKV_ERR_ARGUMENT);
+  CHECK_STATUS(fkv_materializer_take_error_flag(NULL, NULL, &flags), FKV_ERR_ARGUMENT);
+  CHECK(fkv_materializer_error_flag(NULL) == NULL);
+  CHECK(fkv_materializer_num_layers(NULL) == 0);
+  CHECK(strcmp(fkv_materializer_plan_json(NULL), "") == 0);
+  fkv_materializer_free(NULL);
+}
+
 int main(void) {
   test_config_and_validate();
   test_bad_input();
@@ -409,6 +485,7 @@ int main(void) {
   test_precompile();
   test_kernel_arguments();
   test_thread_local_error();
+  test_materializer_arguments();
   printf("test_c_api: %d checks, %d failed\n", checks, failures);
   return failures == 0 ? 0 : 1;
 }

@@ -252,6 +252,112 @@ FKV_API fkv_status fkv_materialize_pool(const fkv_kernel* kernel, const fkv_inpu
                                         int64_t slot_stride, const float* k_scales,
                                         const float* v_scales, void* stream);
 
+/* ---- the materializer: projection GEMM + fused kernels for one draft model ------------- */
+/* fkv::FusedKVMaterializer (include/fkv/fused_kv_materializer.hpp): built once (weights packed,
+ * K-norm weights folded, cos/sin tables uploaded, kernels loaded: allocates, copies, compiles),
+ * then called per step: proj = hidden . W_kv^T (cuBLASLt), then one fused launch per layer
+ * group. A call allocates nothing and does not synchronize: capturable in a CUDA graph. One
+ * materializer serves one stream at a time. Layer arrays below are in attention-layer order
+ * (the model's order, non-attention layers left out): fkv_materializer_layers(). */
+
+typedef struct fkv_materializer fkv_materializer;
+
+typedef struct fkv_materializer_options {
+  int grouped;          /* 0 = strict (the seed's semantics, one group), else grouped plan */
+  fkv_dtype act;        /* hidden, W_kv and proj: bf16 or fp16 */
+  fkv_dtype cache;      /* pool dtype: act, fp8_e4m3 or fp8_e5m2 (stacked output is act) */
+  fkv_dtype cos_sin;    /* fp32 or act */
+  int index_i64;        /* 1 = int64 positions and slots, 0 = int32 */
+  int64_t max_tokens;   /* the largest T per call (rows of the projection buffer) */
+  int64_t max_position; /* rows of each cos/sin table; 0 = max_position_embeddings. Must cover
+                           the largest position (context length + block size) */
+  int device;
+  int stacked;          /* prepare the stacked-output kernels */
+  int pool;             /* prepare the pool kernels */
+  int paged;            /* pool kernels for paged layouts (fkv_materializer_pool_output) */
+  int tp_size;          /* tensor parallelism: this rank's share of the KV heads */
+  int tp_rank;
+} fkv_materializer_options;
+
+/* Defaults: strict, bf16, bf16 cache, fp32 cos/sin, int64, max_tokens 8192, device 0, stacked
+ * and pool, flat layout, tp_size 1. */
+FKV_API void fkv_materializer_options_init(fkv_materializer_options* options);
+
+typedef struct fkv_materializer_weights {
+  int64_t hidden_size;
+  int num_layers;              /* attention layers: the length of every array below */
+  /* DEVICE [2*H*D, hidden] row-major in options.act per layer: the K rows then the V rows
+   * (under tensor parallelism: the rank's heads only). Copied by create. */
+  const void* const* w_kv;
+  int64_t w_kv_row_stride;     /* elements between rows; 0 = hidden_size */
+  const float* const* k_norm;  /* HOST [D] fp32 per layer as in the checkpoint (1 + w folded
+                                  by create for the (1 + w) kinds); NULL without a K norm */
+  const float* eps;            /* HOST [num_layers]; NULL = the config's */
+  const float* const* kv_bias; /* HOST [2*H*D] fp32 per layer (K part, then V); NULL = none */
+} fkv_materializer_weights;
+
+/* Validates `config` (strict: FKV_ERR_CONFIG_MISMATCH with the exact mismatch text; a tp_size
+ * that does not split the KV heads: FKV_ERR_CONFIG_MISMATCH naming both numbers), checks the
+ * weights against it (FKV_ERR_ARGUMENT) and prepares everything on options->device (NULL
+ * options = the defaults). */
+FKV_API fkv_status fkv_materializer_create(const fkv_config* config,
+                                           const fkv_materializer_weights* weights,
+                                           const fkv_materializer_options* options,
+                                           fkv_materializer** out);
+FKV_API void fkv_materializer_free(fkv_materializer* m);
+FKV_API int fkv_materializer_num_layers(const fkv_materializer* m);
+FKV_API int fkv_materializer_num_groups(const fkv_materializer* m);
+/* The model numbers of the attention layers, in the order of the layer arrays. */
+FKV_API fkv_status fkv_materializer_layers(const fkv_materializer* m, int* layers, size_t capacity);
+/* The plan the materializer serves (this rank's, under tensor parallelism), as fkv_plan_json. */
+FKV_API const char* fkv_materializer_plan_json(const fkv_materializer* m);
+
+typedef struct fkv_materializer_input {
+  const void* hidden;    /* DEVICE [T, hidden] in options.act */
+  int64_t num_tokens;    /* T <= max_tokens; 0 launches nothing */
+  int64_t hidden_stride; /* elements between rows; 0 = hidden_size */
+  const void* positions; /* DEVICE [T] int32/int64 */
+} fkv_materializer_input;
+
+/* Stacked output: per group g, k_out[g], v_out[g] DEVICE [L_g, T, H_g, D_g] in options.act
+ * (HOST arrays of num_groups pointers). */
+FKV_API fkv_status fkv_materializer_stacked(fkv_materializer* m, const fkv_materializer_input* in,
+                                            void* const* k_out, void* const* v_out,
+                                            size_t num_groups, void* stream);
+
+/* Pool output. Flat layout: slot s is row s of [num_slots, slot_stride]. Paged layout
+ * (options.paged): element (s, h, d) of a layer's buffer is at (s / block_size) * block_stride
+ * + (s % block_size) * slot_stride + h * head_stride + d (see docs/integration.md for vLLM and
+ * FlashInfer). Slots < 0 are skipped; slots >= num_slots and positions outside the cos/sin
+ * table are skipped and set fkv_materializer_error_flag(). Arrays marked HOST have num_layers
+ * entries. */
+typedef struct fkv_materializer_pool_output {
+  const void* cache_loc;       /* DEVICE [T]; may be NULL when every layer has a slot mapping */
+  void* const* k_buffers;      /* HOST [num_layers] DEVICE pointers */
+  void* const* v_buffers;
+  int num_layers;
+  int64_t num_slots;           /* slots per layer buffer (paged: num_blocks * block_size) */
+  int64_t slot_stride;         /* 0 = H*D */
+  const float* k_scales;       /* HOST [num_layers], fp8 only; NULL = 1.0 */
+  const float* v_scales;
+  const float* k_scales_device; /* DEVICE [num_layers] fp32, fp8 only, read at run time */
+  const float* v_scales_device;
+  int64_t block_size;          /* paged only; 0 = 1 */
+  int64_t block_stride;        /* paged only; 0 = one block's extent */
+  int64_t head_stride;         /* paged only; 0 = D */
+  const void* const* slot_mappings; /* paged only: HOST [num_layers] DEVICE [T] (NULL entry =
+                                       cache_loc); NULL = cache_loc for all */
+} fkv_materializer_pool_output;
+
+FKV_API fkv_status fkv_materializer_pool(fkv_materializer* m, const fkv_materializer_input* in,
+                                         const fkv_materializer_pool_output* out, void* stream);
+
+/* The DEVICE word the kernels OR FKV_ERROR_BAD_POSITION (1) / FKV_ERROR_BAD_SLOT (2) into. */
+FKV_API void* fkv_materializer_error_flag(const fkv_materializer* m);
+/* Synchronizes `stream`, stores the word in *flags and clears it. */
+FKV_API fkv_status fkv_materializer_take_error_flag(fkv_materializer* m, void* stream,
+                                                    unsigned int* flags);
+
 #ifdef __cplusplus
 } /* extern "C" */
 #endif
