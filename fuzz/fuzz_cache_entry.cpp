@@ -4,8 +4,9 @@
 //   byte 0      flags (see kFlag*)
 //   bytes 1-2   length of the meta text (little endian), clamped to what is left
 //   then        the meta text, then the image bytes
-// In the meta text "@SUM@" is replaced by the image's XXH3-128 and "@LEN@" by its size, so that
-// mutations of a well-formed entry reach the checks after the checksum too.
+// In the meta text "@LEN@" is replaced by the image's size and then "@SUM@" by the checksum of
+// the image and the meta text's own fields, so that mutations of a well-formed entry reach the
+// checks after the checksum too.
 //
 // Oracle (a broken one traps):
 //   - a disk hit returns exactly the image on disk, whose size and checksum the meta text
@@ -49,16 +50,18 @@ void check(bool ok) {
   if (!ok) __builtin_trap();
 }
 
-std::string xxh3_hex(std::string_view bytes) {
-  XXH128_canonical_t c;
-  XXH128_canonicalFromHash(&c, XXH3_128bits(bytes.data(), bytes.size()));
-  static constexpr char kDigits[] = "0123456789abcdef";
-  std::string out;
-  for (unsigned char b : c.digest) {
-    out += kDigits[b >> 4];
-    out += kDigits[b & 15];
+// The checksum a meta file must record for `image`, from the meta text's own fields (missing
+// ones default), or "" when the text is not a JSON object.
+std::string checksum_for(const std::string& meta_text, std::string_view image) {
+  nlohmann::json m = nlohmann::json::parse(meta_text, nullptr, false);
+  if (m.is_discarded() || !m.is_object()) return {};
+  try {
+    return fkv::cache_entry::entry_checksum(m.value("digest", std::string()), m.value("image", std::string()),
+                                            m.value("bytes", std::uint64_t{0}), m.value("lowered_name", std::string()),
+                                            m.value("ptx", false), image);
+  } catch (const nlohmann::json::exception&) {
+    return {};  // a field of the wrong type: the reader refuses it anyway
   }
-  return out;
 }
 
 void replace_all(std::string& s, std::string_view from, const std::string& to) {
@@ -90,12 +93,12 @@ std::string meta_template(const fkv::CacheKey& key, bool ptx) {
   nlohmann::json fields = nlohmann::json::array();
   for (const auto& [l, v] : key.fields) fields.push_back({l, v});
   std::string base = kShortName + "-" + key.digest;
-  nlohmann::json meta = {{"format", "fkv-jit cache entry"},
+  nlohmann::json meta = {{"format", "fkv-jit cache entry 2"},
                          {"digest", key.digest},
                          {"key", fields},
                          {"image", base + (ptx ? ".ptx" : ".cubin")},
                          {"bytes", 0},
-                         {"xxh3_128", "@SUM@"},
+                         {"checksum", "@SUM@"},
                          {"lowered_name", "_Z8fused_kvILi128EEvv"},
                          {"ptx", ptx}};
   std::string text = meta.dump(2);
@@ -154,8 +157,8 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   std::string image(reinterpret_cast<const char*>(data) + 3 + meta_len, size - 3 - meta_len);
   const bool ptx = flags & kFlagPtx;
   if (!(flags & kFlagSkipSubst)) {
-    replace_all(meta, "@SUM@", xxh3_hex(image));
     replace_all(meta, "@LEN@", std::to_string(image.size()));
+    replace_all(meta, "@SUM@", checksum_for(meta, image));
   }
 
   const fkv::CacheKey key = key_for(ptx);
@@ -215,7 +218,8 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
       nlohmann::json m = nlohmann::json::parse(meta, nullptr, false);
       check(m.is_object());
       check(m.value("digest", std::string()) == key.digest);
-      check(m.value("xxh3_128", std::string()) == xxh3_hex(image));
+      check(m.value("checksum", std::string()) == checksum_for(meta, image));
+      check(r.kernel->lowered_name == m.value("lowered_name", std::string()));
       check(m.value("bytes", std::uint64_t{0}) == image.size());
     } else {
       check(r.outcome == fkv::CacheOutcome::Compiled);

@@ -38,6 +38,7 @@ double seconds_since(Clock::time_point t0) {
   return std::chrono::duration<double>(Clock::now() - t0).count();
 }
 
+
 std::string env(const char* name) {
   const char* v = std::getenv(name);
   return v ? v : "";
@@ -133,13 +134,25 @@ struct KernelCache::Impl {
 
   std::pair<Entry, CacheOutcome> load_or_build(const CacheKey& key, const std::string& short_name,
                                                const std::function<CompiledKernel()>& build) {
-    auto compiled = [&] { return Entry{std::make_shared<const CompiledKernel>(build()), {}}; };
+    auto compiled = [&] {
+      auto kernel = std::make_shared<const CompiledKernel>(build());
+      // One line per build, which the multi-process stress test counts (FKV_LOG_LEVEL=debug).
+      spdlog::debug("fkv-jit cache: compiled {} key {}", short_name, key.digest);
+      return Entry{std::move(kernel), {}};
+    };
     if (options.disabled) return {compiled(), CacheOutcome::Compiled};
 
     std::optional<EntryPaths> wp;
     if (!memory_only) {
       wp = entry_paths(options.root, key, short_name);
-      LoadedEntry e = load_entry(wp->meta, &key);  // fast path, no lock
+      // The directory checks of a publish, on every read: an entry in a directory that another
+      // user could have written is not read (and the publish below refuses it too, with a warning).
+      bool missing = false;
+      std::string problem = entry_dir_problem(options.root, wp->dir, false, &missing);
+      // Debug only: the publish below fails on the same check and warns (once per process).
+      if (!problem.empty()) spdlog::debug("fkv-jit cache: not reading {}: {}", wp->image.string(), problem);
+      LoadedEntry e;
+      if (problem.empty() && !missing) e = load_entry(wp->meta, &key);  // fast path, no lock
       if (e.state == EntryState::Ok) {
         touch(wp->image);
         touch(wp->meta);
@@ -156,14 +169,14 @@ struct KernelCache::Impl {
     for (const auto& ro : readonly_roots) {
       EntryPaths p = entry_paths(ro, key, short_name);
       if (!std::filesystem::exists(p.meta)) continue;
-      std::string problem;
-      for (const auto& d : {layout_dir(ro), p.dir.parent_path(), p.dir})
-        if (problem.empty()) problem = readonly_dir_problem(d);
+      bool missing = false;
+      std::string problem = entry_dir_problem(ro, p.dir, true, &missing);
+      if (missing) continue;
       if (!problem.empty()) {
         spdlog::warn("fkv-jit cache: skipping read-only entry {}: {}", p.image.string(), problem);
         continue;
       }
-      LoadedEntry e = load_entry(p.meta, &key);
+      LoadedEntry e = load_entry(p.meta, &key, true);
       if (e.state == EntryState::Ok)
         return {Entry{std::make_shared<const CompiledKernel>(std::move(e.kernel)), p.image}, CacheOutcome::ReadOnlyHit};
       if (e.state == EntryState::Bad)
@@ -213,6 +226,7 @@ struct KernelCache::Impl {
     for (const auto& s : entries) {
       if (total <= max_bytes) break;
       if (s.info.path == keep) continue;
+      if (s.untrusted_dir) continue;  // never touched: the directory is not ours alone
       if (s.meta.empty() && !older_than(s.info.path, kStaleAfter)) continue;  // maybe mid-publish
       remove_entry(s.meta, s.info.path);
       // Its lock file too, so evicted keys leave nothing behind. A process holding that lock
@@ -323,7 +337,7 @@ std::vector<CacheEntryInfo> KernelCache::verify() {
     remove_stale_temps(impl_->options.root);
     for (auto& s : scan_root(impl_->options.root, false)) {
       bool uncommitted = s.meta.empty();
-      if (!s.info.ok && (!uncommitted || older_than(s.info.path, kStaleAfter))) {
+      if (!s.info.ok && !s.untrusted_dir && (!uncommitted || older_than(s.info.path, kStaleAfter))) {
         spdlog::warn("fkv-jit cache: removing bad entry {}: {}", s.info.path.string(), s.info.problem);
         remove_entry(s.meta, s.info.path);
         s.info.removed = true;

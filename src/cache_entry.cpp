@@ -21,7 +21,9 @@ namespace {
 
 constexpr std::uint64_t kMaxImageBytes = 512ull << 20;  // a kernel image is tens of KiB
 constexpr std::uint64_t kMaxMetaBytes = 1ull << 20;
-constexpr const char* kMetaFormat = "fkv-jit cache entry";
+// Format 2: the checksum covers every meta field and the image (format 1 checksummed the
+// image only, leaving lowered_name outside). A format-1 entry is a bad entry: removed and rebuilt.
+constexpr const char* kMetaFormat = "fkv-jit cache entry 2";
 
 std::string describe_field_difference(const CacheKey::Fields& cached, const CacheKey::Fields& wanted) {
   for (std::size_t i = 0; i < std::max(cached.size(), wanted.size()); ++i) {
@@ -52,7 +54,22 @@ EntryPaths entry_paths(const fs::path& root, const CacheKey& key, const std::str
   return p;
 }
 
-LoadedEntry load_entry(const fs::path& meta_path, const CacheKey* expect) {
+std::string entry_checksum(const std::string& digest, const std::string& image_name, std::uint64_t bytes,
+                           const std::string& lowered_name, bool ptx, std::string_view image) {
+  // Labeled and length-prefixed like a key; the key fields are covered through the digest,
+  // which they must hash to.
+  return CacheKey::from_fields({{"format", kMetaFormat},
+                                {"digest", digest},
+                                {"image", image_name},
+                                {"bytes", std::to_string(bytes)},
+                                {"lowered_name", lowered_name},
+                                {"ptx", ptx ? "1" : "0"},
+                                {"image_xxh3_128", xxh3_128_hex(image)}})
+      .digest;
+}
+
+LoadedEntry load_entry(const fs::path& meta_path, const CacheKey* expect, bool readonly) {
+  const FileTrust trust = readonly ? FileTrust::PrivateOrRoot : FileTrust::Private;
   LoadedEntry e;
   auto bad = [&](std::string why) {
     e.state = EntryState::Bad;
@@ -61,7 +78,7 @@ LoadedEntry load_entry(const fs::path& meta_path, const CacheKey* expect) {
   };
   std::string err;
   int code = 0;
-  auto meta_text = read_file(meta_path, kMaxMetaBytes, err, &code);
+  auto meta_text = read_file(meta_path, kMaxMetaBytes, err, &code, trust);
   if (!meta_text) {
     if (code == ENOENT || code == ENOTDIR) return e;  // not committed: a miss, not an error
     return bad("cannot read meta file: " + err);
@@ -77,7 +94,7 @@ LoadedEntry load_entry(const fs::path& meta_path, const CacheKey* expect) {
     e.digest = meta.at("digest").get<std::string>();
     image_name = meta.at("image").get<std::string>();
     size = meta.at("bytes").get<std::uint64_t>();
-    checksum = meta.at("xxh3_128").get<std::string>();
+    checksum = meta.at("checksum").get<std::string>();
     e.kernel.lowered_name = meta.at("lowered_name").get<std::string>();
     e.kernel.is_ptx = meta.at("ptx").get<bool>();
   } catch (const json::exception& ex) {
@@ -93,18 +110,24 @@ LoadedEntry load_entry(const fs::path& meta_path, const CacheKey* expect) {
   if (image_name != want_image) return bad("meta file names image '" + image_name + "', expected '" + want_image + "'");
   if (e.kernel.lowered_name.empty()) return bad("meta file has an empty lowered name");
   e.image = meta_path.parent_path() / image_name;
-  auto image = read_file(e.image, kMaxImageBytes, err, &code);
+  auto image = read_file(e.image, kMaxImageBytes, err, &code, trust);
   if (!image) return bad(code == ENOENT ? "image file is missing" : "cannot read image: " + err);
   e.bytes = image->size() + meta_text->size();
   if (image->size() != size)
     return bad("image is " + std::to_string(image->size()) + " bytes, meta file says " + std::to_string(size) +
                " (truncated?)");
-  if (xxh3_128_hex(*image) != checksum) return bad("image checksum does not match the meta file (corrupted)");
+  if (entry_checksum(e.digest, image_name, size, e.kernel.lowered_name, e.kernel.is_ptx, *image) != checksum)
+    return bad("checksum does not match the image and meta fields (corrupted or edited)");
   e.kernel.image = std::move(*image);
   e.state = EntryState::Ok;
   return e;
 }
 
+std::string entry_dir_problem(const fs::path& root, const fs::path& dir, bool readonly, bool* missing) {
+  for (const auto& d : {layout_dir(root), dir.parent_path(), dir})
+    if (std::string p = dir_trust_problem(d, readonly, readonly, missing); !p.empty() || (missing && *missing)) return p;
+  return {};
+}
 
 std::string publish_entry(const EntryPaths& p, const CacheKey& key, const CompiledKernel& k) {
   json fields = json::array();
@@ -115,7 +138,7 @@ std::string publish_entry(const EntryPaths& p, const CacheKey& key, const Compil
       {"key", fields},
       {"image", p.image.filename().string()},
       {"bytes", k.image.size()},
-      {"xxh3_128", xxh3_128_hex(k.image)},
+      {"checksum", entry_checksum(key.digest, p.image.filename().string(), k.image.size(), k.lowered_name, k.is_ptx, k.image)},
       {"lowered_name", k.lowered_name},
       {"ptx", k.is_ptx},
   };
@@ -152,6 +175,8 @@ std::vector<fs::path> entry_dirs(const fs::path& root, bool follow) {
 std::vector<Scanned> scan_root(const fs::path& root, bool readonly) {
   std::vector<Scanned> out;
   for (const auto& dir : entry_dirs(root, readonly)) {
+    // Entries in a directory that a read would refuse are listed as bad, and left alone.
+    const std::string dir_problem = entry_dir_problem(root, dir, readonly, nullptr);
     std::vector<fs::path> files;
     std::error_code ec;
     for (const auto& f : fs::directory_iterator(dir, ec)) files.push_back(f.path());
@@ -160,13 +185,20 @@ std::vector<Scanned> scan_root(const fs::path& root, bool readonly) {
       std::string name = f.filename().string();
       if (is_temp_name(name)) continue;
       Scanned s;
+      s.untrusted_dir = !dir_problem.empty();
       s.info.readonly = readonly;
       s.info.arch = dir.filename().string();
       std::string base;
       if (ends_with(name, kMetaSuffix)) {
         base = name.substr(0, name.size() - std::string_view(kMetaSuffix).size());
         s.meta = f;
-        LoadedEntry e = load_entry(f, nullptr);
+        LoadedEntry e;
+        if (s.untrusted_dir) {
+          e.state = EntryState::Bad;
+          e.problem = "not read: " + dir_problem;
+        } else {
+          e = load_entry(f, nullptr, readonly);
+        }
         s.info.ok = e.state == EntryState::Ok;
         s.info.problem = e.problem;
         s.info.path = e.image.empty() ? f : e.image;

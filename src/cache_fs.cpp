@@ -53,7 +53,7 @@ std::string sanitize(std::string_view in, std::size_t max, bool allow_dot) {
 }
 
 std::optional<std::string> read_file(const fs::path& path, std::uint64_t max, std::string& err,
-                                     int* code) {
+                                     int* code, FileTrust trust) {
   int fd = ::open(path.c_str(), O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
   if (fd < 0) {
     if (code) *code = errno;
@@ -65,6 +65,13 @@ std::optional<std::string> read_file(const fs::path& path, std::uint64_t max, st
     ::close(fd);
     err = "not a regular file";
     return std::nullopt;
+  }
+  if (trust != FileTrust::Any) {
+    if (std::string p = file_trust_problem(st, trust == FileTrust::PrivateOrRoot); !p.empty()) {
+      ::close(fd);
+      err = p;
+      return std::nullopt;
+    }
   }
   if (static_cast<std::uint64_t>(st.st_size) > max) {
     ::close(fd);
@@ -142,6 +149,29 @@ std::string trust_problem(const struct stat& st, bool allow_root_owner) {
   if (st.st_mode & (S_IWGRP | S_IWOTH))
     return "it is writable by group or others (mode " + mode_text(st.st_mode) + ")";
   return {};
+}
+
+std::string file_trust_problem(const struct stat& st, bool allow_root_owner) {
+  uid_t me = ::geteuid();
+  if (st.st_uid != me && !(allow_root_owner && st.st_uid == 0))
+    return "it is owned by uid " + std::to_string(st.st_uid) + ", not by this user (uid " + std::to_string(me) + ")";
+  if (st.st_mode & (S_IWGRP | S_IWOTH))
+    return "it is writable by group or others (mode " + mode_text(st.st_mode) + ")";
+  return {};
+}
+
+std::string dir_trust_problem(const fs::path& dir, bool follow, bool allow_root_owner, bool* missing) {
+  struct stat st {};
+  if ((follow ? ::stat(dir.c_str(), &st) : ::lstat(dir.c_str(), &st)) != 0) {
+    if (errno == ENOENT || errno == ENOTDIR) {
+      if (missing) *missing = true;
+      return {};
+    }
+    return "cannot access " + dir.string() + ": " + errno_text(errno);
+  }
+  if (S_ISLNK(st.st_mode)) return dir.string() + " is a symbolic link";
+  std::string p = trust_problem(st, allow_root_owner);
+  return p.empty() ? p : dir.string() + ": " + p;
 }
 
 // Creates `dir` (0700) if missing; it must then be a real directory (no symlink) we trust.

@@ -68,15 +68,11 @@ CacheKey CacheKey::make(const KernelSource& src, const CompileOptions& options) 
   //   6. output          "cubin" or "ptx"
   //   7. template        template file name
   //   8. template_hash   XXH3-128 of the template and every header it includes
-  //   9. specialization  KernelSpec::canonical(), from the source's "// fkv spec: " line
+  //   9. specialization  KernelSpec::canonical(), as codegen recorded it in KernelSource
   //  10. source_hash     XXH3-128 of the specialized source and its in-memory headers
   //  11. kernel          NVRTC name expression
   std::string opts;
   for (const auto& o : nvrtc_options(options)) opts += o + "\n";
-  std::string spec;
-  constexpr std::string_view kSpecLine = "// fkv spec: ";
-  if (src.source.compare(0, kSpecLine.size(), kSpecLine) == 0)
-    spec = src.source.substr(kSpecLine.size(), src.source.find('\n') - kSpecLine.size());
   std::string seen;
   append_prefixed(seen, src.source);
   for (const auto& [name, text] : src.headers) {
@@ -92,7 +88,7 @@ CacheKey CacheKey::make(const KernelSource& src, const CompileOptions& options) 
       {"output", options.ptx ? "ptx" : "cubin"},
       {"template", src.template_name},
       {"template_hash", src.template_hash},
-      {"specialization", spec},
+      {"specialization", src.specialization},
       {"source_hash", xxh3_128_hex(seen)},
       {"kernel", src.name_expression},
   });

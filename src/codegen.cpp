@@ -79,6 +79,7 @@ KernelSource generate(const KernelSpec& spec) {
   KernelSource out;
   out.template_name = kTemplate;
   out.short_name = spec.short_name();
+  out.specialization = spec.canonical();
 
   std::ostringstream expr;
   expr << "fkv_kernels::fused_kv_materialize<" << spec.num_kv_heads << ", " << spec.head_dim << ", "

@@ -305,7 +305,7 @@ TEST_CASE("bad entries are detected, removed and rebuilt", "[cache]") {
   }
   SECTION("meta file lacks a field") {
     auto m = nlohmann::json::parse(slurp(meta));
-    m.erase("xxh3_128");
+    m.erase("checksum");
     spill(meta, m.dump());
     reason = "malformed";
   }
@@ -544,6 +544,139 @@ TEST_CASE("roots writable by others are refused", "[cache][security]") {
   }
 }
 
+// Issue 13 item 3: a read makes the same directory and file checks as a publish, in writable
+// and read-only roots alike. Before, these entries were served.
+TEST_CASE("every read checks entry directories and files", "[cache][security]") {
+  TempDir tmp;
+  fs::path root = tmp.path / "cache";
+  CountingBuilder builder;
+  CacheKey key = test_key("trust");
+  fs::path image;
+  {
+    KernelCache c(options_for(root));
+    image = c.get(key, short_name(key), builder(key)).path;
+  }
+  REQUIRE(builder.calls == 1);
+  const fs::path arch_dir = image.parent_path();
+  const bool can_chown = ::geteuid() == 0;
+  std::string refused_because;  // expected in the log
+  bool removed = true;          // a bad entry in a trusted directory is removed and rebuilt
+
+  SECTION("entry directory writable by group") {
+    ::chmod(arch_dir.c_str(), 0770);
+    refused_because = "writable by group or others (mode 0770)";
+    removed = false;  // an untrusted directory is neither read nor written
+  }
+  SECTION("nvrtc directory writable by others") {
+    ::chmod(arch_dir.parent_path().c_str(), 0777);
+    refused_because = "writable by group or others (mode 0777)";
+    removed = false;
+  }
+  SECTION("entry directory owned by another user") {
+    if (!can_chown) return;
+    REQUIRE(::chown(arch_dir.c_str(), 12345, 12345) == 0);
+    refused_because = "owned by uid 12345";
+    removed = false;
+  }
+  SECTION("image writable by others") {
+    ::chmod(image.c_str(), 0606);
+    refused_because = "writable by group or others";
+  }
+  SECTION("meta file writable by group") {
+    ::chmod(meta_of(image).c_str(), 0620);
+    refused_because = "writable by group or others";
+  }
+  SECTION("image owned by another user") {
+    if (!can_chown) return;
+    REQUIRE(::chown(image.c_str(), 12345, 12345) == 0);
+    refused_because = "owned by uid 12345";
+  }
+  SECTION("meta file owned by another user") {
+    if (!can_chown) return;
+    REQUIRE(::chown(meta_of(image).c_str(), 12345, 12345) == 0);
+    refused_because = "owned by uid 12345";
+  }
+
+  LogCapture log;
+  KernelCache c(options_for(root));
+  auto r = c.get(key, short_name(key), builder(key));
+  INFO(log.text());
+  CHECK(r.outcome == CacheOutcome::Compiled);
+  CHECK(builder.calls == 2);
+  CHECK(r.kernel->image == fake_kernel(key).image);
+  CHECK(log.count(refused_because) >= 1);
+  if (removed) {
+    CHECK(log.count("removing bad entry " + image.string()) == 1);
+    KernelCache again(options_for(root));  // the rebuilt entry is trusted again
+    CHECK(again.get(key, short_name(key), builder(key)).outcome == CacheOutcome::DiskHit);
+  } else {
+    CHECK(r.path.empty());  // not published into a directory it does not trust
+    auto listed = c.list();
+    REQUIRE(listed.size() == 1);
+    CHECK_FALSE(listed[0].ok);
+    CHECK(listed[0].problem.find(refused_because) != std::string::npos);
+  }
+}
+
+TEST_CASE("read-only roots: entry files of another user or writable by others are skipped", "[cache][security]") {
+  TempDir tmp;
+  fs::path baked = tmp.path / "baked";
+  CountingBuilder builder;
+  CacheKey key = test_key("ro_trust");
+  fs::path image;
+  {
+    KernelCache c(options_for(baked));
+    image = c.get(key, short_name(key), builder(key)).path;
+  }
+  std::string refused_because;
+  SECTION("image writable by others") {
+    ::chmod(image.c_str(), 0646);
+    refused_because = "writable by group or others";
+  }
+  SECTION("meta file owned by another user") {
+    if (::geteuid() != 0) return;
+    REQUIRE(::chown(meta_of(image).c_str(), 12345, 12345) == 0);
+    refused_because = "owned by uid 12345";
+  }
+  SECTION("entry directory writable by group") {
+    ::chmod(image.parent_path().c_str(), 0770);
+    refused_because = "writable by group or others";
+  }
+  fkv::CacheOptions o = options_for(tmp.path / "mine");
+  o.readonly_roots = {baked};
+  LogCapture log;
+  KernelCache c(o);
+  auto r = c.get(key, short_name(key), builder(key));
+  INFO(log.text());
+  CHECK(r.outcome == CacheOutcome::Compiled);
+  CHECK(builder.calls == 2);
+  CHECK(log.count(refused_because) >= 1);
+  CHECK(fs::exists(image));  // a read-only root is never modified
+}
+
+TEST_CASE("every meta field is under the checksum", "[cache][security]") {
+  TempDir tmp;
+  fs::path root = tmp.path / "cache";
+  CountingBuilder builder;
+  CacheKey key = test_key("sum");
+  fs::path image;
+  {
+    KernelCache c(options_for(root));
+    image = c.get(key, short_name(key), builder(key)).path;
+  }
+  auto m = nlohmann::json::parse(slurp(meta_of(image)));
+  SECTION("lowered_name") { m["lowered_name"] = "_Z5otherv"; }
+  SECTION("ptx flag") { m["ptx"] = true; }
+  spill(meta_of(image), m.dump(2));
+  LogCapture log;
+  KernelCache c(options_for(root));
+  auto r = c.get(key, short_name(key), builder(key));
+  INFO(log.text());
+  CHECK(r.outcome == CacheOutcome::Compiled);
+  CHECK(r.kernel->lowered_name == fake_kernel(key).lowered_name);
+  CHECK(log.count("removing bad entry") == 1);
+}
+
 TEST_CASE("size cap prunes the least recently used entries", "[cache]") {
   TempDir tmp;
   fs::path root = tmp.path / "cache";
@@ -745,7 +878,8 @@ TEST_CASE("CacheKey::make sees every compile input", "[cache]") {
   src.template_hash = "00112233445566778899aabbccddeeff";
   src.short_name = "tiny_3";
   src.name_expression = "tiny<3>";
-  src.source = "// fkv spec: N=3\ntemplate <int N> __global__ void tiny(int* p) { p[threadIdx.x] = N; }\n"
+  src.specialization = "N=3";
+  src.source = "// fkv spec: N=4 (a comment the key does not read)\ntemplate <int N> __global__ void tiny(int* p) { p[threadIdx.x] = N; }\n"
                "template __global__ void tiny<3>(int*);\n";
   src.headers = {{"tiny.cuh", "#pragma once\n"}};
   fkv::CompileOptions opts;
@@ -770,6 +904,7 @@ TEST_CASE("CacheKey::make sees every compile input", "[cache]") {
       {"header", [](auto& s, auto&) { s.headers[0].second += "// x\n"; }},
       {"header name", [](auto& s, auto&) { s.headers[0].first = "other.cuh"; }},
       {"name expression", [](auto& s, auto&) { s.name_expression = "tiny<4>"; }},
+      {"specialization", [](auto& s, auto&) { s.specialization = "N=5"; }},
   };
   for (const auto& [what, change] : changes) {
     fkv::KernelSource s = src;

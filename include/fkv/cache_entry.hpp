@@ -62,8 +62,24 @@ struct LoadedEntry {
 
 // Loads and verifies the entry whose meta file is `meta_path`. With `expect`, the entry must
 // hold exactly that key; without, it must be self-consistent (its fields hash to its digest).
-// A missing meta file is Missing (not committed), anything wrong is Bad with the reason.
-LoadedEntry load_entry(const std::filesystem::path& meta_path, const CacheKey* expect);
+// Both files must be owned by this user (or root, when `readonly`) and not writable by group or
+// others; the checksum covers the image and every meta field. A missing meta file is Missing
+// (not committed), anything wrong is Bad with the reason. The caller checks the directories
+// first (entry_dir_problem).
+LoadedEntry load_entry(const std::filesystem::path& meta_path, const CacheKey* expect, bool readonly = false);
+
+// The checks a publish makes on the directories of an entry, made before every read:
+// layout_dir(root), the nvrtc directory and `dir` (the arch directory) must be real
+// directories (symlinks allowed in read-only roots only) owned by this user (or root, in
+// read-only roots) and not writable by group or others. "" when trusted; a directory that does
+// not exist sets *missing (when given) and is no problem.
+std::string entry_dir_problem(const std::filesystem::path& root, const std::filesystem::path& dir, bool readonly,
+                              bool* missing);
+
+// The checksum a meta file records: XXH3-128 over the format, digest, image name, size,
+// lowered name, PTX flag and the image's own XXH3-128, labeled and length-prefixed.
+std::string entry_checksum(const std::string& digest, const std::string& image_name, std::uint64_t bytes,
+                           const std::string& lowered_name, bool ptx, std::string_view image);
 
 // Writes the image, then the meta file (each atomically). Returns "" or what went wrong, in
 // which case nothing of the entry is left behind.
@@ -82,6 +98,7 @@ std::vector<std::filesystem::path> entry_dirs(const std::filesystem::path& root,
 struct Scanned {
   CacheEntryInfo info;
   std::filesystem::path meta;  // empty for an uncommitted image
+  bool untrusted_dir = false;  // its directory fails entry_dir_problem: never read, never removed
   std::filesystem::file_time_type mtime;
 };
 

@@ -22,10 +22,22 @@ std::string errno_text(int e);
 // characters, never empty ("kernel").
 std::string sanitize(std::string_view in, std::size_t max, bool allow_dot = false);
 
+// Who may own a file that is read back (see file_trust_problem).
+enum class FileTrust {
+  Any,            // no ownership check (the caller trusts the file for other reasons)
+  Private,        // owned by this user, not writable by group or others (a writable root)
+  PrivateOrRoot,  // the same, but root may own it too (a read-only root baked into an image)
+};
+
 // Reads a regular file without following a symlink in its last component, at most `max`
-// bytes. Returns std::nullopt and sets `err` (errno in `code`) on failure.
+// bytes, checking its owner and mode on the open descriptor (no race with a rename). Returns
+// std::nullopt and sets `err` (errno in `code`) on failure.
 std::optional<std::string> read_file(const std::filesystem::path& path, std::uint64_t max, std::string& err,
-                                     int* code = nullptr);
+                                     int* code = nullptr, FileTrust trust = FileTrust::Any);
+
+// Whether a regular file may be handed to the driver: owned by this user (or, with
+// allow_root_owner, by root) and not writable by group or others. "" when it may.
+std::string file_trust_problem(const struct stat& st, bool allow_root_owner);
 
 bool fsync_dir(const std::filesystem::path& dir);
 
@@ -37,6 +49,11 @@ std::string write_atomic(const std::filesystem::path& dir, const std::string& na
 // Whether a directory may hold cache entries that this process will hand to the driver:
 // owned by this user (or, with allow_root_owner, by root) and not writable by group/others.
 std::string trust_problem(const struct stat& st, bool allow_root_owner);
+
+// Checks an existing directory as ensure_private_dir() does (no symlink unless `follow`,
+// trust_problem), without creating it. A directory that does not exist sets *missing and is
+// no problem: nothing can be read from it.
+std::string dir_trust_problem(const std::filesystem::path& dir, bool follow, bool allow_root_owner, bool* missing);
 
 // Creates `dir` (0700) if missing; it must then be a real directory (no symlink) we trust.
 std::string ensure_private_dir(const std::filesystem::path& dir);
