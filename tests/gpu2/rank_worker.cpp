@@ -8,6 +8,11 @@
 //     <cache_root> prepares every kernel the config's plan needs (bf16, stacked and pool),
 //     materializes each once and checks it against the float64 reference. Prints one line
 //       FKV_RANK rank=0 device=0 arch=sm_90 specs=2 context_ms=... startup_ms=... compiled=2 ...
+//   fkv_gpu2_rank_worker tp <tp_size> <rank> <device> <out_dir> <seed>
+//     After the barrier, a FusedKVMaterializer for rank <rank> of <tp_size> on <device>
+//     materializes the shared TpCase (tests/gpu/tp_case.hpp, inputs from <seed>) and writes its
+//     stacked K and V to <out_dir>/tp<tp_size>-rank<rank>.{k,v}; prints
+//       FKV_TP tp_size=2 rank=1 device=1 first_head=4 num_heads=4 check=ok
 //   fkv_gpu2_rank_worker mismatch <variant>
 //     A call whose tensors and stream live on device 1 while another device's kernel or
 //     context is in play; prints FKV_MISMATCH variant=... outcome=... detail=...
@@ -29,6 +34,7 @@
 #include "fkv/runtime.hpp"
 #include "fkv/spec.hpp"
 #include "fkv/validate.hpp"
+#include "gpu/tp_case.hpp"
 #include "gpu2/multi_device_case.hpp"
 
 namespace {
@@ -250,12 +256,35 @@ int run_mismatch(const std::string& variant) {
 
 }  // namespace
 
+int run_tp(int tp_size, int rank, int device, const std::string& out_dir, std::uint64_t seed) {
+  fkv::Driver::get();
+  fkv::ensure_context(device);
+  fkv_test::TpCase c;
+  c.seed = seed;
+  const fkv_test::TpHost host = fkv_test::make_tp_host(c);
+  signal_ready();
+  wait_for_go();
+  const fkv_test::TpResult r = fkv_test::run_tp_rank(c, host, tp_size, rank, device);
+  const std::string base = out_dir + "/tp" + std::to_string(tp_size) + "-rank" + std::to_string(rank);
+  for (int kind = 0; kind < 2; ++kind) {
+    const std::vector<std::uint8_t>& bytes = kind ? r.v : r.k;
+    std::FILE* f = std::fopen((base + (kind ? ".v" : ".k")).c_str(), "wb");
+    if (f == nullptr || std::fwrite(bytes.data(), 1, bytes.size(), f) != bytes.size() || std::fclose(f) != 0)
+      throw std::runtime_error("cannot write " + base);
+  }
+  std::printf("FKV_TP tp_size=%d rank=%d device=%d first_head=%d num_heads=%d check=ok\n", tp_size, rank,
+              device, r.first_head, r.num_heads);
+  return 0;
+}
+
 int main(int argc, char** argv) {
   const std::vector<std::string> args(argv + 1, argv + argc);
   try {
     if (args.size() == 5 && args[0] == "rank")
       return run_rank(std::stoi(args[1]), std::stoi(args[2]), args[3], args[4]);
     if (args.size() == 2 && args[0] == "mismatch") return run_mismatch(args[1]);
+    if (args.size() == 6 && args[0] == "tp")
+      return run_tp(std::stoi(args[1]), std::stoi(args[2]), std::stoi(args[3]), args[4], std::stoull(args[5]));
   } catch (const std::exception& e) {
     std::fprintf(stderr, "rank_worker: error: %s\n", e.what());
     return 2;
@@ -263,6 +292,7 @@ int main(int argc, char** argv) {
   std::fprintf(stderr,
                "usage: %s rank <rank> <device> <cache_root> <config.json>\n"
                "       %s mismatch get_other_current|kernel0_ctx0|kernel0_ctx1\n"
+               "       tp <tp_size> <rank> <device> <out_dir> <seed>\n"
                "(run by test_multi_device; fd 3 = barrier pipe, fd 4 = ready pipe)\n",
                argv[0], argv[0]);
   return 2;

@@ -45,6 +45,7 @@
 #include "fkv/errors.hpp"
 #include "fkv/runtime.hpp"
 #include "fkv/validate.hpp"
+#include "gpu/tp_case.hpp"
 #include "gpu2/multi_device_case.hpp"
 
 #ifndef FKV_RANK_WORKER_PATH
@@ -602,5 +603,50 @@ TEST_CASE("a call with tensors on device 1 while device 0's kernel or context is
       CHECK((outcome == "cuda_error" || outcome == "correct"));
     }
     CHECK(w.exit_code == 0);
+  }
+}
+
+// ---- 5. tensor parallelism: one process per GPU, shards equal TP=1 bit for bit
+// ---------------------
+
+TEST_CASE("tensor parallelism: two ranks on two GPUs together equal the TP=1 result bit for bit",
+          "[gpu2][tp]") {
+  require_two_devices();
+  TempDir tmp;
+  const std::string out = tmp.path.string();
+  const std::string seed = std::to_string(env_int("FKV_TEST_SEED", 12345));
+  // TP=1 on device 0 first, then both ranks at once, each on its own device.
+  auto full = run_workers({{"tp", "1", "0", "0", out, seed}}, tmp.path / "tp1");
+  auto ranks = run_workers({{"tp", "2", "0", "0", out, seed}, {"tp", "2", "1", "1", out, seed}}, tmp.path / "tp2");
+  for (auto* set : {&full, &ranks})
+    for (auto& w : *set) {
+      parse_fields(w, "FKV_TP");
+      INFO(w.describe());
+      REQUIRE(w.exit_code == 0);
+      REQUIRE(w.field("check") == "ok");
+    }
+  auto read = [&](const std::string& name) {
+    std::ifstream in(tmp.path / name, std::ios::binary);
+    return std::vector<std::uint8_t>(std::istreambuf_iterator<char>(in), {});
+  };
+  fkv_test::TpCase c;  // the worker's case: the same shapes
+  fkv_test::TpResult tp1;
+  tp1.num_heads = c.num_kv_heads;
+  tp1.k = read("tp1-rank0.k");
+  tp1.v = read("tp1-rank0.v");
+  const std::size_t bytes = static_cast<std::size_t>(c.layers * c.tokens * c.num_kv_heads * c.head_dim * 2);
+  REQUIRE(tp1.k.size() == bytes);
+  REQUIRE(tp1.v.size() == bytes);
+  for (int r = 0; r < 2; ++r) {
+    fkv_test::TpResult shard;
+    shard.first_head = r * c.num_kv_heads / 2;
+    shard.num_heads = c.num_kv_heads / 2;
+    shard.k = read("tp2-rank" + std::to_string(r) + ".k");
+    shard.v = read("tp2-rank" + std::to_string(r) + ".v");
+    INFO("rank " << r << " (device " << r << ")");
+    REQUIRE(shard.k.size() == bytes / 2);
+    REQUIRE(shard.v.size() == bytes / 2);
+    CHECK(ranks[static_cast<std::size_t>(r)].field("first_head") == std::to_string(shard.first_head));
+    CHECK(fkv_test::compare_shard(c, tp1, shard) == "");
   }
 }
