@@ -22,6 +22,7 @@
 
 #include "fkv/cache_fs.hpp"
 #include "fkv/errors.hpp"
+#include "fkv/options.hpp"
 
 namespace fkv {
 namespace fs = std::filesystem;
@@ -38,11 +39,6 @@ double seconds_since(Clock::time_point t0) {
   return std::chrono::duration<double>(Clock::now() - t0).count();
 }
 
-
-std::string env(const char* name) {
-  const char* v = std::getenv(name);
-  return v ? v : "";
-}
 
 }  // namespace
 
@@ -64,22 +60,16 @@ std::optional<std::uint64_t> parse_byte_count(const std::string& text) {
 
 // ---- options -----------------------------------------------------------------------------
 
-CacheOptions CacheOptions::from_env() {
+CacheOptions CacheOptions::from(const JitOptions& jit) {
   CacheOptions o;
-  if (std::string dir = env("FKV_CACHE_DIR"); !dir.empty()) o.root = dir;
-  else if (std::string xdg = env("XDG_CACHE_HOME"); !xdg.empty() && xdg[0] == '/') o.root = fs::path(xdg) / "fkv-jit";
-  else if (std::string home = env("HOME"); !home.empty()) o.root = fs::path(home) / ".cache" / "fkv-jit";
-  std::stringstream ro(env("FKV_CACHE_READONLY_DIRS"));
-  for (std::string part; std::getline(ro, part, ':');)
-    if (!part.empty()) o.readonly_roots.emplace_back(part);
-  if (std::string cap = env("FKV_CACHE_MAX_BYTES"); !cap.empty()) {
-    if (auto n = parse_byte_count(cap)) o.max_bytes = *n;
-    else spdlog::warn("fkv-jit cache: ignoring FKV_CACHE_MAX_BYTES='{}': expected a byte count such as 500000000 or 500M", cap);
-  }
-  std::string off = env("FKV_DISABLE_CACHE");
-  o.disabled = off == "1" || off == "true" || off == "yes" || off == "on";
+  o.root = jit.cache_dir;
+  o.readonly_roots = jit.cache_readonly_dirs;
+  o.max_bytes = jit.cache_max_bytes;
+  o.disabled = jit.disable_cache;
   return o;
 }
+
+CacheOptions CacheOptions::from_env() { return from(JitOptions::from_env()); }
 
 std::string to_string(CacheOutcome o) {
   switch (o) {
@@ -134,12 +124,7 @@ struct KernelCache::Impl {
 
   std::pair<Entry, CacheOutcome> load_or_build(const CacheKey& key, const std::string& short_name,
                                                const std::function<CompiledKernel()>& build) {
-    auto compiled = [&] {
-      auto kernel = std::make_shared<const CompiledKernel>(build());
-      // One line per build, which the multi-process stress test counts (FKV_LOG_LEVEL=debug).
-      spdlog::debug("fkv-jit cache: compiled {} key {}", short_name, key.digest);
-      return Entry{std::move(kernel), {}};
-    };
+    auto compiled = [&] { return Entry{std::make_shared<const CompiledKernel>(build()), {}}; };
     if (options.disabled) return {compiled(), CacheOutcome::Compiled};
 
     std::optional<EntryPaths> wp;
@@ -381,7 +366,7 @@ std::size_t KernelCache::clear() {
 }
 
 KernelCache& KernelCache::global() {
-  static KernelCache cache;
+  static KernelCache cache(CacheOptions::from(JitOptions::global()));
   return cache;
 }
 

@@ -15,6 +15,7 @@
 #include <sstream>
 
 #include "fkv/errors.hpp"
+#include "fkv/options.hpp"
 #include "fkv/version.hpp"
 
 namespace fkv::detail {
@@ -54,16 +55,47 @@ std::string hex128(const XXH128_hash_t& h) {
   return buf;
 }
 
+bool is_embedded_header(const std::string& include_name) {
+  for (std::size_t i = 0; i < detail::kEmbeddedFileCount; ++i) {
+    const std::string embedded = detail::kEmbeddedFiles[i].name;
+    if (embedded == include_name && std::filesystem::path(embedded).extension() != ".cu") return true;
+  }
+  return false;
+}
+
 }  // namespace
 
-std::string template_text(const std::string& name) {
-  if (const char* dir = std::getenv("FKV_TEMPLATE_DIR"); dir && *dir) {
+void check_template_includes(const std::string& file, const std::string& text) {
+  std::istringstream lines(text);
+  int number = 0;
+  for (std::string line; std::getline(lines, line);) {
+    ++number;
+    const std::size_t hash = line.find_first_not_of(" \t");
+    if (hash == std::string::npos || line[hash] != '#') continue;
+    const std::size_t word = line.find_first_not_of(" \t", hash + 1);
+    if (word == std::string::npos || line.compare(word, 7, "include") != 0) continue;
+    const std::size_t open = line.find_first_of("\"<", word + 7);
+    const std::size_t close = open == std::string::npos ? open : line.find_first_of("\">", open + 1);
+    const std::string target = close == std::string::npos ? "" : line.substr(open + 1, close - open - 1);
+    if (!is_embedded_header(target))
+      throw CompileError(file + ":" + std::to_string(number) + ": #include '" + (target.empty() ? line : target) +
+                         "' is not one of the kernel headers fkv-jit hands NVRTC in memory, so the cache key "
+                         "cannot see it. FKV_TEMPLATE_DIR templates may include only the embedded headers "
+                         "(fkv_types.cuh, fkv/kernel_params.h, ...); paste anything else into the template");
+  }
+}
+
+std::string template_text(const std::string& name) { return template_text(name, JitOptions::global()); }
+
+std::string template_text(const std::string& name, const JitOptions& options) {
+  if (!options.template_dir.empty()) {
     // Kernel development: read the file from disk ("fkv/kernel_params.h" -> kernel_params.h).
-    const auto path = std::filesystem::path(dir) / std::filesystem::path(name).filename();
+    const auto path = options.template_dir / std::filesystem::path(name).filename();
     std::ifstream in(path, std::ios::binary);
     if (in) {
       std::ostringstream s;
       s << in.rdbuf();
+      check_template_includes(path.string(), s.str());
       return s.str();
     }
   }

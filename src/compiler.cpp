@@ -2,7 +2,11 @@
 #include "fkv/compiler.hpp"
 
 #include <cuda.h>
+#include <fcntl.h>
 #include <nvrtc.h>
+#include <spdlog/spdlog.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <cstdlib>
@@ -12,6 +16,7 @@
 #include <sstream>
 
 #include "fkv/errors.hpp"
+#include "fkv/options.hpp"
 #include "fkv/nvrtc_loader.hpp"
 
 namespace fkv {
@@ -70,6 +75,10 @@ Arch Arch::parse(const std::string& text) {
 }
 
 std::vector<std::string> nvrtc_options(const CompileOptions& options) {
+  return nvrtc_options(options, JitOptions::global());
+}
+
+std::vector<std::string> nvrtc_options(const CompileOptions& options, const JitOptions& jit) {
   const std::string arch = options.arch.name();
   std::vector<std::string> out = {
       (options.ptx ? "--gpu-architecture=compute_" : "--gpu-architecture=sm_") +
@@ -79,17 +88,14 @@ std::vector<std::string> nvrtc_options(const CompileOptions& options) {
       "--fmad=true",
   };
   // FKV_NVRTC_OPTIONS: extra options for kernel tuning (e.g. --maxrregcount=64). They are part
-  // of the cache key, since they come back from this function.
-  if (const char* extra = std::getenv("FKV_NVRTC_OPTIONS")) {
-    std::istringstream words(extra);
-    for (std::string w; words >> w;) out.push_back(w);
-  }
+  // of the cache key, since they come back from this function; options that read or write
+  // files or change the target were refused when the environment was read. Checked again here
+  // for a JitOptions a caller filled in by hand.
+  check_nvrtc_options(jit.nvrtc_options, "NVRTC options");
+  out.insert(out.end(), jit.nvrtc_options.begin(), jit.nvrtc_options.end());
   return out;
 }
 
-// Without NVRTC (a machine that only reads a cache), the version and archs are those of the
-// CUDA Toolkit fkv-jit was built with, so that cache keys name the NVRTC of `fkv-jit
-// precompile` run from the same build (docs/integration.md).
 std::string nvrtc_version() {
   int major = CUDA_VERSION / 1000, minor = CUDA_VERSION % 1000 / 10;
   if (const Nvrtc* api = nvrtc_if_available())
@@ -116,19 +122,45 @@ std::vector<Arch> supported_archs() {
 }
 
 namespace {
-// FKV_DUMP_SOURCE=<dir>: keep each specialized source for kernel developers.
-void dump_source(const KernelSource& src, const CompileOptions& options) {
-  const char* dir = std::getenv("FKV_DUMP_SOURCE");
-  if (!dir || !*dir) return;
+// FKV_DUMP_SOURCE=<dir>: keep each specialized source for kernel developers. The file is
+// created with O_EXCL|O_NOFOLLOW, so a symlink planted at its name is never written through;
+// an earlier dump of the same kernel (a regular file of ours) is replaced. A dump that cannot
+// be written is a warning, never a failed compile.
+void dump_source(const KernelSource& src, const CompileOptions& options, const std::filesystem::path& dir) {
+  if (dir.empty()) return;
   std::error_code ec;
   std::filesystem::create_directories(dir, ec);
-  std::ofstream(std::filesystem::path(dir) / (src.short_name + "-" + options.arch.name() + ".cu"))
-      << src.source;
+  const std::filesystem::path path = dir / (src.short_name + "-" + options.arch.name() + ".cu");
+  int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
+  if (fd < 0 && errno == EEXIST) {
+    struct stat st {};
+    if (::lstat(path.c_str(), &st) == 0 && S_ISREG(st.st_mode) && st.st_uid == ::geteuid()) {
+      ::unlink(path.c_str());
+      fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
+    } else {
+      errno = EEXIST;
+    }
+  }
+  if (fd < 0) {
+    spdlog::warn("fkv-jit: FKV_DUMP_SOURCE: not writing {}: {} (an existing symlink or another user's file is "
+                 "never written through or replaced)",
+                 path.string(), std::error_code(errno, std::generic_category()).message());
+    return;
+  }
+  std::size_t done = 0;
+  while (done < src.source.size()) {
+    const ssize_t n = ::write(fd, src.source.data() + done, src.source.size() - done);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) break;
+    done += static_cast<std::size_t>(n);
+  }
+  ::close(fd);
+  if (done != src.source.size()) spdlog::warn("fkv-jit: FKV_DUMP_SOURCE: {} is incomplete", path.string());
 }
 }  // namespace
 
 CompiledKernel compile(const KernelSource& src, const CompileOptions& options) {
-  dump_source(src, options);
+  dump_source(src, options, JitOptions::global().dump_source);
   std::vector<const char*> header_text, header_names;
   for (const auto& [name, text] : src.headers) {
     header_names.push_back(name.c_str());

@@ -11,6 +11,7 @@
 #include <string>
 
 #include "fkv/errors.hpp"
+#include "fkv/options.hpp"
 
 namespace fkv {
 namespace {
@@ -153,11 +154,8 @@ LaunchPlan plan_launch(const LoadedKernel& k, std::int64_t num_tokens, int num_l
   // (decode-sized calls). Measured on an H200: splitting at 4096 tokens costs 5-25%.
   const int sms = std::max(k.sm_count, 1);
   const std::int64_t resident = std::int64_t{sms} * std::max(1, 2048 / t.block_threads);
-  // FKV_LAYERS_PER_BLOCK=<n> pins the chunk size (tuning); read once.
-  static const int forced = [] {
-    const char* v = std::getenv("FKV_LAYERS_PER_BLOCK");
-    return v ? std::max(0, std::atoi(v)) : 0;
-  }();
+  // FKV_LAYERS_PER_BLOCK=<n> (JitOptions::layers_per_block) pins the chunk size (tuning).
+  const int forced = JitOptions::global().layers_per_block;
   int lpb = num_layers;
   if (forced > 0) {
     lpb = std::min(forced, num_layers);

@@ -6,6 +6,7 @@
 #include <sstream>
 
 #include "fkv/errors.hpp"
+#include "fkv/options.hpp"
 
 namespace fkv {
 
@@ -124,13 +125,9 @@ Tiling KernelSpec::tiling() const {
   best.lanes_per_head = D / best.elems_per_thread;
   best.heads_per_warp = 32 / best.lanes_per_head;
   best.idle_lanes = best_idle;
-  // FKV_BLOCK_WARPS=<n> overrides the block size (tuning); the name expression carries it, so
-  // cache entries of different block sizes never mix.
-  static const int forced_warps = [] {
-    const char* v = std::getenv("FKV_BLOCK_WARPS");
-    const int n = v ? std::atoi(v) : 0;
-    return n >= 1 && n <= 32 ? n : 0;
-  }();
+  // FKV_BLOCK_WARPS=<n> (JitOptions::block_warps) overrides the block size (tuning); the name
+  // expression carries it, so cache entries of different block sizes never mix.
+  const int forced_warps = JitOptions::global().block_warps;
   best.warps_per_block = forced_warps ? forced_warps : 2;  // 64 threads: fastest in the H200 sweep
   best.block_threads = 32 * best.warps_per_block;
   best.heads_per_block = best.heads_per_warp * best.warps_per_block;

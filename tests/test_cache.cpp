@@ -783,15 +783,20 @@ TEST_CASE("options from the environment", "[cache][env]") {
 
   env.set("FKV_CACHE_MAX_BYTES", "12345");
   CHECK(fkv::CacheOptions::from_env().max_bytes == 12345);
-  {
-    LogCapture log;
-    env.set("FKV_CACHE_MAX_BYTES", "lots");
-    CHECK(fkv::CacheOptions::from_env().max_bytes == 0);
-    CHECK(log.count("FKV_CACHE_MAX_BYTES") == 1);
-  }
+  // A malformed value is an error, not a silent "no cap" (issue 13 item 8); 0 is refused as
+  // well: unset means no cap, and a cap of N bytes means at most N bytes, as in `prune --max-bytes`.
+  env.set("FKV_CACHE_MAX_BYTES", "lots");
+  CHECK_THROWS_WITH(fkv::CacheOptions::from_env(), Catch::Contains("FKV_CACHE_MAX_BYTES='lots' is not valid"));
+  env.set("FKV_CACHE_MAX_BYTES", "0");
+  CHECK_THROWS_AS(fkv::CacheOptions::from_env(), fkv::ConfigError);
   env.set("FKV_CACHE_MAX_BYTES", std::nullopt);
+  CHECK(fkv::CacheOptions::from_env().max_bytes == 0);
   env.set("FKV_DISABLE_CACHE", "1");
   CHECK(fkv::CacheOptions::from_env().disabled);
+  env.set("FKV_DISABLE_CACHE", "off");
+  CHECK_FALSE(fkv::CacheOptions::from_env().disabled);
+  env.set("FKV_DISABLE_CACHE", "maybe");
+  CHECK_THROWS_WITH(fkv::CacheOptions::from_env(), Catch::Contains("FKV_DISABLE_CACHE='maybe'"));
 
   CHECK(fkv::parse_byte_count("2G") == std::optional<std::uint64_t>(2ull << 30));
   CHECK(fkv::parse_byte_count("512K") == std::optional<std::uint64_t>(512ull << 10));

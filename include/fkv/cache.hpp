@@ -24,6 +24,7 @@
 #include "fkv/cache_entry.hpp"
 #include "fkv/cache_key.hpp"
 #include "fkv/compiler.hpp"
+#include "fkv/options.hpp"
 
 namespace fkv {
 
@@ -32,8 +33,10 @@ struct CacheOptions {
   std::vector<std::filesystem::path> readonly_roots;
   std::uint64_t max_bytes = 0;  // 0 = no cap; else LRU prune after each publish
   bool disabled = false;        // FKV_DISABLE_CACHE=1: compile every time a process needs a kernel
-  // $FKV_CACHE_DIR, else $XDG_CACHE_HOME/fkv-jit, else ~/.cache/fkv-jit; FKV_CACHE_READONLY_DIRS,
-  // FKV_CACHE_MAX_BYTES, FKV_DISABLE_CACHE.
+  // The cache part of JitOptions: cache_dir ($FKV_CACHE_DIR, else $XDG_CACHE_HOME/fkv-jit, else
+  // ~/.cache/fkv-jit), FKV_CACHE_READONLY_DIRS, FKV_CACHE_MAX_BYTES, FKV_DISABLE_CACHE.
+  static CacheOptions from(const JitOptions& jit);
+  // from(JitOptions::from_env()): reads the environment now; ConfigError on a malformed value.
   static CacheOptions from_env();
 };
 
@@ -54,7 +57,7 @@ std::optional<std::uint64_t> parse_byte_count(const std::string& text);
 // processes never see a torn file (atomic rename) and re-verify what they read.
 class KernelCache {
  public:
-  explicit KernelCache(CacheOptions options = CacheOptions::from_env());
+  explicit KernelCache(CacheOptions options = CacheOptions::from(JitOptions::global()));
   ~KernelCache();
   KernelCache(const KernelCache&) = delete;
   KernelCache& operator=(const KernelCache&) = delete;
@@ -78,7 +81,7 @@ class KernelCache {
   std::size_t clear();                        // removes every entry of the writable root
                                               // and empties the in-memory map
 
-  // The process-wide cache, configured from the environment on first use.
+  // The process-wide cache, configured from JitOptions::global() on first use.
   static KernelCache& global();
 
  private:

@@ -1,13 +1,15 @@
 // codegen: kernel template + KernelSpec -> specialized source and kernel name expression.
 //
 // Templates are real .cu files under templates/, embedded into the library at build time.
-// FKV_TEMPLATE_DIR=<dir> reads them from <dir> instead (kernel development).
+// FKV_TEMPLATE_DIR=<dir> (JitOptions::template_dir) reads them from <dir> instead (kernel
+// development).
 #pragma once
 
 #include <string>
 #include <utility>
 #include <vector>
 
+#include "fkv/options.hpp"
 #include "fkv/spec.hpp"
 
 namespace fkv {
@@ -26,7 +28,14 @@ struct KernelSource {
 KernelSource generate(const KernelSpec& spec);
 
 // The text of an embedded template or header ("fused_kv.cu", "fkv_types.cuh",
-// "fkv/kernel_params.h"), or of FKV_TEMPLATE_DIR's copy when that is set.
-std::string template_text(const std::string& name);
+// "fkv/kernel_params.h"), or of the copy in options.template_dir (FKV_TEMPLATE_DIR) when that
+// is set; a copy whose #includes name anything but an embedded header is refused
+// (check_template_includes), since NVRTC would read that from disk, outside the cache key.
+std::string template_text(const std::string& name, const JitOptions& options);
+std::string template_text(const std::string& name);  // with JitOptions::global()
+
+// Throws CompileError when `text` (the file `file`) has an #include of anything but an
+// embedded header.
+void check_template_includes(const std::string& file, const std::string& text);
 
 }  // namespace fkv

@@ -6,6 +6,7 @@
 
 #include "fkv/codegen.hpp"
 #include "fkv/errors.hpp"
+#include "fkv/options.hpp"
 
 namespace fkv {
 
@@ -37,8 +38,10 @@ struct CompiledKernel {
 // Thread-safe (NVRTC programs are independent).
 CompiledKernel compile(const KernelSource& src, const CompileOptions& options);
 
-// The exact NVRTC options used for these CompileOptions (part of cache keys).
-std::vector<std::string> nvrtc_options(const CompileOptions& options);
+// The exact NVRTC options used for these CompileOptions (part of cache keys): fkv-jit's own,
+// then jit.nvrtc_options (FKV_NVRTC_OPTIONS), which must pass check_nvrtc_options.
+std::vector<std::string> nvrtc_options(const CompileOptions& options, const JitOptions& jit);
+std::vector<std::string> nvrtc_options(const CompileOptions& options);  // with JitOptions::global()
 
 std::string nvrtc_version();         // "13.0"
 std::vector<Arch> supported_archs();  // real archs this NVRTC can build CUBIN for, >= sm_80

@@ -1,0 +1,66 @@
+// options: every environment variable and tuning knob of the library, read in one place.
+//
+// JitOptions::from_env() reads the process environment and checks every value: a value that
+// is present but malformed (FKV_BLOCK_WARPS=abc, FKV_CACHE_MAX_BYTES=lots) is a ConfigError
+// naming the variable and what it accepts, never silently ignored. JitOptions::global() is
+// the first successful read, kept for the life of the process; the modules take their knobs
+// from it (or from a JitOptions a caller passes), never from getenv.
+#pragma once
+
+#include <cstdint>
+#include <filesystem>
+#include <string>
+#include <vector>
+
+namespace fkv {
+
+struct JitOptions {
+  // ---- tuning (spec, materialize, compiler) ----
+  int block_warps = 0;       // FKV_BLOCK_WARPS: warps per block, 1..32; 0 = the default (2)
+  int layers_per_block = 0;  // FKV_LAYERS_PER_BLOCK: layers per block, >= 1; 0 = chosen per call
+  // FKV_NVRTC_OPTIONS: extra NVRTC options (whitespace-separated), appended after fkv-jit's own
+  // and part of every cache key. Options that read or write files or change the target arch are
+  // refused (check_nvrtc_options).
+  std::vector<std::string> nvrtc_options;
+
+  // ---- kernel development (codegen, compiler) ----
+  std::filesystem::path template_dir;  // FKV_TEMPLATE_DIR: read templates from here
+  std::filesystem::path dump_source;   // FKV_DUMP_SOURCE: write each specialized source here
+
+  // ---- cache ----
+  // FKV_CACHE_DIR, else $XDG_CACHE_HOME/fkv-jit (absolute XDG_CACHE_HOME only), else
+  // ~/.cache/fkv-jit; empty when none of them is set (memory-only cache).
+  std::filesystem::path cache_dir;
+  std::vector<std::filesystem::path> cache_readonly_dirs;  // FKV_CACHE_READONLY_DIRS, ':'-separated
+  // FKV_CACHE_MAX_BYTES: the most bytes the writable root may hold ("500000000", "512K",
+  // "500M", "2G"), LRU-pruned after each publish. Unset = no cap. 0 is refused: a cap of 0
+  // would delete every entry right after writing it (use FKV_DISABLE_CACHE=1 to keep nothing
+  // on disk); `fkv-jit cache prune --max-bytes N` uses the same meaning of N.
+  std::uint64_t cache_max_bytes = 0;
+  bool disable_cache = false;  // FKV_DISABLE_CACHE: 1/true/yes/on or 0/false/no/off
+
+  // ---- logging ----
+  // FKV_LOG_LEVEL: trace, debug, info, warn (the default), error, critical or off.
+  std::string log_level = "warn";
+
+  // Reads and checks the environment now. Throws ConfigError on a malformed value.
+  static JitOptions from_env();
+  // The environment as first read by this process (thread-safe; a failed read throws and is
+  // tried again on the next call). The first successful read also applies log_level to the
+  // library's logger, which writes to stderr.
+  static const JitOptions& global();
+};
+
+// Refuses (ConfigError) NVRTC options that read or write files, or that change what is built,
+// since the cache key cannot see their effect: -include / --pre-include, -I / --include-path,
+// --time, --gpu-architecture / -arch, -dlto / --dlink-time-opt, --fdevice-time-trace,
+// --create-pch / --use-pch / --pch-dir, --output-file style options. `source` names where the
+// options came from, for the message.
+void check_nvrtc_options(const std::vector<std::string>& options, const std::string& source);
+
+// Points the library's logs (spdlog's default logger) at stderr and sets their level. Called by
+// JitOptions::global(); a host program that installs its own default logger before the first
+// fkv-jit call keeps it, only the level is applied.
+void configure_logging(const std::string& level);
+
+}  // namespace fkv

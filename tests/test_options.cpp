@@ -1,0 +1,177 @@
+// Tests of JitOptions (include/fkv/options.hpp): every knob read from the environment in one
+// place, malformed values refused with the variable's name, and the development knobs that
+// could escape the cache key (FKV_NVRTC_OPTIONS, FKV_TEMPLATE_DIR, FKV_DUMP_SOURCE) fenced in.
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <catch2/catch.hpp>
+#include <cstdlib>
+#include <fstream>
+#include <map>
+#include <optional>
+
+#include "fkv/codegen.hpp"
+#include "fkv/compiler.hpp"
+#include "fkv/errors.hpp"
+#include "fkv/options.hpp"
+#include "log_capture.hpp"
+#include "temp_dir.hpp"
+
+namespace fs = std::filesystem;
+using fkv::ConfigError;
+using fkv::JitOptions;
+
+namespace {
+
+// Sets and restores environment variables.
+struct EnvGuard {
+  std::map<std::string, std::optional<std::string>> saved;
+  void set(const std::string& name, const std::optional<std::string>& value) {
+    if (!saved.count(name)) {
+      const char* v = std::getenv(name.c_str());
+      saved[name] = v ? std::optional<std::string>(v) : std::nullopt;
+    }
+    if (value) ::setenv(name.c_str(), value->c_str(), 1);
+    else ::unsetenv(name.c_str());
+  }
+  ~EnvGuard() {
+    for (const auto& [name, value] : saved) {
+      if (value) ::setenv(name.c_str(), value->c_str(), 1);
+      else ::unsetenv(name.c_str());
+    }
+  }
+};
+
+std::string slurp(const fs::path& p) {
+  std::ifstream in(p, std::ios::binary);
+  return std::string(std::istreambuf_iterator<char>(in), {});
+}
+
+void spill(const fs::path& p, const std::string& text) { std::ofstream(p, std::ios::binary) << text; }
+
+fkv::KernelSpec small_spec() {
+  fkv::KernelSpec s;
+  s.num_kv_heads = 2;
+  s.head_dim = 64;
+  s.rotary_dim = 64;
+  return s;
+}
+
+}  // namespace
+
+TEST_CASE("tuning knobs: defaults, good values, garbage refused", "[options]") {
+  EnvGuard env;
+  for (const char* v : {"FKV_BLOCK_WARPS", "FKV_LAYERS_PER_BLOCK", "FKV_NVRTC_OPTIONS", "FKV_LOG_LEVEL"})
+    env.set(v, std::nullopt);
+  JitOptions d = JitOptions::from_env();
+  CHECK(d.block_warps == 0);
+  CHECK(d.layers_per_block == 0);
+  CHECK(d.nvrtc_options.empty());
+
+  env.set("FKV_BLOCK_WARPS", "4");
+  env.set("FKV_LAYERS_PER_BLOCK", "3");
+  env.set("FKV_NVRTC_OPTIONS", "  --maxrregcount=64   -lineinfo ");
+  JitOptions o = JitOptions::from_env();
+  CHECK(o.block_warps == 4);
+  CHECK(o.layers_per_block == 3);
+  CHECK(o.nvrtc_options == std::vector<std::string>{"--maxrregcount=64", "-lineinfo"});
+
+  // Before JitOptions, FKV_BLOCK_WARPS=abc was silently ignored (issue 13 item 8).
+  for (const char* bad : {"abc", "0", "33", "-1", "4x", " 4", "99999999999"}) {
+    INFO(bad);
+    env.set("FKV_BLOCK_WARPS", bad);
+    CHECK_THROWS_WITH(JitOptions::from_env(), Catch::Contains("FKV_BLOCK_WARPS='" + std::string(bad) + "'") &&
+                                                  Catch::Contains("1 to 32"));
+  }
+  env.set("FKV_BLOCK_WARPS", std::nullopt);
+  for (const char* bad : {"0", "many", "-2"}) {
+    env.set("FKV_LAYERS_PER_BLOCK", bad);
+    CHECK_THROWS_AS(JitOptions::from_env(), ConfigError);
+  }
+  env.set("FKV_LAYERS_PER_BLOCK", std::nullopt);
+  env.set("FKV_LOG_LEVEL", "loud");
+  CHECK_THROWS_WITH(JitOptions::from_env(), Catch::Contains("FKV_LOG_LEVEL='loud'"));
+  env.set("FKV_LOG_LEVEL", "debug");
+  CHECK(JitOptions::from_env().log_level == "debug");
+}
+
+TEST_CASE("FKV_NVRTC_OPTIONS that read or write files or change the target are refused", "[options][security]") {
+  EnvGuard env;
+  // Each of these escaped the cache key or the cache before (issue 13 item 6).
+  for (const char* bad : {"-include /tmp/evil.h", "--pre-include=/tmp/evil.h", "-I/tmp", "-I /tmp",
+                          "--include-path=/tmp", "--time=/tmp/t.csv", "--time /tmp/t.csv",
+                          "--gpu-architecture=sm_80", "-arch=compute_80", "-arch sm_80", "-dlto",
+                          "--fdevice-time-trace=/tmp/trace.json", "--pch-dir=/tmp", "--create-pch=/tmp/x.pch"}) {
+    INFO(bad);
+    env.set("FKV_NVRTC_OPTIONS", std::string("--maxrregcount=64 ") + bad);
+    CHECK_THROWS_WITH(JitOptions::from_env(),
+                      Catch::Contains("FKV_NVRTC_OPTIONS: NVRTC option") && Catch::Contains("is not allowed"));
+  }
+  // A JitOptions filled in by hand is checked where the options are used.
+  JitOptions jit;
+  jit.nvrtc_options = {"--include-path=/tmp"};
+  fkv::CompileOptions co;
+  co.arch = fkv::Arch{9, 0, false};
+  CHECK_THROWS_AS(fkv::nvrtc_options(co, jit), ConfigError);
+  jit.nvrtc_options = {"--maxrregcount=64"};
+  const auto opts = fkv::nvrtc_options(co, jit);
+  CHECK(opts.back() == "--maxrregcount=64");
+  CHECK(opts.front() == "--gpu-architecture=sm_90");  // fkv-jit's own arch option stays first and alone
+}
+
+TEST_CASE("FKV_TEMPLATE_DIR templates may include only the embedded headers", "[options][security]") {
+  fkv_test::TempDir tmp;
+  const fs::path dir = tmp.path / "templates";
+  fs::create_directories(dir);
+  JitOptions jit;
+  jit.template_dir = dir;
+  const std::string good = fkv::template_text("fused_kv.cu", JitOptions{});  // the embedded one
+  spill(dir / "fused_kv.cu", good);
+  CHECK(fkv::template_text("fused_kv.cu", jit) == good);  // its includes are the embedded headers
+
+  spill(dir / "fused_kv.cu", "#include \"secret.h\"\n" + good);
+  CHECK_THROWS_WITH(fkv::template_text("fused_kv.cu", jit),
+                    Catch::Contains("fused_kv.cu:1: #include 'secret.h'") && Catch::Contains("cache key"));
+  spill(dir / "fused_kv.cu", good + "\n  #  include </etc/passwd>\n");
+  CHECK_THROWS_AS(fkv::template_text("fused_kv.cu", jit), fkv::CompileError);
+  spill(dir / "fused_kv.cu", "#include \"fused_kv.cu\"\n");  // a template is not a header
+  CHECK_THROWS_AS(fkv::template_text("fused_kv.cu", jit), fkv::CompileError);
+  // A header copy is checked too.
+  fs::remove(dir / "fused_kv.cu");
+  spill(dir / "fkv_types.cuh", "#pragma once\n#include \"../../outside.h\"\n");
+  CHECK_THROWS_AS(fkv::template_text("fkv_types.cuh", jit), fkv::CompileError);
+}
+
+TEST_CASE("FKV_DUMP_SOURCE never writes through a planted symlink", "[options][security][nvrtc]") {
+  fkv_test::TempDir tmp;
+  EnvGuard env;
+  // JitOptions::global() is read once per process; this test runs in its own process under
+  // ctest, but under a filtered run another test may have read it first.
+  const fs::path dump = tmp.path / "dump";
+  env.set("FKV_DUMP_SOURCE", dump.string());
+  if (JitOptions::global().dump_source != dump) {
+    WARN("JitOptions::global() was read before this test set FKV_DUMP_SOURCE; skipped");
+    return;
+  }
+  fs::create_directories(dump);
+  const fkv::KernelSpec spec = small_spec();
+  const fkv::KernelSource src = fkv::generate(spec);
+  fkv::CompileOptions co;
+  co.arch = fkv::Arch{8, 0, false};
+  const fs::path target = dump / (src.short_name + "-sm_80.cu");
+  const fs::path victim = tmp.path / "victim.txt";
+  spill(victim, "precious\n");
+  fs::create_symlink(victim, target);
+
+  fkv_test::LogCapture log;
+  CHECK_NOTHROW(fkv::compile(src, co));  // a dump that cannot be written never fails a compile
+  CHECK(slurp(victim) == "precious\n");   // before: overwritten with the kernel source
+  CHECK(fs::is_symlink(target));
+  CHECK(log.count("FKV_DUMP_SOURCE") == 1);
+
+  // An earlier dump of our own is replaced.
+  fs::remove(target);
+  spill(target, "old dump");
+  fkv::compile(src, co);
+  CHECK(slurp(target) == src.source);
+}
