@@ -432,3 +432,67 @@ TEST_CASE("compare: fp8 saturation and cancellation slack", "[reference][compare
   g32[0] = 1.0f + 3e-5f;
   CHECK_FALSE(fkv::compare(DType::FP32, g32.data(), r32).ok());
 }
+
+TEST_CASE("K/V bias: added to k before the norm and to v", "[reference][bias]") {
+  const std::vector<float> proj = {1, -1, 1, -1, /*v*/ 1, 2, 3, 4};
+  const std::vector<float> bias = {1, 1, 1, 1, /*v*/ 0.5f, -0.5f, 0.25f, 0};
+  const std::vector<float> weight = {1, 1, 1, 1};
+  const std::vector<float> eps = {0.0f};
+  fkv::ReferenceInputs in;
+  in.spec = small_spec(1, 4, 0, true, true);
+  in.spec.kv_bias = true;
+  in.num_tokens = 1;
+  in.num_layers = 1;
+  in.proj = proj.data();
+  in.k_norm_weight = weight.data();
+  in.eps = eps;
+  in.kv_bias = bias.data();
+  // k + bias = [2, 0, 2, 0]: mean(k^2) = 2, so k / sqrt(2).
+  const std::vector<double> k = k_of(in);
+  REQUIRE(k.size() == 4);
+  CHECK(k[0] == Approx(std::sqrt(2.0)).epsilon(1e-15));
+  CHECK(k[1] == 0);
+  CHECK(k[2] == Approx(std::sqrt(2.0)).epsilon(1e-15));
+  CHECK(k[3] == 0);
+  CHECK(fkv::reference_v(in).value == std::vector<double>{1.5, 1.5, 3.25, 4});
+  in.kv_bias = nullptr;
+  CHECK_THROWS_AS(fkv::reference_k(in), fkv::ArgumentError);
+}
+
+TEST_CASE("pool_offset follows the flat and paged layouts", "[reference][layout]") {
+  const std::int64_t H = 2, D = 4;
+  fkv::PoolLayout flat;
+  CHECK(fkv::pool_offset(flat, H, D, 5, 1) == 5 * 8 + 4);
+  fkv::PoolLayout vllm;  // [blocks, 16, H, D]
+  vllm.block_size = 16;
+  CHECK(fkv::pool_offset(vllm, H, D, 17, 1) == 1 * 16 * 8 + 1 * 8 + 4);
+  fkv::PoolLayout nhd = vllm;  // FlashInfer [blocks, 2, 16, H, D]
+  nhd.block_stride = 2 * 16 * 8;
+  CHECK(fkv::pool_offset(nhd, H, D, 17, 1) == 256 + 8 + 4);
+  fkv::PoolLayout hnd;  // FlashInfer [blocks, 2, H, 16, D]
+  hnd.block_size = 16, hnd.slot_stride = D, hnd.head_stride = 16 * D, hnd.block_stride = 2 * H * 16 * D;
+  CHECK(fkv::pool_offset(hnd, H, D, 17, 1) == 256 + 1 * 4 + 64);
+  hnd.block_stride = 0;  // default: one block's extent, 15*4 + 1*64 + 4 = 128
+  CHECK(fkv::pool_offset(hnd, H, D, 16, 0) == 128);
+}
+
+TEST_CASE("compare: a per-layer token mask", "[reference][compare]") {
+  const std::vector<float> proj = {1, 2, /*v*/ 3, 4, /*t1*/ 5, 6, 7, 8};
+  fkv::ReferenceInputs in;
+  in.spec = small_spec(1, 2, 0, true, false);
+  in.spec.act = in.spec.cache = fkv::DType::FP32;
+  in.num_tokens = 2;
+  in.num_layers = 1;
+  in.proj = proj.data();
+  const fkv::ReferenceOutput k = fkv::reference_k(in);
+  std::vector<float> gpu = {1, 2, 99, 99};  // token 1 not written
+  const std::vector<std::uint8_t> mask = {1, 0};
+  fkv::CompareOptions o;
+  o.exact = true;
+  CHECK_FALSE(fkv::compare(fkv::DType::FP32, gpu.data(), k, o).ok());
+  o.layer_token_mask = mask;
+  CHECK(fkv::compare(fkv::DType::FP32, gpu.data(), k, o).ok());
+  const std::vector<std::uint8_t> short_mask = {1};
+  o.layer_token_mask = short_mask;
+  CHECK_THROWS_AS(fkv::compare(fkv::DType::FP32, gpu.data(), k, o), fkv::ArgumentError);
+}

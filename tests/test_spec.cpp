@@ -31,6 +31,9 @@ TEST_CASE("canonical text changes with every field", "[spec]") {
   v = b; v.slots = IndexType::I32; variants.push_back(v);
   v = b; v.mode = OutputMode::Pool; variants.push_back(v);
   v = b; v.debug_checks = true; variants.push_back(v);
+  v = b; v.kv_bias = true; variants.push_back(v);
+  v = b; v.mode = OutputMode::Pool; v.paged = true; variants.push_back(v);
+  v = b; v.mode = OutputMode::Pool; v.paged = true; v.kv_bias = true; variants.push_back(v);
   std::set<std::string> seen{b.canonical()};
   for (const auto& s : variants) {
     INFO(s.canonical());
@@ -158,4 +161,21 @@ TEST_CASE("kernel_specs_for gives one spec per group and mode", "[spec]") {
   CHECK(kernel_specs_for(plan, o).size() == 2);
   CHECK(act_dtype_of("float16") == DType::FP16);
   CHECK(act_dtype_of("") == DType::BF16);
+}
+
+TEST_CASE("paged and bias specs: names, keys and checks", "[spec]") {
+  KernelSpec s = base();
+  s.mode = OutputMode::Pool;
+  s.paged = true;
+  s.kv_bias = true;
+  // Appended only when set, so the keys of existing specs stay what they were.
+  CHECK(s.canonical() == "H=8;D=128;R=128;neox=1;knorm=1;act=bf16;cache=bf16;cs=fp32;pos=int64;slot=int64;"
+                         "mode=pool;debug=0;paged=1;bias=1");
+  CHECK(s.short_name() == "fkv_h8_d128_r128_neox_kn_bf16_bf16_pool_paged_bias");
+  CHECK_NOTHROW(s.check());
+  s.mode = OutputMode::Stacked;  // a paged layout is a pool layout
+  CHECK_THROWS_AS(s.check(), ArgumentError);
+  CHECK_THROWS_WITH(s.check(), Catch::Contains("a paged layout is a pool layout"));
+  s.paged = false;  // bias works with stacked output
+  CHECK_NOTHROW(s.check());
 }
