@@ -2,13 +2,13 @@
 
 #include <spdlog/spdlog.h>
 
-#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <map>
 #include <string>
 #include <utility>
 
+#include "fkv/arch.hpp"
 #include "fkv/codegen.hpp"
 #include "fkv/compiler.hpp"
 
@@ -24,37 +24,18 @@ int device_attribute(CUdevice dev, CUdevice_attribute attr) {
   return value;
 }
 
-// What to build for a device: its own arch when NVRTC supports it; else the newest supported
-// arch of the same major version at or below it (CUBINs run on later minors of one major);
-// else, for a device newer than this NVRTC, PTX of the newest supported arch, which the
-// driver compiles for the device when loading.
-struct Target {
-  Arch arch;
-  bool ptx = false;
-};
-
-Target target_for(CUdevice dev) {
+// What to build for a device: fkv::arch_for_compute_capability, the rule precompile uses
+// too, so that a cache baked with `fkv-jit precompile --arch sm_XY` is what this looks up.
+ArchTarget target_for(CUdevice dev) {
   const int major = device_attribute(dev, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR);
   const int minor = device_attribute(dev, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR);
-  const int cc = major * 10 + minor;
-  std::vector<Arch> archs = supported_archs();
-  std::erase_if(archs, [](const Arch& a) { return a.arch_specific; });
-  std::sort(archs.begin(), archs.end(),
-            [](const Arch& a, const Arch& b) { return a.number() < b.number(); });
-
-  const Arch* same_major = nullptr;
-  for (const Arch& a : archs)
-    if (a.major == major && a.minor <= minor) same_major = &a;  // ascending: keeps the newest
-  if (same_major) return {*same_major, false};
-  if (!archs.empty() && archs.back().number() < cc) return {archs.back(), true};
-
-  std::string list;
-  for (const Arch& a : archs) list += (list.empty() ? "" : ", ") + a.name();
-  char name[256] = {};
-  Driver::get().cuDeviceGetName(name, sizeof name - 1, dev);
-  throw CompileError("device " + std::string(name) + " is sm_" + std::to_string(cc) +
-                     ", which fkv-jit cannot build kernels for with NVRTC " + nvrtc_version() +
-                     " (supported: " + list + "); fkv-jit needs an sm_80 or newer GPU");
+  try {
+    return arch_for_compute_capability(major, minor);
+  } catch (const CompileError& e) {
+    char name[256] = {};
+    Driver::get().cuDeviceGetName(name, sizeof name - 1, dev);
+    throw CompileError("device " + std::string(name) + ": " + e.what());
+  }
 }
 
 }  // namespace
@@ -119,7 +100,7 @@ const LoadedKernel& Runtime::Impl::load(KernelCache& cache, CUcontext ctx, const
   Driver& d = Driver::get();
   CUdevice dev = 0;
   d.check(d.cuCtxGetDevice(&dev), "cuCtxGetDevice");
-  const Target target = target_for(dev);
+  const ArchTarget target = target_for(dev);
 
   CompileOptions options;
   options.arch = target.arch;

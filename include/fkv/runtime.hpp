@@ -49,10 +49,10 @@ class Runtime {
   // the capture stays usable) instead of breaking the capture.
   const LoadedKernel& get(const KernelSpec& spec, CUstream stream);
 
-  // The arch the kernels of `device` (an ordinal) are built for: the device's own sm_XY when
-  // NVRTC supports it, else the newest supported arch of the same major version below it, else
-  // (a device newer than NVRTC) the newest supported arch, as PTX the driver compiles. Throws
-  // CompileError listing the supported archs for a device older than sm_80.
+  // The arch the kernels of `device` (an ordinal) are built for:
+  // fkv::arch_for_compute_capability of its compute capability (include/fkv/arch.hpp), the
+  // rule `fkv-jit precompile` uses too. Throws CompileError listing the supported archs for a
+  // device older than sm_80.
   static Arch device_arch(int device);
 
   KernelCache& cache() { return cache_; }

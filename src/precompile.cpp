@@ -1,0 +1,71 @@
+// precompile: a plan's kernels into the cache, in parallel (see include/fkv/precompile.hpp).
+#include "fkv/precompile.hpp"
+
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <exception>
+#include <mutex>
+#include <thread>
+#include <utility>
+
+#include "fkv/codegen.hpp"
+
+namespace fkv {
+
+std::size_t PrecompileResult::compiled() const {
+  return static_cast<std::size_t>(std::count_if(kernels.begin(), kernels.end(), [](const auto& k) {
+    return k.outcome == CacheOutcome::Compiled;
+  }));
+}
+
+std::size_t PrecompileResult::not_persisted() const {
+  return static_cast<std::size_t>(
+      std::count_if(kernels.begin(), kernels.end(), [](const auto& k) { return !k.persisted(); }));
+}
+
+PrecompileResult precompile(const Plan& plan, const VariantOptions& options,
+                            const std::vector<ArchTarget>& targets, KernelCache& cache,
+                            unsigned jobs, const PrecompileProgress& progress) {
+  const auto t0 = std::chrono::steady_clock::now();
+  const std::vector<KernelSpec> specs = kernel_specs_for(plan, options);
+  PrecompileResult result;
+  for (const ArchTarget& t : targets)
+    for (const KernelSpec& s : specs) result.kernels.push_back({s, t, CacheOutcome::Compiled, {}, 0});
+
+  const std::size_t total = result.kernels.size();
+  std::atomic<std::size_t> next{0};
+  std::atomic<bool> failed{false};
+  std::mutex mu;  // guards `done`, `error` and the progress callback
+  std::size_t done = 0;
+  std::exception_ptr error;
+  auto worker = [&] {
+    for (std::size_t i; !failed && (i = next++) < total;) {
+      PrecompiledKernel& k = result.kernels[i];
+      try {
+        const CacheResult r = cache.get(generate(k.spec), CompileOptions{k.target.arch, k.target.ptx});
+        k.outcome = r.outcome;
+        k.path = r.path;
+        k.seconds = r.seconds;
+        std::lock_guard<std::mutex> lock(mu);
+        ++done;
+        if (progress) progress(k, done, total);
+      } catch (...) {
+        std::lock_guard<std::mutex> lock(mu);
+        if (!error) error = std::current_exception();
+        failed = true;
+      }
+    }
+  };
+  const unsigned hw = std::max(1u, std::thread::hardware_concurrency());
+  const auto n = static_cast<unsigned>(std::min<std::size_t>(total, jobs > 0 ? jobs : hw));
+  std::vector<std::thread> threads;
+  for (unsigned i = 1; i < n; ++i) threads.emplace_back(worker);
+  worker();  // the calling thread is one of the workers
+  for (auto& t : threads) t.join();
+  if (error) std::rethrow_exception(error);
+  result.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  return result;
+}
+
+}  // namespace fkv
