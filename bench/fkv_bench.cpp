@@ -35,13 +35,13 @@
 #include <filesystem>
 #include <fstream>
 #include <functional>
-#include <future>
 #include <memory>
 #include <string>
 #include <vector>
 
 #include <unistd.h>
 
+#include "fkv/arch.hpp"
 #include "fkv/cache.hpp"
 #include "fkv/codegen.hpp"
 #include "fkv/compiler.hpp"
@@ -49,6 +49,7 @@
 #include "fkv/driver.hpp"
 #include "fkv/kernel_params.h"
 #include "fkv/materialize.hpp"
+#include "fkv/precompile.hpp"
 #include "fkv/runtime.hpp"
 #include "fkv/spec.hpp"
 #include "fkv/validate.hpp"
@@ -257,7 +258,8 @@ json compile_variant(const fkv::KernelSpec& spec, const fkv::CompileOptions& cop
 }
 
 // Every variant a config needs, as `fkv-jit precompile CONFIG` builds them by default: each
-// layer group of the grouped plan x {stacked, pool}, in the config's dtype.
+// layer group of the grouped plan x {stacked, pool}, in the config's dtype; through
+// fkv::precompile, once on one thread and once with a thread per variant.
 json precompile_config(const fs::path& file, const fkv::CompileOptions& copts) {
   json r = {{"config", file.filename().string()}};
   try {
@@ -266,35 +268,21 @@ json precompile_config(const fs::path& file, const fkv::CompileOptions& copts) {
     fkv::VariantOptions vo;
     vo.act = fkv::act_dtype_of(cfg.dtype.value);
     vo.cache = vo.act;
-    std::vector<fkv::KernelSource> sources;
-    for (const fkv::KernelSpec& spec : fkv::kernel_specs_for(plan, vo))
-      sources.push_back(fkv::generate(spec));
+    const std::size_t variants = fkv::kernel_specs_for(plan, vo).size();
+    const std::vector<fkv::ArchTarget> targets = {{copts.arch, copts.ptx}};
     r["groups"] = plan.groups.size();
-    r["variants"] = sources.size();
+    r["variants"] = variants;
 
-    fs::path root = make_temp_dir("precompile");
-    {
-      fkv::KernelCache cache(cache_at(root));
-      auto t0 = Clock::now();
-      for (const auto& src : sources) cache.get(src, copts);
-      r["sequential_ms"] = ms_since(t0);
+    for (const auto& [jobs, label] : {std::pair<unsigned, const char*>{1u, "sequential_ms"},
+                                      std::pair<unsigned, const char*>{static_cast<unsigned>(variants), "parallel_ms"}}) {
+      const fs::path root = make_temp_dir("precompile");
+      {
+        fkv::KernelCache cache(cache_at(root));
+        r[label] = fkv::precompile(plan, vo, targets, cache, jobs).seconds * 1e3;
+      }
+      fs::remove_all(root);
     }
-    fs::remove_all(root);
-
-    root = make_temp_dir("precompile");
-    {
-      fkv::KernelCache cache(cache_at(root));
-      auto t0 = Clock::now();
-      std::vector<std::future<fkv::CacheResult>> jobs;
-      for (const auto& src : sources)
-        jobs.push_back(std::async(std::launch::async, [&cache, &src, &copts] {
-          return cache.get(src, copts);
-        }));
-      for (auto& j : jobs) j.get();
-      r["parallel_ms"] = ms_since(t0);
-      r["parallel_threads"] = sources.size();
-    }
-    fs::remove_all(root);
+    r["parallel_threads"] = variants;
   } catch (const std::exception& e) {
     r["error"] = e.what();
   }
@@ -987,11 +975,11 @@ int main(int argc, char** argv) {
     const CaseFile cf = load_cases(cases_path);
     fkv::Arch arch;
     if (!arch_text.empty())
-      arch = fkv::Arch::parse(arch_text);
+      arch = fkv::resolve_arch(arch_text).target.arch;
     else if (!compile_only && fkv::Driver::available())
       arch = fkv::Runtime::device_arch(0);
     else
-      arch = fkv::Arch::parse("sm_90");  // what the runtime builds on an H100/H200
+      arch = fkv::arch_for_compute_capability(9, 0).arch;  // what the runtime builds on an H100/H200
     out["arch"] = arch.name();
     fkv::CompileOptions copts;
     copts.arch = arch;

@@ -5,7 +5,6 @@
 #include "fkv/fkv.h"
 
 #include <algorithm>
-#include <atomic>
 #include <cstring>
 #include <exception>
 #include <memory>
@@ -14,9 +13,9 @@
 #include <set>
 #include <span>
 #include <string>
-#include <thread>
 #include <vector>
 
+#include "fkv/arch.hpp"
 #include "fkv/cache.hpp"
 #include "fkv/codegen.hpp"
 #include "fkv/compiler.hpp"
@@ -24,6 +23,7 @@
 #include "fkv/errors.hpp"
 #include "fkv/fused_kv_materializer.hpp"
 #include "fkv/materialize.hpp"
+#include "fkv/precompile.hpp"
 #include "fkv/rope.hpp"
 #include "fkv/runtime.hpp"
 #include "fkv/spec.hpp"
@@ -462,54 +462,80 @@ fkv_status fkv_plan_cos_sin(const fkv_plan* plan, int group, int64_t max_positio
 
 // ---- precompilation --------------------------------------------------------------------------
 
-fkv_status fkv_precompile(const fkv_config* config, const char* arch, const char* act_dtype,
-                          const char* kv_dtype, const char* cache_dir, size_t* n_variants,
-                          size_t* n_compiled) {
+void fkv_precompile_options_init(fkv_precompile_options* options) {
+  if (options) *options = fkv_precompile_options{};
+}
+
+fkv_status fkv_precompile_with_options(const fkv_config* config, const fkv_precompile_options* options,
+                                       fkv_precompile_result* result) {
   return guard([&] {
     require(config, "config");
-    require(arch, "arch");
-    const fkv::Arch target = fkv::Arch::parse(arch);
-    const fkv::Plan plan = fkv::make_plan(config->config, fkv::ValidationMode::Grouped);
+    require(options, "options");
+    require(options->arch, "arch");
+    auto given = [](const char* s) { return s != nullptr && *s != '\0'; };
+    if (options->jobs < 0)
+      throw fkv::ArgumentError("jobs is " + std::to_string(options->jobs) + ": give 0 (one per core) or more");
+    const fkv::ArchTarget target = fkv::resolve_arch(options->arch).target;
+    const fkv::Plan plan = fkv::make_plan(
+        config->config, options->strict ? fkv::ValidationMode::Strict : fkv::ValidationMode::Grouped);
     fkv::VariantOptions o;
-    o.act = act_dtype && *act_dtype ? fkv::parse_dtype(act_dtype)
-                                    : fkv::act_dtype_of(config->config.dtype.value);
-    o.cache = kv_dtype && *kv_dtype ? fkv::parse_dtype(kv_dtype) : o.act;
-    const std::vector<fkv::KernelSpec> specs = fkv::kernel_specs_for(plan, o);
+    o.act = given(options->act_dtype) ? fkv::parse_dtype(options->act_dtype)
+                                      : fkv::act_dtype_of(config->config.dtype.value);
+    o.cache = given(options->kv_dtype) ? fkv::parse_dtype(options->kv_dtype) : o.act;
+    if (given(options->cos_sin_dtype)) o.cos_sin = fkv::parse_dtype(options->cos_sin_dtype);
+    if (given(options->index_dtype)) {
+      const std::string index = options->index_dtype;
+      if (index != "int32" && index != "int64")
+        throw fkv::ArgumentError("index_dtype '" + index + "' is not int32 or int64");
+      o.index = index == "int32" ? fkv::IndexType::I32 : fkv::IndexType::I64;
+    }
+    if (given(options->modes)) {
+      const std::string modes = options->modes;
+      if (modes != "both" && modes != "stacked" && modes != "pool")
+        throw fkv::ArgumentError("modes '" + modes + "' is not both, stacked or pool");
+      o.stacked = modes != "pool";
+      o.pool = modes != "stacked";
+    }
 
     std::unique_ptr<fkv::KernelCache> own;
     fkv::KernelCache* cache = &fkv::KernelCache::global();
-    if (cache_dir && *cache_dir) {
+    if (given(options->cache_dir)) {
       fkv::CacheOptions opts = fkv::CacheOptions::from_env();
-      opts.root = cache_dir;
+      opts.root = options->cache_dir;
       opts.disabled = false;
       own = std::make_unique<fkv::KernelCache>(opts);
       cache = own.get();
     }
-    // Compile in parallel (NVRTC programs are independent); the first error wins.
-    std::atomic<std::size_t> next{0}, compiled{0};
-    std::mutex mu;
-    std::exception_ptr error;
-    auto worker = [&] {
-      for (std::size_t i; (i = next++) < specs.size();) {
-        try {
-          const fkv::CacheResult r = cache->get(fkv::generate(specs[i]), fkv::CompileOptions{target, false});
-          if (r.outcome == fkv::CacheOutcome::Compiled) ++compiled;
-        } catch (...) {
-          std::lock_guard<std::mutex> lock(mu);
-          if (!error) error = std::current_exception();
-        }
-      }
-    };
-    const std::size_t n = std::min<std::size_t>(specs.size(), std::max(1u, std::thread::hardware_concurrency()));
-    std::vector<std::thread> threads;
-    for (std::size_t i = 1; i < n; ++i) threads.emplace_back(worker);
-    worker();
-    for (auto& t : threads) t.join();
-    if (error) std::rethrow_exception(error);
-    if (n_variants) *n_variants = specs.size();
-    if (n_compiled) *n_compiled = compiled.load();
+    const fkv::PrecompileResult r =
+        fkv::precompile(plan, o, {target}, *cache, static_cast<unsigned>(options->jobs));
+    if (result) *result = {r.kernels.size(), r.compiled(), r.not_persisted()};
+    if (r.not_persisted() > 0) {
+      std::string names;
+      for (const auto& k : r.kernels)
+        if (!k.persisted()) names += (names.empty() ? "" : ", ") + k.spec.short_name();
+      throw fkv::CacheError(std::to_string(r.not_persisted()) + " of " + std::to_string(r.kernels.size()) +
+                            " kernels were compiled but not saved to the cache (" +
+                            (cache->memory_only() ? "no usable cache directory" : "publishing failed") +
+                            "; see the log): " + names);
+    }
     return FKV_OK;
   });
+}
+
+fkv_status fkv_precompile(const fkv_config* config, const char* arch, const char* act_dtype,
+                          const char* kv_dtype, const char* cache_dir, size_t* n_variants,
+                          size_t* n_compiled) {
+  fkv_precompile_options o;
+  fkv_precompile_options_init(&o);
+  o.arch = arch;
+  o.act_dtype = act_dtype;
+  o.kv_dtype = kv_dtype;
+  o.cache_dir = cache_dir;
+  fkv_precompile_result r{};
+  const fkv_status status = fkv_precompile_with_options(config, &o, &r);
+  if (n_variants) *n_variants = r.n_variants;
+  if (n_compiled) *n_compiled = r.n_compiled;
+  return status;
 }
 
 // ---- kernels and launches --------------------------------------------------------------------

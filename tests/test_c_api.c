@@ -9,6 +9,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include "fkv/fkv.h"
 
@@ -339,6 +341,56 @@ static void test_precompile(void) {
   CHECK_STATUS(fkv_precompile(cfg, "sm_90", "int8", NULL, dir, NULL, NULL), FKV_ERR_ARGUMENT);
   CHECK_STATUS(fkv_precompile(cfg, NULL, NULL, NULL, dir, NULL, NULL), FKV_ERR_ARGUMENT);
   CHECK_TEXT("arch must not be NULL");
+
+  /* The options struct: the CLI's variant options. */
+  {
+    fkv_precompile_options o;
+    fkv_precompile_result r;
+    char unsafe[] = "/tmp/fkv-c-api-unsafe-XXXXXX";
+    fkv_precompile_options_init(&o);
+    CHECK(o.arch == NULL && o.jobs == 0 && o.strict == 0);
+    o.arch = "sm_90a"; /* maps to sm_90, what the runtime loads on Hopper: already built above */
+    o.cache_dir = dir;
+    CHECK_STATUS(fkv_precompile_with_options(cfg, &o, &r), FKV_OK);
+    CHECK(r.n_variants == 2 && r.n_compiled == 0 && r.n_not_persisted == 0);
+    o.arch = "sm_90";
+    o.cos_sin_dtype = "bf16";
+    o.index_dtype = "int32";
+    o.modes = "pool";
+    o.jobs = 1;
+    CHECK_STATUS(fkv_precompile_with_options(cfg, &o, &r), FKV_OK);
+    CHECK(r.n_variants == 1 && r.n_compiled == 1);
+    n_cubins = 0;
+    nftw(dir, count_cubin, 16, FTW_PHYS);
+    CHECK(n_cubins == 5);
+
+    o.modes = "all";
+    CHECK_STATUS(fkv_precompile_with_options(cfg, &o, &r), FKV_ERR_ARGUMENT);
+    CHECK_CONTAINS("modes");
+    o.modes = NULL;
+    o.index_dtype = "int16";
+    CHECK_STATUS(fkv_precompile_with_options(cfg, &o, &r), FKV_ERR_ARGUMENT);
+    o.index_dtype = NULL;
+    o.arch = "compute_90";
+    CHECK_STATUS(fkv_precompile_with_options(cfg, &o, &r), FKV_ERR_ARGUMENT);
+    CHECK_CONTAINS("sm_90");
+    o.arch = "sm_90";
+    o.jobs = -1;
+    CHECK_STATUS(fkv_precompile_with_options(cfg, &o, &r), FKV_ERR_ARGUMENT);
+    o.jobs = 0;
+    CHECK_STATUS(fkv_precompile_with_options(cfg, NULL, &r), FKV_ERR_ARGUMENT);
+
+    /* A root the cache refuses (writable by others): compiled, not saved -> FKV_ERR_CACHE. */
+    if (mkdtemp(unsafe) != NULL) {
+      chmod(unsafe, 0777);
+      o.cache_dir = unsafe;
+      o.modes = "stacked";
+      CHECK_STATUS(fkv_precompile_with_options(cfg, &o, &r), FKV_ERR_CACHE);
+      CHECK(r.n_variants == 1 && r.n_not_persisted == 1);
+      CHECK_CONTAINS("not saved");
+      rmdir(unsafe);
+    }
+  }
 
   nftw(dir, remove_one, 16, FTW_DEPTH | FTW_PHYS);
   fkv_config_free(cfg);

@@ -192,14 +192,48 @@ FKV_API fkv_status fkv_plan_cos_sin(const fkv_plan* plan, int group, int64_t max
                                     fkv_dtype dtype, void* out, size_t out_bytes,
                                     size_t* bytes_needed);
 
-/* ---- precompilation (SPEC §5; no GPU needed) -------------------------------------------- */
+/* ---- precompilation (no GPU needed) ------------------------------------------------------ */
 
-/* Compiles every kernel the config's grouped plan needs (both output modes, fp32 cos/sin,
- * int64 positions and slots) for `arch` ("sm_90", "sm_90a", "90", "9.0") into the cache.
- * act_dtype NULL or "" = the config's dtype (bf16 when absent); kv_dtype NULL or "" = act.
- * cache_dir NULL or "" = $FKV_CACHE_DIR, else $XDG_CACHE_HOME/fkv-jit, else ~/.cache/fkv-jit.
- * n_variants / n_compiled (may be NULL): kernels needed / of those, compiled now (the rest
- * were cache hits). */
+/* What to precompile. Start from fkv_precompile_options_init(), which sets every field to its
+ * default; fields may be added at the end in later versions (the init function sets them). */
+typedef struct fkv_precompile_options {
+  /* The device arch: "sm_80", "sm_90", "sm_100", "sm_120", "90", "9.0". What is built is what
+   * the runtime loads on such a device (an arch NVRTC cannot build maps to the newest one of the
+   * same major, or to PTX); "sm_90a"/"sm_100a" map to "sm_90"/"sm_100", which the runtime loads
+   * on those devices. Required. */
+  const char* arch;
+  const char* act_dtype;     /* NULL or "": the config's dtype (bf16 when absent) */
+  const char* kv_dtype;      /* NULL or "": act_dtype; "fp8_e4m3", "fp8_e5m2" */
+  const char* cos_sin_dtype; /* NULL or "": "fp32"; or the activation dtype */
+  const char* index_dtype;   /* NULL or "": "int64"; "int32" (positions and cache_loc) */
+  const char* modes;         /* NULL or "": "both"; "stacked", "pool" */
+  const char* cache_dir;     /* NULL or "": $FKV_CACHE_DIR, else $XDG_CACHE_HOME/fkv-jit,
+                                else ~/.cache/fkv-jit (through fkv's process-wide cache) */
+  int strict;                /* 0: the grouped plan (default); 1: strict, one group */
+  int jobs;                  /* parallel compilations; 0 = one per core */
+} fkv_precompile_options;
+
+FKV_API void fkv_precompile_options_init(fkv_precompile_options* options);
+
+/* Counts of one precompile run. */
+typedef struct fkv_precompile_result {
+  size_t n_variants;      /* kernels the config needs for these options */
+  size_t n_compiled;      /* of those, compiled now (the rest were cache hits) */
+  size_t n_not_persisted; /* of those, only in memory: not on disk */
+} fkv_precompile_result;
+
+/* Compiles every kernel the config's plan needs for these options into the cache, as
+ * `fkv-jit precompile` does. `result` may be NULL. Returns FKV_ERR_CACHE, with the counts
+ * filled in and a text naming the kernels, when any kernel could not be saved on disk (no
+ * usable cache directory, disk full): a precompile whose output is lost is a failure.
+ * FKV_ERR_ARGUMENT for a name that is not an arch ("compute_90", "sm_1") or an unknown dtype
+ * or mode, FKV_ERR_COMPILE for an arch NVRTC cannot serve. */
+FKV_API fkv_status fkv_precompile_with_options(const fkv_config* config,
+                                               const fkv_precompile_options* options,
+                                               fkv_precompile_result* result);
+
+/* The earlier form: fkv_precompile_with_options with the given arch, dtypes and cache_dir and
+ * every other option at its default (both output modes, fp32 cos/sin, int64 indices). */
 FKV_API fkv_status fkv_precompile(const fkv_config* config, const char* arch,
                                   const char* act_dtype, const char* kv_dtype,
                                   const char* cache_dir, size_t* n_variants, size_t* n_compiled);
