@@ -69,3 +69,23 @@ TEST_CASE("bad sizes and dtypes are argument errors") {
   CHECK_THAT(what_of([&] { fkv::FusedKVMaterializer m(cfg, 1024, w); }),
              Catch::Contains("w_kv_row_stride is smaller than hidden_size"));
 }
+
+TEST_CASE("tensor parallelism and bias are checked before any GPU work") {
+  const auto cfg = two_layers(8, 8);
+  fkv::MaterializerWeights w;
+  w.w_kv = {reinterpret_cast<const void*>(0x1000), reinterpret_cast<const void*>(0x2000)};
+  fkv::MaterializerOptions o;
+  o.tp_size = 3;  // 8 KV heads do not split over 3 ranks
+  CHECK_THROWS_AS(fkv::FusedKVMaterializer(cfg, 1024, w, o), fkv::ConfigError);
+  CHECK(what_of([&] { fkv::FusedKVMaterializer m(cfg, 1024, w, o); })
+            .find("num_kv_heads=8 cannot be split across tp_size=3 ranks") == 0);
+  o.tp_size = 2;
+  o.tp_rank = 2;
+  CHECK_THROWS_AS(fkv::FusedKVMaterializer(cfg, 1024, w, o), fkv::ArgumentError);
+  CHECK(what_of([&] { fkv::FusedKVMaterializer m(cfg, 1024, w, o); }).find("tp_rank 2 is outside [0, tp_size=2)") !=
+        std::string::npos);
+  o.tp_rank = 0;
+  w.kv_bias = {std::vector<float>(2 * 4 * 128)};  // one bias for two layers
+  CHECK(what_of([&] { fkv::FusedKVMaterializer m(cfg, 1024, w, o); })
+            .find("kv_bias has 1 layers; give one bias per attention layer (2) or none") != std::string::npos);
+}
