@@ -276,3 +276,176 @@ TEST_CASE("plan prints the groups", "[cli]") {
   }
   SECTION("missing file") { CHECK(run("plan /nonexistent/config.json").code == 2); }
 }
+
+// ---- precompile, cache verify --config (issue 15 item 1, issue 13 items 5, 7, 8) ------------
+
+namespace {
+
+// A fresh private directory under scratch() (mode 0700, as the cache requires).
+std::string fresh_dir(const std::string& name) {
+  const fs::path p = scratch() / name;
+  fs::remove_all(p);
+  fs::create_directories(p);
+  fs::permissions(p, fs::perms::owner_all);
+  return p.string();
+}
+
+std::size_t count_files(const std::string& dir, const std::string& ext) {
+  std::size_t n = 0;
+  for (const auto& e : fs::recursive_directory_iterator(dir))
+    n += e.path().extension() == ext;
+  return n;
+}
+
+const std::string kDraft = "dflash-qwen3-4b-draft";  // one group: 2 kernels (stacked, pool)
+
+}  // namespace
+
+TEST_CASE("precompile --arch sm_90a builds what Hopper loads; cache verify --config finds it", "[cli][nvrtc]") {
+  const std::string dir = fresh_dir("baked");
+  const Result p = run("precompile " + data(kDraft) + " --arch sm_90a --cache-dir '" + dir + "'");
+  INFO(p.out << p.err);
+  REQUIRE(p.code == 0);
+  CHECK(contains(p.err, "note: --arch sm_90a"));
+  CHECK(contains(p.err, "sm_90"));
+  CHECK(contains(p.out, "2 kernels (2 compiled, 0 cache hits)"));
+  CHECK(!contains(p.out, "sm_90a"));
+  CHECK(fs::is_directory(fs::path(dir) / "v1"));
+  CHECK(count_files(dir, ".cubin") == 2);
+
+  const Result ok = run("cache verify --config " + data(kDraft) + " --arch sm_90 --cache-dir '" + dir + "'");
+  INFO(ok.out << ok.err);
+  CHECK(ok.code == 0);
+  CHECK(contains(ok.out, "2 kernels needed, 2 present and valid, 0 missing or bad"));
+
+  // Kernels for another device, or another variant option, are not there: exit 8.
+  const Result other = run("cache verify --config " + data(kDraft) + " --arch sm_80 --cache-dir '" + dir + "'");
+  CHECK(other.code == 8);
+  CHECK(contains(other.out, "MISSING"));
+  const Result int32 = run("cache verify --config " + data(kDraft) +
+                           " --arch sm_90 --index-dtype int32 --cache-dir '" + dir + "'");
+  CHECK(int32.code == 8);
+
+  // A removed image is caught.
+  for (const auto& e : fs::recursive_directory_iterator(dir))
+    if (e.path().extension() == ".cubin" && contains(e.path().filename().string(), "_pool")) {
+      fs::remove(e.path());
+      break;
+    }
+  const Result gone = run("cache verify --config " + data(kDraft) + " --arch sm_90 --cache-dir '" + dir + "'");
+  CHECK(gone.code == 8);
+  CHECK(contains(gone.out, "1 missing or bad"));
+  CHECK(contains(gone.err, "fkv-jit: error: 1 of 2 kernels"));
+
+  // --config without --arch is a usage error.
+  CHECK(run("cache verify --config " + data(kDraft) + " --cache-dir '" + dir + "'").code == 3);
+}
+
+TEST_CASE("precompile exits 8 naming the kernels it could not save", "[cli][nvrtc]") {
+  // A root writable by others is refused by the cache (docs/cache.md): memory only.
+  const std::string dir = fresh_dir("unsafe-root");
+  fs::permissions(dir, fs::perms::all);
+  const Result r = run("precompile " + data(kDraft) + " --arch sm_80 --mode stacked --cache-dir '" + dir + "'");
+  INFO(r.out << r.err);
+  CHECK(r.code == 8);
+  CHECK(contains(r.out, "NOT SAVED"));
+  CHECK(contains(r.err, "nothing was saved: 1 of 1 kernels"));
+  CHECK(contains(r.err, "fkv_h8_d128_r128_neox_kn_bf16_bf16_stacked (sm_80)"));
+  CHECK(!fs::exists(fs::path(dir) / "v1"));
+
+  const Result j = run("precompile --json " + data(kDraft) + " --arch sm_80 --mode stacked --cache-dir '" + dir + "'");
+  CHECK(j.code == 8);
+  const json out = json::parse(j.out);  // stdout stays one JSON object; the warning is on stderr
+  CHECK(out["ok"] == false);
+  CHECK(out["exit_code"] == 8);
+  CHECK(out["not_persisted"] == 1);
+  CHECK(out["kernels"][0]["persisted"] == false);
+  CHECK(contains(j.err, "refusing cache root"));
+}
+
+TEST_CASE("precompile --json: one object on stdout, progress and logs on stderr", "[cli][nvrtc]") {
+  const std::string dir = fresh_dir("json-root");
+  const Result r = run("--log-level trace precompile --json " + data(kDraft) + " --arch 8.0 --mode pool --cache-dir '" +
+                       dir + "'");
+  INFO(r.out << r.err);
+  CHECK(r.code == 0);
+  const json out = json::parse(r.out);
+  REQUIRE(out["ok"] == true);
+  CHECK(out["compiled"] == 1);
+  CHECK(out["kernels"][0]["arch"] == "sm_80");
+  CHECK(out["kernels"][0]["persisted"] == true);
+  CHECK(contains(r.err, "[debug]"));  // the library's log lines, not in stdout
+  CHECK(contains(r.err, "[1/1]"));
+}
+
+TEST_CASE("--json output is valid JSON for every error, bad UTF-8 included", "[cli]") {
+  SECTION("a usage error") {
+    const Result r = run("validate --json --frob " + data("qwen3-8b"));
+    CHECK(r.code == 3);
+    const json j = json::parse(r.out);
+    CHECK(j["ok"] == false);
+    CHECK(j["exit_code"] == 3);
+    CHECK(contains(j["error"].get<std::string>(), "--frob"));
+  }
+  SECTION("malformed UTF-8 in the config") {
+    const Result r = run("validate --json " + write("latin1.json", "{\"model_type\": \"caf\xe9\", \"x\": }"));
+    CHECK(r.code == 2);
+    const json j = json::parse(r.out);
+    CHECK(j["ok"] == false);
+    CHECK(j["exit_code"] == 2);
+  }
+  SECTION("malformed UTF-8 in the path") {
+    const Result r = run("validate --json " + write("caf\xe9.json", "{}"));
+    CHECK(r.code != 0);
+    const json j = json::parse(r.out);
+    CHECK(j["ok"] == false);
+    CHECK(contains(j["config"].get<std::string>(), "caf\xef\xbf\xbd.json"));  // U+FFFD
+  }
+  SECTION("an error of a command without its own JSON error form") {
+    const Result r = run("precompile --json " + data(kDraft) + " --arch compute_90");
+    CHECK(r.code == 3);
+    const json j = json::parse(r.out);
+    CHECK(j["exit_code"] == 3);
+  }
+}
+
+TEST_CASE("control characters from a config are escaped on the terminal", "[cli]") {
+  const Result r = run("validate " + write("esc.json", R"({"model_type": "x\u001b]0;owned\u0007\r", "num_hidden_layers": 2})"));
+  INFO(r.err);
+  CHECK(r.code != 0);
+  CHECK(r.err.find('\x1b') == std::string::npos);
+  CHECK(r.err.find('\r') == std::string::npos);
+  CHECK(r.err.find('\a') == std::string::npos);
+  CHECK(contains(r.err, "\\x1b]0;owned\\x07\\x0d"));
+}
+
+TEST_CASE("CLI edges: empty paths, arch names, job counts, indices, unknown commands", "[cli]") {
+  const std::string cfg = data(kDraft);
+  struct Case {
+    std::string args, says;
+  };
+  for (const Case& c : std::vector<Case>{
+           {"precompile " + cfg + " --arch sm_90 --cache-dir ''", "--cache-dir"},
+           {"cache ls --cache-dir ''", "--cache-dir"},
+           {"precompile " + cfg + " --arch compute_90", "sm_90"},
+           {"precompile " + cfg + " --arch sm_1", "'sm_1' is not a GPU arch"},
+           {"precompile " + cfg + " --arch hopper", "'hopper' is not a GPU arch"},
+           {"precompile " + cfg + " --arch sm_90 -j 0", "-j"},
+           {"precompile " + cfg + " --arch sm_90 -j -1", "-j"},
+           {"source " + cfg + " --index -1", "--index"},
+           {"source " + cfg + " --index 2", "out of range"},
+           {"frobnicate", "unknown subcommand 'frobnicate' (commands: validate, plan, precompile"},
+           {"cache frob", "unknown subcommand 'frob' for 'cache' (commands: ls, verify, prune, clear)"},
+       }) {
+    INFO("args: " << c.args);
+    const Result r = run(c.args);
+    INFO(r.err);
+    CHECK(r.code == 3);
+    CHECK(contains(r.err, c.says));
+    CHECK(!contains(r.err, "sm_01"));
+  }
+  // An arch older than sm_80 is a compile error (exit 4) naming what is supported.
+  const Result old = run("precompile " + cfg + " --arch sm_75");
+  CHECK(old.code == 4);
+  CHECK(contains(old.err, "compute capability 7.5"));
+}

@@ -10,6 +10,7 @@
 
 #include "commands.hpp"
 #include "fkv/cache.hpp"
+#include "fkv/codegen.hpp"
 #include "fkv/errors.hpp"
 
 namespace fkv::cli {
@@ -74,6 +75,54 @@ std::string roots_text(const KernelCache& cache) {
   return s;
 }
 
+struct VerifyArgs {
+  VariantArgs variants;
+  std::vector<std::string> archs;
+  bool ptx = false;
+};
+
+// cache verify --config: every kernel `precompile` would build for these options must be in
+// the writable root or a read-only root, with a valid entry (CacheEntryInfo::ok: meta parses,
+// key fields hash to the digest, checksum matches). Looked up by the runtime's key
+// (CacheKey::make over the generated source and the target), without compiling anything.
+void verify_config(const std::string& cache_dir, const VerifyArgs& a) {
+  if (a.variants.config.empty() || a.archs.empty())
+    throw CommandFailure(Usage, "cache verify: --config and --arch go together (which kernels, for which devices)");
+  const std::vector<ArchTarget> targets = targets_of(a.archs, a.ptx);
+  const Variants v = variants_of(a.variants);
+  CacheOptions o = options_for(cache_dir);
+  if (KernelCache probe(o); probe.memory_only() && !cache_dir.empty()) {
+    // A root this user may not write (a cache baked into an image, owned by root) is checked
+    // the way the runtime reads it: as a read-only root.
+    o.readonly_roots.insert(o.readonly_roots.begin(), o.root);
+    o.root.clear();
+  }
+  KernelCache cache(o);
+  const std::vector<CacheEntryInfo> entries = cache.list();
+  std::size_t missing = 0, total = 0;
+  std::printf("%-44s %-13s %-8s %s\n", "kernel", "arch", "status", "path");
+  for (const ArchTarget& t : targets) {
+    for (const KernelSpec& spec : kernel_specs_for(v.plan, v.options)) {
+      ++total;
+      const CacheKey key = CacheKey::make(generate(spec), CompileOptions{t.arch, t.ptx});
+      const CacheEntryInfo* found = nullptr;
+      for (const auto& e : entries)
+        if (e.digest == key.digest && (!found || e.ok)) found = &e;  // a good copy wins
+      const std::string status = !found ? "MISSING" : found->ok ? "ok" : "BAD";
+      missing += status != "ok";
+      std::printf("%-44s %-13s %-8s %s\n", spec.short_name().c_str(), t.name().c_str(), status.c_str(),
+                  found ? printable(found->path.string()).c_str() : "-");
+      if (found && !found->ok) std::printf("    %s\n", printable(found->problem).c_str());
+    }
+  }
+  std::printf("%zu kernels needed, %zu present and valid, %zu missing or bad, in %s\n", total, total - missing,
+              missing, printable(roots_text(cache)).c_str());
+  if (missing)
+    throw CommandFailure(Incomplete, std::to_string(missing) + " of " + std::to_string(total) +
+                                         " kernels the config needs are missing or bad: run fkv-jit precompile "
+                                         "with the same options");
+}
+
 }  // namespace
 
 void add_cache_commands(CLI::App& app) {
@@ -81,8 +130,8 @@ void add_cache_commands(CLI::App& app) {
   cache->require_subcommand(1);
   static std::string cache_dir;
   auto add_dir = [](CLI::App* cmd) {
-    cmd->add_option("--cache-dir", cache_dir,
-                    "cache root (default: $FKV_CACHE_DIR, $XDG_CACHE_HOME/fkv-jit or ~/.cache/fkv-jit)");
+    add_cache_dir_option(cmd, cache_dir,
+                         "cache root (default: $FKV_CACHE_DIR, $XDG_CACHE_HOME/fkv-jit or ~/.cache/fkv-jit)");
   };
 
   CLI::App* ls = cache->add_subcommand("ls", "list the entries of the cache (and of read-only roots)");
@@ -103,9 +152,16 @@ void add_cache_commands(CLI::App& app) {
 
   CLI::App* verify = cache->add_subcommand(
       "verify", "check every entry's key and checksum; remove bad entries of the writable root (exit 6 if any "
-                "was bad)");
+                "was bad). With --config and --arch: check that every kernel the config needs is there "
+                "and valid (exit 8 if not)");
   add_dir(verify);
+  static VerifyArgs need;
+  add_variant_options(verify, need.variants, false);
+  verify->get_option("--config")->required(false);
+  verify->add_option("--arch", need.archs, "device arch, repeatable, as for precompile (with --config)");
+  verify->add_flag("--ptx", need.ptx, "the kernels were precompiled with --ptx");
   verify->callback([] {
+    if (!need.variants.config.empty() || !need.archs.empty()) return verify_config(cache_dir, need);
     KernelCache c(options_for(cache_dir));
     require_writable(c);
     const auto entries = c.verify();

@@ -10,14 +10,20 @@
 //   fkv::ConfigError -> ConfigMismatch, fkv::ArgumentError -> BadInput,
 //   fkv::CompileError -> CompileFailed, fkv::CudaError -> CudaFailure,
 //   fkv::CacheError -> CacheFailure, CLI::ParseError -> Usage, anything else -> BadInput.
+// Logs (spdlog) go to stderr; stdout holds only a command's result (text, table or JSON).
 #pragma once
 
 #include <CLI/CLI.hpp>
+#include <nlohmann/json.hpp>
 #include <stdexcept>
 #include <string>
 #include <string_view>
+#include <vector>
 
+#include "fkv/arch.hpp"
 #include "fkv/config.hpp"
+#include "fkv/spec.hpp"
+#include "fkv/validate.hpp"
 
 namespace fkv::cli {
 
@@ -31,6 +37,8 @@ enum ExitCode : int {
   CudaFailure = 5,     // CUDA driver missing or a driver call failed
   CacheFailure = 6,    // the kernel cache cannot be used as asked
   GpuCheckFailed = 7,  // selftest/bench found wrong results
+  Incomplete = 8,      // precompile could not save every kernel to disk, or `cache verify
+                       // --config` found a kernel missing or invalid
 };
 
 // Ends the command with `code`. An empty message means it was already reported (e.g. as JSON
@@ -45,8 +53,52 @@ struct CommandFailure : std::runtime_error {
 // CommandFailure(BadInput), so that it is not confused with a validation mismatch.
 ModelConfig load_config(const std::string& path);
 
-// Writes `fkv-jit: error: <message>` to stderr.
+// Writes `fkv-jit: error: <message>` to stderr (through printable()).
 void print_error(std::string_view message);
+
+// `text` with control characters (ESC, CR, BEL, ...; not newline and tab) written as \xHH, so
+// that strings from a config cannot drive the terminal. Every text (non-JSON) output that may
+// hold such strings goes through it.
+std::string printable(std::string_view text);
+
+// The JSON text of `j`, indented by 2; invalid UTF-8 (a config's bytes in an error message) is
+// replaced by U+FFFD instead of throwing, so --json output is always valid JSON.
+std::string json_text(const nlohmann::json& j);
+
+// True when the command line asked for --json: errors are then also printed on stdout as
+// {"ok": false, "error": ..., "exit_code": N} (main.cpp).
+bool json_requested();
+
+// The options that choose kernel variants, shared by precompile, source and cache verify
+// (variants.cpp). A tensor-parallel degree would be one more field here, applied in
+// variants_of() where the plan is made.
+struct VariantArgs {
+  std::string config;
+  std::string dtype;     // empty: the config's dtype
+  std::string kv_dtype;  // empty: the activation dtype
+  std::string cos_sin = "fp32";
+  std::string index = "int64";
+  std::string mode = "both";
+  bool strict = false;
+  int tp = 1;  // --tp: tensor-parallel degree (each rank's share of the KV heads)
+};
+void add_variant_options(CLI::App* cmd, VariantArgs& args, bool config_positional = true);
+
+struct Variants {
+  Plan plan;
+  VariantOptions options;
+};
+// Reads the config and makes the plan the variants come from.
+Variants variants_of(const VariantArgs& args);
+
+// Resolves each --arch (fkv::resolve_arch: what the runtime loads on that device), printing
+// the resolution notes on stderr; --ptx forces PTX. A name that is not an arch is a usage
+// error (exit 3), an arch this NVRTC cannot serve exits 4.
+std::vector<ArchTarget> targets_of(const std::vector<std::string>& archs, bool ptx,
+                                   std::vector<std::string>* notes = nullptr);
+
+// Adds --cache-dir (an empty value is refused) bound to `dir`.
+CLI::Option* add_cache_dir_option(CLI::App* cmd, std::string& dir, const std::string& what);
 
 // The exit code for the exception being handled (call inside a catch block).
 ExitCode exit_code_of_current_exception();

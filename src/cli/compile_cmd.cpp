@@ -1,158 +1,153 @@
-// fkv-jit precompile / source: kernels a config's plan needs, compiled into the cache or
-// printed. Neither needs a GPU or a driver.
-#include <algorithm>
-#include <atomic>
-#include <chrono>
+// fkv-jit precompile / source: kernels a config's plan needs, compiled into the cache
+// (fkv::precompile) or printed. Neither needs a GPU or a driver.
 #include <cstdio>
-#include <filesystem>
 #include <iostream>
 #include <mutex>
-#include <thread>
+#include <string>
 #include <vector>
 
 #include "commands.hpp"
 #include "fkv/cache.hpp"
 #include "fkv/codegen.hpp"
-#include "fkv/compiler.hpp"
-#include "fkv/spec.hpp"
-#include "fkv/validate.hpp"
+#include "fkv/precompile.hpp"
 
 namespace fkv::cli {
 namespace {
 
-struct VariantArgs {
-  std::string config;
-  std::string dtype;  // empty: the config's dtype
-  std::string kv_dtype;
-  std::string cos_sin = "fp32";
-  std::string index = "int64";
-  std::string mode = "both";
-  bool strict = false;
+struct PrecompileArgs {
+  VariantArgs variants;
+  std::vector<std::string> archs;
+  std::string cache_dir;
+  bool ptx = false;
+  int jobs = 0;  // 0: not given, one per core
+  bool json = false;
 };
 
-void add_variant_options(CLI::App* cmd, VariantArgs& a) {
-  cmd->add_option("CONFIG", a.config, "model config.json")->required();
-  cmd->add_option("--dtype", a.dtype, "activation dtype: bf16, fp16, fp32 (default: the config's)");
-  cmd->add_option("--kv-dtype", a.kv_dtype,
-                  "cache dtype: same as --dtype (default), fp8_e4m3 or fp8_e5m2");
-  cmd->add_option("--cos-sin-dtype", a.cos_sin, "cos/sin cache dtype: fp32 or the activation dtype")
-      ->capture_default_str();
-  cmd->add_option("--index-dtype", a.index, "positions and cache_loc dtype")
-      ->check(CLI::IsMember({"int32", "int64"}))
-      ->capture_default_str();
-  cmd->add_option("--mode", a.mode, "output modes to build")
-      ->check(CLI::IsMember({"stacked", "pool", "both"}))
-      ->capture_default_str();
-  cmd->add_flag("--strict", a.strict, "require one uniform group (the seed's semantics)");
+// Why nothing or not everything reached the disk, for the summary.
+std::string why_not_persisted(const KernelCache& cache) {
+  if (cache.options().disabled) return "FKV_DISABLE_CACHE is set and no --cache-dir was given";
+  if (cache.memory_only())
+    return cache.options().root.empty()
+               ? std::string("no cache directory (pass --cache-dir, or set FKV_CACHE_DIR or HOME)")
+               : "cache root " + cache.options().root.string() +
+                     " cannot be used (see the warning above)";
+  return "publishing to " + cache.options().root.string() +
+         " failed (disk full, quota, read-only file system: see the warning above)";
 }
 
-std::vector<KernelSpec> specs_of(const VariantArgs& a) {
-  const ModelConfig cfg = load_config(a.config);
-  const Plan plan = make_plan(cfg, a.strict ? ValidationMode::Strict : ValidationMode::Grouped);
-  VariantOptions o;
-  o.act = a.dtype.empty() ? act_dtype_of(cfg.dtype.value) : parse_dtype(a.dtype);
-  o.cache = a.kv_dtype.empty() ? o.act : parse_dtype(a.kv_dtype);
-  o.cos_sin = parse_dtype(a.cos_sin);
-  o.index = a.index == "int32" ? IndexType::I32 : IndexType::I64;
-  o.stacked = a.mode != "pool";
-  o.pool = a.mode != "stacked";
-  return kernel_specs_for(plan, o);
-}
+void run_precompile(const PrecompileArgs& a) {
+  std::vector<std::string> notes;
+  const std::vector<ArchTarget> targets = targets_of(a.archs, a.ptx, &notes);
+  const Variants v = variants_of(a.variants);
+  CacheOptions opts = CacheOptions::from_env();
+  if (!a.cache_dir.empty()) {
+    opts.root = a.cache_dir;
+    opts.disabled = false;  // an explicit directory is what the user wants written
+  }
+  KernelCache cache(opts);
 
-double ms_since(std::chrono::steady_clock::time_point t0) {
-  return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+  const PrecompileResult r = precompile(
+      v.plan, v.options, targets, cache, static_cast<unsigned>(a.jobs),
+      [](const PrecompiledKernel& k, std::size_t done, std::size_t total) {
+        std::fprintf(stderr, "[%zu/%zu] %-9s %-13s %s (%.1f ms)\n", done, total,
+                     to_string(k.outcome).c_str(), k.target.name().c_str(),
+                     k.spec.short_name().c_str(), k.seconds * 1e3);
+      });
+
+  const std::size_t missing = r.not_persisted();
+  const std::string why = missing ? why_not_persisted(cache) : "";
+  if (a.json) {
+    nlohmann::json kernels = nlohmann::json::array();
+    for (const auto& k : r.kernels)
+      kernels.push_back({{"variant", k.spec.short_name()},
+                         {"arch", k.target.arch.name()},
+                         {"ptx", k.target.ptx},
+                         {"outcome", to_string(k.outcome)},
+                         {"ms", k.seconds * 1e3},
+                         {"persisted", k.persisted()},
+                         {"path", k.path.string()}});
+    nlohmann::json out = {{"ok", missing == 0},
+                          {"config", a.variants.config},
+                          {"kernels", kernels},
+                          {"compiled", r.compiled()},
+                          {"cache_hits", r.kernels.size() - r.compiled()},
+                          {"not_persisted", missing},
+                          {"seconds", r.seconds},
+                          {"notes", notes}};
+    if (missing) {
+      out["error"] = std::to_string(missing) + " of " + std::to_string(r.kernels.size()) +
+                     " kernels were not saved: " + why;
+      out["exit_code"] = Incomplete;
+    }
+    std::cout << json_text(out) << std::endl;
+  } else {
+    std::printf("%-44s %-13s %-9s %9s  %s\n", "variant", "arch", "result", "ms", "path");
+    for (const auto& k : r.kernels)
+      std::printf("%-44s %-13s %-9s %9.1f  %s\n", k.spec.short_name().c_str(),
+                  k.target.name().c_str(), to_string(k.outcome).c_str(), k.seconds * 1e3,
+                  k.persisted() ? printable(k.path.string()).c_str() : "NOT SAVED (memory only)");
+    std::printf("%zu kernels (%zu compiled, %zu cache hits) in %.1f ms\n", r.kernels.size(),
+                r.compiled(), r.kernels.size() - r.compiled(), r.seconds * 1e3);
+  }
+  if (missing == 0) return;
+  // Exit 8 with a summary naming what a deployment would lack.
+  std::string list;
+  std::size_t named = 0;
+  for (const auto& k : r.kernels) {
+    if (k.persisted()) continue;
+    if (named++ == 8) {
+      list += ", ...";
+      break;
+    }
+    list += (list.empty() ? "" : ", ") + k.spec.short_name() + " (" + k.target.name() + ")";
+  }
+  const std::string message = (missing == r.kernels.size() ? "nothing was saved: " : "") +
+                              std::to_string(missing) + " of " + std::to_string(r.kernels.size()) +
+                              " kernels are in memory only, not in the cache: " + why + "; not saved: " +
+                              list;
+  if (a.json) print_error(message);
+  throw CommandFailure(Incomplete, a.json ? "" : message);
 }
 
 }  // namespace
 
 void add_compile_commands(CLI::App& app) {
   // precompile ---------------------------------------------------------------------------
-  static VariantArgs pre;
-  static std::vector<std::string> archs;
-  static std::string cache_dir;
-  static bool ptx = false;
-  static int jobs = 0;
+  static PrecompileArgs pre;
   CLI::App* p = app.add_subcommand(
       "precompile", "compile every kernel a config's plan needs into the cache (no GPU needed)");
-  add_variant_options(p, pre);
-  p->add_option("--arch", archs, "target arch, repeatable (sm_80 ... sm_120)")->required();
-  p->add_option("--cache-dir", cache_dir,
-                "cache root to write (default: $FKV_CACHE_DIR, $XDG_CACHE_HOME/fkv-jit or "
-                "~/.cache/fkv-jit)");
-  p->add_flag("--ptx", ptx, "emit PTX instead of CUBIN");
-  p->add_option("-j,--jobs", jobs, "parallel compilations (default: number of cores)");
-  p->callback([] {
-    std::vector<Arch> targets;
-    for (const auto& a : archs) targets.push_back(Arch::parse(a));
-    const auto specs = specs_of(pre);
-    CacheOptions opts = CacheOptions::from_env();
-    if (!cache_dir.empty()) {
-      opts.root = cache_dir;
-      opts.disabled = false;
-    }
-    KernelCache cache(opts);
-    struct Row {
-      std::string variant, arch, outcome, path;
-      double ms = 0;
-    };
-    std::vector<std::pair<KernelSpec, Arch>> work;
-    for (const auto& a : targets)
-      for (const auto& s : specs) work.emplace_back(s, a);
-    std::vector<Row> rows(work.size());
-    std::atomic<std::size_t> next{0}, done{0};
-    std::mutex io;
-    std::exception_ptr error;
-    const auto t0 = std::chrono::steady_clock::now();
-    auto worker = [&] {
-      for (std::size_t i; (i = next++) < work.size();) {
-        try {
-          const auto& [spec, arch] = work[i];
-          const CacheResult r = cache.get(generate(spec), CompileOptions{arch, ptx});
-          rows[i] = {spec.short_name(), arch.name(), to_string(r.outcome), r.path.string(),
-                     r.seconds * 1e3};
-          std::lock_guard<std::mutex> lock(io);
-          std::fprintf(stderr, "[%zu/%zu] %-9s %-7s %s (%.1f ms)\n", ++done, work.size(),
-                       to_string(r.outcome).c_str(), arch.name().c_str(), spec.short_name().c_str(),
-                       r.seconds * 1e3);
-        } catch (...) {
-          std::lock_guard<std::mutex> lock(io);
-          if (!error) error = std::current_exception();
-        }
-      }
-    };
-    const unsigned n = static_cast<unsigned>(
-        std::min<std::size_t>(work.size(), jobs > 0 ? jobs : std::max(1u, std::thread::hardware_concurrency())));
-    std::vector<std::thread> pool;
-    for (unsigned i = 0; i < n; ++i) pool.emplace_back(worker);
-    for (auto& t : pool) t.join();
-    if (error) std::rethrow_exception(error);
-    const double total = ms_since(t0);
-
-    std::printf("%-44s %-7s %-9s %9s  %s\n", "variant", "arch", "result", "ms", "path");
-    std::size_t hits = 0;
-    for (const auto& r : rows) {
-      std::printf("%-44s %-7s %-9s %9.1f  %s\n", r.variant.c_str(), r.arch.c_str(),
-                  r.outcome.c_str(), r.ms, r.path.empty() ? "(memory only)" : r.path.c_str());
-      hits += r.outcome != "compiled";
-    }
-    std::printf("%zu variants (%zu compiled, %zu cache hits) in %.1f ms%s\n", rows.size(),
-                rows.size() - hits, hits, total,
-                cache.memory_only() ? "; cache is memory-only, nothing was saved" : "");
-  });
+  add_variant_options(p, pre.variants);
+  p->add_option("--arch", pre.archs,
+                "device arch, repeatable: sm_80, sm_86, sm_89, sm_90, sm_100, sm_120, ... (what "
+                "the runtime loads on it is built; sm_90a etc. map to it with a note)")
+      ->required();
+  add_cache_dir_option(p, pre.cache_dir,
+                       "cache root to write (default: $FKV_CACHE_DIR, $XDG_CACHE_HOME/fkv-jit or "
+                       "~/.cache/fkv-jit)");
+  p->add_flag("--ptx", pre.ptx,
+              "emit PTX instead of CUBIN (the runtime loads PTX only on devices newer than NVRTC)");
+  p->add_option("-j,--jobs", pre.jobs, "parallel compilations (default: number of cores)")
+      ->check(CLI::Range(1, 1024));
+  p->add_flag("--json", pre.json, "print one JSON object instead of the table");
+  p->callback([] { run_precompile(pre); });
 
   // source -------------------------------------------------------------------------------
   static VariantArgs src;
-  static int group = -1;
+  static int index = -1;
   CLI::App* s = app.add_subcommand("source", "print the specialized kernel source for a config");
   add_variant_options(s, src);
-  s->add_option("--index", group, "print only the N-th variant (0-based)");
+  s->add_option("--index", index, "print only the N-th variant (0-based)")
+      ->check(CLI::NonNegativeNumber);
   s->callback([] {
-    const auto specs = specs_of(src);
-    if (group >= static_cast<int>(specs.size()))
-      throw CommandFailure(Usage, "--index " + std::to_string(group) + " is out of range: the plan has " +
-                                      std::to_string(specs.size()) + " variants");
+    const Variants v = variants_of(src);
+    const std::vector<KernelSpec> specs = kernel_specs_for(v.plan, v.options);
+    if (index >= static_cast<int>(specs.size()))
+      throw CommandFailure(Usage, "--index " + std::to_string(index) +
+                                      " is out of range: the plan has " +
+                                      std::to_string(specs.size()) + " variants (0-" +
+                                      std::to_string(specs.size() - 1) + ")");
     for (std::size_t i = 0; i < specs.size(); ++i) {
-      if (group >= 0 && static_cast<int>(i) != group) continue;
+      if (index >= 0 && static_cast<int>(i) != index) continue;
       const KernelSource k = generate(specs[i]);
       std::cout << "// ---- variant " << i << ": " << specs[i].short_name() << "\n"
                 << "// name expression: " << k.name_expression << "\n"

@@ -1,7 +1,10 @@
 // fkv-jit: validate model configs, plan and precompile fused KV kernels (docs/cli.md).
+#include <spdlog/sinks/stdout_color_sinks.h>
 #include <spdlog/spdlog.h>
 
 #include <CLI/CLI.hpp>
+#include <cstdio>
+#include <cstring>
 #include <exception>
 #include <iostream>
 #include <string>
@@ -13,7 +16,35 @@
 
 namespace fkv::cli {
 
-void print_error(std::string_view message) { std::cerr << "fkv-jit: error: " << message << "\n"; }
+namespace {
+bool g_json = false;  // --json on the command line (set before parsing)
+}  // namespace
+
+bool json_requested() { return g_json; }
+
+std::string printable(std::string_view text) {
+  std::string out;
+  out.reserve(text.size());
+  for (const char c : text) {
+    const auto u = static_cast<unsigned char>(c);
+    if ((u < 0x20 && c != '\n' && c != '\t') || u == 0x7f) {
+      char buf[5];
+      std::snprintf(buf, sizeof buf, "\\x%02x", u);
+      out += buf;
+    } else {
+      out += c;
+    }
+  }
+  return out;
+}
+
+std::string json_text(const nlohmann::json& j) {
+  return j.dump(2, ' ', false, nlohmann::json::error_handler_t::replace);
+}
+
+void print_error(std::string_view message) {
+  std::cerr << "fkv-jit: error: " << printable(message) << "\n";
+}
 
 ModelConfig load_config(const std::string& path) {
   try {
@@ -47,8 +78,41 @@ ExitCode exit_code_of_current_exception() {
 
 }  // namespace fkv::cli
 
+namespace {
+
+// Ends with `code`: the message on stderr and, when --json was asked for, as JSON on stdout.
+int fail(fkv::cli::ExitCode code, const std::string& message) {
+  using namespace fkv::cli;
+  if (!message.empty()) print_error(message);
+  if (json_requested() && !message.empty())
+    std::cout << json_text({{"ok", false}, {"error", message}, {"exit_code", code}}) << std::endl;
+  return code;
+}
+
+// The names of `app`'s subcommands, "a, b, c".
+std::string subcommand_names(const CLI::App& app) {
+  std::string out;
+  for (const CLI::App* sub : app.get_subcommands([](const CLI::App*) { return true; }))
+    out += (out.empty() ? "" : ", ") + sub->get_name();
+  return out;
+}
+
+// The deepest subcommand that was parsed (the one a stray positional was given to).
+const CLI::App* innermost(const CLI::App& app) {
+  for (const CLI::App* sub : app.get_subcommands())
+    return innermost(*sub);
+  return &app;
+}
+
+}  // namespace
+
 int main(int argc, char** argv) {
   using namespace fkv::cli;
+  // Logs go to stderr: stdout carries only results (tables, JSON), so that scripts can parse
+  // it. The library logs through spdlog's default logger.
+  spdlog::set_default_logger(spdlog::stderr_color_mt("fkv-jit"));
+  for (int i = 1; i < argc; ++i) g_json |= std::strcmp(argv[i], "--json") == 0;
+
   CLI::App app{
       "fkv-jit: JIT-compiled fused KV materialization kernels (validate, plan, precompile)",
       "fkv-jit"};
@@ -84,13 +148,19 @@ int main(int argc, char** argv) {
   } catch (const CLI::CallForVersion& e) {
     return app.exit(e);
   } catch (const CLI::ParseError& e) {
-    print_error(e.what());
+    // A word where a command was expected is reported as such, with the list of commands.
+    const CLI::App* at = innermost(app);
+    std::string message = e.what();
+    if (at->get_require_subcommand_min() > 0 && !at->remaining(true).empty() &&
+        at->get_subcommands().empty())
+      message = "unknown subcommand '" + at->remaining(true).front() + "'" +
+                (at == &app ? "" : " for '" + at->get_name() + "'") + " (commands: " +
+                subcommand_names(*at) + ")";
+    fail(Usage, message);
     std::cerr << "Run 'fkv-jit --help' for usage.\n";
     return Usage;
   } catch (const std::exception& e) {
-    const ExitCode code = exit_code_of_current_exception();
-    if (*e.what() != '\0') print_error(e.what());
-    return code;
+    return fail(exit_code_of_current_exception(), e.what());
   }
   return Ok;
 }

@@ -2,6 +2,7 @@
 #include <iostream>
 #include <memory>
 #include <nlohmann/json.hpp>
+#include <sstream>
 #include <string>
 #include <vector>
 
@@ -17,6 +18,7 @@ struct Options {
   bool json = false;
   bool explain = false;
   bool grouped = false;  // validate --grouped; plan without --strict
+  int tp = 1;            // plan --tp: tensor-parallel degree
 };
 
 // "0-2, 4, 6-9"; "none" when empty.
@@ -72,8 +74,8 @@ nlohmann::json groups_json(const Plan& plan) {
   return groups;
 }
 
-void print_explain(const ModelConfig& config) {
-  auto row = [](const std::string& name, const std::string& value, const std::string& source) {
+void print_explain(std::ostream& os, const ModelConfig& config) {
+  auto row = [&os](const std::string& name, const std::string& value, const std::string& source) {
     std::string line = "  " + name;
     line.resize(16, ' ');
     line += value;
@@ -81,11 +83,11 @@ void print_explain(const ModelConfig& config) {
       line.resize(56, ' ');
     else
       line += "  ";
-    std::cout << line << "[" << source << "]\n";
+    os << line << "[" << source << "]\n";
   };
-  std::cout << "per-layer values (" << config.path << "):\n";
+  os << "per-layer values (" << config.path << "):\n";
   for (const LayerAttention& l : config.layers) {
-    std::cout << "layer " << l.index << ": " << to_string(l.kind.value) << "  [" << l.kind.source
+    os << "layer " << l.index << ": " << to_string(l.kind.value) << "  [" << l.kind.source
               << "]\n";
     if (!l.is_attention()) continue;
     row("num_kv_heads", std::to_string(l.num_kv_heads.value), l.num_kv_heads.source);
@@ -95,17 +97,17 @@ void print_explain(const ModelConfig& config) {
     row("k_norm", to_string(l.k_norm.value), l.k_norm.source);
     row("eps", format_float(l.eps.value), l.eps.source);
     row("rope", format_rope(l.rope.value), l.rope.source);
-    if (l.sliding_window > 0) std::cout << "  sliding_window  " << l.sliding_window << "\n";
-    if (!l.unsupported.empty()) std::cout << "  unsupported: " << l.unsupported << "\n";
+    if (l.sliding_window > 0) os << "  sliding_window  " << l.sliding_window << "\n";
+    if (!l.unsupported.empty()) os << "  unsupported: " << l.unsupported << "\n";
   }
-  std::cout << "\n";
+  os << "\n";
 }
 
-void print_groups(const Plan& plan) {
+void print_groups(std::ostream& os, const Plan& plan) {
   for (size_t g = 0; g < plan.groups.size(); ++g) {
     const LayerGroup& group = plan.groups[g];
     const AttentionSpec& a = group.attn;
-    std::cout << "group " << g << ": " << group.layers.size() << " layer"
+    os << "group " << g << ": " << group.layers.size() << " layer"
               << (group.layers.size() == 1 ? "" : "s") << ": " << format_layers(group.layers)
               << "\n"
               << "  num_kv_heads=" << a.num_kv_heads << "  head_dim=" << a.head_dim
@@ -124,11 +126,13 @@ size_t attention_layer_count(const Plan& plan) {
 // Reports a failure (JSON object on stdout when asked, message on stderr) and ends the command.
 [[noreturn]] void fail(const Options& opts, ExitCode code, const std::string& message) {
   if (opts.json) {
-    nlohmann::json out = {{"valid", false},
+    nlohmann::json out = {{"ok", false},
+                          {"valid", false},
                           {"config", opts.path},
                           {"error_kind", code == ConfigMismatch ? "config_mismatch" : "bad_input"},
-                          {"error", message}};
-    std::cout << out.dump(2) << std::endl;
+                          {"error", message},
+                          {"exit_code", code}};
+    std::cout << json_text(out) << std::endl;
   }
   print_error(message);
   throw CommandFailure(code, "");
@@ -141,7 +145,11 @@ Plan checked_plan(const Options& opts, ModelConfig& config) {
   } catch (const CommandFailure& e) {
     fail(opts, e.code, e.what());
   }
-  if (opts.explain && !opts.json) print_explain(config);
+  if (opts.explain && !opts.json) {
+    std::ostringstream os;
+    print_explain(os, config);
+    std::cout << printable(os.str());
+  }
   try {
     return make_plan(config, opts.grouped ? ValidationMode::Grouped : ValidationMode::Strict);
   } catch (const ConfigError& e) {
@@ -154,7 +162,8 @@ void run_validate(const Options& opts) {
   const Plan plan = checked_plan(opts, config);
 
   if (opts.json) {
-    nlohmann::json out = {{"valid", true},
+    nlohmann::json out = {{"ok", true},
+                          {"valid", true},
                           {"config", opts.path},
                           {"architecture", config.architecture},
                           {"mode", opts.grouped ? "grouped" : "strict"}};
@@ -169,19 +178,20 @@ void run_validate(const Options& opts) {
     nlohmann::json layers = nlohmann::json::array();
     for (const auto& l : config.layers) layers.push_back(layer_json(l));
     out["layers"] = layers;
-    std::cout << out.dump(2) << std::endl;
+    std::cout << json_text(out) << std::endl;
     return;
   }
 
+  std::ostringstream os;
   std::vector<int> attention;
   for (const auto* l : config.attention_layers()) attention.push_back(l->index);
   if (opts.grouped) {
-    std::cout << config.path << ": valid for the fused KV path in grouped mode ("
+    os << config.path << ": valid for the fused KV path in grouped mode ("
               << plan.groups.size() << " group" << (plan.groups.size() == 1 ? "" : "s") << ")\n";
-    print_groups(plan);
+    print_groups(os, plan);
   } else {
     const AttentionSpec& a = plan.groups.front().attn;
-    std::cout << config.path << ": valid for the fused KV path (one kernel specialization)\n"
+    os << config.path << ": valid for the fused KV path (one kernel specialization)\n"
               << "  architecture      " << (config.architecture.empty() ? "-" : config.architecture)
               << "\n"
               << "  num_kv_heads      " << a.num_kv_heads << "\n"
@@ -191,31 +201,66 @@ void run_validate(const Options& opts) {
               << "  k_norm            " << to_string(a.k_norm) << "\n"
               << "  rope              " << format_rope_of(a) << "\n";
   }
-  std::cout << "  attention layers  " << attention.size() << " (" << format_layers(attention)
+  os << "  attention layers  " << attention.size() << " (" << format_layers(attention)
             << ")\n"
             << "  skipped layers    " << format_layers(plan.skipped_layers) << "\n";
+  std::cout << printable(os.str());
+}
+
+// plan --tp N: each rank's plan (shard_plan); every rank has the same kernels (H / N heads, or
+// one replicated head), only the heads it holds differ.
+std::vector<Plan> rank_plans(const Plan& plan, int tp) {
+  std::vector<Plan> out;
+  if (tp != 1)
+    for (int r = 0; r < std::max(tp, 1); ++r) out.push_back(shard_plan(plan, TensorParallel{tp, r}));
+  return out;
 }
 
 void run_plan(const Options& opts) {
   ModelConfig config;
-  const Plan plan = checked_plan(opts, config);
+  const Plan full = checked_plan(opts, config);
+  const std::vector<Plan> ranks = rank_plans(full, opts.tp);
+  const Plan& plan = ranks.empty() ? full : ranks.front();
   if (opts.json) {
-    nlohmann::json out = {{"valid", true},
+    nlohmann::json out = {{"ok", true},
+                          {"valid", true},
                           {"config", opts.path},
                           {"mode", opts.grouped ? "grouped" : "strict"},
                           {"groups", groups_json(plan)},
                           {"skipped_layers", plan.skipped_layers}};
-    std::cout << out.dump(2) << std::endl;
+    if (!ranks.empty()) {
+      nlohmann::json rj = nlohmann::json::array();
+      for (const Plan& r : ranks) {
+        nlohmann::json heads = nlohmann::json::array();
+        for (const LayerGroup& g : r.groups)
+          heads.push_back({{"first_head", g.heads.first_head}, {"num_heads", g.heads.num_heads},
+                           {"total_heads", g.heads.total_heads}, {"replicated", g.heads.replicated}});
+        rj.push_back({{"rank", r.tp_rank}, {"groups", heads}});
+      }
+      out["tp_size"] = opts.tp;
+      out["ranks"] = rj;
+    }
+    std::cout << json_text(out) << std::endl;
     return;
   }
-  std::cout << config.path << ": " << plan.groups.size() << " group"
+  std::ostringstream os;
+  os << config.path << ": " << plan.groups.size() << " group"
             << (plan.groups.size() == 1 ? "" : "s") << " (" << (opts.grouped ? "grouped" : "strict")
             << " mode), " << attention_layer_count(plan) << " attention layers, "
             << plan.skipped_layers.size() << " skipped\n";
-  print_groups(plan);
-  std::cout << "skipped layers: " << format_layers(plan.skipped_layers) << "\n";
+  print_groups(os, plan);
+  os << "skipped layers: " << format_layers(plan.skipped_layers) << "\n";
+  for (const Plan& r : ranks) {
+    os << "tp rank " << r.tp_rank << "/" << r.tp_size << ":";
+    for (size_t g = 0; g < r.groups.size(); ++g) {
+      const KVHeadShard& h = r.groups[g].heads;
+      os << (g ? ";" : "") << " group " << g << " KV heads [" << h.first_head << ", "
+         << h.first_head + h.num_heads << ") of " << h.total_heads << (h.replicated ? " (replicated)" : "");
+    }
+    os << "\n";
+  }
+  std::cout << printable(os.str());
 }
-
 }  // namespace
 
 void add_validate_commands(CLI::App& app) {
@@ -241,6 +286,8 @@ void add_validate_commands(CLI::App& app) {
   plan->add_option("CONFIG", plan_opts->path, "HuggingFace config.json or explicit schema")
       ->required();
   plan->add_flag("--json", plan_opts->json, "Print a JSON object instead of text");
+  plan->add_option("--tp", plan_opts->tp,
+                   "Tensor-parallel degree: groups as one rank sees them, and each rank's KV heads");
   plan->add_flag_callback(
       "--strict", [plan_opts] { plan_opts->grouped = false; },
       "Require one group, failing like `validate`");

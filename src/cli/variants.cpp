@@ -1,0 +1,80 @@
+// Options shared by the commands that choose kernel variants: precompile, source and
+// cache verify --config (declared in commands.hpp).
+#include <iostream>
+
+#include "commands.hpp"
+#include "fkv/errors.hpp"
+
+namespace fkv::cli {
+
+void add_variant_options(CLI::App* cmd, VariantArgs& a, bool config_positional) {
+  if (config_positional)
+    cmd->add_option("CONFIG", a.config, "model config.json")->required();
+  else
+    cmd->add_option("--config", a.config, "model config.json whose kernels to check")->required();
+  cmd->add_option("--dtype", a.dtype, "activation dtype: bf16, fp16, fp32 (default: the config's)");
+  cmd->add_option("--kv-dtype", a.kv_dtype,
+                  "cache dtype: same as --dtype (default), fp8_e4m3 or fp8_e5m2");
+  cmd->add_option("--cos-sin-dtype", a.cos_sin, "cos/sin cache dtype: fp32 or the activation dtype")
+      ->capture_default_str();
+  cmd->add_option("--index-dtype", a.index, "positions and cache_loc dtype")
+      ->check(CLI::IsMember({"int32", "int64"}))
+      ->capture_default_str();
+  cmd->add_option("--mode", a.mode, "output modes to build")
+      ->check(CLI::IsMember({"stacked", "pool", "both"}))
+      ->capture_default_str();
+  cmd->add_flag("--strict", a.strict, "require one uniform group (the seed's semantics)");
+  cmd->add_option("--tp", a.tp, "tensor-parallel degree: build the kernels of a rank's share of the KV heads")
+      ->capture_default_str();
+}
+
+Variants variants_of(const VariantArgs& a) {
+  const ModelConfig cfg = load_config(a.config);
+  Variants v;
+  v.plan = make_plan(cfg, a.strict ? ValidationMode::Strict : ValidationMode::Grouped);
+  // Every rank holds the same number of heads (shard_plan), so rank 0's kernels serve all ranks.
+  if (a.tp != 1) v.plan = shard_plan(v.plan, TensorParallel{a.tp, 0});
+  VariantOptions& o = v.options;
+  o.act = a.dtype.empty() ? act_dtype_of(cfg.dtype.value) : parse_dtype(a.dtype);
+  o.cache = a.kv_dtype.empty() ? o.act : parse_dtype(a.kv_dtype);
+  o.cos_sin = parse_dtype(a.cos_sin);
+  o.index = a.index == "int32" ? IndexType::I32 : IndexType::I64;
+  o.stacked = a.mode != "pool";
+  o.pool = a.mode != "stacked";
+  return v;
+}
+
+std::vector<ArchTarget> targets_of(const std::vector<std::string>& archs, bool ptx,
+                                   std::vector<std::string>* notes) {
+  std::vector<ArchTarget> out;
+  for (const std::string& text : archs) {
+    ArchRequest r;
+    try {
+      r = resolve_arch(text);
+    } catch (const ArgumentError& e) {
+      throw CommandFailure(Usage, std::string("--arch: ") + e.what());
+    }
+    if (ptx) r.target.ptx = true;
+    if (!r.note.empty()) {
+      std::cerr << "fkv-jit: note: --arch " << printable(text) << ": " << r.note << "\n";
+      if (notes) notes->push_back("--arch " + text + ": " + r.note);
+    }
+    bool seen = false;
+    for (const ArchTarget& t : out) seen |= t == r.target;
+    if (!seen) out.push_back(r.target);  // sm_90 and sm_90a name the same target
+  }
+  return out;
+}
+
+CLI::Option* add_cache_dir_option(CLI::App* cmd, std::string& dir, const std::string& what) {
+  return cmd->add_option("--cache-dir", dir, what)
+      ->check(CLI::Validator(
+          [](const std::string& v) {
+            return v.empty() ? std::string("an empty path names no directory: give a directory, or "
+                                           "leave the option out for the default")
+                             : std::string();
+          },
+          "DIR", "non-empty"));
+}
+
+}  // namespace fkv::cli
