@@ -113,6 +113,7 @@ inline TpResult run_tp_rank(const TpCase& c, const TpHost& h, int tp_size, int r
   FKV_CU(cuStreamSynchronize, s);
   fkv::MaterializerOptions o;
   o.max_tokens = c.tokens;
+  o.max_position = c.max_position;
   o.device = device;
   o.pool = false;
   o.tp_size = tp_size;
