@@ -172,7 +172,7 @@ typedef struct fkv_kernel_desc {
   int positions_i64; /* 1 = int64 positions, 0 = int32 */
   int slots_i64;     /* 1 = int64 cache_loc, 0 = int32 */
   int mode_pool;     /* 1 = pool output, 0 = stacked */
-  int debug;         /* 1 = check positions and slots on the device (needs error_flag) */
+  int debug;         /* 1 = require an error_flag (bounds are checked in every build) */
 } fkv_kernel_desc;
 
 /* The description of group `group` of `plan` with the given dtypes and output mode; cos/sin
@@ -268,7 +268,9 @@ typedef struct fkv_inputs {
   int64_t cos_sin_stride;    /* 0 = R */
   const float* k_norm_weight; /* [L, D] fp32, (1+w) folded; required iff desc.k_norm */
   const float* eps;          /* HOST [L]; NULL = 1e-6 each */
-  unsigned int* error_flag;  /* device word, debug mode only */
+  unsigned int* error_flag;  /* device word or NULL: tokens with a position outside [0,
+                                max_position) or a slot >= num_slots are skipped in every
+                                build and OR 1 / 2 into it; required when desc.debug */
 } fkv_inputs;
 
 /* Stacked output: k_out, v_out [L, T, H, D] contiguous in desc.cache (device). No allocation,
