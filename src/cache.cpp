@@ -14,6 +14,7 @@
 #include <chrono>
 #include <cstdlib>
 #include <future>
+#include <map>
 #include <mutex>
 #include <optional>
 #include <sstream>
@@ -107,6 +108,19 @@ struct KernelCache::Impl {
       spdlog::debug("fkv-jit cache: cannot publish: {}", what);
   }
 
+  // Creates the entry's nvrtc and arch directories (0700) when missing. A concurrent
+  // `fkv-jit cache clear` removes them once they are empty, which can happen between two of
+  // our steps: when one vanished, make them again (a few times) instead of giving up.
+  std::string ensure_entry_dirs(const EntryPaths& p) {
+    for (int attempt = 0;; ++attempt) {
+      std::string problem = ensure_private_dir(p.dir.parent_path());
+      if (problem.empty()) problem = ensure_private_dir(p.dir);
+      if (problem.empty()) return problem;
+      const bool vanished = !fs::is_directory(p.dir.parent_path()) || !fs::is_directory(p.dir);
+      if (!vanished || attempt == 3) return problem;  // there but not usable: a real problem
+    }
+  }
+
   // Loads the writable root's entry. A bad one is removed, under the key's lock when held.
   std::optional<LoadedEntry> load_writable(const EntryPaths& p, const CacheKey& key) {
     LoadedEntry e = load_entry(p.meta, &key);
@@ -124,7 +138,12 @@ struct KernelCache::Impl {
 
   std::pair<Entry, CacheOutcome> load_or_build(const CacheKey& key, const std::string& short_name,
                                                const std::function<CompiledKernel()>& build) {
-    auto compiled = [&] { return Entry{std::make_shared<const CompiledKernel>(build()), {}}; };
+    auto compiled = [&] {
+      auto kernel = std::make_shared<const CompiledKernel>(build());
+      // One line per build, which the multi-process stress test counts (FKV_LOG_LEVEL=debug).
+      spdlog::debug("fkv-jit cache: compiled {} key {}", short_name, key.digest);
+      return Entry{std::move(kernel), {}};
+    };
     if (options.disabled) return {compiled(), CacheOutcome::Compiled};
 
     std::optional<EntryPaths> wp;
@@ -170,14 +189,19 @@ struct KernelCache::Impl {
 
     if (!wp) return {compiled(), CacheOutcome::Compiled};
 
-    std::string problem = ensure_private_dir(wp->dir.parent_path());
-    if (problem.empty()) problem = ensure_private_dir(wp->dir);
-    if (!problem.empty()) {
-      warn_publish(problem);
-      return {compiled(), CacheOutcome::Compiled};
+    // Another process may be compiling this key: wait for its lock. The lock file keeps the
+    // directory non-empty, so a concurrent `cache clear` leaves it (and our entry) alone once
+    // we hold it; if the directory vanished before we could open the lock, make it again.
+    std::optional<FileLock> lock;
+    for (int attempt = 0; attempt < 4 && !(lock && lock->held()); ++attempt) {
+      if (std::string problem = ensure_entry_dirs(*wp); !problem.empty()) {
+        warn_publish(problem);
+        return {compiled(), CacheOutcome::Compiled};
+      }
+      lock.reset();
+      lock.emplace(wp->lock, kLockTimeout);
+      if (!lock->held() && (lock->busy() || fs::is_directory(wp->dir))) break;  // flock unusable or timed out
     }
-
-    FileLock lock(wp->lock, kLockTimeout);  // another process may be compiling this key: wait for it
     if (auto e = load_writable(*wp, key))
       return {Entry{std::make_shared<const CompiledKernel>(std::move(e->kernel)), wp->image}, CacheOutcome::DiskHit};
 
@@ -191,7 +215,12 @@ struct KernelCache::Impl {
   // Image first, then the meta file, which commits the entry. Returns the image path, or
   // empty when the entry could not be written (disk full, read-only file system, ...).
   fs::path publish(const EntryPaths& p, const CacheKey& key, const CompiledKernel& k) {
-    if (std::string err = publish_entry(p, key, k); !err.empty()) {
+    // A concurrent `fkv-jit cache clear` may remove the directory (or a temp file) under us:
+    // make the directories again and retry a few times before calling it a failure.
+    std::string err = publish_entry(p, key, k);
+    for (int retry = 0; !err.empty() && retry < 3; ++retry)
+      if (ensure_entry_dirs(p).empty()) err = publish_entry(p, key, k);
+    if (!err.empty()) {
       warn_publish(err);
       return {};
     }
@@ -346,18 +375,28 @@ std::size_t KernelCache::clear() {
   if (m.memory_only) return 0;
   std::size_t entries = 0;
   for (const auto& dir : entry_dirs(m.options.root, false)) {
-    std::vector<fs::path> files;
+    // One entry at a time, under its key's lock, so that a clear running beside a publish (which
+    // holds that lock from compile to commit) never removes half of a new entry: an entry whose
+    // lock is busy is being written right now and is left alone.
+    std::map<std::string, std::vector<fs::path>> by_entry;  // "<short>-<digest>" -> its files
     std::error_code ec;
-    for (const auto& f : fs::directory_iterator(dir, ec)) files.push_back(f.path());
-    // Meta files first: a clear that is interrupted leaves uncommitted images, never a
-    // committed entry without its image.
-    std::stable_partition(files.begin(), files.end(),
-                          [](const fs::path& f) { return ends_with(f.filename().string(), kMetaSuffix); });
-    for (const auto& f : files) {
-      std::string n = f.filename().string();
-      if (ends_with(n, kMetaSuffix)) ++entries;
+    for (const auto& f : fs::directory_iterator(dir, ec)) {
+      const std::string n = f.path().filename().string();
       if (ends_with(n, kMetaSuffix) || is_image_name(n) || is_temp_name(n) || ends_with(n, ".lock"))
-        ::unlink(f.c_str());
+        by_entry[n.substr(0, n.find('.'))].push_back(f.path());
+    }
+    for (auto& [base, files] : by_entry) {
+      FileLock lock(dir / (base + ".lock"), std::chrono::seconds(0));
+      if (lock.busy()) continue;
+      // Meta files first: a clear that is interrupted leaves uncommitted images, never a
+      // committed entry without its image. The lock file goes last, while we hold it.
+      std::stable_partition(files.begin(), files.end(),
+                            [](const fs::path& f) { return ends_with(f.filename().string(), kMetaSuffix); });
+      for (const auto& f : files) {
+        if (ends_with(f.filename().string(), kMetaSuffix)) ++entries;
+        if (!ends_with(f.filename().string(), ".lock")) ::unlink(f.c_str());
+      }
+      ::unlink((dir / (base + ".lock")).c_str());
     }
     ::rmdir(dir.c_str());                // only when now empty
     ::rmdir(dir.parent_path().c_str());  // likewise

@@ -243,8 +243,21 @@ FileLock::FileLock(const fs::path& path, std::chrono::seconds timeout) {
   auto pause = std::chrono::milliseconds(1);
   while (true) {
     if (::flock(fd_, LOCK_EX | LOCK_NB) == 0) {
-      held_ = true;
-      return;
+      // A lock file is unlinked while locked (prune, clear); whoever waited on the old inode
+      // must not count as holding the lock that the path now names: open it again.
+      struct stat held {}, named {};
+      if (::fstat(fd_, &held) == 0 && ::stat(path.c_str(), &named) == 0 && held.st_ino == named.st_ino &&
+          held.st_dev == named.st_dev) {
+        held_ = true;
+        return;
+      }
+      ::close(fd_);
+      fd_ = ::open(path.c_str(), O_RDWR | O_CREAT | O_NOFOLLOW | O_CLOEXEC, 0600);
+      if (fd_ < 0) {
+        spdlog::debug("fkv-jit cache: no lock file {}: {}", path.string(), errno_text(errno));
+        return;
+      }
+      continue;
     }
     int e = errno;
     if (e == EINTR) continue;
@@ -252,7 +265,9 @@ FileLock::FileLock(const fs::path& path, std::chrono::seconds timeout) {
       spdlog::debug("fkv-jit cache: cannot lock {}: {}; compiling without it", path.string(), errno_text(e));
       break;
     }
-    if (Clock::now() - t0 > timeout) {
+    if (Clock::now() - t0 >= timeout) {
+      busy_ = true;
+      if (timeout.count() == 0) break;  // a try-lock: the caller decides
       spdlog::warn("fkv-jit cache: waited {} s for {}; compiling without the lock", timeout.count(), path.string());
       break;
     }

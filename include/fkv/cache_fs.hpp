@@ -75,7 +75,8 @@ bool ends_with(std::string_view s, std::string_view suffix);
 
 // An exclusive advisory lock on a per-key lock file, so that processes sharing a cache do not
 // all compile the same kernel at once. Never required for correctness (publishing is atomic):
-// when flock is unsupported (some NFS setups) or the wait passes `timeout`, we go on without it.
+// when flock is unsupported (some NFS setups) or the wait passes `timeout` (busy()), we go on
+// without it. A timeout of 0 tries once.
 class FileLock {
  public:
   explicit FileLock(const std::filesystem::path& path, std::chrono::seconds timeout = std::chrono::seconds(60));
@@ -83,10 +84,12 @@ class FileLock {
   FileLock(const FileLock&) = delete;
   FileLock& operator=(const FileLock&) = delete;
   bool held() const { return held_; }
+  bool busy() const { return busy_; }  // not held because another holder kept it past `timeout`
 
  private:
   int fd_ = -1;
   bool held_ = false;
+  bool busy_ = false;
 };
 
 }  // namespace fkv::cache_fs
