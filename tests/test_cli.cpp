@@ -451,3 +451,13 @@ TEST_CASE("CLI edges: empty paths, arch names, job counts, indices, unknown comm
   CHECK(old.code == 4);
   CHECK(contains(old.err, "compute capability 7.5"));
 }
+
+TEST_CASE("a bad environment value is bad input (exit 2) for every command", "[cli]") {
+  for (const std::string& args : std::vector<std::string>{"validate " + data(kDraft), "cache ls --cache-dir /tmp"}) {
+    INFO(args);
+    const Result r = run(args, "FKV_CACHE_MAX_BYTES=0");
+    CHECK(r.code == 2);
+    CHECK(contains(r.err, "FKV_CACHE_MAX_BYTES"));
+    CHECK(r.out.empty());
+  }
+}

@@ -12,6 +12,7 @@
 #include "commands.hpp"
 #include "fkv/compiler.hpp"
 #include "fkv/errors.hpp"
+#include "fkv/options.hpp"
 #include "fkv/version.hpp"
 
 namespace fkv::cli {
@@ -132,7 +133,16 @@ int main(int argc, char** argv) {
       ->check(CLI::IsMember({"trace", "debug", "info", "warn", "error", "critical", "off"}))
       ->capture_default_str();
   // Runs after parsing and before any command's callback.
-  app.parse_complete_callback([&] { spdlog::set_level(spdlog::level::from_str(log_level)); });
+  // The library's environment (FKV_CACHE_MAX_BYTES, FKV_BLOCK_WARPS, ...) is checked here, once:
+  // a bad value is bad input (exit 2), not a config mismatch, whatever the command.
+  app.parse_complete_callback([&] {
+    spdlog::set_level(spdlog::level::from_str(log_level));
+    try {
+      fkv::JitOptions::global();
+    } catch (const fkv::ConfigError& e) {
+      throw CommandFailure(BadInput, e.what());
+    }
+  });
 
   add_validate_commands(app);
   add_compile_commands(app);
