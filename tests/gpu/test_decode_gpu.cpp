@@ -1,0 +1,536 @@
+// The decode-size kernel (projection GEMM + epilogue in one launch) on a GPU against a float64
+// reference: proj = x · Wᵀ computed in float64 on the host, then fkv::reference_k / reference_v
+// (the epilogue's reference) on that projection. Outputs are poisoned (0xff, NaN in every output
+// dtype) before each launch; pool rows that must not be written are checked to stay poisoned.
+//
+// Tolerance: the epilogue tests' (one unit in the last place of the output dtype, plus 1e-5 of
+// the magnitude of the terms the kernel adds in fp32). Here those terms include the GEMM's
+// products, so the magnitude of an element is sum_k |x_k W_nk| carried through the norm scale
+// and RoPE like the value itself.
+//
+// Environment: FKV_TEST_SEED (default: time).
+#include <catch2/catch.hpp>
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <future>
+#include <sstream>
+#include <thread>
+
+#include "fkv/decode.hpp"
+#include "fkv/errors.hpp"
+#include "fkv/reference.hpp"
+#include "gpu_harness.hpp"
+
+using fkv::DType;
+using fkv::IndexType;
+using fkv::OutputMode;
+using namespace fkv_test;
+
+namespace {
+
+std::uint64_t seed() {
+  static const std::uint64_t s = [] {
+    const auto v = static_cast<std::uint64_t>(
+        env_int("FKV_TEST_SEED", std::chrono::steady_clock::now().time_since_epoch().count() & 0xffffffff));
+    std::printf("test_decode_gpu: FKV_TEST_SEED=%llu\n", static_cast<unsigned long long>(v));
+    return v;
+  }();
+  return s;
+}
+
+// A model shape and its dtypes; the mode is chosen per run.
+struct Shape {
+  std::string name;
+  fkv::KernelSpec e;
+  int hidden = 0, layers = 0;
+  std::int64_t hidden_pad = 0;  // x rows are hidden + hidden_pad elements apart
+  std::int64_t max_pos = 4096;
+  bool scales = false;  // per-layer k/v scales (fp8 pool)
+  std::int64_t kv() const { return std::int64_t{e.num_kv_heads} * e.head_dim; }
+  std::int64_t rows() const { return layers * 2 * kv(); }
+  std::int64_t stride() const { return hidden + hidden_pad; }
+};
+
+fkv::KernelSpec qwen3() {
+  fkv::KernelSpec e;
+  e.num_kv_heads = 8;
+  e.head_dim = 128;
+  e.rotary_dim = 128;
+  e.neox = true;
+  e.k_norm = true;
+  return e;
+}
+
+// The model on the device and its exact values on the host.
+struct Model {
+  Shape shape;
+  std::vector<double> w;      // [rows, hidden], the bf16/fp16 values
+  std::vector<float> k_norm;  // [L, D]
+  std::vector<float> eps;     // [L]
+  std::vector<float> cos_sin_f32;  // [max_pos, R], the device table's values
+  fkv::DeviceBuffer d_w, d_k_norm, d_cos_sin;
+};
+
+std::vector<double> decode_all(DType t, const std::vector<std::uint8_t>& bytes) {
+  const std::size_t n = bytes.size() / static_cast<std::size_t>(elem_size(t));
+  std::vector<double> out(n);
+  for (std::size_t i = 0; i < n; ++i) {
+    std::uint32_t b = 0;
+    std::memcpy(&b, bytes.data() + i * static_cast<std::size_t>(elem_size(t)), static_cast<std::size_t>(elem_size(t)));
+    out[i] = fkv::decode(t, b);
+  }
+  return out;
+}
+
+Model make_model(const Shape& s, Rng& rng, CUstream stream) {
+  Model m;
+  m.shape = s;
+  const std::size_t rows = static_cast<std::size_t>(s.rows()), H = static_cast<std::size_t>(s.hidden);
+  // W ~ N(0, 1/hidden): the projections are about unit size.
+  const auto w_bytes = random_values(s.e.act, rows * H, 1.0 / std::sqrt(double(s.hidden)), rng);
+  m.w = decode_all(s.e.act, w_bytes);
+  m.d_w = to_device(w_bytes, stream);
+  const std::size_t L = static_cast<std::size_t>(s.layers), D = static_cast<std::size_t>(s.e.head_dim);
+  for (std::size_t i = 0; i < L * D; ++i) m.k_norm.push_back(static_cast<float>(1.0 + 0.25 * rng.normal()));
+  for (std::size_t l = 0; l < L; ++l) m.eps.push_back(static_cast<float>(1e-6 * double(l + 1)));
+  m.d_k_norm = to_device(m.k_norm, stream);
+  const int R = s.e.rotary_dim;
+  if (R > 0) {
+    std::vector<std::uint8_t> table(static_cast<std::size_t>(s.max_pos * R * elem_size(s.e.cos_sin)));
+    for (std::int64_t p = 0; p < s.max_pos; ++p)
+      for (int i = 0; i < R / 2; ++i) {
+        const double theta = double(p) * std::pow(10000.0, -2.0 * i / R);
+        store_value(s.e.cos_sin, std::cos(theta), table.data() + (p * R + i) * elem_size(s.e.cos_sin));
+        store_value(s.e.cos_sin, std::sin(theta), table.data() + (p * R + R / 2 + i) * elem_size(s.e.cos_sin));
+      }
+    for (double v : decode_all(s.e.cos_sin, table)) m.cos_sin_f32.push_back(static_cast<float>(v));
+    m.d_cos_sin = to_device(table, stream);
+  }
+  FKV_CU(cuStreamSynchronize, stream);
+  return m;
+}
+
+fkv::DecodeModel decode_model(const Model& m) {
+  fkv::DecodeModel d;
+  d.epilogue = m.shape.e;
+  d.hidden = m.shape.hidden;
+  d.num_layers = m.shape.layers;
+  d.w_kv = m.d_w.ptr();
+  d.k_norm = m.shape.e.k_norm ? static_cast<const float*>(m.d_k_norm.ptr()) : nullptr;
+  d.eps = m.eps;
+  d.cos_sin = m.shape.e.rotary_dim > 0 ? m.d_cos_sin.ptr() : nullptr;
+  return d;
+}
+
+// x for up to T tokens, with its float64 projection and the sums of |products|.
+struct Tokens {
+  std::int64_t T = 0;
+  std::vector<std::uint8_t> x;  // [T, stride] (padding columns random too)
+  std::vector<double> proj, abs_sum;  // [T, rows]
+  fkv::DeviceBuffer d_x;
+};
+
+Tokens make_tokens(const Model& m, std::int64_t T, Rng& rng, CUstream stream) {
+  const Shape& s = m.shape;
+  Tokens k;
+  k.T = T;
+  k.x = random_values(s.e.act, static_cast<std::size_t>(T * s.stride()), 1.0, rng);
+  const std::vector<double> x = decode_all(s.e.act, k.x);
+  const std::size_t rows = static_cast<std::size_t>(s.rows()), H = static_cast<std::size_t>(s.hidden);
+  k.proj.assign(static_cast<std::size_t>(T) * rows, 0.0);
+  k.abs_sum.assign(k.proj.size(), 0.0);
+  const unsigned threads = std::max(1u, std::min(16u, std::thread::hardware_concurrency()));
+  std::vector<std::future<void>> parts;
+  for (unsigned part = 0; part < threads; ++part)
+    parts.push_back(std::async(std::launch::async, [&, part] {
+      for (std::size_t n = part; n < rows; n += threads)
+        for (std::int64_t t = 0; t < T; ++t) {
+          const double* xr = x.data() + static_cast<std::size_t>(t * s.stride());
+          const double* wr = m.w.data() + n * H;
+          double acc = 0, abs = 0;
+          for (std::size_t i = 0; i < H; ++i) {
+            acc += xr[i] * wr[i];
+            abs += std::fabs(xr[i] * wr[i]);
+          }
+          k.proj[static_cast<std::size_t>(t) * rows + n] = acc;
+          k.abs_sum[static_cast<std::size_t>(t) * rows + n] = abs;
+        }
+    }));
+  for (auto& f : parts) f.get();
+  k.d_x = to_device(k.x, stream);
+  return k;
+}
+
+// Per-call indices: positions, and for pool mode distinct slots with some skipped.
+struct Call {
+  std::int64_t T = 0, num_slots = 0;
+  std::vector<std::int64_t> pos, slot;
+  std::vector<float> k_scales, v_scales;
+};
+
+Call make_call(const Shape& s, std::int64_t T, Rng& rng) {
+  Call c;
+  c.T = T;
+  c.num_slots = T + 7;
+  std::vector<std::int64_t> slots(static_cast<std::size_t>(c.num_slots));
+  for (std::size_t i = 0; i < slots.size(); ++i) slots[i] = static_cast<std::int64_t>(i);
+  for (std::size_t i = slots.size(); i > 1; --i) std::swap(slots[i - 1], slots[static_cast<std::size_t>(rng.range(0, std::int64_t(i) - 1))]);
+  for (std::int64_t t = 0; t < T; ++t) {
+    c.pos.push_back(rng.range(0, s.max_pos - 1));
+    c.slot.push_back(rng.coin(0.2) ? -1 : slots[static_cast<std::size_t>(t)]);
+  }
+  if (s.scales)
+    for (int l = 0; l < s.layers; ++l) {
+      c.k_scales.push_back(static_cast<float>(0.5 + 1.5 * rng.uniform()));
+      c.v_scales.push_back(static_cast<float>(0.5 + 1.5 * rng.uniform()));
+    }
+  return c;
+}
+
+// The expected K and V, [L, T, H, D], in the stored domain, with magnitudes that include the
+// GEMM's products (see the file comment).
+struct Expected {
+  fkv::ReferenceOutput k, v;
+};
+
+Expected expect(const Model& m, const Tokens& tok, const Call& c, DType cache) {
+  const Shape& s = m.shape;
+  const std::int64_t T = c.T, L = s.layers, H = s.e.num_kv_heads, D = s.e.head_dim, R = s.e.rotary_dim;
+  const std::int64_t rows = s.rows(), KV = s.kv();
+  std::vector<float> proj32(static_cast<std::size_t>(T * rows));
+  for (std::size_t i = 0; i < proj32.size(); ++i) proj32[i] = static_cast<float>(tok.proj[i]);
+  fkv::ReferenceInputs in;
+  in.spec = s.e;
+  in.spec.act = DType::FP32;  // the fused kernel never rounds the projection
+  in.spec.cos_sin = DType::FP32;
+  in.spec.cache = cache;
+  in.spec.positions = IndexType::I64;
+  in.num_tokens = T;
+  in.num_layers = L;
+  in.proj = proj32.data();
+  const std::vector<std::uint8_t> pos = index_bytes(IndexType::I64, c.pos);
+  in.positions = pos.data();
+  in.cos_sin = m.cos_sin_f32.empty() ? nullptr : m.cos_sin_f32.data();
+  in.max_position = s.max_pos;
+  in.k_norm_weight = m.k_norm.data();
+  in.eps = m.eps;
+  in.k_scales = c.k_scales;
+  in.v_scales = c.v_scales;
+  Expected e{fkv::reference_k(in), fkv::reference_v(in)};
+
+  // GEMM magnitudes through the norm scale and RoPE.
+  const std::int64_t half = R / 2;
+  for (std::int64_t t = 0; t < T; ++t)
+    for (std::int64_t l = 0; l < L; ++l) {
+      const double ks = fkv::is_fp8(cache) && !c.k_scales.empty() ? c.k_scales[static_cast<std::size_t>(l)] : 1.0;
+      const double vs = fkv::is_fp8(cache) && !c.v_scales.empty() ? c.v_scales[static_cast<std::size_t>(l)] : 1.0;
+      for (std::int64_t h = 0; h < H; ++h) {
+        const std::size_t kbase = static_cast<std::size_t>(t * rows + l * 2 * KV + h * D);
+        const std::size_t vbase = kbase + static_cast<std::size_t>(KV);
+        double inv = 1.0;
+        if (s.e.k_norm) {
+          double ss = 0;
+          for (std::int64_t d = 0; d < D; ++d) ss += tok.proj[kbase + d] * tok.proj[kbase + d];
+          inv = 1.0 / std::sqrt(ss / double(D) + m.eps[static_cast<std::size_t>(l)]);
+        }
+        auto a = [&](std::int64_t d) {
+          const double w = s.e.k_norm ? std::fabs(m.k_norm[static_cast<std::size_t>(l * D + d)]) : 1.0;
+          return tok.abs_sum[kbase + static_cast<std::size_t>(d)] * inv * w;
+        };
+        const std::int64_t pos_row = R > 0 ? c.pos[static_cast<std::size_t>(t)] : 0;
+        for (std::int64_t d = 0; d < D; ++d) {
+          double mag = a(d);
+          if (d < R) {
+            const std::int64_t i = s.e.neox ? (d < half ? d : d - half) : d / 2;
+            const std::int64_t partner = s.e.neox ? (d < half ? d + half : d - half) : (d ^ 1);
+            const double cs = std::fabs(m.cos_sin_f32[static_cast<std::size_t>(pos_row * R + i)]);
+            const double sn = std::fabs(m.cos_sin_f32[static_cast<std::size_t>(pos_row * R + half + i)]);
+            mag = a(d) * cs + a(partner) * sn;
+          }
+          e.k.magnitude[e.k.index(l, t, h, d)] += mag / ks;
+          e.v.magnitude[e.v.index(l, t, h, d)] += tok.abs_sum[vbase + static_cast<std::size_t>(d)] / vs;
+        }
+      }
+    }
+  return e;
+}
+
+void require_match(DType dtype, const std::vector<std::uint8_t>& gpu, const fkv::ReferenceOutput& ref,
+                   const std::string& what, std::span<const std::uint8_t> mask = {}) {
+  fkv::CompareOptions o;
+  o.token_mask = mask;
+  const fkv::CompareResult r = fkv::compare(dtype, gpu.data(), ref, o);
+  INFO(r.summary(what));
+  REQUIRE(r.checked > 0);
+  REQUIRE(r.ok());
+}
+
+// One stacked call of `T` tokens (the first T of `tok`) against the reference.
+void check_stacked(fkv::DecodeKV& dec, const Model& m, const Tokens& tok, std::int64_t T, Rng& rng, CUstream stream) {
+  const Shape& s = m.shape;
+  const Call c = make_call(s, T, rng);
+  INFO(s.name << " stacked T=" << T << " spec " << dec.spec_for(T, OutputMode::Stacked).canonical());
+  const auto bytes = static_cast<std::size_t>(s.layers * T * s.kv() * elem_size(s.e.act));
+  fkv::DeviceBuffer k_out = alloc(bytes), v_out = alloc(bytes);
+  const auto pos = index_bytes(s.e.positions, c.pos);
+  fkv::DeviceBuffer d_pos = to_device(pos, stream);
+  poison(k_out, stream);
+  poison(v_out, stream);
+  fkv::DecodeInput in;
+  in.hidden = tok.d_x.ptr();
+  in.num_tokens = T;
+  in.hidden_stride = s.stride();
+  in.positions = d_pos.ptr();
+  dec.run_stacked(in, k_out.ptr(), v_out.ptr(), stream);
+  const auto k = download(k_out, stream), v = download(v_out, stream);
+  const Expected e = expect(m, tok, c, s.e.act);
+  require_match(s.e.act, k, e.k, "k");
+  require_match(s.e.act, v, e.v, "v");
+}
+
+// Pool buffers of one call, poisoned, and a check of what the kernel wrote into them.
+struct PoolRun {
+  std::vector<fkv::DeviceBuffer> k, v;
+  std::vector<void*> kp, vp;
+  fkv::DeviceBuffer d_pos, d_slot;
+  std::int64_t slot_stride = 0;
+
+  PoolRun(const Shape& s, const Call& c, CUstream stream) {
+    slot_stride = s.kv() + 16;  // a gap after each slot, which must stay poisoned
+    const auto bytes = static_cast<std::size_t>(c.num_slots * slot_stride * elem_size(s.e.cache));
+    for (int l = 0; l < s.layers; ++l) {
+      k.push_back(alloc(bytes));
+      v.push_back(alloc(bytes));
+      kp.push_back(k.back().ptr());
+      vp.push_back(v.back().ptr());
+    }
+    d_pos = to_device(index_bytes(s.e.positions, c.pos), stream);
+    d_slot = to_device(index_bytes(s.e.slots, c.slot), stream);
+    poison_all(stream);
+  }
+  void poison_all(CUstream stream) {
+    for (auto& b : k) poison(b, stream);
+    for (auto& b : v) poison(b, stream);
+  }
+  fkv::DecodePool pool(const Call& c) const {
+    fkv::DecodePool p;
+    p.cache_loc = d_slot.ptr();
+    p.k_buffers = kp;
+    p.v_buffers = vp;
+    p.slot_stride = slot_stride;
+    p.k_scales = c.k_scales;
+    p.v_scales = c.v_scales;
+    return p;
+  }
+  // Gathers the written rows into [L, T, H, D] and checks every other byte is still poison.
+  void verify(const Shape& s, const Call& c, const Expected& e, CUstream stream) const {
+    const std::int64_t es = elem_size(s.e.cache), KV = s.kv(), T = c.T;
+    std::vector<std::uint8_t> mask(static_cast<std::size_t>(T));
+    std::vector<bool> written(static_cast<std::size_t>(c.num_slots), false);
+    for (std::int64_t t = 0; t < T; ++t) {
+      mask[static_cast<std::size_t>(t)] = c.slot[static_cast<std::size_t>(t)] >= 0;
+      if (c.slot[static_cast<std::size_t>(t)] >= 0) written[static_cast<std::size_t>(c.slot[static_cast<std::size_t>(t)])] = true;
+    }
+    for (int which = 0; which < 2; ++which) {
+      std::vector<std::uint8_t> gathered(static_cast<std::size_t>(s.layers * T * KV * es), kPoison);
+      for (int l = 0; l < s.layers; ++l) {
+        const auto host = download((which ? v : k)[static_cast<std::size_t>(l)], stream);
+        for (std::int64_t slot = 0; slot < c.num_slots; ++slot) {
+          const std::size_t row = static_cast<std::size_t>(slot * slot_stride * es);
+          const std::size_t data_end = row + static_cast<std::size_t>(KV * es);
+          const std::size_t row_end = row + static_cast<std::size_t>(slot_stride * es);
+          INFO((which ? "v" : "k") << " pool layer " << l << " slot " << slot);
+          CHECK(first_unpoisoned(host, data_end, row_end) == -1);  // the gap
+          if (!written[static_cast<std::size_t>(slot)]) CHECK(first_unpoisoned(host, row, data_end) == -1);
+        }
+        for (std::int64_t t = 0; t < T; ++t) {
+          const std::int64_t slot = c.slot[static_cast<std::size_t>(t)];
+          if (slot < 0) continue;
+          std::memcpy(gathered.data() + ((l * T + t) * KV) * es, host.data() + slot * slot_stride * es,
+                      static_cast<std::size_t>(KV * es));
+        }
+      }
+      require_match(s.e.cache, gathered, which ? e.v : e.k, which ? "v" : "k", mask);
+    }
+  }
+};
+
+void check_pool(fkv::DecodeKV& dec, const Model& m, const Tokens& tok, std::int64_t T, Rng& rng, CUstream stream) {
+  const Shape& s = m.shape;
+  const Call c = make_call(s, T, rng);
+  INFO(s.name << " pool T=" << T << " spec " << dec.spec_for(T, OutputMode::Pool).canonical());
+  PoolRun run(s, c, stream);
+  fkv::DecodeInput in;
+  in.hidden = tok.d_x.ptr();
+  in.num_tokens = T;
+  in.hidden_stride = s.stride();
+  in.positions = run.d_pos.ptr();
+  dec.run_pool(in, run.pool(c), stream);
+  run.verify(s, c, expect(m, tok, c, s.e.cache), stream);
+}
+
+// One stream for the whole run, never destroyed (its context outlives static destructors).
+fkv::Stream& test_stream() {
+  fkv::ensure_context(0);
+  static fkv::Stream* s = new fkv::Stream;
+  return *s;
+}
+
+}  // namespace
+
+TEST_CASE("decode kernel: Qwen3-8B DFlash draft shape, stacked and pool, T = 1..100") {
+  CUstream stream = test_stream().get();
+  Rng rng(seed());
+  Shape s{"qwen3-8b-dflash", qwen3(), 4096, 5};
+  s.e.cache = DType::BF16;
+  const Model m = make_model(s, rng, stream);
+  fkv::DecodeOptions o;
+  o.max_tokens = 64;
+  fkv::DecodeKV dec(decode_model(m), o);
+  const Tokens tok = make_tokens(m, 100, rng, stream);
+  // Buckets 8/16/32/64, sizes between them, and more than one launch (100 = 64 + 36). The same
+  // DecodeKV runs them back to back, so the arrival counters must return to zero every time.
+  for (std::int64_t T : {1, 3, 8, 13, 16, 31, 33, 64, 100}) {
+    check_stacked(dec, m, tok, T, rng, stream);
+    check_pool(dec, m, tok, T, rng, stream);
+  }
+}
+
+TEST_CASE("decode kernel: fp16, GPT-J, no K norm, fp8 e4m3 pool with scales, int32 indices, padded rows") {
+  CUstream stream = test_stream().get();
+  Rng rng(seed() + 1);
+  Shape s{"fp16-gptj-fp8", {}, 1024, 2};
+  s.e.num_kv_heads = 4;
+  s.e.head_dim = 64;
+  s.e.rotary_dim = 64;
+  s.e.neox = false;
+  s.e.act = DType::FP16;
+  s.e.cache = DType::FP8_E4M3;
+  s.e.cos_sin = DType::FP16;
+  s.e.positions = s.e.slots = IndexType::I32;
+  s.hidden_pad = 24;
+  s.scales = true;
+  const Model m = make_model(s, rng, stream);
+  fkv::DecodeOptions o;
+  o.max_tokens = 16;
+  fkv::DecodeKV dec(decode_model(m), o);
+  const Tokens tok = make_tokens(m, 16, rng, stream);
+  for (std::int64_t T : {2, 9, 16}) {
+    check_stacked(dec, m, tok, T, rng, stream);
+    check_pool(dec, m, tok, T, rng, stream);
+  }
+}
+
+TEST_CASE("decode kernel: head_dim 256 with partial rotary, bf16 cos/sin, fp8 e5m2 pool") {
+  CUstream stream = test_stream().get();
+  Rng rng(seed() + 2);
+  Shape s{"d256-r64-e5m2", qwen3(), 2048, 3};
+  s.e.num_kv_heads = 2;
+  s.e.head_dim = 256;
+  s.e.rotary_dim = 64;
+  s.e.cos_sin = DType::BF16;
+  s.e.cache = DType::FP8_E5M2;
+  s.scales = true;
+  const Model m = make_model(s, rng, stream);
+  fkv::DecodeOptions o;
+  o.max_tokens = 32;
+  o.stacked = false;
+  fkv::DecodeKV dec(decode_model(m), o);
+  const Tokens tok = make_tokens(m, 32, rng, stream);
+  for (std::int64_t T : {5, 32}) check_pool(dec, m, tok, T, rng, stream);
+}
+
+TEST_CASE("decode kernel: head_dim 80 (five MMA tiles per CTA), one layer") {
+  CUstream stream = test_stream().get();
+  Rng rng(seed() + 3);
+  Shape s{"d80", qwen3(), 512, 1};
+  s.e.num_kv_heads = 2;
+  s.e.head_dim = 80;
+  s.e.rotary_dim = 80;
+  const Model m = make_model(s, rng, stream);
+  fkv::DecodeOptions o;
+  o.max_tokens = 8;
+  o.pool = false;
+  fkv::DecodeKV dec(decode_model(m), o);
+  const Tokens tok = make_tokens(m, 8, rng, stream);
+  for (std::int64_t T : {1, 7}) check_stacked(dec, m, tok, T, rng, stream);
+}
+
+TEST_CASE("decode kernel: captured in a CUDA graph, replayed twice with new inputs") {
+  CUstream stream = test_stream().get();
+  Rng rng(seed() + 4);
+  Shape s{"qwen3-8b-dflash", qwen3(), 4096, 5};
+  const Model m = make_model(s, rng, stream);
+  fkv::DecodeOptions o;
+  o.max_tokens = 8;
+  o.stacked = false;
+  fkv::DecodeKV dec(decode_model(m), o);
+  const std::int64_t T = 8;
+  Tokens tok = make_tokens(m, T, rng, stream);
+  const Call c = make_call(s, T, rng);
+  PoolRun run(s, c, stream);
+  fkv::DecodeInput in;
+  in.hidden = tok.d_x.ptr();
+  in.num_tokens = T;
+  in.positions = run.d_pos.ptr();
+  const fkv::DecodePool pool = run.pool(c);
+
+  FKV_CU(cuStreamSynchronize, stream);
+  FKV_CU(cuStreamBeginCapture, stream, CU_STREAM_CAPTURE_MODE_THREAD_LOCAL);
+  try {
+    dec.run_pool(in, pool, stream);
+  } catch (...) {
+    CUgraph broken = nullptr;
+    fkv::Driver::get().cuStreamEndCapture(stream, &broken);
+    if (broken) fkv::Driver::get().cuGraphDestroy(broken);
+    throw;
+  }
+  CUgraph graph = nullptr;
+  FKV_CU(cuStreamEndCapture, stream, &graph);
+  GraphExec exec(graph);
+
+  for (int replay = 0; replay < 2; ++replay) {
+    INFO("replay " << replay);
+    // New hidden states in the same buffer: the graph reads them, the counters start from zero.
+    Tokens next = make_tokens(m, T, rng, stream);
+    upload(tok.d_x, next.x.data(), next.x.size(), stream);
+    run.poison_all(stream);
+    exec.launch(stream);
+    run.verify(s, c, expect(m, next, c, s.e.cache), stream);
+  }
+}
+
+TEST_CASE("decode kernel: host-side argument checks") {
+  CUstream stream = test_stream().get();
+  Rng rng(seed() + 5);
+  Shape s{"small", qwen3(), 256, 1};
+  s.e.num_kv_heads = 1;
+  s.e.head_dim = 64;
+  s.e.rotary_dim = 64;
+  const Model m = make_model(s, rng, stream);
+  fkv::DecodeOptions o;
+  o.max_tokens = 8;
+  o.pool = false;
+  fkv::DecodeKV dec(decode_model(m), o);
+  const Tokens tok = make_tokens(m, 8, rng, stream);
+  fkv::DeviceBuffer out = alloc(1 << 16), pos = alloc(64);
+  fkv::DecodeInput in;
+  in.hidden = tok.d_x.ptr();
+  in.num_tokens = 8;
+  in.positions = pos.ptr();
+  in.num_tokens = 0;
+  dec.run_stacked(in, out.ptr(), out.ptr(), stream);  // T = 0 launches nothing
+  in.num_tokens = 9;  // bucket 16 was not prepared
+  CHECK_THROWS_AS(dec.run_stacked(in, out.ptr(), out.ptr(), stream), fkv::ArgumentError);
+  in.num_tokens = 8;
+  in.hidden_stride = 260;  // not a multiple of 8
+  CHECK_THROWS_AS(dec.run_stacked(in, out.ptr(), out.ptr(), stream), fkv::ArgumentError);
+  in.hidden_stride = 0;
+  in.hidden = static_cast<const char*>(tok.d_x.ptr()) + 2;
+  CHECK_THROWS_AS(dec.run_stacked(in, out.ptr(), out.ptr(), stream), fkv::ArgumentError);
+  in.hidden = tok.d_x.ptr();
+  CHECK_THROWS_AS(dec.run_pool(in, {}, stream), fkv::ArgumentError);  // no pool kernels, no buffers
+  FKV_CU(cuStreamSynchronize, stream);
+}
