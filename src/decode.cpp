@@ -59,16 +59,6 @@ int stage_bytes(int bucket, int k_slice) { return bucket * (2 * k_slice + 64); }
 
 [[noreturn]] void fail(const std::string& what) { throw ArgumentError("DecodeKV: " + what); }
 
-// A paged pool layout or a K/V bias (KernelSpec fields of the epilogue kernel; checked where
-// this version of spec.hpp has them).
-template <class Spec>
-bool epilogue_only_layout(const Spec& e) {
-  bool r = false;
-  if constexpr (requires { e.paged; }) r = r || e.paged;
-  if constexpr (requires { e.kv_bias; }) r = r || e.kv_bias;
-  return r;
-}
-
 }  // namespace
 
 int decode_bucket(std::int64_t num_tokens) {
@@ -117,7 +107,7 @@ std::string decode_unsupported(const KernelSpec& e, int hidden, int num_layers) 
     return std::to_string(num_layers) + " layers: the decode kernel covers 1.." +
            std::to_string(FKV_DECODE_MAX_LAYERS) + " layers in one launch";
   if (e.debug_checks) return "device-side debug checks are only in the epilogue-only kernel";
-  if (epilogue_only_layout(e)) return "paged layouts and K/V bias are only in the epilogue-only kernel";
+  if (e.paged || e.kv_bias) return "paged layouts and K/V bias are only in the epilogue-only kernel";
   return "";
 }
 
@@ -208,11 +198,7 @@ KernelSource generate_decode(const DecodeSpec& spec) {
   KernelSource out;
   out.template_name = kTemplate;
   out.short_name = spec.short_name();
-  // The cache key's specialization field (KernelSource::specialization, when this version of
-  // codegen.hpp has it; the source's first line carries it too).
-  [](auto& s, const std::string& v) {
-    if constexpr (requires { s.specialization; }) s.specialization = v;
-  }(out, spec.canonical());
+  out.specialization = spec.canonical();  // the cache key's specialization field
 
   std::ostringstream expr;
   expr << "fkv_kernels::fused_proj_kv<" << spec.hidden << ", " << spec.num_layers << ", " << e.num_kv_heads << ", "

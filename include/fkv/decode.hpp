@@ -81,7 +81,7 @@ DecodeSpec make_decode_spec(const KernelSpec& epilogue, int hidden, int num_laye
                             int sm_count, const DecodeTuning& tuning = {});
 
 // The specialized source: templates/fused_proj_kv.cu plus one explicit instantiation; its
-// first line is "// fkv spec: " + spec.canonical() (the cache key's specialization field).
+// first line is "// fkv spec: " + spec.canonical(), which is also its specialization (cache key).
 KernelSource generate_decode(const DecodeSpec& spec);
 
 // ---- the host object --------------------------------------------------------------------------
