@@ -16,7 +16,6 @@ namespace fkv {
 
 namespace {
 
-constexpr int kDefaultSharedLimit = 48 * 1024;  // above this a kernel must opt in
 
 int device_attribute(CUdevice dev, CUdevice_attribute attr) {
   int value = 0;
@@ -110,10 +109,6 @@ const LoadedKernel& Runtime::Impl::load(KernelCache& cache, CUcontext ctx, const
   Module module(ctx, image.kernel->image);
   CUfunction function = module.function(image.kernel->lowered_name);
   const Tiling tiling = spec.tiling();
-  if (tiling.shared_bytes > kDefaultSharedLimit) {
-    FKV_CU(cuFuncSetAttribute, function, CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
-           tiling.shared_bytes);
-  }
 
   LoadedKernel& k = slot.kernel;
   k.spec = spec;
@@ -158,8 +153,8 @@ const LoadedKernel& Runtime::get(const KernelSpec& spec, CUstream stream) {
   if (r == CUDA_ERROR_STREAM_CAPTURE_IMPLICIT ||
       (r == CUDA_SUCCESS && status != CU_STREAM_CAPTURE_STATUS_NONE)) {
     throw CudaError("cannot load kernel " + spec.short_name() +
-                        " while stream is capturing a CUDA graph: call Runtime::prepare() (or "
-                        "FusedKVMaterializer::prepare()) before capture",
+                        " while stream is capturing a CUDA graph: call Runtime::prepare() for it before capture "
+                        "(a FusedKVMaterializer prepares its kernels when it is constructed)",
                     "cuStreamIsCapturing", CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED,
                     "CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED");
   }
@@ -174,7 +169,7 @@ void launch(const LoadedKernel& k, const FkvKernelParams& params, unsigned grid_
   Driver& d = Driver::get();
   CUresult r = d.cuLaunchKernel(
       k.function, grid_x, grid_y, grid_z, static_cast<unsigned>(k.tiling.block_threads), 1, 1,
-      static_cast<unsigned>(k.tiling.shared_bytes), stream, args, nullptr);
+      0, stream, args, nullptr);
   if (r != CUDA_SUCCESS) d.check(r, "cuLaunchKernel");
 }
 

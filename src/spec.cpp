@@ -131,7 +131,6 @@ Tiling KernelSpec::tiling() const {
   best.warps_per_block = forced_warps ? forced_warps : 2;  // 64 threads: fastest in the H200 sweep
   best.block_threads = 32 * best.warps_per_block;
   best.heads_per_block = best.heads_per_warp * best.warps_per_block;
-  best.shared_bytes = 0;
   return best;
 }
 

@@ -40,14 +40,6 @@ __device__ __forceinline__ float to_float(fp16 x) {
   asm("cvt.f32.f16 %0, %1;" : "=f"(f) : "h"(x.bits));
   return f;
 }
-__device__ __forceinline__ float bits_to_float(u32 b, float*) { return __uint_as_float(b); }
-__device__ __forceinline__ float bits_to_float(u32 b, bf16*) { return __uint_as_float(b << 16); }
-__device__ __forceinline__ float bits_to_float(u32 b, fp16*) {
-  float f;
-  u16 h = (u16)b;
-  asm("cvt.f32.f16 %0, %1;" : "=f"(f) : "h"(h));
-  return f;
-}
 
 // ---- from float (round to nearest even) -------------------------------------------------
 __device__ __forceinline__ u32 float_to_bits(float f, float*) { return __float_as_uint(f); }

@@ -66,8 +66,8 @@ class Runtime {
   std::unique_ptr<Impl> impl_;
 };
 
-// Launches `k` over `grid` with `params` on `stream` (block: k.tiling.block_threads threads,
-// k.tiling.shared_bytes dynamic shared memory): no allocation, no sync, no copy, so it can be
+// Launches `k` over `grid` with `params` on `stream` (block: k.tiling.block_threads threads, no
+// dynamic shared memory): no allocation, no sync, no copy, so it can be
 // captured in a CUDA graph. A zero grid dimension launches nothing. Throws CudaError naming
 // cuLaunchKernel when the launch is rejected.
 void launch(const LoadedKernel& k, const FkvKernelParams& params, unsigned grid_x, unsigned grid_y,

@@ -36,7 +36,6 @@ struct Tiling {
   int block_threads = 0;     // 32 * warps_per_block
   int heads_per_block = 0;   // (token, head) pairs per block
   int idle_lanes = 0;        // per warp: 32 - heads_per_warp * lanes_per_head
-  int shared_bytes = 0;      // dynamic shared memory per block (none)
 };
 
 struct KernelSpec {
