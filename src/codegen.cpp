@@ -105,7 +105,9 @@ std::string template_text(const std::string& name, const JitOptions& options) {
   throw CompileError("no kernel template named '" + name + "' is embedded in this build");
 }
 
-KernelSource generate(const KernelSpec& spec) {
+KernelSource generate(const KernelSpec& spec) { return generate(spec, JitOptions::global()); }
+
+KernelSource generate(const KernelSpec& spec, const JitOptions& options) {
   spec.check();
   const Tiling t = spec.tiling();
   KernelSource out;
@@ -124,7 +126,7 @@ KernelSource generate(const KernelSpec& spec) {
        << t.warps_per_block << ">";
   out.name_expression = expr.str();
 
-  const std::string body = template_text(kTemplate);
+  const std::string body = template_text(kTemplate, options);
   XXH3_state_t* st = XXH3_createState();
   XXH3_128bits_reset(st);
   auto add = [&](const std::string& name, const std::string& text) {
@@ -136,7 +138,7 @@ KernelSource generate(const KernelSpec& spec) {
   };
   add(kTemplate, body);
   for (const char* h : kHeaders) {
-    out.headers.emplace_back(h, template_text(h));
+    out.headers.emplace_back(h, template_text(h, options));
     add(h, out.headers.back().second);
   }
   out.template_hash = hex128(XXH3_128bits_digest(st));

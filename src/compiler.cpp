@@ -160,7 +160,11 @@ void dump_source(const KernelSource& src, const CompileOptions& options, const s
 }  // namespace
 
 CompiledKernel compile(const KernelSource& src, const CompileOptions& options) {
-  dump_source(src, options, JitOptions::global().dump_source);
+  return compile(src, options, JitOptions::global());
+}
+
+CompiledKernel compile(const KernelSource& src, const CompileOptions& options, const JitOptions& jit) {
+  dump_source(src, options, jit.dump_source);
   std::vector<const char*> header_text, header_names;
   for (const auto& [name, text] : src.headers) {
     header_names.push_back(name.c_str());
@@ -174,7 +178,7 @@ CompiledKernel compile(const KernelSource& src, const CompileOptions& options) {
   Program prog(raw);
   check_nvrtc(nvrtc().nvrtcAddNameExpression(raw, src.name_expression.c_str()), "nvrtcAddNameExpression");
 
-  const auto opts = nvrtc_options(options);
+  const auto opts = nvrtc_options(options, jit);
   std::vector<const char*> argv;
   for (const auto& o : opts) argv.push_back(o.c_str());
   const nvrtcResult rc = nvrtc().nvrtcCompileProgram(raw, static_cast<int>(argv.size()), argv.data());

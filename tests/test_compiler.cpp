@@ -96,29 +96,29 @@ TEST_CASE("a broken template gives a CompileError with the log and the source", 
   const fs::path dir = fs::temp_directory_path() / ("fkv-broken-" + std::to_string(::getpid()));
   fs::create_directories(dir);
   std::ofstream(dir / "fused_kv.cu") << "this is not CUDA;\n";
-  ::setenv("FKV_TEMPLATE_DIR", dir.c_str(), 1);
-  const KernelSource k = generate(base());
+  fkv::JitOptions jit;  // FKV_TEMPLATE_DIR=dir
+  jit.template_dir = dir;
+  const KernelSource k = generate(base(), jit);
   CHECK(k.source.find("this is not CUDA") != std::string::npos);
   CHECK(k.template_hash != "");
   try {
-    compile(k, {Arch::parse("sm_90")});
+    compile(k, {Arch::parse("sm_90")}, jit);
     FAIL("compile should have failed");
   } catch (const CompileError& e) {
     CHECK_FALSE(e.log.empty());
     CHECK(e.source.find("this is not CUDA") != std::string::npos);
     CHECK(std::string(e.what()).find("sm_90") != std::string::npos);
   }
-  ::unsetenv("FKV_TEMPLATE_DIR");
-  CHECK(generate(base()).template_hash != k.template_hash);
+  CHECK(generate(base(), fkv::JitOptions{}).template_hash != k.template_hash);
   fs::remove_all(dir);
 }
 
 TEST_CASE("FKV_DUMP_SOURCE keeps the specialized source", "[compiler]") {
   namespace fs = std::filesystem;
   const fs::path dir = fs::temp_directory_path() / ("fkv-dump-" + std::to_string(::getpid()));
-  ::setenv("FKV_DUMP_SOURCE", dir.c_str(), 1);
-  compile(generate(base()), {Arch::parse("sm_90")});
-  ::unsetenv("FKV_DUMP_SOURCE");
+  fkv::JitOptions jit;  // FKV_DUMP_SOURCE=dir
+  jit.dump_source = dir;
+  compile(generate(base()), {Arch::parse("sm_90")}, jit);
   CHECK(fs::exists(dir / (base().short_name() + "-sm_90.cu")));
   fs::remove_all(dir);
 }

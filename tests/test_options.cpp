@@ -144,18 +144,11 @@ TEST_CASE("FKV_TEMPLATE_DIR templates may include only the embedded headers", "[
 
 TEST_CASE("FKV_DUMP_SOURCE never writes through a planted symlink", "[options][security][nvrtc]") {
   fkv_test::TempDir tmp;
-  EnvGuard env;
-  // JitOptions::global() is read once per process; this test runs in its own process under
-  // ctest, but under a filtered run another test may have read it first.
   const fs::path dump = tmp.path / "dump";
-  env.set("FKV_DUMP_SOURCE", dump.string());
-  if (JitOptions::global().dump_source != dump) {
-    WARN("JitOptions::global() was read before this test set FKV_DUMP_SOURCE; skipped");
-    return;
-  }
+  JitOptions jit;  // FKV_DUMP_SOURCE=dump
+  jit.dump_source = dump;
   fs::create_directories(dump);
-  const fkv::KernelSpec spec = small_spec();
-  const fkv::KernelSource src = fkv::generate(spec);
+  const fkv::KernelSource src = fkv::generate(small_spec(), jit);
   fkv::CompileOptions co;
   co.arch = fkv::Arch{8, 0, false};
   const fs::path target = dump / (src.short_name + "-sm_80.cu");
@@ -164,14 +157,14 @@ TEST_CASE("FKV_DUMP_SOURCE never writes through a planted symlink", "[options][s
   fs::create_symlink(victim, target);
 
   fkv_test::LogCapture log;
-  CHECK_NOTHROW(fkv::compile(src, co));  // a dump that cannot be written never fails a compile
-  CHECK(slurp(victim) == "precious\n");   // before: overwritten with the kernel source
+  CHECK_NOTHROW(fkv::compile(src, co, jit));  // a dump that cannot be written never fails a compile
+  CHECK(slurp(victim) == "precious\n");       // before: overwritten with the kernel source
   CHECK(fs::is_symlink(target));
   CHECK(log.count("FKV_DUMP_SOURCE") == 1);
 
   // An earlier dump of our own is replaced.
   fs::remove(target);
   spill(target, "old dump");
-  fkv::compile(src, co);
+  fkv::compile(src, co, jit);
   CHECK(slurp(target) == src.source);
 }

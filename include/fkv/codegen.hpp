@@ -25,7 +25,9 @@ struct KernelSource {
   std::vector<std::pair<std::string, std::string>> headers;
 };
 
-KernelSource generate(const KernelSpec& spec);
+// Templates come from options.template_dir when set (FKV_TEMPLATE_DIR), else the embedded ones.
+KernelSource generate(const KernelSpec& spec, const JitOptions& options);
+KernelSource generate(const KernelSpec& spec);  // with JitOptions::global()
 
 // The text of an embedded template or header ("fused_kv.cu", "fkv_types.cuh",
 // "fkv/kernel_params.h"), or of the copy in options.template_dir (FKV_TEMPLATE_DIR) when that

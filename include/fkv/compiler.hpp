@@ -36,7 +36,8 @@ struct CompiledKernel {
 
 // Compiles with NVRTC; throws CompileError carrying the log and the specialized source.
 // Thread-safe (NVRTC programs are independent).
-CompiledKernel compile(const KernelSource& src, const CompileOptions& options);
+CompiledKernel compile(const KernelSource& src, const CompileOptions& options, const JitOptions& jit);
+CompiledKernel compile(const KernelSource& src, const CompileOptions& options);  // JitOptions::global()
 
 // The exact NVRTC options used for these CompileOptions (part of cache keys): fkv-jit's own,
 // then jit.nvrtc_options (FKV_NVRTC_OPTIONS), which must pass check_nvrtc_options.
