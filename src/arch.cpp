@@ -45,9 +45,10 @@ ArchTarget arch_for_compute_capability(int major, int minor, const std::vector<A
   if (same_major) return {*same_major, false};
   const int cc = major * 10 + minor;
   if (!archs.empty() && archs.back().number() < cc) return {archs.back(), true};
-  throw CompileError("compute capability " + cc_name(major, minor) +
-                     " (sm_" + std::to_string(cc) + ") is not supported: fkv-jit builds for "
-                     "sm_80 or newer, and this NVRTC (" + nvrtc_version() + ") supports " +
+  throw CompileError("compute capability " + cc_name(major, minor) + " (sm_" + std::to_string(cc) +
+                     ") is not supported: fkv-jit builds for "
+                     "sm_80 or newer, and this NVRTC (" +
+                     nvrtc_version() + ") supports " +
                      (archs.empty() ? std::string("none of those") : list_of(archs)));
 }
 

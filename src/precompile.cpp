@@ -31,7 +31,8 @@ PrecompileResult precompile(const Plan& plan, const VariantOptions& options,
   const std::vector<KernelSpec> specs = kernel_specs_for(plan, options);
   PrecompileResult result;
   for (const ArchTarget& t : targets)
-    for (const KernelSpec& s : specs) result.kernels.push_back({s, t, CacheOutcome::Compiled, {}, 0});
+    for (const KernelSpec& s : specs)
+      result.kernels.push_back({s, t, CacheOutcome::Compiled, {}, 0});
 
   const std::size_t total = result.kernels.size();
   std::atomic<std::size_t> next{0};
@@ -43,7 +44,8 @@ PrecompileResult precompile(const Plan& plan, const VariantOptions& options,
     for (std::size_t i; !failed && (i = next++) < total;) {
       PrecompiledKernel& k = result.kernels[i];
       try {
-        const CacheResult r = cache.get(generate(k.spec), CompileOptions{k.target.arch, k.target.ptx});
+        const CacheResult r =
+            cache.get(generate(k.spec), CompileOptions{k.target.arch, k.target.ptx});
         k.outcome = r.outcome;
         k.path = r.path;
         k.seconds = r.seconds;

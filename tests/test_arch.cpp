@@ -47,7 +47,7 @@ TEST_CASE("arch rule: the device's own arch, else the newest of its major, else 
   CHECK(target(10, 0, kNvrtc13) == "sm_100");
   CHECK(target(12, 0, kNvrtc13) == "sm_120");
   CHECK(target(12, 1, kNvrtc13) == "sm_121");
-  CHECK(target(10, 1, kNvrtc13) == "sm_100");  // same major, below it
+  CHECK(target(10, 1, kNvrtc13) == "sm_100");        // same major, below it
   CHECK(target(13, 0, kNvrtc13) == "sm_121 (PTX)");  // newer than this NVRTC
 
   CHECK(target(8, 8, kNvrtc124) == "sm_87");
@@ -62,7 +62,8 @@ TEST_CASE("arch rule: the device's own arch, else the newest of its major, else 
                     Contains("compute capability 7.5") && Contains("sm_80"));
 }
 
-TEST_CASE("resolve_arch: strict names; a-/f-targets map to the runtime's arch with a note", "[arch]") {
+TEST_CASE("resolve_arch: strict names; a-/f-targets map to the runtime's arch with a note",
+          "[arch]") {
   const fkv::ArchRequest plain = fkv::resolve_arch("sm_90", kNvrtc13);
   CHECK(plain.target.name() == "sm_90");
   CHECK(plain.note.empty());
@@ -97,7 +98,8 @@ TEST_CASE("resolve_arch: strict names; a-/f-targets map to the runtime's arch wi
 // (sm_90a on Hopper) never hits. For each device, precompile what the runtime picks there,
 // then look it up the runtime's way (KernelCache::get with the target's arch and output kind)
 // from a fresh cache over the same directory, as a new process would.
-TEST_CASE("precompiling the runtime's arch choice gives a disk hit on every device", "[arch][nvrtc]") {
+TEST_CASE("precompiling the runtime's arch choice gives a disk hit on every device",
+          "[arch][nvrtc]") {
   const auto supported = fkv::supported_archs();
   REQUIRE(!supported.empty());
   const fkv::Plan plan = fkv::make_plan(
@@ -137,11 +139,12 @@ TEST_CASE("precompiling the runtime's arch choice gives a disk hit on every devi
   }
   const ArchTarget hopper = fkv::arch_for_compute_capability(9, 0);
   fkv::KernelCache runtime_cache(cache_at(baked.path));
-  CHECK(runtime_cache.get(fkv::generate(spec), fkv::CompileOptions{hopper.arch, hopper.ptx}).outcome ==
-        fkv::CacheOutcome::DiskHit);
+  CHECK(runtime_cache.get(fkv::generate(spec), fkv::CompileOptions{hopper.arch, hopper.ptx})
+            .outcome == fkv::CacheOutcome::DiskHit);
 }
 
-TEST_CASE("precompile reports progress once per kernel and counts what it compiled", "[arch][nvrtc]") {
+TEST_CASE("precompile reports progress once per kernel and counts what it compiled",
+          "[arch][nvrtc]") {
   const fkv::Plan plan = fkv::make_plan(
       fkv::ModelConfig::from_file(std::string(FKV_TEST_DATA_DIR) + "/smollm3-3b.json"),
       fkv::ValidationMode::Grouped);
@@ -152,11 +155,12 @@ TEST_CASE("precompile reports progress once per kernel and counts what it compil
   const std::vector<ArchTarget> targets = {fkv::resolve_arch("sm_80").target,
                                            fkv::resolve_arch("sm_90").target};
   std::vector<std::size_t> seen;
-  const auto first = fkv::precompile(plan, options, targets, cache, 3,
-                                     [&](const fkv::PrecompiledKernel&, std::size_t done, std::size_t total) {
-                                       CHECK(total == 8);
-                                       seen.push_back(done);
-                                     });
+  const auto first =
+      fkv::precompile(plan, options, targets, cache, 3,
+                      [&](const fkv::PrecompiledKernel&, std::size_t done, std::size_t total) {
+                        CHECK(total == 8);
+                        seen.push_back(done);
+                      });
   CHECK(first.kernels.size() == 8);
   CHECK(first.compiled() == 8);
   CHECK(first.not_persisted() == 0);

@@ -33,10 +33,14 @@ std::string age(std::filesystem::file_time_type t) {
   using namespace std::chrono;
   const auto s = duration_cast<seconds>(std::filesystem::file_time_type::clock::now() - t).count();
   char buf[32];
-  if (s < 120) std::snprintf(buf, sizeof buf, "%llds ago", static_cast<long long>(s));
-  else if (s < 7200) std::snprintf(buf, sizeof buf, "%lldm ago", static_cast<long long>(s / 60));
-  else if (s < 2 * 86400) std::snprintf(buf, sizeof buf, "%lldh ago", static_cast<long long>(s / 3600));
-  else std::snprintf(buf, sizeof buf, "%lldd ago", static_cast<long long>(s / 86400));
+  if (s < 120)
+    std::snprintf(buf, sizeof buf, "%llds ago", static_cast<long long>(s));
+  else if (s < 7200)
+    std::snprintf(buf, sizeof buf, "%lldm ago", static_cast<long long>(s / 60));
+  else if (s < 2 * 86400)
+    std::snprintf(buf, sizeof buf, "%lldh ago", static_cast<long long>(s / 3600));
+  else
+    std::snprintf(buf, sizeof buf, "%lldd ago", static_cast<long long>(s / 86400));
   return buf;
 }
 
@@ -58,13 +62,13 @@ void require_writable(const KernelCache& cache) {
 }
 
 void print_table(const std::vector<CacheEntryInfo>& entries) {
-  std::printf("%-48s %-7s %10s  %-10s %-3s %-8s %s\n", "kernel", "arch", "size", "last used", "ro", "status",
-              "path");
+  std::printf("%-48s %-7s %10s  %-10s %-3s %-8s %s\n", "kernel", "arch", "size", "last used", "ro",
+              "status", "path");
   for (const auto& e : entries) {
     std::string status = e.ok ? "ok" : (e.removed ? "removed" : "BAD");
     std::printf("%-48s %-7s %10s  %-10s %-3s %-8s %s\n", e.kernel.c_str(), e.arch.c_str(),
-                human_bytes(e.bytes).c_str(), age(e.last_used).c_str(), e.readonly ? "ro" : "", status.c_str(),
-                e.path.c_str());
+                human_bytes(e.bytes).c_str(), age(e.last_used).c_str(), e.readonly ? "ro" : "",
+                status.c_str(), e.path.c_str());
     if (!e.ok) std::printf("    %s\n", e.problem.c_str());
   }
 }
@@ -87,7 +91,8 @@ struct VerifyArgs {
 // (CacheKey::make over the generated source and the target), without compiling anything.
 void verify_config(const std::string& cache_dir, const VerifyArgs& a) {
   if (a.variants.config.empty() || a.archs.empty())
-    throw CommandFailure(Usage, "cache verify: --config and --arch go together (which kernels, for which devices)");
+    throw CommandFailure(
+        Usage, "cache verify: --config and --arch go together (which kernels, for which devices)");
   const std::vector<ArchTarget> targets = targets_of(a.archs, a.ptx);
   const Variants v = variants_of(a.variants);
   CacheOptions o = options_for(cache_dir);
@@ -110,31 +115,35 @@ void verify_config(const std::string& cache_dir, const VerifyArgs& a) {
         if (e.digest == key.digest && (!found || e.ok)) found = &e;  // a good copy wins
       const std::string status = !found ? "MISSING" : found->ok ? "ok" : "BAD";
       missing += status != "ok";
-      std::printf("%-44s %-13s %-8s %s\n", spec.short_name().c_str(), t.name().c_str(), status.c_str(),
-                  found ? printable(found->path.string()).c_str() : "-");
+      std::printf("%-44s %-13s %-8s %s\n", spec.short_name().c_str(), t.name().c_str(),
+                  status.c_str(), found ? printable(found->path.string()).c_str() : "-");
       if (found && !found->ok) std::printf("    %s\n", printable(found->problem).c_str());
     }
   }
-  std::printf("%zu kernels needed, %zu present and valid, %zu missing or bad, in %s\n", total, total - missing,
-              missing, printable(roots_text(cache)).c_str());
+  std::printf("%zu kernels needed, %zu present and valid, %zu missing or bad, in %s\n", total,
+              total - missing, missing, printable(roots_text(cache)).c_str());
   if (missing)
-    throw CommandFailure(Incomplete, std::to_string(missing) + " of " + std::to_string(total) +
-                                         " kernels the config needs are missing or bad: run fkv-jit precompile "
-                                         "with the same options");
+    throw CommandFailure(Incomplete,
+                         std::to_string(missing) + " of " + std::to_string(total) +
+                             " kernels the config needs are missing or bad: run fkv-jit precompile "
+                             "with the same options");
 }
 
 }  // namespace
 
 void add_cache_commands(CLI::App& app) {
-  CLI::App* cache = app.add_subcommand("cache", "inspect and maintain the kernel cache (docs/cache.md)");
+  CLI::App* cache =
+      app.add_subcommand("cache", "inspect and maintain the kernel cache (docs/cache.md)");
   cache->require_subcommand(1);
   static std::string cache_dir;
   auto add_dir = [](CLI::App* cmd) {
-    add_cache_dir_option(cmd, cache_dir,
-                         "cache root (default: $FKV_CACHE_DIR, $XDG_CACHE_HOME/fkv-jit or ~/.cache/fkv-jit)");
+    add_cache_dir_option(
+        cmd, cache_dir,
+        "cache root (default: $FKV_CACHE_DIR, $XDG_CACHE_HOME/fkv-jit or ~/.cache/fkv-jit)");
   };
 
-  CLI::App* ls = cache->add_subcommand("ls", "list the entries of the cache (and of read-only roots)");
+  CLI::App* ls =
+      cache->add_subcommand("ls", "list the entries of the cache (and of read-only roots)");
   add_dir(ls);
   ls->callback([] {
     KernelCache c(options_for(cache_dir));
@@ -146,19 +155,22 @@ void add_cache_commands(CLI::App& app) {
       bytes += e.bytes;
       bad += !e.ok;
     }
-    std::printf("%zu entries, %s, %zu bad, in %s%s\n", entries.size(), human_bytes(bytes).c_str(), bad,
-                roots_text(c).c_str(), c.memory_only() ? " (writable root not usable)" : "");
+    std::printf("%zu entries, %s, %zu bad, in %s%s\n", entries.size(), human_bytes(bytes).c_str(),
+                bad, roots_text(c).c_str(), c.memory_only() ? " (writable root not usable)" : "");
   });
 
   CLI::App* verify = cache->add_subcommand(
-      "verify", "check every entry's key and checksum; remove bad entries of the writable root (exit 6 if any "
-                "was bad). With --config and --arch: check that every kernel the config needs is there "
-                "and valid (exit 8 if not)");
+      "verify",
+      "check every entry's key and checksum; remove bad entries of the writable root (exit 6 if "
+      "any "
+      "was bad). With --config and --arch: check that every kernel the config needs is there "
+      "and valid (exit 8 if not)");
   add_dir(verify);
   static VerifyArgs need;
   add_variant_options(verify, need.variants, false);
   verify->get_option("--config")->required(false);
-  verify->add_option("--arch", need.archs, "device arch, repeatable, as for precompile (with --config)");
+  verify->add_option("--arch", need.archs,
+                     "device arch, repeatable, as for precompile (with --config)");
   verify->add_flag("--ptx", need.ptx, "the kernels were precompiled with --ptx");
   verify->callback([] {
     if (!need.variants.config.empty() || !need.archs.empty()) return verify_config(cache_dir, need);
@@ -171,8 +183,10 @@ void add_cache_commands(CLI::App& app) {
     if (!bad.empty()) print_table(bad);
     std::size_t removed = 0;
     for (const auto& e : bad) removed += e.removed;
-    std::printf("%zu entries checked, %zu bad (%zu removed, %zu in read-only roots or still being written)\n",
-                entries.size(), bad.size(), removed, bad.size() - removed);
+    std::printf(
+        "%zu entries checked, %zu bad (%zu removed, %zu in read-only roots or still being "
+        "written)\n",
+        entries.size(), bad.size(), removed, bad.size() - removed);
     if (!bad.empty())
       throw CommandFailure(CacheFailure, std::to_string(bad.size()) + " bad cache entries found");
   });
@@ -181,14 +195,17 @@ void add_cache_commands(CLI::App& app) {
   CLI::App* prune = cache->add_subcommand(
       "prune", "remove least recently used entries until the cache holds at most --max-bytes");
   add_dir(prune);
-  prune->add_option("--max-bytes", max_bytes, "size cap, e.g. 500000000, 500M, 2G (default: $FKV_CACHE_MAX_BYTES)");
+  prune->add_option("--max-bytes", max_bytes,
+                    "size cap, e.g. 500000000, 500M, 2G (default: $FKV_CACHE_MAX_BYTES)");
   prune->callback([] {
     KernelCache c(options_for(cache_dir));
     require_writable(c);
     std::uint64_t cap = c.options().max_bytes;
     if (!max_bytes.empty()) {
       auto n = parse_byte_count(max_bytes);
-      if (!n) throw CommandFailure(Usage, "--max-bytes '" + max_bytes + "' is not a byte count (e.g. 500M)");
+      if (!n)
+        throw CommandFailure(Usage,
+                             "--max-bytes '" + max_bytes + "' is not a byte count (e.g. 500M)");
       cap = *n;
     } else if (cap == 0) {
       throw CommandFailure(Usage, "no size cap: pass --max-bytes N or set FKV_CACHE_MAX_BYTES");
@@ -197,8 +214,8 @@ void add_cache_commands(CLI::App& app) {
     std::uint64_t left = 0;
     for (const auto& e : c.list())
       if (!e.readonly) left += e.bytes;
-    std::printf("removed %s; %s left in %s (cap %s)\n", human_bytes(removed).c_str(), human_bytes(left).c_str(),
-                c.options().root.c_str(), human_bytes(cap).c_str());
+    std::printf("removed %s; %s left in %s (cap %s)\n", human_bytes(removed).c_str(),
+                human_bytes(left).c_str(), c.options().root.c_str(), human_bytes(cap).c_str());
   });
 
   CLI::App* clear = cache->add_subcommand("clear", "remove every entry of the writable cache root");

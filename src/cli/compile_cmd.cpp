@@ -46,13 +46,13 @@ void run_precompile(const PrecompileArgs& a) {
   }
   KernelCache cache(opts);
 
-  const PrecompileResult r = precompile(
-      v.plan, v.options, targets, cache, static_cast<unsigned>(a.jobs),
-      [](const PrecompiledKernel& k, std::size_t done, std::size_t total) {
-        std::fprintf(stderr, "[%zu/%zu] %-9s %-13s %s (%.1f ms)\n", done, total,
-                     to_string(k.outcome).c_str(), k.target.name().c_str(),
-                     k.spec.short_name().c_str(), k.seconds * 1e3);
-      });
+  const PrecompileResult r =
+      precompile(v.plan, v.options, targets, cache, static_cast<unsigned>(a.jobs),
+                 [](const PrecompiledKernel& k, std::size_t done, std::size_t total) {
+                   std::fprintf(stderr, "[%zu/%zu] %-9s %-13s %s (%.1f ms)\n", done, total,
+                                to_string(k.outcome).c_str(), k.target.name().c_str(),
+                                k.spec.short_name().c_str(), k.seconds * 1e3);
+                 });
 
   const std::size_t missing = r.not_persisted();
   const std::string why = missing ? why_not_persisted(cache) : "";
@@ -103,8 +103,8 @@ void run_precompile(const PrecompileArgs& a) {
   }
   const std::string message = (missing == r.kernels.size() ? "nothing was saved: " : "") +
                               std::to_string(missing) + " of " + std::to_string(r.kernels.size()) +
-                              " kernels are in memory only, not in the cache: " + why + "; not saved: " +
-                              list;
+                              " kernels are in memory only, not in the cache: " + why +
+                              "; not saved: " + list;
   if (a.json) print_error(message);
   throw CommandFailure(Incomplete, a.json ? "" : message);
 }

@@ -100,8 +100,7 @@ std::string subcommand_names(const CLI::App& app) {
 
 // The deepest subcommand that was parsed (the one a stray positional was given to).
 const CLI::App* innermost(const CLI::App& app) {
-  for (const CLI::App* sub : app.get_subcommands())
-    return innermost(*sub);
+  for (const CLI::App* sub : app.get_subcommands()) return innermost(*sub);
   return &app;
 }
 
@@ -164,8 +163,8 @@ int main(int argc, char** argv) {
     if (at->get_require_subcommand_min() > 0 && !at->remaining(true).empty() &&
         at->get_subcommands().empty())
       message = "unknown subcommand '" + at->remaining(true).front() + "'" +
-                (at == &app ? "" : " for '" + at->get_name() + "'") + " (commands: " +
-                subcommand_names(*at) + ")";
+                (at == &app ? "" : " for '" + at->get_name() + "'") +
+                " (commands: " + subcommand_names(*at) + ")";
     fail(Usage, message);
     std::cerr << "Run 'fkv-jit --help' for usage.\n";
     return Usage;
