@@ -140,8 +140,7 @@ const JitOptions& JitOptions::global() {
   // A throwing initializer leaves the static uninitialized: the next call reads again.
   static const JitOptions options = [] {
     JitOptions o = from_env();
-    if (std::getenv("FKV_LOG_LEVEL")) configure_logging(o.log_level);
-    else configure_logging("");
+    configure_logging(o.log_level);
     return o;
   }();
   return options;
