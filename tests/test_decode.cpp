@@ -2,7 +2,6 @@
 // of specializations for sm_80 and sm_90 with ptxas' own report (no spills). No GPU needed.
 #include <catch2/catch.hpp>
 
-#include <cstdlib>
 #include <regex>
 #include <set>
 #include <string>
@@ -12,6 +11,7 @@
 #include "fkv/compiler.hpp"
 #include "fkv/decode.hpp"
 #include "fkv/errors.hpp"
+#include "fkv/options.hpp"
 
 namespace {
 
@@ -34,13 +34,6 @@ bool arch_supported(const std::string& name) {
     if (a.name() == name) return true;
   return false;
 }
-
-// Sets an environment variable for one scope.
-struct ScopedEnv {
-  std::string name;
-  ScopedEnv(const char* n, const char* value) : name(n) { ::setenv(n, value, 1); }
-  ~ScopedEnv() { ::unsetenv(name.c_str()); }
-};
 
 }  // namespace
 
@@ -147,7 +140,7 @@ TEST_CASE("generate_decode: one explicit instantiation, the spec on the first li
 }
 
 // Each specialization is compiled by NVRTC here, with ptxas' verbose report in the log
-// (--ptxas-options=-v through FKV_NVRTC_OPTIONS), which must show no spills and no stack frame.
+// (--ptxas-options=-v as an extra NVRTC option), which must show no spills and no stack frame.
 TEST_CASE("decode kernels compile for sm_80 and sm_90 without spills") {
   struct Case {
     const char* what;
@@ -193,7 +186,8 @@ TEST_CASE("decode kernels compile for sm_80 and sm_90 without spills") {
     cases.push_back({"d80", e, 512, 1, 8, "sm_90"});
   }
 
-  const ScopedEnv verbose("FKV_NVRTC_OPTIONS", "--ptxas-options=-v");
+  fkv::JitOptions verbose = fkv::JitOptions::global();
+  verbose.nvrtc_options.push_back("--ptxas-options=-v");
   const std::regex spills(R"((\d+) bytes stack frame, (\d+) bytes spill stores, (\d+) bytes spill loads)");
   const std::regex regs(R"(Used (\d+) registers)");
   for (const Case& c : cases) {
@@ -207,7 +201,7 @@ TEST_CASE("decode kernels compile for sm_80 and sm_90 without spills") {
     o.arch = fkv::Arch::parse(c.arch);
     fkv::CompiledKernel k;
     try {
-      k = fkv::compile(fkv::generate_decode(s), o);
+      k = fkv::compile(fkv::generate_decode(s), o, verbose);
     } catch (const fkv::CompileError& e) {
       FAIL(e.what());
     }
