@@ -2,9 +2,11 @@
 // facts written down, the architecture rules on synthetic configs, and bad input.
 #include <catch2/catch.hpp>
 
+#include <chrono>
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
+#include <iterator>
 #include <set>
 #include <string>
 #include <unistd.h>
@@ -128,7 +130,8 @@ TEST_CASE("dflash qwen3-4b draft: per-head RMS K norm, explicit head_dim", "[con
   CHECK(l.rope.value.scaling_type == "default");
   CHECK(l.rope.source == "theta: rope_theta; scaling: default (no rope_scaling)");
   CHECK(l.eps.value == 1e-6);
-  CHECK_THAT(l.k_norm.source, Contains("qwen3") && Contains("modeling_qwen3.py"));
+  // architectures[0] DFlash* selects the DFlash draft entry before model_type "qwen3".
+  CHECK_THAT(l.k_norm.source, Contains("DFlash draft") && Contains("Qwen3DFlashAttention"));
   CHECK(c.dtype.source == "dtype");
 }
 
@@ -202,7 +205,7 @@ TEST_CASE("glm4-moe (GLM-4.5): neox, partial rotary 0.5, RMS K norm", "[config][
   CHECK(c.num_hidden_layers.value == 92);
   check_uniform(c, {8, 128, true, KNormKind::Rms});
   CHECK(c.layers[0].rotary_dim.value == 64);
-  CHECK(c.layers[0].rotary_dim.source == "derived: head_dim * partial_rotary_factor = 128*0.5");
+  CHECK(c.layers[0].rotary_dim.source == "derived: int(head_dim * partial_rotary_factor) = int(128*0.5) = 64 (truncated, as transformers, vLLM and sglang compute it)");
   CHECK_THAT(c.layers[0].is_neox_style.source, Contains("glm4_moe") && Contains("modeling_glm4_moe.py"));
   CHECK_THAT(c.layers[0].k_norm.source, Contains("use_qk_norm = true"));
 }
@@ -230,7 +233,7 @@ TEST_CASE("gpt-j in gpt_neo format: interleaved, rotary_dim 64 of 256", "[config
   check_uniform(c, {16, 256, false, KNormKind::None});
   CHECK(c.layers[0].rotary_dim.value == 64);
   CHECK(c.layers[0].rotary_dim.source == "rotary_dim");
-  CHECK_THAT(c.layers[0].is_neox_style.source, Contains("gpt_neo-format GPT-J") && Contains("modeling_gptj.py"));
+  CHECK_THAT(c.layers[0].is_neox_style.source, Contains("architecture rule: gpt_neo -> GPT-J") && Contains("modeling_gptj.py"));
   CHECK(c.layers[0].kind.source == "attention_layers[0] = global");
   CHECK(c.eps.source == "layer_norm_epsilon");
 }
@@ -284,7 +287,7 @@ TEST_CASE("phi-2: partial_rotary_factor 0.4 of head_dim 80", "[config][data]") {
   auto c = load("phi-phi-2.json");
   check_uniform(c, {32, 80, true, KNormKind::None});
   CHECK(c.layers[0].rotary_dim.value == 32);
-  CHECK(c.layers[0].rotary_dim.source == "derived: head_dim * partial_rotary_factor = 80*0.4");
+  CHECK(c.layers[0].rotary_dim.source == "derived: int(head_dim * partial_rotary_factor) = int(80*0.4) = 32 (truncated, as transformers, vLLM and sglang compute it)");
   CHECK(c.layers[0].unsupported.empty());  // qk_layernorm false
 }
 
@@ -319,7 +322,8 @@ TEST_CASE("qwen3.5: linear attention skipped, partial rotary in rope_parameters,
   CHECK(attn == std::vector<int>{3, 7, 11, 15, 19, 23, 27, 31});
   check_uniform(c, {4, 256, true, KNormKind::RmsOnePlus});
   CHECK(c.layers[3].rotary_dim.value == 64);
-  CHECK(c.layers[3].rotary_dim.source == "derived: head_dim * text_config.rope_parameters.partial_rotary_factor = 256*0.25");
+  CHECK(c.layers[3].rotary_dim.source ==
+        "derived: int(head_dim * text_config.rope_parameters.partial_rotary_factor) = int(256*0.25) = 64 (truncated, as transformers, vLLM and sglang compute it)");
   CHECK(c.layers[3].rope.value.theta == 1e7);
   CHECK(c.layers[3].rope.value.scaling_type == "default");
   CHECK_THAT(c.layers[3].k_norm.source, Contains("(1 + w)"));
@@ -356,12 +360,16 @@ TEST_CASE("neox rules by architecture and explicit keys", "[config][rules]") {
   CHECK_FALSE(neox(R"(, "model_type": "glm4")").value);
   CHECK_FALSE(neox(R"(, "model_type": "chatglm")").value);
   CHECK(neox(R"(, "model_type": "glm4_moe")").value);
-  // An explicit key wins over the architecture.
-  auto e = neox(R"(, "model_type": "cohere", "rope_is_neox_style": true)");
-  CHECK(e.value);
+  // sglang's llama reads rope_is_neox_style; it wins over the rule there.
+  auto e = neox(R"(, "model_type": "llama", "rope_is_neox_style": false)");
+  CHECK_FALSE(e.value);
   CHECK(e.source == "rope_is_neox_style");
-  CHECK_FALSE(neox(R"(, "model_type": "llama", "is_neox_style": false)").value);
-  CHECK_THROWS_WITH(neox(R"(, "is_neox_style": "yes")"), Contains("is_neox_style") && Contains("true or false"));
+  CHECK_THROWS_WITH(neox(R"(, "model_type": "llama", "rope_is_neox_style": "yes")"),
+                    Contains("rope_is_neox_style") && Contains("true or false"));
+  // A family whose modeling code does not read the key: refused, never silently ignored.
+  CHECK_THROWS_WITH(neox(R"(, "model_type": "cohere", "rope_is_neox_style": true)"),
+                    Contains("'rope_is_neox_style'") && Contains("does not read it") && Contains("modeling_cohere.py"));
+  CHECK_THROWS_WITH(neox(R"(, "model_type": "llama", "is_neox_style": false)"), Contains("'is_neox_style'"));
 }
 
 TEST_CASE("glm / chatglm rotate half the head by default", "[config][rules]") {
@@ -399,8 +407,11 @@ TEST_CASE("K norm kinds and unsupported norms", "[config][rules]") {
   CHECK_THAT(o2.unsupported, Contains("across all heads") && Contains("modeling_olmo2.py"));
   auto ph = knorm(R"(, "model_type": "phi", "qk_layernorm": true)");
   CHECK_THAT(ph.unsupported, Contains("qk_layernorm"));
-  auto unk = knorm(R"(, "model_type": "mystery", "use_qk_norm": true)");
-  CHECK_THAT(unk.unsupported, Contains("not known") && Contains("explicit schema"));
+  CHECK_THROWS_WITH(knorm(R"(, "model_type": "mystery", "use_qk_norm": true)"),
+                    Contains("\"mystery\"") && Contains("not in the architecture registry") && Contains("explicit schema"));
+  // A qk-norm key a family does not read is refused, not taken as "no K norm".
+  CHECK_THROWS_WITH(knorm(R"(, "model_type": "llama", "use_qk_norm": true)"), Contains("'use_qk_norm'"));
+  CHECK(knorm(R"(, "model_type": "llama", "use_qk_norm": false)").k_norm.value == KNormKind::None);
   CHECK(knorm(R"(, "model_type": "glm4_moe", "use_qk_norm": false)").k_norm.value == KNormKind::None);
 }
 
@@ -410,10 +421,10 @@ TEST_CASE("hybrid layer patterns: Nemotron-H, Jamba, DeciLM, layers_block_type",
   CHECK(indices_where(nh, LayerKind::FullAttention) == std::vector<int>{3, 5});
   CHECK(nh.layers[3].rotary_dim.value == 0);  // Nemotron-H attention has no RoPE
   CHECK_THAT(nh.layers[3].kind.source, Contains("hybrid_override_pattern[3] = '*'"));
-  CHECK_THROWS_WITH(parse(R"({"num_hidden_layers": 3, "hidden_size": 64, "num_attention_heads": 2,
+  CHECK_THROWS_WITH(parse(R"({"model_type": "nemotron_h", "num_hidden_layers": 3, "hidden_size": 64, "num_attention_heads": 2,
                               "hybrid_override_pattern": "M*"})"),
                     Contains("hybrid_override_pattern") && Contains("2 characters") && Contains("3 layers"));
-  CHECK_THROWS_WITH(parse(R"({"num_hidden_layers": 2, "hidden_size": 64, "num_attention_heads": 2,
+  CHECK_THROWS_WITH(parse(R"({"model_type": "nemotron_h", "num_hidden_layers": 2, "hidden_size": 64, "num_attention_heads": 2,
                               "hybrid_override_pattern": "MX"})"),
                     Contains("unknown character 'X'"));
 
@@ -422,23 +433,14 @@ TEST_CASE("hybrid layer patterns: Nemotron-H, Jamba, DeciLM, layers_block_type",
   CHECK(indices_where(jb, LayerKind::FullAttention) == std::vector<int>{2, 6});
   CHECK(jb.layers[2].num_kv_heads.value == 2);
 
-  auto dc = parse(R"({"model_type": "nemotron-nas", "num_hidden_layers": 3, "hidden_size": 4096, "num_attention_heads": 32,
-                      "block_configs": [{"attention": {"n_heads_in_group": 8, "no_op": false, "replace_with_linear": false}},
-                                        {"attention": {"n_heads_in_group": null, "no_op": true}},
-                                        {"attention": {"n_heads_in_group": 4, "replace_with_linear": true}}]})");
-  CHECK(indices_where(dc, LayerKind::FullAttention) == std::vector<int>{0});
-  CHECK(dc.layers[0].num_kv_heads.value == 4);
-  CHECK_THAT(dc.layers[0].num_kv_heads.source, Contains("block_configs[0].attention.n_heads_in_group"));
-  CHECK(dc.layers[1].kind.source == "block_configs[1].attention.no_op = true");
-  CHECK(dc.layers[2].kind.source == "block_configs[2].attention.replace_with_linear = true");
-  CHECK_THROWS_WITH(parse(R"({"num_hidden_layers": 1, "hidden_size": 4096, "num_attention_heads": 32,
-                              "block_configs": [{"attention": {"n_heads_in_group": 5}}]})"),
-                    Contains("n_heads_in_group") && Contains("does not divide"));
-
-  auto lb = parse(R"({"num_hidden_layers": 3, "hidden_size": 512, "num_attention_heads": 4,
-                      "layers_block_type": ["mamba", "attention", "mamba"]})");
-  CHECK(indices_where(lb, LayerKind::FullAttention) == std::vector<int>{1});
-  CHECK_THROWS_WITH(parse(R"({"num_hidden_layers": 2, "hidden_size": 512, "num_attention_heads": 4,
+  // DeciLM / Nemotron-NAS (block_configs) and layers_block_type families have no registry entry.
+  CHECK_THROWS_WITH(parse(R"({"model_type": "nemotron-nas", "num_hidden_layers": 1, "hidden_size": 4096,
+                              "num_attention_heads": 32, "block_configs": [{"attention": {"n_heads_in_group": 8}}]})"),
+                    Contains("\"nemotron-nas\"") && Contains("not in the architecture registry"));
+  CHECK_THROWS_WITH(parse(R"({"model_type": "llama", "num_hidden_layers": 3, "hidden_size": 512, "num_attention_heads": 4,
+                              "layers_block_type": ["mamba", "attention", "mamba"]})"),
+                    Contains("'layers_block_type'") && Contains("does not read it"));
+  CHECK_THROWS_WITH(parse(R"({"model_type": "qwen3", "num_hidden_layers": 2, "hidden_size": 512, "num_attention_heads": 4,
                               "layer_types": ["full_attention", "telepathy"]})"),
                     Contains("layer_types[1]") && Contains("telepathy"));
 }
@@ -448,23 +450,19 @@ TEST_CASE("cohere2: global layers are NoPE, pattern from class default", "[confi
                      "sliding_window": 4096})");
   CHECK(indices_where(c, LayerKind::FullAttention) == std::vector<int>{3, 7});
   CHECK(c.layers[3].rotary_dim.value == 0);
-  CHECK_THAT(c.layers[3].rotary_dim.source, Contains("cohere2 global layers are NoPE"));
+  CHECK_THAT(c.layers[3].rotary_dim.source, Contains("architecture rule: cohere2") && Contains("NoPE"));
   CHECK(c.layers[0].rotary_dim.value == 128);
   CHECK(c.layers[0].sliding_window == 4096);
   CHECK_FALSE(c.layers[0].is_neox_style.value);
 }
 
-TEST_CASE("OpenELM per-layer head lists", "[config][rules]") {
-  auto c = parse(R"({"model_type": "openelm", "num_transformer_layers": 3, "model_dim": 1280, "head_dim": 64,
-                     "num_query_heads": [12, 16, 20], "num_kv_heads": [3, 4, 5], "rope_freq_constant": 10000,
-                     "normalize_qk_projections": true})");
-  CHECK(c.num_hidden_layers.source == "num_transformer_layers");
-  CHECK(c.layers[0].num_kv_heads.value == 3);
-  CHECK(c.layers[2].num_kv_heads.value == 5);
-  CHECK(c.layers[2].num_kv_heads.source == "num_kv_heads[2]");
-  CHECK(c.layers[1].k_norm.value == KNormKind::Rms);
-  CHECK_THROWS_WITH(parse(R"({"num_hidden_layers": 2, "hidden_size": 64, "num_attention_heads": 2, "num_kv_heads": [1]})"),
-                    Contains("num_kv_heads") && Contains("1 entries") && Contains("2 layers"));
+TEST_CASE("per-layer head lists (OpenELM) are refused: no registry entry reads them", "[config][rules]") {
+  CHECK_THROWS_WITH(parse(R"({"model_type": "openelm", "num_transformer_layers": 3, "model_dim": 1280, "head_dim": 64,
+                              "num_query_heads": [12, 16, 20], "num_kv_heads": [3, 4, 5]})"),
+                    Contains("\"openelm\"") && Contains("explicit schema"));
+  CHECK_THROWS_WITH(parse(R"({"model_type": "llama", "num_hidden_layers": 2, "hidden_size": 64, "num_attention_heads": 2,
+                              "num_kv_heads": [1, 1]})"),
+                    Contains("'num_kv_heads'") && Contains("KV heads per layer"));
 }
 
 TEST_CASE("NoPE by interval, Llama4 style", "[config][rules]") {
@@ -478,12 +476,13 @@ TEST_CASE("NoPE by interval, Llama4 style", "[config][rules]") {
                      "no_rope_layers": [1, 1, 1, 0], "use_qk_norm": true})");
   CHECK_THAT(q.layers[0].unsupported, Contains("L2"));
   CHECK(q.layers[3].unsupported.empty());  // the L2 norm is applied on RoPE layers only
-  CHECK_THROWS_WITH(parse(R"({"num_hidden_layers": 2, "hidden_size": 64, "num_attention_heads": 2, "no_rope_layers": [1, 2]})"),
+  CHECK_THROWS_WITH(parse(R"({"model_type": "smollm3", "num_hidden_layers": 2, "hidden_size": 64, "num_attention_heads": 2,
+                              "no_rope_layers": [1, 2]})"),
                     Contains("no_rope_layers[1]") && Contains("1 (RoPE) or 0 (NoPE)"));
 }
 
 TEST_CASE("rope_parameters keyed by layer type", "[config][rules]") {
-  auto c = parse(R"({"num_hidden_layers": 2, "hidden_size": 512, "num_attention_heads": 4,
+  auto c = parse(R"({"model_type": "gpt_oss", "num_hidden_layers": 2, "hidden_size": 512, "num_attention_heads": 4,
                      "layer_types": ["sliding_attention", "full_attention"], "sliding_window": 512,
                      "rope_parameters": {"full_attention": {"rope_type": "linear", "factor": 8.0, "rope_theta": 1000000},
                                          "sliding_attention": {"rope_type": "default", "rope_theta": 10000}}})");
@@ -493,7 +492,7 @@ TEST_CASE("rope_parameters keyed by layer type", "[config][rules]") {
   CHECK(c.layers[1].rope.value.theta == 1e6);
   CHECK(c.layers[1].rope.value.scaling_type == "linear");
   CHECK(c.layers[1].rope.value.scaling["factor"] == 8.0);
-  CHECK_THROWS_WITH(parse(R"({"num_hidden_layers": 1, "hidden_size": 512, "num_attention_heads": 4,
+  CHECK_THROWS_WITH(parse(R"({"model_type": "gpt_oss", "num_hidden_layers": 1, "hidden_size": 512, "num_attention_heads": 4,
                               "layer_types": ["full_attention"],
                               "rope_parameters": {"sliding_attention": {"rope_theta": 10000}}})"),
                     Contains("no entry for \"full_attention\""));
@@ -522,8 +521,8 @@ TEST_CASE("RopeFrequencies::canonical is stable and normalizes numbers", "[confi
   fkv::RopeFrequencies d;
   CHECK(d.canonical() == R"({"scaling":{},"theta":10000.0,"type":"default"})");
   // The same table read from 1e6 and 1000000 in two configs.
-  auto x = parse(R"({"num_hidden_layers": 1, "hidden_size": 512, "num_attention_heads": 4, "rope_theta": 1e6})");
-  auto y = parse(R"({"num_hidden_layers": 1, "hidden_size": 512, "num_attention_heads": 4, "rope_theta": 1000000})");
+  auto x = parse(R"({"model_type": "llama", "num_hidden_layers": 1, "hidden_size": 512, "num_attention_heads": 4, "rope_theta": 1e6})");
+  auto y = parse(R"({"model_type": "llama", "num_hidden_layers": 1, "hidden_size": 512, "num_attention_heads": 4, "rope_theta": 1000000})");
   CHECK(x.layers[0].rope.value == y.layers[0].rope.value);
 }
 
@@ -567,7 +566,7 @@ TEST_CASE("explicit schema under fkv overrides inference", "[config][explicit]")
   CHECK(c.layers[0].head_dim.value == 128);  // inferred, not overridden
   CHECK(c.layers[0].rope.value.theta == 500000.0);
   CHECK_FALSE(c.layers[1].is_attention());
-  CHECK_THROWS_WITH(parse(R"({"num_hidden_layers": 2, "hidden_size": 512, "num_attention_heads": 4,
+  CHECK_THROWS_WITH(parse(R"({"model_type": "llama", "num_hidden_layers": 2, "hidden_size": 512, "num_attention_heads": 4,
                               "fkv": {"layers": [{"k_norm": "rms"}]}})"),
                     Contains("fkv.layers") && Contains("1 entries") && Contains("2 layers"));
 }
@@ -616,7 +615,7 @@ TEST_CASE("non-object top level and bad text_config", "[config][errors]") {
 
 TEST_CASE("wrong types, negative and zero values are errors naming file and key", "[config][errors]") {
   auto with = [](const std::string& extra) {
-    return parse(R"({"num_hidden_layers": 2, "hidden_size": 512, "num_attention_heads": 4)" + extra + "}");
+    return parse(R"({"model_type": "llama", "num_hidden_layers": 2, "hidden_size": 512, "num_attention_heads": 4)" + extra + "}");
   };
   CHECK_THROWS_WITH(with(R"(, "head_dim": 128.5)"), Contains("test.json") && Contains("'head_dim'") && Contains("integer") &&
                                                           Contains("128.5"));
@@ -631,11 +630,11 @@ TEST_CASE("wrong types, negative and zero values are errors naming file and key"
   CHECK_THROWS_WITH(with(R"(, "rope_scaling": "yarn")"), Contains("'rope_scaling'") && Contains("object"));
   CHECK_THROWS_WITH(with(R"(, "rope_scaling": {"rope_type": "linear", "factor": 0})"), Contains("rope_scaling.factor"));
   CHECK_THROWS_WITH(with(R"(, "torch_dtype": 16)"), Contains("'torch_dtype'") && Contains("string"));
-  CHECK_THROWS_WITH(parse(R"({"num_hidden_layers": 0, "hidden_size": 512, "num_attention_heads": 4})"),
+  CHECK_THROWS_WITH(parse(R"({"model_type": "llama", "num_hidden_layers": 0, "hidden_size": 512, "num_attention_heads": 4})"),
                     Contains("'num_hidden_layers'") && Contains("positive"));
-  CHECK_THROWS_WITH(parse(R"({"num_hidden_layers": 2.5, "hidden_size": 512, "num_attention_heads": 4})"),
+  CHECK_THROWS_WITH(parse(R"({"model_type": "llama", "num_hidden_layers": 2.5, "hidden_size": 512, "num_attention_heads": 4})"),
                     Contains("'num_hidden_layers'") && Contains("integer"));
-  CHECK_THROWS_WITH(parse(R"({"text_config": {"num_hidden_layers": 2, "hidden_size": 512, "num_attention_heads": -4}})"),
+  CHECK_THROWS_WITH(parse(R"({"text_config": {"model_type": "llama", "num_hidden_layers": 2, "hidden_size": 512, "num_attention_heads": -4}})"),
                     Contains("'text_config.num_attention_heads'"));
   // Integral floats are integers; null means "not set".
   CHECK(with(R"(, "head_dim": 64.0)").layers[0].head_dim.value == 64);
@@ -643,37 +642,51 @@ TEST_CASE("wrong types, negative and zero values are errors naming file and key"
 }
 
 TEST_CASE("rotary_dim and partial_rotary_factor validation", "[config][errors]") {
-  auto with = [](const std::string& extra) {
-    return parse(R"({"num_hidden_layers": 1, "hidden_size": 512, "num_attention_heads": 4)" + extra + "}");
+  auto with = [](const std::string& type, const std::string& extra) {
+    return parse(R"({"model_type": ")" + type + R"(", "num_hidden_layers": 1, "hidden_size": 512, "num_attention_heads": 4)" +
+                 extra + "}");
   };
-  CHECK_THROWS_WITH(with(R"(, "rotary_dim": 63)"), Contains("'rotary_dim'") && Contains("odd"));
-  CHECK_THROWS_WITH(with(R"(, "rotary_dim": 256)"), Contains("'rotary_dim'") && Contains("larger than head_dim 128"));
-  CHECK_THROWS_WITH(with(R"(, "rotary_dim": 0)"), Contains("'rotary_dim'") && Contains("positive"));
-  CHECK_THROWS_WITH(with(R"(, "partial_rotary_factor": 1.5)"), Contains("'partial_rotary_factor'") && Contains("(0, 1]"));
-  CHECK_THROWS_WITH(with(R"(, "partial_rotary_factor": 0)"), Contains("'partial_rotary_factor'") && Contains("(0, 1]"));
-  CHECK_THROWS_WITH(with(R"(, "partial_rotary_factor": -0.5)"), Contains("(0, 1]"));
-  CHECK_THROWS_WITH(with(R"(, "partial_rotary_factor": 0.3)"), Contains("not a whole number"));  // 38.4
-  CHECK_THROWS_WITH(with(R"(, "partial_rotary_factor": 0.0390625)"), Contains("odd"));          // 5
-  CHECK(with(R"(, "rotary_pct": 0.25)").layers[0].rotary_dim.value == 32);
-  CHECK(with(R"(, "rotary_pct": 0.25)").layers[0].rotary_dim.source == "derived: head_dim * rotary_pct = 128*0.25");
-  CHECK(with(R"(, "rope_parameters": {"rope_theta": 1e4, "partial_rotary_factor": 0.5})").layers[0].rotary_dim.value == 64);
+  CHECK_THROWS_WITH(with("gptj", R"(, "rotary_dim": 63)"), Contains("'rotary_dim'") && Contains("odd"));
+  CHECK_THROWS_WITH(with("gptj", R"(, "rotary_dim": 256)"), Contains("'rotary_dim'") && Contains("larger than head_dim 128"));
+  CHECK_THROWS_WITH(with("gptj", R"(, "rotary_dim": 0)"), Contains("'rotary_dim'") && Contains("positive"));
+  CHECK_THROWS_WITH(with("phi", R"(, "partial_rotary_factor": 1.5)"), Contains("'partial_rotary_factor'") && Contains("(0, 1]"));
+  CHECK_THROWS_WITH(with("phi", R"(, "partial_rotary_factor": 0)"), Contains("'partial_rotary_factor'") && Contains("(0, 1]"));
+  CHECK_THROWS_WITH(with("phi", R"(, "partial_rotary_factor": -0.5)"), Contains("(0, 1]"));
+  CHECK_THROWS_WITH(with("phi", R"(, "partial_rotary_factor": 0.0390625)"), Contains("odd"));  // 5
+  // Engine arithmetic: int(head_dim * factor), truncated, as transformers, vLLM and sglang do.
+  const auto inexact = with("phi", R"(, "partial_rotary_factor": 0.334)").layers[0].rotary_dim;  // 42.752
+  CHECK(inexact.value == 42);
+  CHECK(inexact.source ==
+        "derived: int(head_dim * partial_rotary_factor) = int(128*0.334) = 42 (truncated, as transformers, vLLM and "
+        "sglang compute it)");
+  CHECK(with("phi", R"(, "partial_rotary_factor": 0.3)").layers[0].rotary_dim.value == 38);  // 38.4
+  CHECK(with("nemotron", R"(, "partial_rotary_factor": 0.29, "head_dim": 100)").layers[0].rotary_dim.value == 28);  // 28.999...
+  CHECK(with("phi", R"(, "rope_parameters": {"rope_theta": 1e4, "partial_rotary_factor": 0.5})").layers[0].rotary_dim.value ==
+        64);
+  // Families whose modeling code rotates the whole head refuse a partial factor, also nested.
+  CHECK_THROWS_WITH(with("llama", R"(, "partial_rotary_factor": 0.5)"), Contains("'partial_rotary_factor'"));
+  CHECK_THROWS_WITH(with("llama", R"(, "rope_parameters": {"rope_theta": 1e4, "partial_rotary_factor": 0.5})"),
+                    Contains("'rope_parameters.partial_rotary_factor'"));
+  CHECK_THROWS_WITH(with("llama", R"(, "rotary_pct": 0.25)"), Contains("'rotary_pct'"));
 }
 
 TEST_CASE("head_dim must divide exactly", "[config][errors]") {
-  CHECK_THROWS_WITH(parse(R"({"num_hidden_layers": 1, "hidden_size": 5120, "num_attention_heads": 96})"),
+  CHECK_THROWS_WITH(parse(R"({"model_type": "llama", "num_hidden_layers": 1, "hidden_size": 5120, "num_attention_heads": 96})"),
                     Contains("test.json") && Contains("'hidden_size'") && Contains("not divisible") &&
                         Contains("num_attention_heads 96") && Contains("head_dim"));
-  CHECK_THROWS_WITH(parse(R"({"num_hidden_layers": 1, "num_attention_heads": 8})"),
+  CHECK_THROWS_WITH(parse(R"({"model_type": "llama", "num_hidden_layers": 1, "num_attention_heads": 8})"),
                     Contains("'hidden_size'") && Contains("missing"));
 }
 
 TEST_CASE("empty layer lists are clear errors", "[config][errors]") {
-  auto base = std::string(R"({"num_hidden_layers": 2, "hidden_size": 512, "num_attention_heads": 4, )");
-  CHECK_THROWS_WITH(parse(base + R"("layer_types": []})"), Contains("'layer_types'") && Contains("empty"));
-  CHECK_THROWS_WITH(parse(base + R"("no_rope_layers": []})"), Contains("'no_rope_layers'") && Contains("empty"));
-  CHECK_THROWS_WITH(parse(base + R"("block_configs": []})"), Contains("'block_configs'") && Contains("empty"));
-  CHECK_THROWS_WITH(parse(base + R"("hybrid_override_pattern": ""})"), Contains("hybrid_override_pattern") && Contains("empty"));
-  CHECK_THROWS_WITH(parse(base + R"("layer_types": ["full_attention"]})"),
+  auto base = [](const std::string& type) {
+    return R"({"model_type": ")" + type + R"(", "num_hidden_layers": 2, "hidden_size": 512, "num_attention_heads": 4, )";
+  };
+  CHECK_THROWS_WITH(parse(base("qwen3") + R"("layer_types": []})"), Contains("'layer_types'") && Contains("empty"));
+  CHECK_THROWS_WITH(parse(base("smollm3") + R"("no_rope_layers": []})"), Contains("'no_rope_layers'") && Contains("empty"));
+  CHECK_THROWS_WITH(parse(base("nemotron_h") + R"("hybrid_override_pattern": ""})"),
+                    Contains("hybrid_override_pattern") && Contains("empty"));
+  CHECK_THROWS_WITH(parse(base("qwen3") + R"("layer_types": ["full_attention"]})"),
                     Contains("'layer_types'") && Contains("1 entries") && Contains("2 layers"));
 }
 
@@ -702,4 +715,172 @@ TEST_CASE("to_string of kinds", "[config]") {
   CHECK(fkv::to_string(KNormKind::None) == "none");
   CHECK(fkv::to_string(KNormKind::Rms) == "rms");
   CHECK(fkv::to_string(KNormKind::RmsOnePlus) == "rms_one_plus");
+}
+
+// ------------------------------------------------------------------------------------------------
+// The architecture registry: never guess.
+
+TEST_CASE("every registry entry cites the modeling code it was checked against", "[config][registry]") {
+  std::set<std::string> types;
+  for (const fkv::Architecture& a : fkv::architectures()) {
+    INFO(a.name);
+    CHECK_FALSE(a.name.empty());
+    CHECK((!a.model_types.empty() || !a.architecture_prefix.empty()));
+    // A citation names a file (…modeling_x.py / model_definitions.py) and a class in it.
+    CHECK_THAT(a.citation, Contains(".py"));
+    CHECK(a.citation.find("Attention") != std::string::npos);
+    for (const auto& t : a.model_types) CHECK(types.insert(t).second);  // one entry per model_type
+    for (const auto& k : a.reads) {
+      INFO(k);
+      bool listed = false;
+      for (const auto& lk : fkv::layout_keys()) listed = listed || lk.key == k;
+      CHECK(listed);  // an entry reads only keys the layout-key list knows
+    }
+  }
+}
+
+TEST_CASE("docs/config-rules.md lists every registry entry with its citation", "[config][registry][docs]") {
+  const std::string path = std::string(FKV_TEST_DATA_DIR) + "/../../docs/config-rules.md";
+  std::ifstream in(path);
+  REQUIRE(in.good());
+  const std::string doc((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  const std::string table = fkv::architectures_markdown();
+  if (doc.find(table) == std::string::npos) {
+    const std::string out = tmp_path("architectures.md");
+    std::ofstream(out) << table;
+    FAIL("docs/config-rules.md does not hold the registry table; the current one is in " + out +
+         " (paste it between the architecture-table markers)");
+  }
+  for (const fkv::Architecture& a : fkv::architectures()) CHECK(doc.find(a.citation) != std::string::npos);
+}
+
+TEST_CASE("an unknown model_type is refused, naming it and showing the explicit schema", "[config][registry]") {
+  try {
+    parse(R"({"model_type": "mystery_lm", "num_hidden_layers": 2, "hidden_size": 512, "num_attention_heads": 4})");
+    FAIL("expected a ConfigError");
+  } catch (const fkv::ConfigError& e) {
+    const std::string w = e.what();
+    CHECK_THAT(w, Contains("test.json") && Contains("'model_type'") && Contains("\"mystery_lm\"") &&
+                      Contains("does not guess") && Contains("{\"fkv\": {\"layers\": [{\"num_kv_heads\"") &&
+                      Contains("qwen3"));
+  }
+  // Nested: the name as written, with its path.
+  CHECK_THROWS_WITH(parse(R"({"model_type": "llava", "text_config": {"model_type": "mystery_text",
+                              "num_hidden_layers": 2, "hidden_size": 512, "num_attention_heads": 4}})"),
+                    Contains("'text_config.model_type'") && Contains("\"mystery_text\""));
+  // No model_type at all is no better.
+  CHECK_THROWS_WITH(parse(R"({"num_hidden_layers": 2, "hidden_size": 512, "num_attention_heads": 4})"),
+                    Contains("no model_type") && Contains("explicit schema"));
+  // The explicit schema needs no entry: it states every fact itself.
+  auto c = parse(R"({"model_type": "mystery_lm", "num_hidden_layers": 2, "fkv": {"layers": [
+      {"num_kv_heads": 4, "head_dim": 64, "k_norm": "rms"}, {"num_kv_heads": 4, "head_dim": 64, "k_norm": "rms"}]}})");
+  CHECK(c.family == "explicit schema");
+  CHECK(c.layers[1].k_norm.value == KNormKind::Rms);
+  CHECK_THROWS_WITH(parse(R"({"model_type": "mystery_lm", "num_hidden_layers": 3, "fkv": {"layers": [
+      {"num_kv_heads": 4, "head_dim": 64}]}})"),
+                    Contains("fkv.layers") && Contains("1 entries") && Contains("3 layers"));
+}
+
+TEST_CASE("a layout key the family does not read is refused, naming it", "[config][registry]") {
+  const std::string base = R"({"model_type": "qwen3", "num_hidden_layers": 2, "hidden_size": 512, "num_attention_heads": 4, )";
+  for (const char* key : {R"("global_head_dim": 256)", R"("v_head_dim": 64)", R"("attention_k_eq_v": true)",
+                          R"("cross_attention_layers": [1])", R"("linear_attn_config": {"kda_layers": [1]})",
+                          R"("kv_lora_rank": 512)", R"("swa_num_key_value_heads": 2)", R"("no_rope_layers": [1, 0])",
+                          R"("rope_local_base_freq": 10000)", R"("num_kv_shared_layers": 1)"}) {
+    const std::string text = base + key + "}";
+    const std::string name = std::string(key).substr(1, std::string(key).find('"', 1) - 1);
+    INFO(text);
+    CHECK_THROWS_WITH(parse(text), Contains("'" + name + "'") && Contains("changes the attention layout") &&
+                                       Contains("modeling_qwen3.py"));
+  }
+  // In a nested config, with its path; false / empty values state nothing and pass.
+  CHECK_THROWS_WITH(parse(R"({"model_type": "x", "text_config": {"model_type": "llama", "num_hidden_layers": 1,
+                              "hidden_size": 512, "num_attention_heads": 4, "use_sliding_window": true}})"),
+                    Contains("'text_config.use_sliding_window'"));
+  CHECK_NOTHROW(parse(base + R"("attention_k_eq_v": false, "cross_attention_layers": []})"));
+  // Every listed key is refused by an entry that reads none of them (GPT-J reads only rotary_dim).
+  for (const fkv::LayoutKey& k : fkv::layout_keys()) {
+    if (k.key == "rotary_dim") continue;
+    INFO(k.key);
+    CHECK_THROWS_WITH(parse(R"({"model_type": "gptj", "n_layer": 1, "n_embd": 512, "n_head": 4, ")" + k.key + R"(": 1})"),
+                      Contains("'" + k.key + "'"));
+  }
+}
+
+TEST_CASE("speculators format: the layer config under transformer_layer_config", "[config][registry][nested]") {
+  auto c = load("speculators-dflash-qwen3-8b.json");
+  CHECK(c.family == "DFlash draft");
+  CHECK(c.model_type == "qwen3");
+  CHECK(c.num_hidden_layers.value == 5);
+  CHECK(c.num_hidden_layers.source == "transformer_layer_config.num_hidden_layers");
+  check_uniform(c, {8, 128, true, KNormKind::Rms});
+  CHECK(c.layers[0].head_dim.source == "transformer_layer_config.head_dim");
+  CHECK_THAT(c.layers[0].k_norm.source, Contains("Qwen3DFlashAttention"));
+  CHECK(c.layers[0].rope.value.theta == 1e6);
+  CHECK(c.dtype.value == "bfloat16");
+  // Without model_type the speculators class default (Qwen3Config for dflash, LlamaConfig for
+  // eagle3) names the layers.
+  auto e = parse(R"({"speculators_model_type": "eagle3", "transformer_layer_config": {"num_hidden_layers": 1,
+                     "hidden_size": 4096, "num_attention_heads": 32, "num_key_value_heads": 8}})");
+  CHECK(e.family == "Llama");
+  CHECK(e.model_type == "llama");
+  check_uniform(e, {8, 128, true, KNormKind::None});
+  CHECK_THROWS_WITH(parse(R"({"speculators_model_type": "eagle3", "transformer_layer_config": {"model_type": "qwen3",
+                              "num_hidden_layers": 1, "hidden_size": 4096, "num_attention_heads": 32}})"),
+                    Contains("eagle3") && Contains("\"qwen3\""));
+  CHECK_THROWS_WITH(parse(R"({"speculators_model_type": "medusa", "transformer_layer_config": {}})"),
+                    Contains("'speculators_model_type'") && Contains("medusa"));
+  CHECK_THROWS_WITH(parse(R"({"speculators_model_type": "dflash"})"), Contains("'transformer_layer_config'"));
+}
+
+TEST_CASE("llm_config nesting (InternVL-style)", "[config][registry][nested]") {
+  auto c = parse(R"({"model_type": "internvl_chat", "llm_config": {"model_type": "qwen2", "num_hidden_layers": 2,
+                     "hidden_size": 896, "num_attention_heads": 14, "num_key_value_heads": 2, "rope_theta": 1000000}})");
+  CHECK(c.family == "Qwen2 / Qwen2.5");
+  CHECK(c.layers[0].num_kv_heads.source == "llm_config.num_key_value_heads");
+  check_uniform(c, {2, 64, true, KNormKind::None});
+}
+
+// ------------------------------------------------------------------------------------------------
+// Limits: hostile input gets a ConfigError, fast.
+
+TEST_CASE("JSON nesting beyond the depth limit is a ConfigError, not a crash", "[config][limits]") {
+  const auto nest = [](int depth) {
+    return std::string(R"({"model_type": "llama", "num_hidden_layers": 1, "hidden_size": 64, "num_attention_heads": 1,)"
+                       R"( "rope_scaling": {"rope_type": "default", "x": )") +
+           std::string(depth, '[') + std::string(depth, ']') + "}}";
+  };
+  CHECK_THROWS_WITH(parse(nest(100000)), Contains("nested more than") && Contains(std::to_string(fkv::kMaxJsonDepth)));
+  CHECK_THROWS_WITH(parse(nest(fkv::kMaxJsonDepth)), Contains("nested more than"));  // 2 levels above it
+  CHECK_NOTHROW(parse(nest(fkv::kMaxJsonDepth - 2)));                               // exactly the limit
+  // An already-parsed document is checked too (from_json(json)), without recursion.
+  nlohmann::json deep = nlohmann::json::array();
+  for (int i = 0; i < 200; ++i) deep = nlohmann::json::array({deep});
+  nlohmann::json doc = {{"model_type", "llama"}, {"num_hidden_layers", 1}, {"hidden_size", 64},
+                        {"num_attention_heads", 1}, {"extra", deep}};
+  CHECK_THROWS_WITH(ModelConfig::from_json(doc, "deep.json"), Contains("deep.json") && Contains("nested more than"));
+}
+
+TEST_CASE("input size, file kind and layer count are capped", "[config][limits]") {
+  CHECK_THROWS_WITH(ModelConfig::from_file("/dev/zero"), Contains("/dev/zero") && Contains("not a regular file"));
+  const std::string big = tmp_path("big.json");
+  {
+    std::ofstream f(big);
+    f << "{\"model_type\": \"llama\", \"pad\": \"";
+    f << std::string(fkv::kMaxConfigBytes, 'x');
+    f << "\"}";
+  }
+  CHECK_THROWS_WITH(ModelConfig::from_file(big), Contains("bytes") && Contains(std::to_string(fkv::kMaxConfigBytes)));
+  std::filesystem::remove(big);
+
+  const auto start = std::chrono::steady_clock::now();
+  CHECK_THROWS_WITH(parse(R"({"model_type": "llama", "num_hidden_layers": 1000000, "hidden_size": 512,
+                              "num_attention_heads": 4})"),
+                    Contains("'num_hidden_layers'") && Contains("at most " + std::to_string(fkv::kMaxLayers)));
+  // The largest accepted model reads in well under 100 ms.
+  auto c = parse(R"({"model_type": "qwen3", "num_hidden_layers": )" + std::to_string(fkv::kMaxLayers) +
+                 R"(, "hidden_size": 4096, "num_attention_heads": 32, "num_key_value_heads": 8, "head_dim": 128})");
+  const double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
+  CHECK(c.layers.size() == (std::size_t)fkv::kMaxLayers);
+  CHECK(ms < 100.0);
 }

@@ -5,6 +5,7 @@
 // present but wrong: such input raises ConfigError naming the file and the key.
 #pragma once
 
+#include <cstddef>
 #include <filesystem>
 #include <string>
 #include <string_view>
@@ -66,6 +67,7 @@ struct ModelConfig {
   std::string path;  // the file it came from, or the name given to from_json
   std::string architecture;  // architectures[0], or "" when absent
   std::string model_type;
+  std::string family;  // the registry entry's name ("Qwen3"), or "explicit schema"
   Sourced<int> num_hidden_layers;
   Sourced<int> hidden_size;
   Sourced<int> num_attention_heads;
@@ -74,9 +76,12 @@ struct ModelConfig {
   Sourced<double> eps;
   std::vector<LayerAttention> layers;  // one per model layer, in model order
 
-  // Reads and resolves a HuggingFace config.json (nested text_config used when present) or
-  // the explicit per-layer schema. Throws ConfigError (file, key, byte offset/line for
-  // malformed JSON).
+  // Reads and resolves a HuggingFace config.json (the nested layer config used when present:
+  // speculators' transformer_layer_config, text_config, llm_config) or the explicit per-layer
+  // schema. Throws ConfigError (file, key, byte offset/line for malformed JSON), also for an
+  // unknown model_type, a layout key its registry entry does not read, and input beyond the
+  // limits below (kMaxConfigBytes, kMaxJsonDepth, kMaxLayers; from_file refuses anything but a
+  // regular file before reading it).
   static ModelConfig from_file(const std::filesystem::path& path);
   static ModelConfig from_json(std::string_view text, std::string name = "<string>");
   static ModelConfig from_json(const nlohmann::json& doc, std::string name = "<json>");
@@ -87,5 +92,82 @@ struct ModelConfig {
 
 std::string to_string(LayerKind);
 std::string to_string(KNormKind);
+
+// ---------------------------------------------------------------------------------------------
+// The architecture registry (src/config/architectures.cpp): everything fkv-jit knows about a
+// model family, as data. A config whose model_type has no entry is refused; a config holding a
+// layout key (layout_keys()) that its entry does not read is refused, naming the key.
+
+enum class RopeStyle { Neox, GptJ };  // rotate halves (i, i + R/2) or pairs (2i, 2i + 1)
+
+enum class KNormRule {
+  None,               // no K norm module
+  Rms,                // per-head RMSNorm(head_dim), weight w
+  RmsOnePlus,         // per-head RMSNorm(head_dim), weight (1 + w)
+  RmsIfQkNorm,        // per-head RMS when the qk-norm key is true, else none
+  AcrossHeads,        // RMSNorm over all KV heads together: unsupported
+  LayerNormIfQkNorm,  // mean-subtracting LayerNorm when the qk-norm key is true: unsupported
+  L2IfQkNorm,         // L2 norm without weight on RoPE layers when the key is true: unsupported
+};
+
+enum class RotaryDefault {
+  Full,  // no rotary key: rotary_dim = head_dim
+  Half,  // no rotary key: head_dim / 2 (the config class default factor 0.5)
+  None,  // the attention has no RoPE at all (rotary_dim 0)
+};
+
+enum class NopeRule {
+  None,                     // NoPE only where a consumed key (no_rope_layers, ...) says so
+  FullLayers,               // full-attention layers never rotate (Cohere2)
+  FullLayersIfSliding,      // full-attention layers skip RoPE when a sliding window is set (EXAONE 4)
+  WithoutRotaryFlag,        // no RoPE unless "rotary": true (gpt_neo format)
+};
+
+enum class KindDefault {
+  AllFull,               // every layer full attention unless a consumed key says otherwise
+  AlternateEvenSliding,  // even layers sliding (Gemma 2)
+  SlidingWindowPattern,  // sliding iff (i + 1) % sliding_window_pattern != 0 (Gemma 3, Cohere2)
+};
+
+struct Architecture {
+  std::string name;                      // "Qwen3"
+  std::vector<std::string> model_types;  // matched against the (nested) model_type
+  // When non-empty, matched against architectures[0] as a prefix instead, before model_type
+  // (DFlash drafts ship model_type "qwen3" but their attention always has a K norm).
+  std::string architecture_prefix;
+  RopeStyle style = RopeStyle::Neox;
+  KNormRule k_norm = KNormRule::None;
+  RotaryDefault rotary = RotaryDefault::Full;
+  NopeRule nope = NopeRule::None;
+  KindDefault kinds = KindDefault::AllFull;
+  bool mla = false;  // multi-head latent attention: every attention layer unsupported
+  // The layout keys (layout_keys()) this family's modeling code reads. Any other layout key in
+  // a config is refused.
+  std::vector<std::string> reads;
+  // transformers __init__ defaults a shipped config relies on (JSON object text, or "").
+  std::string class_defaults;
+  std::string class_defaults_name;
+  // The modeling code every rule above was checked against: repository, file and class.
+  std::string citation;
+};
+
+// Every entry, in the order docs/config-rules.md lists them.
+const std::vector<Architecture>& architectures();
+
+// A key that changes a layer's attention layout, with what it changes.
+struct LayoutKey {
+  std::string key;
+  std::string meaning;
+};
+// Every layout key seen across the ecosystem (transformers, vLLM, sglang configs).
+const std::vector<LayoutKey>& layout_keys();
+
+// The Markdown table of architectures that docs/config-rules.md holds (a test compares them).
+std::string architectures_markdown();
+
+// Limits on what from_file / from_json read; beyond them a ConfigError says which.
+inline constexpr std::size_t kMaxConfigBytes = 1u << 20;  // 1 MiB: real config.json files are KBs
+inline constexpr int kMaxJsonDepth = 64;                   // nested arrays/objects
+inline constexpr int kMaxLayers = 4096;                    // num_hidden_layers and lists
 
 }  // namespace fkv

@@ -1,13 +1,12 @@
-// config: a model's config JSON -> per-layer attention facts (SPEC §2).
+// config: a model's config JSON -> per-layer attention facts.
 //
-// Reading order for every model value: the nested `text_config` (when present), then the top
-// level, then the class defaults of the model's config class (only where a real config omits a
-// field and transformers fills it in, e.g. Gemma3TextConfig). Each architecture rule cites the
-// reference implementation it was checked against; docs/config-rules.md has the full table.
+// Reading order for every model value: the nested layer config (speculators'
+// transformer_layer_config, text_config or llm_config, when present), then the top level, then
+// the class defaults of the model's config class (only where a real config omits a field and
+// transformers fills it in, e.g. Gemma3TextConfig). What a family's attention looks like comes
+// only from its registry entry (architectures.cpp), each citing the modeling code it was
+// checked against; docs/config-rules.md has the full table.
 #include "fkv/config.hpp"
-
-#include <fcntl.h>
-#include <unistd.h>
 
 #include <algorithm>
 #include <cerrno>
@@ -26,24 +25,6 @@ namespace fkv {
 
 using namespace config_detail;
 
-namespace {
-
-// Line and column (1-based) of byte offset `byte` (1-based, as nlohmann reports it).
-std::pair<size_t, size_t> line_col(std::string_view text, size_t byte) {
-  size_t line = 1, col = 1;
-  size_t end = std::min(byte > 0 ? byte - 1 : 0, text.size());
-  for (size_t i = 0; i < end; ++i) {
-    if (text[i] == '\n') {
-      ++line;
-      col = 1;
-    } else {
-      ++col;
-    }
-  }
-  return {line, col};
-}
-
-}  // namespace
 
 // ---------------------------------------------------------------------------------------------
 
@@ -100,69 +81,115 @@ std::vector<const LayerAttention*> ModelConfig::attention_layers() const {
 
 ModelConfig ModelConfig::from_file(const std::filesystem::path& path) {
   const std::string p = path.string();
-  std::error_code ec;
-  if (std::filesystem::is_directory(path, ec))
-    throw ConfigError(p + ": cannot read the config: it is a directory (give the path of config.json)");
-  int fd = ::open(p.c_str(), O_RDONLY | O_CLOEXEC);
-  if (fd < 0) throw ConfigError(p + ": cannot read the config: " + std::strerror(errno));
-  std::string text;
-  char buf[65536];
-  for (;;) {
-    ssize_t r = ::read(fd, buf, sizeof buf);
-    if (r < 0) {
-      if (errno == EINTR) continue;
-      int err = errno;
-      ::close(fd);
-      throw ConfigError(p + ": cannot read the config: " + std::strerror(err));
-    }
-    if (r == 0) break;
-    text.append(buf, (size_t)r);
-  }
-  ::close(fd);
-  return from_json(std::string_view(text), p);
+  return from_json(std::string_view(read_file_capped(p)), p);
 }
 
 ModelConfig ModelConfig::from_json(std::string_view text, std::string name) {
-  json doc;
-  try {
-    doc = json::parse(text.begin(), text.end());
-  } catch (const json::parse_error& e) {
-    auto [line, col] = line_col(text, e.byte);
-    std::string what = e.what();
-    // nlohmann's text starts with "[json.exception.parse_error.101] parse error at line L, column C: ".
-    auto colon = what.find(": ");
-    std::string detail = colon != std::string::npos ? what.substr(colon + 2) : what;
-    throw ConfigError(name + ": malformed JSON at byte " + std::to_string(e.byte) + " (line " + std::to_string(line) +
-                      ", column " + std::to_string(col) + "): " + detail);
-  } catch (const json::exception& e) {
-    // out_of_range.406: a number that does not fit a double ("1e999"); found by fuzz/fuzz_config.
-    std::string what = e.what();
-    auto bracket = what.find("] ");
-    throw ConfigError(name + ": malformed JSON: " + (bracket != std::string::npos ? what.substr(bracket + 2) : what));
-  }
+  const json doc = parse_text(text, name);
   return from_json(doc, std::move(name));
 }
 
+namespace {
+
+// The object holding the layer config, its key, and (speculators) the model_type its class
+// defaults to when the object names none.
+struct Nested {
+  const json* obj = nullptr;
+  std::string name;
+  std::string speculators_type;  // "dflash" / "eagle3" / ""
+};
+
+Nested nested_of(const json& root, const std::string& file) {
+  const Doc top(root, file);
+  if (present(root, "speculators_model_type")) {
+    const Hit t{&root["speculators_model_type"], "speculators_model_type"};
+    const std::string type = top.string(t);
+    if (type != "dflash" && type != "eagle3")
+      top.fail(t.path, "\"" + type + "\" is not a speculators model type fkv-jit reads; supported: \"dflash\" "
+                       "(Qwen3DFlashAttention layers) and \"eagle3\" (Llama layers)");
+    if (!present(root, "transformer_layer_config") || !root["transformer_layer_config"].is_object())
+      top.fail("transformer_layer_config", "missing or not an object: the speculators format keeps the draft's layer "
+                                           "config there");
+    return {&root["transformer_layer_config"], "transformer_layer_config", type};
+  }
+  for (const char* k : {"text_config", "llm_config"}) {
+    if (!present(root, k)) continue;
+    if (!root[k].is_object()) top.fail(k, "expected an object, got " + show(root[k]));
+    return {&root[k], k, ""};
+  }
+  return {};
+}
+
+// The registry entry of a config, or arch == nullptr when there is none.
+Family family_of(const Doc& doc, const Nested& nested, std::string& model_type_src, std::string& type) {
+  if (nested.obj && present(*nested.obj, "model_type")) {
+    model_type_src = nested.name + ".model_type";
+    type = doc.string(Hit{&(*nested.obj)["model_type"], model_type_src});
+  } else if (!nested.speculators_type.empty()) {
+    type = nested.speculators_type == "dflash" ? "qwen3" : "llama";
+    model_type_src = "speculators default (transformer_layer_config has no model_type: " +
+                     std::string(nested.speculators_type == "dflash" ? "Qwen3Config" : "LlamaConfig") + ")";
+  } else if (present(doc.root(), "model_type")) {
+    model_type_src = "model_type";
+    type = doc.string(Hit{&doc.root()["model_type"], "model_type"});
+  }
+  type = lower(type);
+  const auto by_name = [](const std::string& name) -> const Architecture* {
+    for (const Architecture& a : architectures())
+      if (a.name == name) return &a;
+    return nullptr;
+  };
+  // speculators DFlash: Qwen3DFlashAttention whatever class the layer config names; EAGLE-3:
+  // vLLM maps it to Eagle3LlamaForCausalLM, so only Llama layers are known.
+  if (nested.speculators_type == "dflash") return {by_name("DFlash draft"), ""};
+  if (nested.speculators_type == "eagle3") {
+    if (type != "llama")
+      refuse_unknown(doc, "key '" + model_type_src + "': a speculators eagle3 draft with \"" + type +
+                              "\" layers is not in the registry (only Llama layers, which vLLM's "
+                              "Eagle3LlamaForCausalLM builds, are).");
+    return {by_name("Llama"), type};
+  }
+  std::string arch0 = nested.obj ? arch_of(*nested.obj) : "";
+  if (arch0.empty()) arch0 = arch_of(doc.root());
+  for (const Architecture& a : architectures())
+    if (!a.architecture_prefix.empty() && arch0.rfind(a.architecture_prefix, 0) == 0) return {&a, ""};
+  for (const Architecture& a : architectures())
+    for (const auto& t : a.model_types)
+      if (t == type) return {&a, type};
+  return {nullptr, type};
+}
+
+}  // namespace
+
 ModelConfig ModelConfig::from_json(const nlohmann::json& root, std::string name) {
-  Doc doc(root, name);
+  if (!root.is_object())
+    throw ConfigError(name + ": the top level must be a JSON object (a HuggingFace config.json or "
+                      "{\"layers\": [...]}), got " + std::string(root.type_name()));
+  check_depth(root, name);
+  const Nested nested = nested_of(root, name);
+  Doc doc(root, name, nested.obj, nested.name);
   ModelConfig cfg;
   cfg.path = name;
   cfg.architecture = arch_of(root);
 
-  Family fam;
-  if (doc.text() && present(*doc.text(), "model_type")) fam.model_type = doc.string(Hit{&(*doc.text())["model_type"], "text_config.model_type"});
-  else if (present(root, "model_type")) fam.model_type = doc.string(Hit{&root["model_type"], "model_type"});
-  fam.model_type = lower(fam.model_type);
-  fam.arch = doc.text() ? arch_of(*doc.text()) : "";
-  if (fam.arch.empty()) fam.arch = cfg.architecture;
-  cfg.model_type = fam.model_type;
-  doc.set_defaults(class_defaults_for(fam.model_type));
+  std::string model_type_src;
+  const Family fam = family_of(doc, nested, model_type_src, cfg.model_type);
+  if (fam.arch && !fam.arch->class_defaults.empty())
+    doc.set_defaults({fam.arch->class_defaults_name, json::parse(fam.arch->class_defaults)});
 
-  Hit explicit_list = explicit_layers(doc);
+  const Hit explicit_list = explicit_layers(doc);
+  if (explicit_list && explicit_list.v->is_array() && explicit_list.v->size() > (size_t)kMaxLayers)
+    doc.fail(explicit_list.path, "has " + std::to_string(explicit_list.v->size()) + " entries; at most " +
+                                     std::to_string(kMaxLayers) + " layers are supported");
 
   // Per-model values.
   Hit layers = doc.find({"num_hidden_layers", "n_layer", "num_layers", "num_transformer_layers"});
-  if (layers) cfg.num_hidden_layers = {doc.positive_int(layers), layers.path};
+  if (layers) {
+    cfg.num_hidden_layers = {doc.positive_int(layers), layers.path};
+    if (cfg.num_hidden_layers.value > kMaxLayers)
+      doc.fail(layers.path, std::to_string(cfg.num_hidden_layers.value) + " layers; at most " +
+                                std::to_string(kMaxLayers) + " are supported (the largest models have a few hundred)");
+  }
   if (Hit h = doc.find({"hidden_size", "n_embd", "d_model", "model_dim"})) cfg.hidden_size = {doc.positive_int(h), h.path};
   else cfg.hidden_size.source = "absent";
   if (Hit h = doc.find({"num_attention_heads", "n_head", "num_heads"})) cfg.num_attention_heads = {doc.positive_int(h), h.path};
@@ -175,14 +202,33 @@ ModelConfig ModelConfig::from_json(const nlohmann::json& root, std::string name)
     cfg.eps = {doc.positive_number(h), h.path};
   else cfg.eps = {1e-6, "default: 1e-6 (no eps key)"};
 
-  if (!layers) {
-    if (!explicit_list)
+  // The explicit schema alone needs no registry entry: it states every fact itself.
+  if (!layers || (!fam.arch && explicit_list)) {
+    if (!explicit_list) {
+      if (!fam.arch && !model_type_src.empty())
+        refuse_unknown(doc, "key '" + model_type_src + "': model_type \"" + cfg.model_type +
+                                "\" is not in the architecture registry.");
       doc.fail("num_hidden_layers", "missing: no num_hidden_layers, n_layer or num_layers key (and no explicit "
                                     "\"layers\" schema); is this a model config.json?");
+    }
     apply_explicit(doc, explicit_list, cfg.layers, false);
+    if (layers && cfg.num_hidden_layers.value != (int)cfg.layers.size())
+      doc.fail(explicit_list.path, "has " + std::to_string(cfg.layers.size()) + " entries but the model has " +
+                                       std::to_string(cfg.num_hidden_layers.value) + " layers (" + layers.path +
+                                       "); give one entry per layer");
     cfg.num_hidden_layers = {(int)cfg.layers.size(), explicit_list.path + " (explicit schema, one entry per layer)"};
+    cfg.family = "explicit schema";
     return cfg;
   }
+  if (!fam.arch) {
+    if (model_type_src.empty())
+      refuse_unknown(doc, "no model_type (looked for " + (nested.obj ? nested.name + ".model_type and " : std::string()) +
+                              "model_type), so the architecture is unknown.");
+    refuse_unknown(doc, "key '" + model_type_src + "': model_type \"" + cfg.model_type +
+                            "\" is not in the architecture registry.");
+  }
+  refuse_unread_layout_keys(doc, fam);
+  cfg.family = fam.arch->name;
   cfg = infer(doc, std::move(cfg), fam);
   if (explicit_list) apply_explicit(doc, explicit_list, cfg.layers, true);
   return cfg;

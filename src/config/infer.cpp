@@ -1,10 +1,114 @@
-// config: per-layer attention facts inferred from a HuggingFace config.json.
+// config: per-layer attention facts inferred from a HuggingFace config.json, by the rules of
+// the config's registry entry. Layout keys the entry does not read were refused before this
+// runs (registry.cpp), so every key looked up here is one the family's modeling code reads.
 #include "internal.hpp"
 
 namespace fkv::config_detail {
+namespace {
 
-// ---------------------------------------------------------------------------------------------
-// Inference from a HuggingFace config.
+// The qk-norm key the entry reads (use_qk_norm, qk_layernorm, ...), and whether it is true.
+struct QkNorm {
+  Hit key;
+  bool on = false;
+};
+
+QkNorm qk_norm_of(const Doc& doc, const Family& fam) {
+  QkNorm q;
+  for (const char* k : {"use_qk_norm", "qk_layernorm", "qk_norm", "normalize_qk_projections"}) {
+    if (!fam.reads(k)) continue;
+    if (Hit h = doc.find({k})) {
+      q.key = h;
+      q.on = doc.boolean(h);
+      break;
+    }
+  }
+  return q;
+}
+
+// rotary_dim before NoPE rules: rotary_dim | int(head_dim * partial_rotary_factor) | family default.
+Sourced<int> rotary_of(const Doc& doc, const Family& fam, int D, const std::string& tname) {
+  if (fam.arch->rotary == RotaryDefault::None) return {0, fam.rule("-> no RoPE (no rotary embedding)")};
+  if (fam.reads("rotary_dim"))
+    if (Hit h = doc.find({"rotary_dim"})) {
+      int r = doc.positive_int(h);
+      check_rotary(doc, h.path, r, D);
+      return {r, h.path};
+    }
+  Hit factor;
+  if (fam.reads("partial_rotary_factor")) {
+    factor = doc.find({"partial_rotary_factor"});
+    if (!factor)
+      if (Hit params = rope_params_for(doc, tname.empty() ? "full_attention" : tname);
+          params && present(*params.v, "partial_rotary_factor"))
+        factor = {&(*params.v)["partial_rotary_factor"], params.path + ".partial_rotary_factor"};
+  }
+  if (factor) {
+    const double f = doc.number(factor);
+    if (!(f > 0 && f <= 1)) doc.fail(factor.path, "must be in (0, 1], got " + fmt(f));
+    // The engines' arithmetic: transformers, vLLM and sglang all take int(head_dim * factor).
+    const int r = static_cast<int>(D * f);
+    check_rotary(doc, factor.path, r, D);
+    return {r, "derived: int(head_dim * " + factor.path + ") = int(" + std::to_string(D) + "*" + fmt(f) + ") = " +
+                   std::to_string(r) + " (truncated, as transformers, vLLM and sglang compute it)"};
+  }
+  if (fam.arch->rotary == RotaryDefault::Half) return {D / 2, fam.rule("-> rotates head_dim/2 (class default factor 0.5)")};
+  return {D, "default: head_dim (full rotary; " + fam.arch->name + " reads no partial-rotary key here)"};
+}
+
+Sourced<bool> neox_of(const Doc& doc, const Family& fam) {
+  for (const char* k : {"rope_is_neox_style", "is_neox_style"})
+    if (fam.reads(k))
+      if (Hit h = doc.find({k})) return {doc.boolean(h), h.path};
+  if (fam.arch->style == RopeStyle::GptJ) return {false, fam.rule("-> GPT-J interleaved pairs (2i, 2i+1)")};
+  return {true, fam.rule("-> neox (rotate_half on halves)")};
+}
+
+// K norm of one attention layer; sets L.unsupported for kinds the fused path cannot do.
+void k_norm_of(LayerAttention& L, const Family& fam, const QkNorm& qk, const std::string& li) {
+  const std::string key = qk.key ? qk.key.path + " = true" : std::string();
+  switch (fam.arch->k_norm) {
+    case KNormRule::None:
+      L.k_norm = {KNormKind::None, fam.rule("has no K norm")};
+      return;
+    case KNormRule::Rms:
+      L.k_norm = {KNormKind::Rms, fam.rule("-> per-head RMSNorm k_norm(head_dim), weight w")};
+      return;
+    case KNormRule::RmsOnePlus:
+      L.k_norm = {KNormKind::RmsOnePlus, fam.rule("-> per-head RMSNorm with (1 + w)")};
+      return;
+    case KNormRule::RmsIfQkNorm:
+      if (qk.on) L.k_norm = {KNormKind::Rms, key + ": " + fam.rule("-> per-head RMSNorm(head_dim), weight w")};
+      else L.k_norm = {KNormKind::None, fam.rule("without a true qk-norm key has no K norm")};
+      return;
+    case KNormRule::AcrossHeads:
+      L.k_norm = {KNormKind::None, fam.rule("k_norm is RMSNorm over num_key_value_heads * head_dim (all heads together)")};
+      L.unsupported = li + ": K norm across all heads (" + fam.arch->citation +
+                      ": one RMSNorm over all KV heads before the head split) is not a per-head norm; the fused path "
+                      "supports only per-head RMS K norm";
+      return;
+    case KNormRule::LayerNormIfQkNorm:
+      if (!qk.on) {
+        L.k_norm = {KNormKind::None, fam.rule("without a true qk-norm key has no K norm")};
+        return;
+      }
+      L.k_norm = {KNormKind::None, key + ": LayerNorm (mean-subtracting)"};
+      L.unsupported = li + ": " + key + " uses a LayerNorm with mean subtraction (" + fam.arch->citation +
+                      "), not RMS; the fused path supports only per-head RMS K norm";
+      return;
+    case KNormRule::L2IfQkNorm:
+      if (!qk.on) {
+        L.k_norm = {KNormKind::None, fam.rule("without use_qk_norm has no K norm")};
+        return;
+      }
+      L.k_norm = {KNormKind::None, key + ": L2 norm without weight"};
+      if (L.rotary_dim.value > 0)
+        L.unsupported = li + ": " + key + " applies an L2 norm without weight on RoPE layers (" + fam.arch->citation +
+                        "); not supported by the fused path";
+      return;
+  }
+}
+
+}  // namespace
 
 ModelConfig infer(const Doc& doc, ModelConfig cfg, const Family& fam) {
   const int n = cfg.num_hidden_layers.value;
@@ -18,11 +122,10 @@ ModelConfig infer(const Doc& doc, ModelConfig cfg, const Family& fam) {
   // MLA (DeepSeek-V2/V3, Kimi-K2): the cache holds a compressed latent, not per-head K/V.
   Hit kv_lora = doc.find({"kv_lora_rank"});
   Hit qk_rope = doc.find({"qk_rope_head_dim"});
-  const bool mla = kv_lora || qk_rope;
 
-  // Per-layer lists (OpenELM) and DeciLM block_configs.
+  // Per-layer lists and DeciLM block_configs (only present when the entry reads them).
   Hit kv_list;
-  if (Hit h = doc.find({"num_kv_heads", "num_key_value_heads"}); h && h.v->is_array()) kv_list = h;
+  if (Hit h = doc.find({"num_key_value_heads", "num_kv_heads"}); h && h.v->is_array()) kv_list = h;
   Hit q_list;
   if (Hit h = doc.find({"num_query_heads"}); h && h.v->is_array()) q_list = h;
   Hit blocks = doc.find({"block_configs"});
@@ -38,42 +141,12 @@ ModelConfig infer(const Doc& doc, ModelConfig cfg, const Family& fam) {
   Hit nope_interval = doc.find({"nope_layer_interval", "no_rope_layer_interval"});
   if (no_rope && !(no_rope.v->is_array() && no_rope.v->empty() && nope_interval)) doc.layer_list(no_rope, n);
   else no_rope = {};
+  Hit rotary_flag = fam.arch->nope == NopeRule::WithoutRotaryFlag ? doc.find({"rotary"}) : Hit{};
+  const bool rotary_on = rotary_flag && doc.boolean(rotary_flag);
+  Hit window = doc.find({"sliding_window", "window_size", "attention_chunk_size"});
 
-  // Model-wide rotary facts.
-  Hit rotary_key = doc.find({"rotary_dim"});
-  Hit prf = doc.find({"partial_rotary_factor"});
-  Hit rpct = doc.find({"rotary_pct"});
-  Hit rotary_flag = doc.find({"rotary"});  // gpt_neo format
-
-  // Neox facts.
-  Hit neox_key = doc.find({"rope_is_neox_style", "is_neox_style"});
-  std::optional<Sourced<bool>> neox_rule;
-  if (neox_key) {
-    neox_rule = Sourced<bool>{doc.boolean(neox_key), neox_key.path};
-  } else if (fam.is({"gptj"})) {
-    neox_rule = Sourced<bool>{false, std::string("architecture rule: gptj -> GPT-J interleaved (") + kRefGptj + ")"};
-  } else if (fam.is({"gpt_neo"}) && rotary_flag && doc.boolean(rotary_flag)) {
-    neox_rule = Sourced<bool>{false, std::string("architecture rule: gpt_neo-format GPT-J (") + rotary_flag.path +
-                                         " = true) -> GPT-J interleaved (" + kRefGptj + ")"};
-  } else if (fam.is({"cohere", "cohere2"})) {
-    neox_rule = Sourced<bool>{false, "architecture rule: " + fam.model_type + " -> GPT-J interleaved (" + kRefCohere + ")"};
-  } else if (fam.is({"glm", "glm4"})) {
-    neox_rule = Sourced<bool>{false, "architecture rule: " + fam.model_type + " -> GPT-J interleaved (" + kRefGlm + ")"};
-  } else if (fam.is({"chatglm"})) {
-    neox_rule = Sourced<bool>{false, std::string("architecture rule: chatglm -> GPT-J interleaved (") + kRefChatglm + ")"};
-  } else if (fam.is({"glm4_moe"})) {
-    neox_rule = Sourced<bool>{true, std::string("architecture rule: glm4_moe -> neox (transformers "
-                                                "models/glm4_moe/modeling_glm4_moe.py rotate_half splits halves)")};
-  } else {
-    neox_rule = Sourced<bool>{true, "architecture rule: " + (fam.model_type.empty() ? std::string("(no model_type)") : fam.model_type) +
-                                        " -> neox (rotate_half on halves; the default)"};
-  }
-
-  // Model-wide K-norm facts and unsupported verdicts (per layer below).
-  Hit qk_norm = doc.find({"use_qk_norm", "qk_layernorm", "normalize_qk_projections", "qk_norm"});
-  const bool qk_on = qk_norm && qk_norm.v->is_boolean() && qk_norm.v->get<bool>();
-  if (qk_norm && !qk_norm.v->is_boolean()) doc.boolean(qk_norm);  // throws with the key named
-
+  const Sourced<bool> neox = neox_of(doc, fam);
+  const QkNorm qk = qk_norm_of(doc, fam);
   const Sourced<double> eps = cfg.eps;
 
   for (int i = 0; i < n; ++i) {
@@ -100,7 +173,7 @@ ModelConfig infer(const Doc& doc, ModelConfig cfg, const Family& fam) {
     }
 
     // head_dim.
-    if (mla) {
+    if (fam.arch->mla) {
       Hit nope = doc.find({"qk_nope_head_dim"});
       int r = qk_rope ? doc.positive_int(qk_rope) : 0;
       int d = (nope ? doc.positive_int(nope) : 0) + r;
@@ -146,48 +219,8 @@ ModelConfig infer(const Doc& doc, ModelConfig cfg, const Family& fam) {
       doc.fail("num_key_value_heads", "missing, and num_attention_heads is missing too");
     }
 
-    // rotary_dim (before NoPE).
-    if (!mla) {
-      std::string prf_path;
-      double factor = 0;
-      Hit params = rope_params_for(doc, tname.empty() ? "full_attention" : tname);
-      if (prf) {
-        factor = doc.number(prf);
-        prf_path = prf.path;
-      } else if (params && present(*params.v, "partial_rotary_factor")) {
-        Hit h{&(*params.v)["partial_rotary_factor"], params.path + ".partial_rotary_factor"};
-        factor = doc.number(h);
-        prf_path = h.path;
-      } else if (rpct) {
-        factor = doc.number(rpct);
-        prf_path = rpct.path;
-      }
-      if (rotary_key) {
-        int r = doc.positive_int(rotary_key);
-        check_rotary(doc, rotary_key.path, r, D);
-        L.rotary_dim = {r, rotary_key.path};
-      } else if (!prf_path.empty()) {
-        if (!(factor > 0 && factor <= 1)) doc.fail(prf_path, "must be in (0, 1], got " + fmt(factor));
-        double rd = D * factor;
-        long long r = std::llround(rd);
-        if (std::fabs(rd - (double)r) > 1e-6)
-          doc.fail(prf_path, "head_dim " + std::to_string(D) + " * " + fmt(factor) + " = " + fmt(rd) +
-                                 " is not a whole number of dimensions");
-        check_rotary(doc, prf_path, (int)r, D);
-        L.rotary_dim = {(int)r, "derived: head_dim * " + prf_path + " = " + std::to_string(D) + "*" + fmt(factor)};
-      } else if (fam.is({"glm", "glm4"})) {
-        L.rotary_dim = {D / 2, "class default: " + fam.model_type +
-                                   " partial_rotary_factor=0.5 (transformers models/glm/configuration_glm.py "
-                                   "__post_init__) -> head_dim/2"};
-      } else if (fam.is({"chatglm"})) {
-        L.rotary_dim = {D / 2, std::string("architecture rule: chatglm rotates head_dim/2 (RotaryEmbedding(rotary_dim // 2); ") +
-                                   kRefChatglm + ")"};
-      } else {
-        L.rotary_dim = {D, "default: head_dim (full rotary)"};
-      }
-    }
-
-    // NoPE layers.
+    // rotary_dim, then NoPE layers.
+    if (!fam.arch->mla) L.rotary_dim = rotary_of(doc, fam, D, tname);
     if (no_rope) {
       Hit e{&(*no_rope.v)[i], no_rope.path + "[" + std::to_string(i) + "]"};
       bool use = e.v->is_boolean() ? e.v->get<bool>() : false;
@@ -203,86 +236,30 @@ ModelConfig infer(const Doc& doc, ModelConfig cfg, const Family& fam) {
       if ((i + 1) % p == 0)
         L.rotary_dim = {0, nope_interval.path + "=" + std::to_string(p) + ": NoPE iff (layer + 1) % " + std::to_string(p) +
                                " == 0 (transformers smollm3/llama4 configuration default)"};
-    } else if (fam.is({"cohere2"}) && L.kind.value == LayerKind::FullAttention) {
-      L.rotary_dim = {0, "architecture rule: cohere2 global layers are NoPE (transformers "
-                         "models/cohere2/modeling_cohere2.py applies RoPE only when sliding_window is set)"};
-    } else if (fam.is({"nemotron_h", "jamba"})) {
-      L.rotary_dim = {0, "architecture rule: " + fam.model_type + " attention has no positional embedding (transformers "
-                         "models/nemotron_h NemotronHAttention(JambaAttention), models/jamba JambaAttention: no RoPE)"};
-    } else if (fam.is({"gpt_neo"}) && !(rotary_flag && doc.boolean(rotary_flag))) {
-      L.rotary_dim = {0, "architecture rule: gpt_neo without rotary uses learned absolute positions (no RoPE)"};
+    } else if (fam.arch->nope == NopeRule::FullLayers && L.kind.value == LayerKind::FullAttention) {
+      L.rotary_dim = {0, fam.rule("-> full-attention layers are NoPE (RoPE only on sliding layers)")};
+    } else if (fam.arch->nope == NopeRule::FullLayersIfSliding && L.kind.value == LayerKind::FullAttention && window) {
+      L.rotary_dim = {0, fam.rule("-> full-attention layers are NoPE when " + window.path + " is set")};
+    } else if (fam.arch->nope == NopeRule::WithoutRotaryFlag && !rotary_on) {
+      L.rotary_dim = {0, fam.rule("without \"rotary\": true uses learned absolute positions (no RoPE)")};
     }
 
-    // Neox style.
-    L.is_neox_style = *neox_rule;
-
-    // K norm.
+    L.is_neox_style = neox;
     L.eps = eps;
-    if (fam.is({"qwen3", "qwen3_moe"}) || fam.arch.rfind("DFlash", 0) == 0) {
-      L.k_norm = {KNormKind::Rms, "architecture rule: " + (fam.is({"qwen3", "qwen3_moe"}) ? fam.model_type : fam.arch) +
-                                      " -> per-head RMSNorm k_norm(head_dim), weight w (transformers "
-                                      "models/qwen3/modeling_qwen3.py Qwen3Attention.k_norm)"};
-    } else if (fam.qwen3_next_like()) {
-      L.k_norm = {KNormKind::RmsOnePlus, "architecture rule: " + fam.model_type +
-                                             " -> per-head RMSNorm with (1 + w) (transformers models/qwen3_next/"
-                                             "modeling_qwen3_next.py Qwen3NextRMSNorm; Qwen3_5Attention = Qwen3NextAttention)"};
-    } else if (fam.gemma3()) {
-      L.k_norm = {KNormKind::RmsOnePlus, std::string("architecture rule: gemma3 -> per-head Gemma3RMSNorm(head_dim) with "
-                                                     "(1 + w) (transformers models/gemma3/modeling_gemma3.py)")};
-    } else if (fam.is({"olmo2", "olmo3"})) {
-      L.k_norm = {KNormKind::None, "architecture rule: " + fam.model_type + " k_norm is RMSNorm over num_key_value_heads * "
-                                       "head_dim (all heads together)"};
-      L.unsupported = li + ": K norm across all heads (" + fam.model_type +
-                      ": k_norm = RMSNorm(num_key_value_heads * head_dim) before the head split, transformers models/" +
-                      fam.model_type + "/modeling_" + fam.model_type + ".py) is not a per-head norm; the fused path "
-                      "supports only per-head RMS K norm";
-    } else if (fam.is({"cohere", "cohere2"}) && qk_on) {
-      L.k_norm = {KNormKind::None, qk_norm.path + " = true: CohereLayerNorm (mean-subtracting LayerNorm)"};
-      L.unsupported = li + ": " + qk_norm.path + " = true uses CohereLayerNorm, a LayerNorm with mean subtraction "
-                      "(transformers models/cohere/modeling_cohere.py), not RMS; the fused path supports only per-head RMS K norm";
-    } else if (fam.is({"phi"}) && qk_on) {
-      L.k_norm = {KNormKind::None, qk_norm.path + " = true: nn.LayerNorm per head"};
-      L.unsupported = li + ": " + qk_norm.path + " = true uses nn.LayerNorm (transformers models/phi/modeling_phi.py "
-                      "k_layernorm), not RMS; the fused path supports only per-head RMS K norm";
-    } else if (fam.is({"llama4", "llama4_text"}) && qk_on) {
-      L.k_norm = {KNormKind::None, qk_norm.path + " = true: L2 norm without weight"};
-      if (L.rotary_dim.value > 0)
-        L.unsupported = li + ": " + qk_norm.path + " = true applies an L2 norm without weight on RoPE layers "
-                        "(transformers models/llama4/modeling_llama4.py Llama4TextL2Norm); not supported by the fused path";
-    } else if (fam.is({"glm4_moe"})) {
-      if (qk_on) L.k_norm = {KNormKind::Rms, qk_norm.path + " = true: per-head Glm4MoeRMSNorm(head_dim), weight w "
-                                                            "(transformers models/glm4_moe/modeling_glm4_moe.py)"};
-      else L.k_norm = {KNormKind::None, "architecture rule: glm4_moe without use_qk_norm has no K norm"};
-    } else if (fam.is({"lfm2"})) {
-      L.k_norm = {KNormKind::Rms, std::string("architecture rule: lfm2 -> per-head k_layernorm = Lfm2RMSNorm(head_dim) "
-                                              "(LlamaRMSNorm, weight w; transformers models/lfm2/modular_lfm2.py)")};
-    } else if (fam.is({"openelm"}) && qk_on) {
-      L.k_norm = {KNormKind::Rms, qk_norm.path + " = true: per-head OpenELMRMSNorm(head_dim)"};
-    } else if (qk_on) {
-      L.k_norm = {KNormKind::None, qk_norm.path + " = true"};
-      L.unsupported = li + ": " + qk_norm.path + " = true but the K norm kind of model_type \"" + fam.model_type +
-                      "\" is not known to fkv-jit; describe the layers with the explicit schema (\"fkv\": {\"layers\": "
-                      "[{..., \"k_norm\": \"rms\"}]})";
-    } else {
-      L.k_norm = {KNormKind::None, "architecture rule: " + (fam.model_type.empty() ? std::string("(no model_type)") : fam.model_type) +
-                                       " has no K norm"};
-    }
+    k_norm_of(L, fam, qk, li);
 
-    if (mla)
+    if (fam.arch->mla)
       L.unsupported = li + ": multi-head latent attention (MLA: " + (kv_lora ? kv_lora.path + "=" + kv_lora.v->dump() : "") +
                       (kv_lora && qk_rope ? ", " : "") + (qk_rope ? qk_rope.path + "=" + qk_rope.v->dump() : "") +
                       ") caches a compressed latent, not per-head K/V; not supported by the fused KV path";
 
     // RoPE frequencies and window.
     L.rope = resolve_rope(doc, fam, L.kind.value, tname);
-    if (L.kind.value == LayerKind::SlidingAttention)
-      if (Hit w = doc.find({"sliding_window", "window_size", "attention_chunk_size"})) L.sliding_window = doc.nonneg_int(w);
+    if (L.kind.value == LayerKind::SlidingAttention && window) L.sliding_window = doc.nonneg_int(window);
 
     cfg.layers.push_back(std::move(L));
   }
   return cfg;
 }
-
-// Line and column (1-based) of byte offset `byte` (1-based, as nlohmann reports it).
 
 }  // namespace fkv::config_detail

@@ -57,58 +57,36 @@ inline bool present(const json& obj, const std::string& key) {
   return it != obj.end() && !it->is_null();
 }
 
-// Class defaults that transformers fills in when a shipped config.json omits a field.
+// Class defaults that transformers fills in when a shipped config.json omits a field (from the
+// registry entry, e.g. Gemma3TextConfig).
 struct ClassDefaults {
   std::string name;  // e.g. "Gemma3TextConfig"
   json values = json::object();
 };
 
-inline ClassDefaults class_defaults_for(const std::string& model_type) {
-  // transformers models/gemma3/configuration_gemma3.py, Gemma3TextConfig.__init__ defaults.
-  if (model_type == "gemma3" || model_type == "gemma3_text")
-    return {"Gemma3TextConfig",
-            json{{"num_attention_heads", 8},
-                 {"num_key_value_heads", 4},
-                 {"head_dim", 256},
-                 {"rms_norm_eps", 1e-6},
-                 {"rope_theta", 1000000.0},
-                 {"rope_local_base_freq", 10000.0},
-                 {"sliding_window", 4096},
-                 {"sliding_window_pattern", 6},
-                 {"max_position_embeddings", 131072}}};
-  // transformers models/cohere2/configuration_cohere2.py: sliding_window_pattern=4.
-  if (model_type == "cohere2") return {"Cohere2Config", json{{"sliding_window_pattern", 4}}};
-  return {};
-}
-
 // The document being read, with the lookup order and typed, validating accessors.
 class Doc {
  public:
-  Doc(const json& root, std::string file) : root_(root), file_(std::move(file)) {
-    if (!root_.is_object())
-      throw ConfigError(file_ + ": the top level must be a JSON object (a HuggingFace config.json or "
-                        "{\"layers\": [...]}), got " + std::string(root_.type_name()));
-    if (root_.contains("text_config") && !root_["text_config"].is_null()) {
-      if (!root_["text_config"].is_object())
-        fail("text_config", "expected an object, got " + show(root_["text_config"]));
-      text_ = &root_["text_config"];
-    }
-  }
+  // `nested` is the object holding the layer config (text_config, llm_config or speculators'
+  // transformer_layer_config), or nullptr; `nested_name` its key.
+  Doc(const json& root, std::string file, const json* nested = nullptr, std::string nested_name = "")
+      : root_(root), file_(std::move(file)), nested_(nested), nested_name_(std::move(nested_name)) {}
 
   const std::string& file() const { return file_; }
   const json& root() const { return root_; }
-  const json* text() const { return text_; }
+  const json* nested() const { return nested_; }
+  const std::string& nested_name() const { return nested_name_; }
   void set_defaults(ClassDefaults d) { defaults_ = std::move(d); }
 
   [[noreturn]] void fail(const std::string& path, const std::string& what) const {
     throw ConfigError(file_ + ": key '" + path + "': " + what);
   }
 
-  // text_config first (for fields it holds), then the top level, then class defaults.
+  // The nested layer config first (for fields it holds), then the top level, then class defaults.
   Hit find(std::initializer_list<const char*> keys) const {
-    if (text_)
+    if (nested_)
       for (const char* k : keys)
-        if (present(*text_, k)) return {&(*text_)[k], std::string("text_config.") + k};
+        if (present(*nested_, k)) return {&(*nested_)[k], nested_name_ + "." + k};
     for (const char* k : keys)
       if (present(root_, k)) return {&root_[k], k};
     for (const char* k : keys)
@@ -185,27 +163,9 @@ class Doc {
  private:
   const json& root_;
   std::string file_;
-  const json* text_ = nullptr;
+  const json* nested_ = nullptr;
+  std::string nested_name_;
   ClassDefaults defaults_;
-};
-
-// ---------------------------------------------------------------------------------------------
-// Architecture facts. Every rule names the reference it was checked against (see
-// docs/config-rules.md for what the code there does).
-
-struct Family {
-  std::string model_type;  // text_config.model_type, else model_type (lower case)
-  std::string arch;        // text_config.architectures[0], else architectures[0]
-
-  bool is(std::initializer_list<const char*> types) const {
-    for (const char* t : types)
-      if (model_type == t) return true;
-    return false;
-  }
-  bool gemma3() const { return is({"gemma3", "gemma3_text"}); }
-  bool qwen3_next_like() const {
-    return is({"qwen3_next", "qwen3_5", "qwen3_5_text", "qwen3_5_moe", "qwen3_5_moe_text"});
-  }
 };
 
 inline std::string arch_of(const json& obj) {
@@ -215,13 +175,28 @@ inline std::string arch_of(const json& obj) {
   return "";
 }
 
-inline const char* const kRefGptj = "transformers models/gptj/modeling_gptj.py rotate_every_two (pairs 2i, 2i+1)";
-inline const char* const kRefCohere = "transformers models/cohere/modeling_cohere.py rotate_half (x[..., ::2], x[..., 1::2]) "
-                         "with repeat_interleave'd cos/sin";
-inline const char* const kRefGlm = "transformers models/glm/modeling_glm.py and glm4/modeling_glm4.py rotate_half "
-                      "(x[..., 0::2], x[..., 1::2]) with repeat_interleave'd cos/sin";
-inline const char* const kRefChatglm = "THUDM modeling_chatglm.py apply_rotary_pos_emb (reshape(..., rot_dim // 2, 2))";
+// The family a config belongs to: its registry entry and the model_type as written.
+struct Family {
+  const Architecture* arch = nullptr;
+  std::string model_type;  // lower case, "" when matched by architectures[0]
+  // "architecture rule: <model_type> ... (<citation>)": how rules name their source.
+  std::string rule(const std::string& what) const {
+    const std::string who = model_type.empty() ? arch->name : model_type;
+    return "architecture rule: " + who + " " + what + " (registry \"" + arch->name + "\": " + arch->citation + ")";
+  }
+  bool reads(const std::string& key) const {
+    return std::find(arch->reads.begin(), arch->reads.end(), key) != arch->reads.end();
+  }
+};
 
+// JSON access (json_access.cpp): parsing with the size and depth limits.
+json parse_text(std::string_view text, const std::string& name);
+std::string read_file_capped(const std::string& path);
+void check_depth(const json& root, const std::string& name);
+
+// Refusals (registry.cpp): layout keys the entry does not read, unknown model_types.
+void refuse_unread_layout_keys(const Doc& doc, const Family& fam);
+[[noreturn]] void refuse_unknown(const Doc& doc, const std::string& what);
 
 // Layer kinds (layer_kinds.cpp).
 std::optional<LayerKind> kind_from_name(const std::string& raw);

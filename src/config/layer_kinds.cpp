@@ -5,9 +5,6 @@
 
 namespace fkv::config_detail {
 
-// ---------------------------------------------------------------------------------------------
-// Layer kinds.
-
 std::optional<LayerKind> kind_from_name(const std::string& raw) {
   std::string s = lower(raw);
   static const std::set<std::string> full = {"full_attention", "attention", "global", "full", "self_attention"};
@@ -23,7 +20,6 @@ std::optional<LayerKind> kind_from_name(const std::string& raw) {
 const char* kKnownKinds =
     "full_attention, attention, global, sliding_attention, local, chunked_attention (attention) or "
     "linear_attention, conv, mamba, mamba2, ssm, mlp, moe, recurrent, no_op, none (no KV)";
-
 
 std::string type_name(LayerKind k) {
   return k == LayerKind::FullAttention ? "full_attention" : k == LayerKind::SlidingAttention ? "sliding_attention" : "";
@@ -134,18 +130,13 @@ KindPlan resolve_kinds(const Doc& doc, const Family& fam, int n) {
       if (!k || *k == LayerKind::NoAttention) doc.fail(h.path, "unknown attention type \"" + names[i] + "\"");
       return Sourced<LayerKind>{*k, h.path + " (expanded)[" + std::to_string(i) + "] = " + names[i]};
     });
-  } else if (fam.is({"gemma2"})) {
+  } else if (fam.arch->kinds == KindDefault::AlternateEvenSliding) {
     // transformers gemma2: is_sliding = not bool(layer_idx % 2) -> even layers sliding.
+    const std::string src = fam.rule("alternates, even layers sliding (is_sliding = not bool(layer_idx % 2))");
     set_all([&](int i) {
-      bool sliding = i % 2 == 0;
-      return Sourced<LayerKind>{sliding ? LayerKind::SlidingAttention : LayerKind::FullAttention,
-                                std::string("architecture rule: gemma2 alternates, even layers sliding "
-                                            "(transformers gemma2 is_sliding = not bool(layer_idx % 2))")};
+      return Sourced<LayerKind>{i % 2 == 0 ? LayerKind::SlidingAttention : LayerKind::FullAttention, src};
     });
-  } else if (Hit h = fam.gemma3() || fam.is({"cohere2"}) || present(doc.root(), "sliding_window_pattern") ||
-                         (doc.text() && present(*doc.text(), "sliding_window_pattern"))
-                     ? doc.find({"sliding_window_pattern"})
-                     : Hit{}) {
+  } else if (Hit h = fam.reads("sliding_window_pattern") ? doc.find({"sliding_window_pattern"}) : Hit{}) {
     // Gemma3 / Cohere2: sliding iff (i + 1) % pattern != 0.
     int p = doc.positive_int(h);
     set_all([&](int i) {

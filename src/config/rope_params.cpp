@@ -47,12 +47,13 @@ Sourced<RopeFrequencies> resolve_rope(const Doc& doc, const Family& fam, LayerKi
   } else if (Hit t = doc.find({"rope_theta", "rotary_emb_base", "rope_freq_constant"})) {
     r.theta = doc.positive_number(t);
     theta_src = t.path;
-  } else if (fam.is({"chatglm"})) {
+  } else if (fam.arch->style == RopeStyle::GptJ && fam.arch->rotary == RotaryDefault::Half &&
+             fam.reads("kv_channels")) {
+    // ChatGLM: base 10000 * rope_ratio.
     Hit ratio = doc.find({"rope_ratio"});
     double q = ratio ? doc.positive_number(ratio) : 1.0;
     r.theta = 10000.0 * q;
-    theta_src = "architecture rule: chatglm base 10000 * " + (ratio ? ratio.path : std::string("rope_ratio (absent: 1)")) +
-                " (" + kRefChatglm + ")";
+    theta_src = fam.rule("base 10000 * " + (ratio ? ratio.path : std::string("rope_ratio (absent: 1)")));
   } else {
     r.theta = 10000.0;
     theta_src = "default: 10000";
@@ -85,7 +86,7 @@ Sourced<RopeFrequencies> resolve_rope(const Doc& doc, const Family& fam, LayerKi
     }
     scale_src = "; scaling: " + (type ? type.path + " = " + r.scaling_type : params.path + " (default)");
   } else if (local_rule && params) {
-    scale_src = fam.gemma3() ? "; scaling: default (architecture rule: gemma3 rope_scaling applies to global layers "
+    scale_src = fam.arch->k_norm == KNormRule::RmsOnePlus ? "; scaling: default (architecture rule: gemma3 rope_scaling applies to global layers "
                                "only; transformers gemma3/modeling_gemma3.py rotary_emb_local)"
                              : "; scaling: default (sliding layer with rope_local_base_freq)";
   } else {

@@ -1,0 +1,301 @@
+// config: the architecture registry. Everything fkv-jit knows about a model family is one entry
+// here: the layout keys its modeling code reads, its RoPE style, K-norm kind, rotary default,
+// NoPE rule and layer-kind default, and the modeling code all of it was checked against. A
+// model_type without an entry is refused (never a default); a layout key an entry does not
+// read is refused, naming the key. docs/config-rules.md holds architectures_markdown() (a test
+// compares them).
+#include <string>
+#include <vector>
+
+#include "fkv/config.hpp"
+
+namespace fkv {
+
+const std::vector<LayoutKey>& layout_keys() {
+  static const std::vector<LayoutKey> keys = {
+      // Head size and KV heads.
+      {"head_dim", "head size of every layer"},
+      {"kv_channels", "head size (ChatGLM)"},
+      {"num_key_value_heads", "KV heads (a number, or one per layer)"},
+      {"num_kv_heads", "KV heads per layer (OpenELM-style list)"},
+      {"num_query_heads", "query heads per layer (OpenELM-style list)"},
+      {"multi_query_attention", "KV heads come from multi_query_group_num (ChatGLM)"},
+      {"multi_query_group_num", "KV heads (ChatGLM)"},
+      {"global_head_dim", "head size of global layers differs from head_dim"},
+      {"swa_head_dim", "head size of sliding-window layers differs from head_dim"},
+      {"num_global_key_value_heads", "KV heads of global layers differ"},
+      {"swa_num_key_value_heads", "KV heads of sliding-window layers differ"},
+      {"v_head_dim", "V head size differs from K's"},
+      {"swa_v_head_dim", "V head size of sliding-window layers differs"},
+      {"attention_k_eq_v", "K and V share one projection"},
+      {"num_kv_shared_layers", "layers reuse another layer's KV cache"},
+      // Multi-head latent attention.
+      {"kv_lora_rank", "MLA: the cache holds a compressed latent"},
+      {"q_lora_rank", "MLA query compression"},
+      {"qk_rope_head_dim", "MLA: rotary part of the head"},
+      {"qk_nope_head_dim", "MLA: non-rotary part of the head"},
+      // Layer kinds.
+      {"layer_types", "kind of every layer"},
+      {"layers_block_type", "kind of every layer (hybrid models)"},
+      {"hybrid_override_pattern", "kind of every layer as a pattern string (Nemotron-H)"},
+      {"attn_layer_period", "attention every n layers, the rest SSM (Jamba)"},
+      {"attn_layer_offset", "first attention layer (Jamba)"},
+      {"block_configs", "per-layer attention configuration (DeciLM / Nemotron-NAS)"},
+      {"attention_layers", "global/local per layer (gpt_neo format)"},
+      {"attention_types", "global/local pattern (gpt_neo format)"},
+      {"sliding_window_pattern", "every n-th layer global, the rest sliding"},
+      {"full_attention_interval", "every n-th layer full attention, the rest linear attention"},
+      {"use_sliding_window", "layers from max_window_layers on slide (Qwen2 family)"},
+      {"cross_attention_layers", "cross-attention layers (KV from another sequence)"},
+      {"linear_attn_config", "linear-attention layer lists (some counted from 1)"},
+      {"attn_type_list", "linear (0) or softmax (1) attention per layer"},
+      {"full_attn_idxs", "indices of full-attention layers in a hybrid model"},
+      {"linear_num_key_heads", "linear-attention layers exist (hybrid model)"},
+      {"linear_key_head_dim", "linear-attention layers exist (hybrid model)"},
+      // RoPE dims, style and per-type parameters.
+      {"rotary_dim", "rotated dims"},
+      {"partial_rotary_factor", "rotated fraction of head_dim"},
+      {"rotary_pct", "rotated fraction of head_dim (GPT-NeoX)"},
+      {"rotary", "RoPE on/off (gpt_neo format)"},
+      {"rope_is_neox_style", "RoPE pairing (sglang llama)"},
+      {"is_neox_style", "RoPE pairing"},
+      {"rope_interleave", "RoPE pairing (DeepSeek)"},
+      {"rope_local_base_freq", "theta of sliding layers"},
+      {"no_rope_layers", "NoPE layers (1 = RoPE, 0 = NoPE)"},
+      {"nope_layer_interval", "every n-th layer NoPE"},
+      {"no_rope_layer_interval", "every n-th layer NoPE"},
+      // K norm.
+      {"use_qk_norm", "a Q/K norm (kind depends on the family)"},
+      {"qk_layernorm", "a Q/K LayerNorm (kind depends on the family)"},
+      {"qk_norm", "a Q/K norm (kind depends on the family)"},
+      {"normalize_qk_projections", "a Q/K norm (OpenELM)"},
+  };
+  return keys;
+}
+
+namespace {
+
+// Reads shared by families whose attention is LlamaAttention-like: `head_dim =
+// getattr(config, "head_dim", hidden_size // num_attention_heads)` and num_key_value_heads.
+std::vector<std::string> with_basics(std::vector<std::string> extra) {
+  std::vector<std::string> r = {"head_dim", "num_key_value_heads"};
+  r.insert(r.end(), extra.begin(), extra.end());
+  return r;
+}
+
+const char* kGemma3Defaults =
+    R"({"num_attention_heads": 8, "num_key_value_heads": 4, "head_dim": 256, "rms_norm_eps": 1e-6,)"
+    R"( "rope_theta": 1000000.0, "rope_local_base_freq": 10000.0, "sliding_window": 4096,)"
+    R"( "sliding_window_pattern": 6, "max_position_embeddings": 131072})";
+
+std::vector<Architecture> build() {
+  std::vector<Architecture> v;
+  auto add = [&](Architecture a) { v.push_back(std::move(a)); };
+  using RS = RopeStyle;
+  using KN = KNormRule;
+  using RD = RotaryDefault;
+  using NR = NopeRule;
+  using KD = KindDefault;
+
+  // Drafts first: they match architectures[0] before model_type.
+  add({"DFlash draft", {}, "DFlash", RS::Neox, KN::Rms, RD::Full, NR::None, KD::AllFull, false,
+       with_basics({"layer_types", "use_sliding_window"}), "", "",
+       "speculators src/speculators/models/dflash/model_definitions.py Qwen3DFlashAttention "
+       "(k_norm = Qwen3RMSNorm(head_dim), rotate_half); sglang python/sglang/srt/models/dflash.py"});
+  add({"Llama", {"llama"}, "", RS::Neox, KN::None, RD::Full, NR::None, KD::AllFull, false,
+       with_basics({"rope_is_neox_style"}), "", "",
+       "transformers src/transformers/models/llama/modeling_llama.py LlamaAttention (rotate_half, no "
+       "q/k norm); sglang python/sglang/srt/models/llama.py LlamaAttention (rope_is_neox_style), "
+       "llama_eagle3.py LlamaForCausalLMEagle3 (EAGLE-3 drafts)"});
+  add({"Mistral", {"mistral"}, "", RS::Neox, KN::None, RD::Full, NR::None, KD::AllFull, false,
+       with_basics({}), "", "",
+       "transformers src/transformers/models/mistral/modeling_mistral.py MistralAttention"});
+  add({"Mixtral", {"mixtral"}, "", RS::Neox, KN::None, RD::Full, NR::None, KD::AllFull, false,
+       with_basics({}), "", "",
+       "transformers src/transformers/models/mixtral/modeling_mixtral.py MixtralAttention"});
+  add({"Qwen2 / Qwen2.5", {"qwen2", "qwen2_moe"}, "", RS::Neox, KN::None, RD::Full, NR::None, KD::AllFull,
+       false, with_basics({"layer_types", "use_sliding_window"}), "", "",
+       "transformers src/transformers/models/qwen2/modeling_qwen2.py Qwen2Attention (no q/k norm; "
+       "sliding iff layer >= max_window_layers with use_sliding_window)"});
+  add({"Qwen3", {"qwen3", "qwen3_moe"}, "", RS::Neox, KN::Rms, RD::Full, NR::None, KD::AllFull, false,
+       with_basics({"layer_types", "use_sliding_window"}), "", "",
+       "transformers src/transformers/models/qwen3/modeling_qwen3.py Qwen3Attention (q_norm/k_norm = "
+       "Qwen3RMSNorm(head_dim) on the per-head view, before RoPE)"});
+  add({"Qwen3-Next / Qwen3.5",
+       {"qwen3_next", "qwen3_5", "qwen3_5_text", "qwen3_5_moe", "qwen3_5_moe_text"}, "", RS::Neox,
+       KN::RmsOnePlus, RD::Full, NR::None, KD::AllFull, false,
+       with_basics({"layer_types", "full_attention_interval", "partial_rotary_factor", "linear_num_key_heads",
+                    "linear_key_head_dim"}),
+       "", "",
+       "transformers src/transformers/models/qwen3_next/modeling_qwen3_next.py Qwen3NextAttention "
+       "(k_norm = Qwen3NextRMSNorm(head_dim): norm(x) * (1 + weight)); qwen3_5/modular_qwen3_5.py "
+       "Qwen3_5Attention(Qwen3NextAttention)"});
+  add({"Gemma", {"gemma"}, "", RS::Neox, KN::None, RD::Full, NR::None, KD::AllFull, false, with_basics({}),
+       "", "", "transformers src/transformers/models/gemma/modeling_gemma.py GemmaAttention"});
+  add({"Gemma 2", {"gemma2"}, "", RS::Neox, KN::None, RD::Full, NR::None, KD::AlternateEvenSliding, false,
+       with_basics({"layer_types"}), "", "",
+       "transformers src/transformers/models/gemma2/modeling_gemma2.py Gemma2Attention (is_sliding = "
+       "not bool(layer_idx % 2); no q/k norm)"});
+  add({"Gemma 3", {"gemma3", "gemma3_text"}, "", RS::Neox, KN::RmsOnePlus, RD::Full, NR::None,
+       KD::SlidingWindowPattern, false,
+       with_basics({"layer_types", "sliding_window_pattern", "rope_local_base_freq"}), kGemma3Defaults,
+       "Gemma3TextConfig",
+       "transformers src/transformers/models/gemma3/modeling_gemma3.py Gemma3Attention (k_norm = "
+       "Gemma3RMSNorm(head_dim): norm(x) * (1 + weight); sliding layers use rotary_emb_local)"});
+  add({"Phi", {"phi"}, "", RS::Neox, KN::LayerNormIfQkNorm, RD::Full, NR::None, KD::AllFull, false,
+       with_basics({"partial_rotary_factor", "qk_layernorm"}), "", "",
+       "transformers src/transformers/models/phi/modeling_phi.py PhiAttention (rotary_ndims = "
+       "int(head_dim * partial_rotary_factor); qk_layernorm: k_layernorm = nn.LayerNorm)"});
+  add({"Phi-3", {"phi3"}, "", RS::Neox, KN::None, RD::Full, NR::None, KD::AllFull, false,
+       with_basics({"partial_rotary_factor"}), "", "",
+       "transformers src/transformers/models/phi3/modeling_phi3.py Phi3Attention (rotary_ndims = "
+       "int(head_dim * partial_rotary_factor), no q/k norm)"});
+  add({"StableLM", {"stablelm"}, "", RS::Neox, KN::LayerNormIfQkNorm, RD::Full, NR::None, KD::AllFull, false,
+       with_basics({"partial_rotary_factor", "qk_layernorm"}), "", "",
+       "transformers src/transformers/models/stablelm/modeling_stablelm.py StableLmAttention (rotary_ndims "
+       "= int(partial_rotary_factor * head_dim); qk_layernorm: StableLmLayerNormPerHead = nn.LayerNorm)"});
+  add({"GLM / GLM-4", {"glm", "glm4"}, "", RS::GptJ, KN::None, RD::Half, NR::None, KD::AllFull, false,
+       with_basics({"partial_rotary_factor"}), "", "",
+       "transformers src/transformers/models/glm/modeling_glm.py GlmAttention and glm4/modeling_glm4.py "
+       "Glm4Attention (rotate_half on x[..., 0::2], x[..., 1::2] with repeat_interleave'd cos/sin; "
+       "configuration_glm.py partial_rotary_factor default 0.5)"});
+  add({"GLM-4.5 (MoE)", {"glm4_moe"}, "", RS::Neox, KN::RmsIfQkNorm, RD::Full, NR::None, KD::AllFull, false,
+       with_basics({"partial_rotary_factor", "use_qk_norm"}), "", "",
+       "transformers src/transformers/models/glm4_moe/modeling_glm4_moe.py Glm4MoeAttention (rotate_half "
+       "on halves; use_qk_norm: k_norm = Glm4MoeRMSNorm(head_dim))"});
+  add({"ChatGLM", {"chatglm"}, "", RS::GptJ, KN::None, RD::Half, NR::None, KD::AllFull, false,
+       {"kv_channels", "multi_query_attention", "multi_query_group_num"}, "", "",
+       "THUDM modeling_chatglm.py SelfAttention (hub remote code; RotaryEmbedding(rotary_dim // 2), "
+       "apply_rotary_pos_emb on (rot_dim // 2, 2) pairs); sglang python/sglang/srt/models/chatglm.py"});
+  add({"Cohere (Command R)", {"cohere"}, "", RS::GptJ, KN::LayerNormIfQkNorm, RD::Full, NR::None, KD::AllFull,
+       false, with_basics({"use_qk_norm"}), "", "",
+       "transformers src/transformers/models/cohere/modeling_cohere.py CohereAttention (rotate_half on "
+       "x[..., ::2], x[..., 1::2]; use_qk_norm: CohereLayerNorm, mean-subtracting)"});
+  add({"Cohere2 (Command R7B / A)", {"cohere2"}, "", RS::GptJ, KN::None, RD::Full, NR::FullLayers,
+       KD::SlidingWindowPattern, false, with_basics({"layer_types", "sliding_window_pattern"}),
+       R"({"sliding_window_pattern": 4})", "Cohere2Config",
+       "transformers src/transformers/models/cohere2/modeling_cohere2.py Cohere2Attention (interleaved "
+       "rotate_half; RoPE only when sliding_window is set, so global layers are NoPE)"});
+  add({"DeepSeek-V2/V3, Kimi-K2 (MLA)", {"deepseek_v2", "deepseek_v3", "kimi_k2"}, "", RS::Neox, KN::None,
+       RD::Full, NR::None, KD::AllFull, true,
+       {"num_key_value_heads", "kv_lora_rank", "q_lora_rank", "qk_rope_head_dim", "qk_nope_head_dim",
+        "v_head_dim", "rope_interleave", "head_dim"},
+       "", "",
+       "transformers src/transformers/models/deepseek_v3/modeling_deepseek_v3.py DeepseekV3Attention "
+       "(kv_a_proj_with_mqa to kv_lora_rank + qk_rope_head_dim: the cache holds a latent, not per-head K)"});
+  add({"OLMo", {"olmo"}, "", RS::Neox, KN::None, RD::Full, NR::None, KD::AllFull, false, with_basics({}), "",
+       "", "transformers src/transformers/models/olmo/modeling_olmo.py OlmoAttention (no q/k norm)"});
+  add({"OLMo 2 / OLMo 3", {"olmo2", "olmo3"}, "", RS::Neox, KN::AcrossHeads, RD::Full, NR::None,
+       KD::AllFull, false, with_basics({"layer_types"}), "", "",
+       "transformers src/transformers/models/olmo3/modeling_olmo3.py Olmo3Attention and "
+       "olmo2/modeling_olmo2.py Olmo2Attention (k_norm = RMSNorm(num_key_value_heads * head_dim) "
+       "before the head split)"});
+  add({"Granite", {"granite", "granitemoe"}, "", RS::Neox, KN::None, RD::Full, NR::None, KD::AllFull, false,
+       with_basics({}), "", "",
+       "transformers src/transformers/models/granite/modeling_granite.py GraniteAttention (LlamaAttention "
+       "with attention_multiplier; no q/k norm)"});
+  add({"Nemotron", {"nemotron"}, "", RS::Neox, KN::None, RD::Full, NR::None, KD::AllFull, false,
+       with_basics({"partial_rotary_factor"}), "", "",
+       "transformers src/transformers/models/nemotron/modeling_nemotron.py NemotronAttention (partial "
+       "rotary by partial_rotary_factor, rotate_half, no q/k norm)"});
+  add({"Nemotron-H", {"nemotron_h"}, "", RS::Neox, KN::None, RD::None, NR::None, KD::AllFull, false,
+       with_basics({"hybrid_override_pattern"}), "", "",
+       "transformers src/transformers/models/nemotron_h/modular_nemotron_h.py NemotronHAttention "
+       "(JambaAttention: no rotary embedding); '*' attention, 'M' mamba, '-' MLP, 'E' MoE"});
+  add({"Jamba", {"jamba"}, "", RS::Neox, KN::None, RD::None, NR::None, KD::AllFull, false,
+       {"num_key_value_heads", "attn_layer_period", "attn_layer_offset"}, "", "",
+       "transformers src/transformers/models/jamba/modeling_jamba.py JambaAttention (no rotary "
+       "embedding; attention iff layer % attn_layer_period == attn_layer_offset)"});
+  add({"InternLM2", {"internlm2"}, "", RS::Neox, KN::None, RD::Full, NR::None, KD::AllFull, false,
+       {"num_key_value_heads"}, "", "",
+       "internlm modeling_internlm2.py InternLM2Attention (hub remote code; packed wqkv, rotate_half); "
+       "sglang python/sglang/srt/models/internlm2.py InternLM2Attention"});
+  add({"gpt-oss", {"gpt_oss"}, "", RS::Neox, KN::None, RD::Full, NR::None, KD::AllFull, false,
+       with_basics({"layer_types"}), "", "",
+       "transformers src/transformers/models/gpt_oss/modeling_gpt_oss.py GptOssAttention (_apply_rotary_emb "
+       "on the two halves, no q/k norm)"});
+  add({"SmolLM3", {"smollm3"}, "", RS::Neox, KN::None, RD::Full, NR::None, KD::AllFull, false,
+       with_basics({"layer_types", "use_sliding_window", "no_rope_layers", "no_rope_layer_interval"}), "", "",
+       "transformers src/transformers/models/smollm3/modeling_smollm3.py SmolLM3Attention (use_rope = "
+       "no_rope_layers[layer_idx]; no q/k norm)"});
+  add({"Llama 4", {"llama4", "llama4_text"}, "", RS::Neox, KN::L2IfQkNorm, RD::Full, NR::None, KD::AllFull,
+       false, with_basics({"no_rope_layers", "nope_layer_interval", "use_qk_norm", "layer_types"}), "", "",
+       "transformers src/transformers/models/llama4/modeling_llama4.py Llama4TextAttention (use_rope = "
+       "no_rope_layers[layer_idx]; Llama4TextL2Norm without weight when use_qk_norm and use_rope)"});
+  add({"EXAONE 4", {"exaone4"}, "", RS::Neox, KN::Rms, RD::Full, NR::FullLayersIfSliding, KD::AllFull, false,
+       with_basics({"layer_types"}), "", "",
+       "transformers src/transformers/models/exaone4/modeling_exaone4.py Exaone4Attention (k_norm = "
+       "Exaone4RMSNorm(head_dim); RoPE only if sliding_window is None or the layer slides)"});
+  add({"LFM2", {"lfm2"}, "", RS::Neox, KN::Rms, RD::Full, NR::None, KD::AllFull, false,
+       with_basics({"layer_types"}), "", "",
+       "transformers src/transformers/models/lfm2/modeling_lfm2.py Lfm2Attention (k_layernorm = "
+       "Lfm2RMSNorm(head_dim), weight w; conv layers have no KV)"});
+  add({"GPT-J", {"gptj"}, "", RS::GptJ, KN::None, RD::Full, NR::None, KD::AllFull, false, {"rotary_dim"}, "",
+       "",
+       "transformers src/transformers/models/gptj/modeling_gptj.py GPTJAttention (rotate_every_two on "
+       "pairs 2i, 2i+1 over the first rotary_dim dims; head_dim = n_embd / n_head)"});
+  add({"GPT-J (gpt_neo format)", {"gpt_neo"}, "", RS::GptJ, KN::None, RD::Full, NR::WithoutRotaryFlag,
+       KD::AllFull, false, {"rotary", "rotary_dim", "attention_layers", "attention_types"}, "", "",
+       "mesh-transformer-jax GPT-J export read as transformers src/transformers/models/gptj/modeling_gptj.py "
+       "GPTJAttention when \"rotary\": true; transformers models/gpt_neo/modeling_gpt_neo.py "
+       "GPTNeoSelfAttention (learned positions, no RoPE) otherwise"});
+  return v;
+}
+
+std::string join(const std::vector<std::string>& v, const char* sep) {
+  std::string s;
+  for (const auto& x : v) s += (s.empty() ? "" : sep) + x;
+  return s;
+}
+
+const char* style_name(RopeStyle s) { return s == RopeStyle::Neox ? "neox" : "GPT-J"; }
+
+const char* k_norm_name(KNormRule k) {
+  switch (k) {
+    case KNormRule::None: return "none";
+    case KNormRule::Rms: return "rms";
+    case KNormRule::RmsOnePlus: return "rms (1 + w)";
+    case KNormRule::RmsIfQkNorm: return "rms if use_qk_norm";
+    case KNormRule::AcrossHeads: return "across all heads (unsupported)";
+    case KNormRule::LayerNormIfQkNorm: return "LayerNorm if the qk-norm key is true (unsupported)";
+    case KNormRule::L2IfQkNorm: return "L2 without weight if use_qk_norm (unsupported on RoPE layers)";
+  }
+  return "?";
+}
+
+const char* rotary_name(RotaryDefault r, NopeRule n) {
+  if (r == RotaryDefault::None) return "none (no RoPE)";
+  switch (n) {
+    case NopeRule::FullLayers: return r == RotaryDefault::Half ? "head_dim/2; full layers NoPE" : "head_dim; full layers NoPE";
+    case NopeRule::FullLayersIfSliding: return "head_dim; full layers NoPE when sliding_window is set";
+    case NopeRule::WithoutRotaryFlag: return "rotary_dim if \"rotary\": true, else none";
+    case NopeRule::None: break;
+  }
+  return r == RotaryDefault::Half ? "head_dim/2" : "head_dim";
+}
+
+}  // namespace
+
+const std::vector<Architecture>& architectures() {
+  static const std::vector<Architecture> table = build();
+  return table;
+}
+
+std::string architectures_markdown() {
+  std::string out =
+      "| family | model_type (or architectures[0]) | RoPE | rotary default | K norm | layout keys read | "
+      "checked against |\n|---|---|---|---|---|---|---|\n";
+  for (const Architecture& a : architectures()) {
+    std::vector<std::string> types;
+    for (const auto& t : a.model_types) types.push_back("`" + t + "`");
+    if (!a.architecture_prefix.empty()) types.push_back("`" + a.architecture_prefix + "*`");
+    std::vector<std::string> reads;
+    for (const auto& k : a.reads) reads.push_back("`" + k + "`");
+    out += "| " + a.name + " | " + join(types, ", ") + " | " + (a.mla ? "MLA (unsupported)" : style_name(a.style)) +
+           " | " + rotary_name(a.rotary, a.nope) + " | " + k_norm_name(a.k_norm) + " | " + join(reads, ", ") +
+           " | " + a.citation + " |\n";
+  }
+  return out;
+}
+
+}  // namespace fkv
