@@ -6,8 +6,11 @@
 //   - a grouped plan puts every attention layer in exactly one group and every other layer
 //     in skipped_layers;
 //   - validate() succeeds exactly when the strict plan does, and then the strict plan is one
-//     group whose spec is validate()'s.
+//     group whose spec is validate()'s;
+//   - a valid grouped plan builds: kernel specs for every activation dtype (KernelSpec::check
+//     passes) and a RoPE table per group whose entries are finite.
 #include <cstddef>
+#include <cmath>
 #include <cstdint>
 #include <set>
 #include <string_view>
@@ -16,6 +19,8 @@
 
 #include "fkv/config.hpp"
 #include "fkv/errors.hpp"
+#include "fkv/rope.hpp"
+#include "fkv/spec.hpp"
 #include "fkv/validate.hpp"
 
 namespace {
@@ -39,6 +44,27 @@ void exercise_plan(const fkv::ModelConfig& cfg) {
     for (int l : g.layers) check(seen.insert(l).second);
   }
   for (int l : grouped.skipped_layers) check(seen.insert(l).second);
+  // Valid means buildable: codegen's checks and the table builder must not refuse it.
+  for (fkv::DType act : {fkv::DType::BF16, fkv::DType::FP16, fkv::DType::FP32}) {
+    fkv::VariantOptions o;
+    o.act = o.cache = act;
+    try {
+      (void)fkv::kernel_specs_for(grouped, o);
+    } catch (...) {
+      check(false);
+    }
+  }
+  fkv::RopeOptions ro;
+  ro.max_position_embeddings = cfg.max_position_embeddings.value;
+  for (const auto& g : grouped.groups) {
+    if (g.attn.rotary_dim == 0) continue;
+    try {
+      const fkv::RopeTable t(g.attn.rope, g.attn.rotary_dim, 64, ro);
+      for (double x : t.values()) check(std::isfinite(x));
+    } catch (...) {
+      check(false);
+    }
+  }
   check(seen.size() == cfg.layers.size());
   for (const auto& layer : cfg.layers) {
     check(seen.count(layer.index) == 1);

@@ -105,6 +105,9 @@ double model_max(const RopeOptions& o, const std::string& type) {
   throw ConfigError("rope type '" + type + "' needs the model's max_position_embeddings; it is not set.");
 }
 
+// Shortest round-trip text of a number for messages ("1e-300", "inf").
+std::string show_number(double x) { return std::isfinite(x) ? json(x).dump() : std::isnan(x) ? "nan" : x > 0 ? "inf" : "-inf"; }
+
 // yarn's get_mscale: 0.1 * m * ln(s) + 1 for s > 1.
 double yarn_mscale(double scale, double m) { return scale <= 1.0 ? 1.0 : 0.1 * m * std::log(scale) + 1.0; }
 
@@ -262,6 +265,23 @@ RopeTable::RopeTable(const RopeFrequencies& freq, int rotary_dim, std::int64_t m
     inv_freq_.resize(R / 2);
     for (int i = 0; i < R / 2; ++i) inv_freq_[i] = 1.0 / (ext[i] * std::pow(theta, (2.0 * i) / R));
   }
+
+  // Whatever the parameters, a table that validates is finite: every entry is
+  // cos/sin(pos * inv_freq) * attention_factor, finite for every int64 position when inv_freq
+  // stays below 1e280, and representable in fp16 (the narrowest table dtype) when
+  // |attention_factor| <= 65504. Parameters the formulas accept can still break these (a tiny
+  // theta, a huge or cancelling mscale), so they are checked here, once, on the result.
+  for (int i = 0; i < R / 2; ++i) {
+    if (!std::isfinite(inv_freq_[i]) || inv_freq_[i] < 0.0 || inv_freq_[i] > 1e280)
+      throw ConfigError("RoPE parameters of rope type '" + type_ + "' (theta=" + show_number(theta) +
+                        ") give a non-finite or out-of-range frequency for rotary pair " + std::to_string(i) +
+                        " (inv_freq=" + show_number(inv_freq_[i]) + "); check rope_theta and the scaling factors.");
+  }
+  if (!std::isfinite(attention_factor_) || !(attention_factor_ > 0.0) || attention_factor_ > 65504.0)
+    throw ConfigError("RoPE parameters of rope type '" + type_ + "' give attention factor " +
+                      show_number(attention_factor_) +
+                      ", which must be finite, > 0 and at most 65504 (the cos/sin table must be finite in fp16); "
+                      "check factor, mscale, mscale_all_dim and attention_factor.");
 }
 
 double RopeTable::cos(std::int64_t pos, int i) const {

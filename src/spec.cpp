@@ -89,9 +89,18 @@ void KernelSpec::check() const {
     throw ArgumentError("a paged layout is a pool layout: set mode=pool, or paged=false for stacked output");
   if (head_dim % 2 != 0)
     throw ArgumentError("head_dim " + std::to_string(head_dim) + " is odd: the fused kernel needs an even head_dim");
-  if (tiling().vec == 0)
-    throw ArgumentError("head_dim " + std::to_string(head_dim) + " is too large: a head must fit in one warp (" +
-                        std::to_string(32 * 8 * 16 / dtype_size(act)) + " elements at most)");
+  if (tiling().vec == 0) {
+    // The rule tiling() searches: a head is split over at most 32 lanes of one warp, each lane
+    // holding e = v * l elements (v a power of two up to 16 bytes, l up to 8 loads), e | head_dim.
+    const int max_vec = 16 / dtype_size(act);
+    throw ArgumentError("head_dim " + std::to_string(head_dim) + " cannot be tiled for " + to_string(act) +
+                        " activations: the kernel splits a head over at most 32 lanes of a warp, each lane "
+                        "holding e elements with e dividing head_dim, e = v * l for v a power of two up to " +
+                        std::to_string(max_vec) + " and l up to 8" +
+                        (rotary_dim > 0 && !neox ? " (GPT-J style: e even)" : "") +
+                        "; no such e exists (a multiple of 8 up to 256, of 16 up to 512 or of 32 up to 1024 "
+                        "always works)");
+  }
 }
 
 Tiling KernelSpec::tiling() const {

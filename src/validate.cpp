@@ -9,6 +9,8 @@
 #include <cmath>
 
 #include "fkv/errors.hpp"
+#include "fkv/rope.hpp"
+#include "fkv/spec.hpp"
 
 namespace fkv {
 
@@ -132,6 +134,34 @@ void check_dims(const AttentionSpec& spec, int layer) {
   }
 }
 
+// What codegen and the RoPE table builder will refuse, refused here first, so that a valid
+// verdict means every variant compiles (every activation dtype: KernelSpec::check, which holds
+// the head_dim tiling rule) and every cos/sin table is finite (RopeTable's constructor).
+void check_buildable(const ModelConfig& config, const AttentionSpec& spec, int layer) {
+  const std::string where = config_name(config) + ": layer " + std::to_string(layer) + ": ";
+  for (DType act : {DType::BF16, DType::FP16, DType::FP32}) {
+    KernelSpec k;
+    k.num_kv_heads = spec.num_kv_heads;
+    k.head_dim = spec.head_dim;
+    k.rotary_dim = spec.rotary_dim;
+    k.neox = spec.is_neox_style;
+    k.act = k.cache = act;
+    try {
+      k.check();
+    } catch (const ArgumentError& e) {
+      throw ConfigError(where + e.what());
+    }
+  }
+  if (spec.rotary_dim == 0) return;
+  RopeOptions options;
+  options.max_position_embeddings = config.max_position_embeddings.value;
+  try {
+    RopeTable(spec.rope, spec.rotary_dim, std::max<std::int64_t>(1, config.max_position_embeddings.value), options);
+  } catch (const ConfigError& e) {
+    throw ConfigError(where + e.what());
+  }
+}
+
 std::string mismatch(const std::string& what, const std::string& expected, const std::string& got,
                      int layer) {
   return what + " mismatch across layers for fused KV path: expected " + expected + ", got " + got +
@@ -170,6 +200,7 @@ AttentionSpec validate(const ModelConfig& config) {
   check_supported(config, ref_layer);
   const AttentionSpec ref = attention_spec(ref_layer);
   check_dims(ref, ref_layer.index);
+  check_buildable(config, ref, ref_layer.index);
 
   for (size_t n = 1; n < layers.size(); ++n) {
     const LayerAttention& layer = *layers[n];
@@ -214,6 +245,7 @@ Plan make_plan(const ModelConfig& config, ValidationMode mode) {
     check_supported(config, *layer);
     AttentionSpec spec = attention_spec(*layer);
     check_dims(spec, layer->index);
+    check_buildable(config, spec, layer->index);
     LayerGroup* target = nullptr;
     for (auto& group : plan.groups)
       if (group.attn == spec) target = &group;

@@ -337,3 +337,35 @@ TEST_CASE("rope: bad input is a ConfigError that names the problem", "[rope]") {
   CHECK_THAT(message([] { RopeTable(RopeFrequencies{-1.0, "default", json::object()}, 64, 8); }),
              Catch::Contains("rope_theta"));
 }
+
+TEST_CASE("rope: parameters whose table would not be finite are refused", "[rope][finite]") {
+  auto make = [](double theta, const std::string& type, json scaling) {
+    RopeFrequencies f;
+    f.theta = theta;
+    f.scaling_type = type;
+    f.scaling = std::move(scaling);
+    return f;
+  };
+  // A tiny theta or linear factor: frequencies near 1e300, position * inv_freq overflows.
+  CHECK_THROWS_WITH(RopeTable(make(1e-300, "default", json::object()), 128, 16),
+                    Catch::Contains("frequency") && Catch::Contains("rope_theta"));
+  CHECK_THROWS_WITH(RopeTable(make(1e6, "linear", {{"factor", 1e-300}}), 128, 16), Catch::Contains("frequency"));
+  // yarn: mscale_all_dim chosen so that 0.1 * m * ln(4) + 1 == 0 -> attention factor inf or huge.
+  const double cancel = -10.0 / std::log(4.0);
+  CHECK_THROWS_WITH(RopeTable(make(1e6, "yarn", {{"factor", 4.0}, {"original_max_position_embeddings", 4096},
+                                                  {"mscale", 1.0}, {"mscale_all_dim", cancel}}),
+                              128, 16),
+                    Catch::Contains("attention factor"));
+  // An explicit attention factor beyond fp16's range, and a negative one.
+  CHECK_THROWS_WITH(RopeTable(make(1e6, "yarn", {{"factor", 4.0}, {"original_max_position_embeddings", 4096},
+                                                  {"attention_factor", 1e5}}),
+                              128, 16),
+                    Catch::Contains("65504"));
+  // A huge factor is fine: the frequencies only get smaller.
+  const RopeTable ok(make(1e6, "linear", {{"factor", 1e300}}), 128, 16);
+  for (double x : ok.values()) CHECK(std::isfinite(x));
+  // The limits themselves build (65504 exactly).
+  CHECK_NOTHROW(RopeTable(make(1e6, "yarn", {{"factor", 4.0}, {"original_max_position_embeddings", 4096},
+                                              {"attention_factor", 65504.0}}),
+                          128, 16));
+}

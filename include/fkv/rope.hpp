@@ -36,7 +36,10 @@ struct RopeOptions {
 class RopeTable {
  public:
   // Throws ConfigError for an unknown rope type (naming it and listing the supported ones), a
-  // missing or malformed scaling key (naming it), rotary_dim odd or < 2, max_position < 1.
+  // missing or malformed scaling key (naming it), rotary_dim odd or < 2, max_position < 1, and
+  // parameters whose table would not be finite (a frequency that is not finite, negative or
+  // above 1e280; an attention factor that is not finite, <= 0 or above 65504). A table that
+  // constructs is finite in every dtype for every position; validate() constructs one per group.
   // `freq.scaling` may also hold keys that do not change the table (rope_type, type,
   // rope_theta, partial_rotary_factor, mrope_section, mrope_interleaved); they are ignored.
   // A `max_position_embeddings` key there (the config module records it for longrope) stands
