@@ -94,7 +94,7 @@ void KernelSpec::check() const {
     // holding e = v * l elements (v a power of two up to 16 bytes, l up to 8 loads), e | head_dim.
     const int max_vec = 16 / dtype_size(act);
     throw ArgumentError("head_dim " + std::to_string(head_dim) + " cannot be tiled for " + to_string(act) +
-                        " activations: the kernel splits a head over at most 32 lanes of a warp, each lane "
+                        " activations: the kernel splits a head over at most 32 lanes of one warp, each lane "
                         "holding e elements with e dividing head_dim, e = v * l for v a power of two up to " +
                         std::to_string(max_vec) + " and l up to 8" +
                         (rotary_dim > 0 && !neox ? " (GPT-J style: e even)" : "") +
