@@ -96,6 +96,9 @@ std::vector<std::string> nvrtc_options(const CompileOptions& options, const JitO
   return out;
 }
 
+// Without NVRTC (a machine that only reads a cache), the version and archs are those of the
+// CUDA Toolkit fkv-jit was built with, so that cache keys name the NVRTC of `fkv-jit
+// precompile` run from the same build (docs/integration.md).
 std::string nvrtc_version() {
   int major = CUDA_VERSION / 1000, minor = CUDA_VERSION % 1000 / 10;
   if (const Nvrtc* api = nvrtc_if_available())
