@@ -12,6 +12,7 @@
 #include <cstring>
 #include <limits>
 #include <sstream>
+#include <thread>
 
 #include "fkv/errors.hpp"
 
@@ -36,11 +37,16 @@ constexpr Format kE5m2{5, 2, 15, true, true, 0x7b, 0x7f};
 
 const Format& format_of(DType dtype) {
   switch (dtype) {
-    case DType::BF16: return kBf16;
-    case DType::FP16: return kFp16;
-    case DType::FP8_E4M3: return kE4m3;
-    case DType::FP8_E5M2: return kE5m2;
-    case DType::FP32: break;
+    case DType::BF16:
+      return kBf16;
+    case DType::FP16:
+      return kFp16;
+    case DType::FP8_E4M3:
+      return kE4m3;
+    case DType::FP8_E5M2:
+      return kE5m2;
+    case DType::FP32:
+      break;
   }
   throw ArgumentError("reference: no narrow format table for fp32");
 }
@@ -53,8 +59,8 @@ double decode_format(const Format& f, std::uint32_t bits) {
   const std::uint32_t m = bits & mmask;
   double value;
   if (f.has_inf && e == emask) {
-    value = m == 0 ? std::numeric_limits<double>::infinity()
-                   : std::numeric_limits<double>::quiet_NaN();
+    value =
+        m == 0 ? std::numeric_limits<double>::infinity() : std::numeric_limits<double>::quiet_NaN();
   } else if (!f.has_inf && e == emask && m == mmask) {
     value = std::numeric_limits<double>::quiet_NaN();
   } else if (e == 0) {
@@ -79,20 +85,27 @@ const std::vector<double>& table_of(DType dtype) {
   static const std::vector<double> e4m3 = build(DType::FP8_E4M3);
   static const std::vector<double> e5m2 = build(DType::FP8_E5M2);
   switch (dtype) {
-    case DType::BF16: return bf16;
-    case DType::FP16: return fp16;
-    case DType::FP8_E4M3: return e4m3;
-    default: return e5m2;
+    case DType::BF16:
+      return bf16;
+    case DType::FP16:
+      return fp16;
+    case DType::FP8_E4M3:
+      return e4m3;
+    default:
+      return e5m2;
   }
 }
 
 int dtype_bytes(DType dtype) {
   switch (dtype) {
     case DType::BF16:
-    case DType::FP16: return 2;
-    case DType::FP32: return 4;
+    case DType::FP16:
+      return 2;
+    case DType::FP32:
+      return 4;
     case DType::FP8_E4M3:
-    case DType::FP8_E5M2: return 1;
+    case DType::FP8_E5M2:
+      return 1;
   }
   return 0;
 }
@@ -102,7 +115,8 @@ bool is_fp8_dtype(DType dtype) { return dtype == DType::FP8_E4M3 || dtype == DTy
 std::uint32_t load_bits(const void* base, DType dtype, std::int64_t index) {
   const auto* p = static_cast<const unsigned char*>(base) + index * dtype_bytes(dtype);
   switch (dtype_bytes(dtype)) {
-    case 1: return *p;
+    case 1:
+      return *p;
     case 2: {
       std::uint16_t v;
       std::memcpy(&v, p, 2);
@@ -135,6 +149,23 @@ void require(bool ok, const std::string& message) {
   if (!ok) throw ArgumentError("reference: " + message);
 }
 
+// Runs fn(begin, end) over [0, n) in contiguous chunks on up to hardware_concurrency threads:
+// the GPU tests compare hundreds of millions of elements, which single-threaded float64 code
+// turns into minutes. fn must not throw; chunks write disjoint outputs.
+template <class Fn>
+void parallel_chunks(std::int64_t n, const Fn& fn) {
+  const std::int64_t threads = std::clamp<std::int64_t>(std::thread::hardware_concurrency(), 1, 32);
+  const std::int64_t chunks = std::min(threads, std::max<std::int64_t>(1, n));
+  if (chunks <= 1 || n < 64) {
+    fn(std::int64_t{0}, n);
+    return;
+  }
+  std::vector<std::thread> pool;
+  for (std::int64_t c = 0; c < chunks; ++c)
+    pool.emplace_back([&fn, c, chunks, n] { fn(n * c / chunks, n * (c + 1) / chunks); });
+  for (auto& t : pool) t.join();
+}
+
 void check_inputs(const ReferenceInputs& in) {
   const KernelSpec& s = in.spec;
   require(s.num_kv_heads > 0 && s.head_dim > 0, "num_kv_heads and head_dim must be positive");
@@ -157,11 +188,14 @@ void check_inputs(const ReferenceInputs& in) {
     require(in.cos_sin_stride == 0 || in.cos_sin_stride >= s.rotary_dim,
             "cos_sin_stride must be >= rotary_dim");
   }
-  if (s.k_norm) require(in.k_norm_weight != nullptr, "k_norm_weight is null but spec.k_norm is set");
+  if (s.k_norm)
+    require(in.k_norm_weight != nullptr, "k_norm_weight is null but spec.k_norm is set");
   const auto L = static_cast<std::size_t>(in.num_layers);
   require(in.eps.empty() || in.eps.size() >= L, "eps has fewer than num_layers entries");
-  require(in.k_scales.empty() || in.k_scales.size() >= L, "k_scales has fewer than num_layers entries");
-  require(in.v_scales.empty() || in.v_scales.size() >= L, "v_scales has fewer than num_layers entries");
+  require(in.k_scales.empty() || in.k_scales.size() >= L,
+          "k_scales has fewer than num_layers entries");
+  require(in.v_scales.empty() || in.v_scales.size() >= L,
+          "v_scales has fewer than num_layers entries");
   require(!s.kv_bias || in.kv_bias != nullptr, "kv_bias is null but spec.kv_bias is set");
   require(in.kv_bias_stride_layer == 0 || in.kv_bias_stride_layer >= row,
           "kv_bias_stride_layer must be >= 2*H*D");
@@ -170,8 +204,9 @@ void check_inputs(const ReferenceInputs& in) {
 // The bias of (layer l, element e of the [2*H*D] row), or 0 without one.
 double bias_of(const ReferenceInputs& in, std::int64_t l, std::int64_t e) {
   if (!in.spec.kv_bias) return 0.0;
-  const std::int64_t stride =
-      in.kv_bias_stride_layer ? in.kv_bias_stride_layer : 2LL * in.spec.num_kv_heads * in.spec.head_dim;
+  const std::int64_t stride = in.kv_bias_stride_layer
+                                  ? in.kv_bias_stride_layer
+                                  : 2LL * in.spec.num_kv_heads * in.spec.head_dim;
   return static_cast<double>(in.kv_bias[l * stride + e]);
 }
 
@@ -192,7 +227,8 @@ ReferenceOutput make_output(const ReferenceInputs& in) {
   out.num_tokens = in.num_tokens;
   out.num_heads = in.spec.num_kv_heads;
   out.head_dim = in.spec.head_dim;
-  const auto n = static_cast<std::size_t>(in.num_layers * in.num_tokens * out.num_heads * out.head_dim);
+  const auto n =
+      static_cast<std::size_t>(in.num_layers * in.num_tokens * out.num_heads * out.head_dim);
   out.value.resize(n);
   out.magnitude.resize(n);
   return out;
@@ -233,8 +269,10 @@ std::uint32_t round_to(DType dtype, double x) {
   std::uint32_t lo = 0, hi = f.max_bits;
   while (lo < hi) {
     const std::uint32_t mid = (lo + hi + 1) / 2;
-    if (table[mid] <= a) lo = mid;
-    else hi = mid - 1;
+    if (table[mid] <= a)
+      lo = mid;
+    else
+      hi = mid - 1;
   }
   const std::uint32_t b = lo;
   if (table[b] == a) return sign | b;
@@ -249,9 +287,12 @@ std::uint32_t round_to(DType dtype, double x) {
   // 2a and table[b] + next are exact in double (narrow formats, adjacent values).
   const double twice = 2 * a, sum = table[b] + next;
   std::uint32_t r;
-  if (twice < sum) r = b;
-  else if (twice > sum) r = b + 1;
-  else r = (b & 1u) ? b + 1 : b;
+  if (twice < sum)
+    r = b;
+  else if (twice > sum)
+    r = b + 1;
+  else
+    r = (b & 1u) ? b + 1 : b;
   return sign | r;
 }
 
@@ -285,49 +326,53 @@ ReferenceOutput reference_k(const ReferenceInputs& in) {
   const std::int64_t H = s.num_kv_heads, D = s.head_dim, R = s.rotary_dim, half = R / 2;
   const Strides st = proj_strides(in);
   const std::int64_t cs_stride = in.cos_sin_stride ? in.cos_sin_stride : R;
-  std::vector<double> k(static_cast<std::size_t>(D)), mag(static_cast<std::size_t>(D));
-  for (std::int64_t t = 0; t < in.num_tokens; ++t) {
-    std::int64_t pos = 0;
-    if (R > 0) {
-      pos = load_index(in.positions, s.positions, t);
+  if (R > 0)  // checked before the parallel part, which must not throw
+    for (std::int64_t t = 0; t < in.num_tokens; ++t) {
+      const std::int64_t pos = load_index(in.positions, s.positions, t);
       require(pos >= 0 && pos < in.max_position,
               "positions[" + std::to_string(t) + "] = " + std::to_string(pos) +
                   " is outside [0, max_position=" + std::to_string(in.max_position) + ")");
     }
-    for (std::int64_t l = 0; l < in.num_layers; ++l) {
-      const double eps = in.eps.empty() ? 1e-6 : static_cast<double>(in.eps[static_cast<std::size_t>(l)]);
-      const double scale = scale_of(in.k_scales, l, s.cache);
-      for (std::int64_t h = 0; h < H; ++h) {
-        const std::int64_t base = t * st.token + l * st.layer + h * D;
-        for (std::int64_t d = 0; d < D; ++d)
-          k[d] = load_value(in.proj, s.act, base + d) + bias_of(in, l, h * D + d);
-        if (s.k_norm) {
-          double sum_sq = 0;
-          for (double x : k) sum_sq += x * x;
-          const double inv_rms = 1.0 / std::sqrt(sum_sq / static_cast<double>(D) + eps);
+  parallel_chunks(in.num_tokens, [&](std::int64_t t_begin, std::int64_t t_end) {
+    std::vector<double> k(static_cast<std::size_t>(D)), mag(static_cast<std::size_t>(D));
+    for (std::int64_t t = t_begin; t < t_end; ++t) {
+      const std::int64_t pos = R > 0 ? load_index(in.positions, s.positions, t) : 0;
+      for (std::int64_t l = 0; l < in.num_layers; ++l) {
+        const double eps =
+            in.eps.empty() ? 1e-6 : static_cast<double>(in.eps[static_cast<std::size_t>(l)]);
+        const double scale = scale_of(in.k_scales, l, s.cache);
+        for (std::int64_t h = 0; h < H; ++h) {
+          const std::int64_t base = t * st.token + l * st.layer + h * D;
           for (std::int64_t d = 0; d < D; ++d)
-            k[d] = k[d] * inv_rms * static_cast<double>(in.k_norm_weight[l * D + d]);
-        }
-        for (std::int64_t d = 0; d < D; ++d) mag[d] = std::fabs(k[d]);
-        for (std::int64_t i = 0; i < half; ++i) {
-          const std::int64_t a = s.neox ? i : 2 * i;
-          const std::int64_t b = s.neox ? i + half : 2 * i + 1;
-          const double c = load_value(in.cos_sin, s.cos_sin, pos * cs_stride + i);
-          const double sn = load_value(in.cos_sin, s.cos_sin, pos * cs_stride + half + i);
-          const double x1 = k[a], x2 = k[b];
-          k[a] = x1 * c - x2 * sn;
-          k[b] = x2 * c + x1 * sn;
-          mag[a] = std::fabs(x1 * c) + std::fabs(x2 * sn);
-          mag[b] = std::fabs(x2 * c) + std::fabs(x1 * sn);
-        }
-        for (std::int64_t d = 0; d < D; ++d) {
-          const std::size_t o = out.index(l, t, h, d);
-          out.value[o] = k[d] / scale;
-          out.magnitude[o] = mag[d] / scale;
+            k[d] = load_value(in.proj, s.act, base + d) + bias_of(in, l, h * D + d);
+          if (s.k_norm) {
+            double sum_sq = 0;
+            for (double x : k) sum_sq += x * x;
+            const double inv_rms = 1.0 / std::sqrt(sum_sq / static_cast<double>(D) + eps);
+            for (std::int64_t d = 0; d < D; ++d)
+              k[d] = k[d] * inv_rms * static_cast<double>(in.k_norm_weight[l * D + d]);
+          }
+          for (std::int64_t d = 0; d < D; ++d) mag[d] = std::fabs(k[d]);
+          for (std::int64_t i = 0; i < half; ++i) {
+            const std::int64_t a = s.neox ? i : 2 * i;
+            const std::int64_t b = s.neox ? i + half : 2 * i + 1;
+            const double c = load_value(in.cos_sin, s.cos_sin, pos * cs_stride + i);
+            const double sn = load_value(in.cos_sin, s.cos_sin, pos * cs_stride + half + i);
+            const double x1 = k[a], x2 = k[b];
+            k[a] = x1 * c - x2 * sn;
+            k[b] = x2 * c + x1 * sn;
+            mag[a] = std::fabs(x1 * c) + std::fabs(x2 * sn);
+            mag[b] = std::fabs(x2 * c) + std::fabs(x1 * sn);
+          }
+          for (std::int64_t d = 0; d < D; ++d) {
+            const std::size_t o = out.index(l, t, h, d);
+            out.value[o] = k[d] / scale;
+            out.magnitude[o] = mag[d] / scale;
+          }
         }
       }
     }
-  }
+  });
   return out;
 }
 
@@ -337,21 +382,23 @@ ReferenceOutput reference_v(const ReferenceInputs& in) {
   const KernelSpec& s = in.spec;
   const std::int64_t H = s.num_kv_heads, D = s.head_dim, KV = H * D;
   const Strides st = proj_strides(in);
-  for (std::int64_t t = 0; t < in.num_tokens; ++t) {
-    for (std::int64_t l = 0; l < in.num_layers; ++l) {
-      const double scale = scale_of(in.v_scales, l, s.cache);
-      const std::int64_t base = t * st.token + l * st.layer + KV;
-      for (std::int64_t h = 0; h < H; ++h) {
-        for (std::int64_t d = 0; d < D; ++d) {
-          const double x = load_value(in.proj, s.act, base + h * D + d);
-          const double b = bias_of(in, l, KV + h * D + d);
-          const std::size_t o = out.index(l, t, h, d);
-          out.value[o] = (x + b) / scale;
-          out.magnitude[o] = (std::fabs(x) + std::fabs(b)) / scale;
+  parallel_chunks(in.num_tokens, [&](std::int64_t t_begin, std::int64_t t_end) {
+    for (std::int64_t t = t_begin; t < t_end; ++t) {
+      for (std::int64_t l = 0; l < in.num_layers; ++l) {
+        const double scale = scale_of(in.v_scales, l, s.cache);
+        const std::int64_t base = t * st.token + l * st.layer + KV;
+        for (std::int64_t h = 0; h < H; ++h) {
+          for (std::int64_t d = 0; d < D; ++d) {
+            const double x = load_value(in.proj, s.act, base + h * D + d);
+            const double b = bias_of(in, l, KV + h * D + d);
+            const std::size_t o = out.index(l, t, h, d);
+            out.value[o] = (x + b) / scale;
+            out.magnitude[o] = (std::fabs(x) + std::fabs(b)) / scale;
+          }
         }
       }
     }
-  }
+  });
   return out;
 }
 
@@ -376,43 +423,59 @@ CompareResult compare(DType dtype, const void* gpu_bits, const ReferenceOutput& 
   require(options.token_mask.empty() || options.token_mask.size() >= static_cast<std::size_t>(T),
           "token_mask has fewer than num_tokens entries");
   const bool per_layer = !options.layer_token_mask.empty();
-  require(!per_layer || options.layer_token_mask.size() >= static_cast<std::size_t>(ref.num_layers * T),
-          "layer_token_mask has fewer than num_layers * num_tokens entries");
-  for (std::int64_t l = 0; l < ref.num_layers; ++l) {
-    for (std::int64_t t = 0; t < T; ++t) {
-      if (per_layer ? !options.layer_token_mask[static_cast<std::size_t>(l * T + t)]
-                    : !options.token_mask.empty() && !options.token_mask[static_cast<std::size_t>(t)])
-        continue;
-      for (std::int64_t h = 0; h < H; ++h) {
-        for (std::int64_t d = 0; d < D; ++d) {
-          const std::size_t i = ref.index(l, t, h, d);
-          const std::uint32_t bits = load_bits(gpu_bits, dtype, static_cast<std::int64_t>(i));
-          const double g = decode(dtype, bits);
-          double r = ref.value[i];
-          if (saturates) r = std::clamp(r, -max, max);
-          const std::uint32_t expected = round_to(dtype, r);
-          const double err = std::fabs(g - r);
-          double tolerance = 0;
-          bool ok;
-          if (options.exact) {
-            ok = bits == expected;
-          } else {
-            tolerance = ulp(dtype, r) + options.fp32_slack * ref.magnitude[i];
-            ok = !std::isnan(g) && (bits == expected || (std::isfinite(g) && err <= tolerance));
+  require(
+      !per_layer || options.layer_token_mask.size() >= static_cast<std::size_t>(ref.num_layers * T),
+      "layer_token_mask has fewer than num_layers * num_tokens entries");
+  // One result per layer, computed in parallel and merged in layer order (same listing as serial).
+  std::vector<CompareResult> per_layer_result(static_cast<std::size_t>(ref.num_layers));
+  parallel_chunks(ref.num_layers, [&](std::int64_t l_begin, std::int64_t l_end) {
+    for (std::int64_t l = l_begin; l < l_end; ++l) {
+      CompareResult& result = per_layer_result[static_cast<std::size_t>(l)];
+      for (std::int64_t t = 0; t < T; ++t) {
+        if (per_layer
+                ? !options.layer_token_mask[static_cast<std::size_t>(l * T + t)]
+                : !options.token_mask.empty() && !options.token_mask[static_cast<std::size_t>(t)])
+          continue;
+        for (std::int64_t h = 0; h < H; ++h) {
+          for (std::int64_t d = 0; d < D; ++d) {
+            const std::size_t i = ref.index(l, t, h, d);
+            const std::uint32_t bits = load_bits(gpu_bits, dtype, static_cast<std::int64_t>(i));
+            const double g = decode(dtype, bits);
+            double r = ref.value[i];
+            if (saturates) r = std::clamp(r, -max, max);
+            const std::uint32_t expected = round_to(dtype, r);
+            const double err = std::fabs(g - r);
+            double tolerance = 0;
+            bool ok;
+            if (options.exact) {
+              ok = bits == expected;
+            } else {
+              tolerance = ulp(dtype, r) + options.fp32_slack * ref.magnitude[i];
+              ok = !std::isnan(g) && (bits == expected || (std::isfinite(g) && err <= tolerance));
+            }
+            ++result.checked;
+            if (std::isfinite(err)) {
+              result.max_abs_error = std::max(result.max_abs_error, err);
+              if (r != 0) result.max_rel_error = std::max(result.max_rel_error, err / std::fabs(r));
+              result.max_ulp_error = std::max(result.max_ulp_error, err / ulp(dtype, r));
+            }
+            if (ok) continue;
+            ++result.mismatches;
+            if (static_cast<int>(result.first.size()) < options.max_listed)
+              result.first.push_back({l, t, h, d, bits, g, ref.value[i], tolerance});
           }
-          ++result.checked;
-          if (std::isfinite(err)) {
-            result.max_abs_error = std::max(result.max_abs_error, err);
-            if (r != 0) result.max_rel_error = std::max(result.max_rel_error, err / std::fabs(r));
-            result.max_ulp_error = std::max(result.max_ulp_error, err / ulp(dtype, r));
-          }
-          if (ok) continue;
-          ++result.mismatches;
-          if (static_cast<int>(result.first.size()) < options.max_listed)
-            result.first.push_back({l, t, h, d, bits, g, ref.value[i], tolerance});
         }
       }
     }
+  });
+  for (const CompareResult& r : per_layer_result) {
+    result.checked += r.checked;
+    result.mismatches += r.mismatches;
+    result.max_abs_error = std::max(result.max_abs_error, r.max_abs_error);
+    result.max_rel_error = std::max(result.max_rel_error, r.max_rel_error);
+    result.max_ulp_error = std::max(result.max_ulp_error, r.max_ulp_error);
+    for (const Mismatch& m : r.first)
+      if (static_cast<int>(result.first.size()) < options.max_listed) result.first.push_back(m);
   }
   return result;
 }
@@ -427,10 +490,11 @@ std::string CompareResult::summary(const std::string& what) const {
                 max_abs_error, max_rel_error, max_ulp_error);
   os << line;
   for (const Mismatch& m : first) {
-    std::snprintf(line, sizeof line, "\n  %s[l=%lld,t=%lld,h=%lld,d=%lld] gpu=%.9g (0x%x) ref=%.9g tol=%.3g",
+    std::snprintf(line, sizeof line,
+                  "\n  %s[l=%lld,t=%lld,h=%lld,d=%lld] gpu=%.9g (0x%x) ref=%.9g tol=%.3g",
                   what.c_str(), static_cast<long long>(m.l), static_cast<long long>(m.t),
-                  static_cast<long long>(m.h), static_cast<long long>(m.d), m.gpu, m.gpu_bits, m.ref,
-                  m.tolerance);
+                  static_cast<long long>(m.h), static_cast<long long>(m.d), m.gpu, m.gpu_bits,
+                  m.ref, m.tolerance);
     os << line;
   }
   return os.str();
