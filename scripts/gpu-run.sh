@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Everything that needs a GPU, in one command, for the lent H200 machine (no package access:
 # the Debian dev packages travel in .deps/, made by shared/device/prepare-deps.sh).
-#   STEPS=build,test,sanitize,bench scripts/gpu-run.sh [OUT_DIR]
+#   STEPS=build,test,sanitize,bench[,gpu2,python,decode,sweep,extras] scripts/gpu-run.sh [OUT_DIR]
 # Logs and results go to OUT_DIR (default $OUT), packed into OUT_DIR/results.tar.gz as well.
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -39,17 +39,23 @@ if has gpu2; then
   grep -E "rank [0-9]|storm|mismatch|tests passed|Failed|\*\*\*" "$LOG/ctest-gpu2.log" | tail -20
 fi
 
+# The wheel built here (scripts/test-wheel.sh -> dist/) and the apache-tvm-ffi wheel (.whl/),
+# installed with --target into one folder (the machine has no package index); torch comes from
+# the system Python.
+PYDIR=$PWD/$BUILD-pyenv
+install_wheel() {
+  [ -d "$PYDIR/fkv_jit" ] && return 0
+  python3 -m pip install -q --no-index --no-deps --target "$PYDIR" .whl/apache_tvm_ffi-*.whl dist/fkv_jit-*.whl
+}
+pyrun() { PYTHONPATH=$PYDIR FKV_CACHE_DIR=$PWD/$BUILD/kcache python3 -X faulthandler "$@"; }
+
 if has python; then
-  # The python3 there runs torch with the system libstdc++, older than the toolchain's: the
-  # library it loads carries its own (FKV_STATIC_LIBSTDCXX), and only the C API crosses.
-  say "python GPU test (faulthandler), libfkv built with FKV_STATIC_LIBSTDCXX"
-  ldd "$BUILD/libfkv.so" | grep -E "stdc|gcc_s" > "$LOG/ldd.txt"
-  cmake -S . -B "$BUILD-py" "${gen[@]}" -DCMAKE_BUILD_TYPE=Release -DCMAKE_PREFIX_PATH="$PWD/.deps/usr" \
-    -DCUDAToolkit_ROOT=/usr/local/cuda -DFKV_STATIC_LIBSTDCXX=ON -DFKV_BUILD_TESTS=OFF > "$LOG/build-py.log" 2>&1 &&
-    cmake --build "$BUILD-py" --target fkv -j "$(nproc)" >> "$LOG/build-py.log" 2>&1 || tail -20 "$LOG/build-py.log"
-  FKV_JIT_LIBRARY=$PWD/$BUILD-py/libfkv.so FKV_CACHE_DIR=$PWD/$BUILD/kcache timeout 300 \
-    python3 -X faulthandler tests/gpu/test_python_gpu.py > "$LOG/python-gpu.log" 2>&1 || status=1
-  tail -25 "$LOG/python-gpu.log"
+  say "python GPU tests of the installed wheel"
+  install_wheel > "$LOG/python-install.log" 2>&1 || { tail -5 "$LOG/python-install.log"; status=1; }
+  for t in tests/gpu/test_python_gpu.py ${PY_TESTS:-}; do
+    timeout 300 pyrun "$t" > "$LOG/$(basename "$t" .py).log" 2>&1 || status=1
+    tail -15 "$LOG/$(basename "$t" .py).log"
+  done
 fi
 
 if has sanitize; then
@@ -68,6 +74,15 @@ if has bench; then
   FKV_CACHE_DIR=$PWD/$BUILD/kcache bench/run_all.sh "$BUILD" "$OUT_DIR/bench" > "$LOG/bench.log" 2>&1 || status=1
   tail -5 "$LOG/bench.log"
   [ -f "$OUT_DIR/bench/performance_tables.md" ] && cat "$OUT_DIR/bench/performance_tables.md" | head -80
+fi
+
+if has decode; then
+  say "decode-size fused kernel: GPU test and benchmark"
+  FKV_CACHE_DIR=$PWD/$BUILD/kcache timeout 300 "$BUILD/tests/test_decode_gpu" > "$LOG/decode-gpu.log" 2>&1 || status=1
+  tail -4 "$LOG/decode-gpu.log"
+  FKV_CACHE_DIR=$PWD/$BUILD/kcache timeout 300 "$BUILD/bench/decode_bench" --out "$OUT_DIR/decode_bench.json" \
+    > "$LOG/decode-bench.log" 2>&1 || status=1
+  tail -30 "$LOG/decode-bench.log"
 fi
 
 if has sweep; then
@@ -90,14 +105,6 @@ if has sweep; then
   sed -n '/Tuning sweep/,$p' "$OUT_DIR/sweep.md" | head -20
 fi
 
-if has pydebug; then
-  say "python GPU test under cuda-gdb (backtrace on crash)"
-  FKV_JIT_LIBRARY=$PWD/$BUILD/libfkv.so FKV_CACHE_DIR=$PWD/$BUILD/kcache timeout 240 \
-    cuda-gdb -batch -ex run -ex bt -ex "info sharedlibrary" --args python3 tests/gpu/test_python_gpu.py > "$LOG/python-gdb.log" 2>&1
-  grep -E "^#|SIGSEGV|signal" "$LOG/python-gdb.log" | head -30
-  grep -iE "nvrtc|fkv|spdlog|fmt|xxhash" "$LOG/python-gdb.log" | grep -i "0x" | head -12
-fi
-
 if has extras; then
   # The CLI's GPU commands, the end-to-end benchmark, and the two embedding examples.
   cfg=tests/data/dflash-qwen3-4b-draft.json
@@ -113,10 +120,11 @@ if has extras; then
     timeout 120 "$BUILD/examples/embed_cpp" "$cfg"; } > "$LOG/example-cpp.log" 2>&1 || status=1
   tail -8 "$LOG/example-cpp.log"
   say "Python example"
-  FKV_JIT_LIBRARY=$PWD/$BUILD-py/libfkv.so timeout 120 python3 examples/python_example.py "$cfg" > "$LOG/example-py.log" 2>&1 || status=1
+  install_wheel > "$LOG/python-install.log" 2>&1
+  timeout 120 pyrun examples/python_example.py "$cfg" > "$LOG/example-py.log" 2>&1 || status=1
   tail -8 "$LOG/example-py.log"
   say "end-to-end benchmark"
-  FKV_JIT_LIBRARY=$PWD/$BUILD-py/libfkv.so timeout 240 python3 bench/e2e_bench.py --out "$OUT_DIR/e2e.json" --md "$OUT_DIR/e2e.md" > "$LOG/e2e.log" 2>&1 || status=1
+  timeout 240 pyrun bench/e2e_bench.py --out "$OUT_DIR/e2e.json" --md "$OUT_DIR/e2e.md" > "$LOG/e2e.log" 2>&1 || status=1
   tail -20 "$LOG/e2e.log"
 fi
 
