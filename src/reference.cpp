@@ -202,6 +202,8 @@ void check_inputs(const ReferenceInputs& in) {
 }
 
 // The bias of (layer l, element e of the [2*H*D] row), or 0 without one.
+// The bias of element e of layer l's K/V row (0 without a bias). Callers add it only when the
+// spec has a bias: x + 0.0 turns -0 into +0, and V without a bias must be copied bit for bit.
 double bias_of(const ReferenceInputs& in, std::int64_t l, std::int64_t e) {
   if (!in.spec.kv_bias) return 0.0;
   const std::int64_t stride = in.kv_bias_stride_layer
@@ -344,7 +346,8 @@ ReferenceOutput reference_k(const ReferenceInputs& in) {
         for (std::int64_t h = 0; h < H; ++h) {
           const std::int64_t base = t * st.token + l * st.layer + h * D;
           for (std::int64_t d = 0; d < D; ++d)
-            k[d] = load_value(in.proj, s.act, base + d) + bias_of(in, l, h * D + d);
+            k[d] = s.kv_bias ? load_value(in.proj, s.act, base + d) + bias_of(in, l, h * D + d)
+                             : load_value(in.proj, s.act, base + d);
           if (s.k_norm) {
             double sum_sq = 0;
             for (double x : k) sum_sq += x * x;
@@ -392,7 +395,7 @@ ReferenceOutput reference_v(const ReferenceInputs& in) {
             const double x = load_value(in.proj, s.act, base + h * D + d);
             const double b = bias_of(in, l, KV + h * D + d);
             const std::size_t o = out.index(l, t, h, d);
-            out.value[o] = (x + b) / scale;
+            out.value[o] = (s.kv_bias ? x + b : x) / scale;
             out.magnitude[o] = (std::fabs(x) + std::fabs(b)) / scale;
           }
         }
