@@ -386,7 +386,9 @@ def test_torch_compile_fullgraph_matches_eager():
     comp = fresh()
     s_comp = compiled_step(ctx, pos, loc, *comp)
     torch.cuda.synchronize()
-    assert float(s_eager) == float(s_comp), (float(s_eager), float(s_comp))
+    # The returned sum is reduced by inductor's own kernel, in another order than eager's: equal
+    # to rounding. The buffers the ops wrote must be equal bit for bit.
+    assert abs(float(s_eager) - float(s_comp)) <= 1e-5 * abs(float(s_eager)), (float(s_eager), float(s_comp))
     for a, b in zip(sum(eager, []), sum(comp, [])):
         assert torch.equal(a, b), "torch.compile result differs from eager"
     refs = case.reference(ctx, pos)
