@@ -746,8 +746,8 @@ json run_case(const Case& c, const Defaults& d, const SmCopy* sm, CUstream s,
   const fkv::LoadedKernel& kp = rt.prepare(make_spec(c, d, fkv::OutputMode::Pool));
   r["kernel_stacked"] = load_json_info(ks);
   r["kernel_pool"] = load_json_info(kp);
-  const fkv::LaunchPlan plan = fkv::plan_launch(ks, c.tokens, c.layers);
-  r["grid_stacked"] = {plan.grid_x, plan.grid_y, plan.grid_z};
+  const fkv::LaunchGrid grid = fkv::launch_grid(ks.spec, ks.tiling, ks.sm_count, c.tokens, c.layers);
+  r["grid_stacked"] = {grid.x, grid.y, grid.z};
 
   const fkv::FusedKVInputs in = data.inputs();
   const fkv::StackedOutput so = data.stacked();
@@ -805,7 +805,7 @@ json launch_overhead(const Case& c, const Defaults& d, CUstream s, int total_cal
   const fkv::LoadedKernel& k = fkv::Runtime::global().prepare(make_spec(c, d, fkv::OutputMode::Stacked));
   const fkv::FusedKVInputs in = data.inputs();
   const fkv::StackedOutput so = data.stacked();
-  const fkv::LaunchPlan plan = fkv::plan_launch(k, c.tokens, c.layers);
+  const fkv::LaunchGrid grid = fkv::launch_grid(k.spec, k.tiling, k.sm_count, c.tokens, c.layers);
 
   // The parameter block materialize_stacked would build (include/fkv/kernel_params.h).
   FkvKernelParams p{};
@@ -819,7 +819,7 @@ json launch_overhead(const Case& c, const Defaults& d, CUstream s, int total_cal
   p.max_position = d.max_position;
   p.k_norm_weight = d.k_norm ? static_cast<const float*>(data.d_weight.ptr()) : nullptr;
   p.num_layers = c.layers;
-  p.layers_per_block = plan.layers_per_block;
+  p.layers_per_block = grid.layers_per_block;
   p.k_out = so.k_out;
   p.v_out = so.v_out;
   p.slot_stride = data.kv;
@@ -835,10 +835,10 @@ json launch_overhead(const Case& c, const Defaults& d, CUstream s, int total_cal
 
   const std::vector<std::pair<std::string, std::function<void()>>> methods = {
       {"materialize_stacked", [&] { fkv::materialize_stacked(k, in, so, s); }},
-      {"fkv_launch", [&] { fkv::launch(k, p, plan.grid_x, plan.grid_y, plan.grid_z, s); }},
+      {"fkv_launch", [&] { fkv::launch(k, p, grid.x, grid.y, grid.z, s); }},
       {"bare_cuLaunchKernel",
        [&] {
-         CUresult rc = drv.cuLaunchKernel(k.function, plan.grid_x, plan.grid_y, plan.grid_z,
+         CUresult rc = drv.cuLaunchKernel(k.function, grid.x, grid.y, grid.z,
                                           block, 1, 1, shared, s, args, nullptr);
          if (rc != CUDA_SUCCESS) drv.check(rc, "cuLaunchKernel");
        }},
@@ -863,7 +863,7 @@ json launch_overhead(const Case& c, const Defaults& d, CUstream s, int total_cal
   json r = {{"case", c.name},
             {"calls_per_method", chunks_per_round * rounds * chunk},
             {"chunk", chunk},
-            {"grid", {plan.grid_x, plan.grid_y, plan.grid_z}},
+            {"grid", {grid.x, grid.y, grid.z}},
             {"block", block},
             {"method", "host wall time (steady_clock) of chunks of back-to-back calls; stream "
                        "drained between chunks, untimed"}};

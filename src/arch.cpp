@@ -18,16 +18,6 @@ std::string cc_name(int major, int minor) {
   return std::to_string(major) + "." + std::to_string(minor);
 }
 
-bool all_digits(const std::string& s) {
-  return !s.empty() && std::all_of(s.begin(), s.end(), [](char c) { return c >= '0' && c <= '9'; });
-}
-
-[[noreturn]] void not_an_arch(const std::string& text, const std::string& why) {
-  throw ArgumentError("'" + text + "' is not a GPU arch" + (why.empty() ? "" : " (" + why + ")") +
-                      ": name the device as sm_<major><minor>, e.g. sm_80, sm_90, sm_100, sm_120 "
-                      "(or 9.0)");
-}
-
 }  // namespace
 
 std::string ArchTarget::name() const { return arch.name() + (ptx ? " (PTX)" : ""); }
@@ -57,30 +47,12 @@ ArchTarget arch_for_compute_capability(int major, int minor) {
 }
 
 ArchRequest resolve_arch(const std::string& text, const std::vector<Arch>& supported) {
-  if (text.rfind("compute_", 0) == 0)
-    not_an_arch(text, "a virtual arch; precompile for the device, sm_" + text.substr(8) +
-                          ", and the runtime's choice of CUBIN or PTX follows");
-  std::string s = text.rfind("sm_", 0) == 0 ? text.substr(3) : text;
-  std::string suffix;  // "a" (arch-specific) or "f" (family): mapped below
-  if (!s.empty() && (s.back() == 'a' || s.back() == 'f')) {
-    suffix = s.substr(s.size() - 1);
-    s.pop_back();
-  }
+  // The syntax is parse_arch_name's (compiler.hpp), the one Arch::parse reads too.
+  const ArchName name = parse_arch_name(text);
+  const std::string suffix = name.suffix ? std::string(1, name.suffix) : "";
   ArchRequest r;
-  if (const auto dot = s.find('.'); dot != std::string::npos) {
-    const std::string maj = s.substr(0, dot), min = s.substr(dot + 1);
-    if (!suffix.empty() || text.rfind("sm_", 0) == 0 || !all_digits(maj) || maj.size() > 2 ||
-        maj[0] == '0' || !all_digits(min) || min.size() != 1)
-      not_an_arch(text, "");
-    r.major = std::stoi(maj);
-    r.minor = std::stoi(min);
-  } else {
-    // Two or three digits, the last one the minor version: sm_80, sm_90, sm_100, sm_120.
-    if (!all_digits(s) || s.size() < 2 || s.size() > 3 || s[0] == '0')
-      not_an_arch(text, s.size() == 1 ? "one digit: major and minor version are both needed" : "");
-    r.major = std::stoi(s.substr(0, s.size() - 1));
-    r.minor = s.back() - '0';
-  }
+  r.major = name.major;
+  r.minor = name.minor;
   r.target = arch_for_compute_capability(r.major, r.minor, supported);
 
   const std::string asked = "sm_" + std::to_string(r.major * 10 + r.minor) + suffix;

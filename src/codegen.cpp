@@ -35,19 +35,6 @@ constexpr const char* kTemplate = "fused_kv.cu";
 // Headers the template includes, by include name.
 constexpr const char* kHeaders[] = {"fkv_types.cuh", "fkv/kernel_params.h"};
 
-std::string type_name(DType d) {
-  switch (d) {
-    case DType::BF16: return "fkv_kernels::bf16";
-    case DType::FP16: return "fkv_kernels::fp16";
-    case DType::FP32: return "float";
-    case DType::FP8_E4M3: return "fkv_kernels::fp8_e4m3";
-    case DType::FP8_E5M2: return "fkv_kernels::fp8_e5m2";
-  }
-  return "?";
-}
-
-std::string index_name(IndexType t) { return t == IndexType::I32 ? "int" : "long long"; }
-
 std::string hex128(const XXH128_hash_t& h) {
   char buf[33];
   std::snprintf(buf, sizeof buf, "%016llx%016llx", static_cast<unsigned long long>(h.high64),
@@ -64,6 +51,19 @@ bool is_embedded_header(const std::string& include_name) {
 }
 
 }  // namespace
+
+std::string device_type(DType d) {
+  switch (d) {
+    case DType::BF16: return "fkv_kernels::bf16";
+    case DType::FP16: return "fkv_kernels::fp16";
+    case DType::FP32: return "float";
+    case DType::FP8_E4M3: return "fkv_kernels::fp8_e4m3";
+    case DType::FP8_E5M2: return "fkv_kernels::fp8_e5m2";
+  }
+  return "?";
+}
+
+std::string device_type(IndexType t) { return t == IndexType::I32 ? "int" : "long long"; }
 
 void check_template_includes(const std::string& file, const std::string& text) {
   std::istringstream lines(text);
@@ -109,7 +109,7 @@ KernelSource generate(const KernelSpec& spec) { return generate(spec, JitOptions
 
 KernelSource generate(const KernelSpec& spec, const JitOptions& options) {
   spec.check();
-  const Tiling t = spec.tiling();
+  const Tiling t = spec.tiling(options);  // FKV_BLOCK_WARPS from these options, like the templates
   KernelSource out;
   out.template_name = kTemplate;
   out.short_name = spec.short_name();
@@ -118,9 +118,9 @@ KernelSource generate(const KernelSpec& spec, const JitOptions& options) {
   std::ostringstream expr;
   expr << "fkv_kernels::fused_kv_materialize<" << spec.num_kv_heads << ", " << spec.head_dim << ", "
        << spec.rotary_dim << ", " << (spec.neox ? "true" : "false") << ", "
-       << (spec.k_norm ? "true" : "false") << ", " << type_name(spec.act) << ", "
-       << type_name(spec.cache) << ", " << type_name(spec.cos_sin) << ", "
-       << index_name(spec.positions) << ", " << index_name(spec.slots) << ", "
+       << (spec.k_norm ? "true" : "false") << ", " << device_type(spec.act) << ", "
+       << device_type(spec.cache) << ", " << device_type(spec.cos_sin) << ", "
+       << device_type(spec.positions) << ", " << device_type(spec.slots) << ", "
        << (spec.mode == OutputMode::Pool ? "true" : "false") << ", "
        << (spec.paged ? "true" : "false") << ", " << (spec.kv_bias ? "true" : "false") << ", " << t.vec << ", " << t.loads << ", "
        << t.warps_per_block << ">";

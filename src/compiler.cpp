@@ -48,29 +48,60 @@ std::string Arch::name() const {
   return "sm_" + std::to_string(major) + std::to_string(minor) + (arch_specific ? "a" : "");
 }
 
-Arch Arch::parse(const std::string& text) {
-  std::string s = text;
-  if (s.rfind("sm_", 0) == 0 || s.rfind("compute_", 0) == 0) s = s.substr(s.find('_') + 1);
-  Arch a;
-  if (!s.empty() && s.back() == 'a') {
-    a.arch_specific = true;
+namespace {
+bool all_digits(const std::string& s) {
+  return !s.empty() && std::all_of(s.begin(), s.end(), [](char c) { return c >= '0' && c <= '9'; });
+}
+
+[[noreturn]] void not_an_arch(const std::string& text, const std::string& why) {
+  throw ArgumentError("'" + text + "' is not a GPU arch" + (why.empty() ? "" : " (" + why + ")") +
+                      ": name the device as sm_<major><minor>, e.g. sm_80, sm_90, sm_100, sm_120 "
+                      "(or 9.0; an 'a' or 'f' suffix for arch-specific or family targets: sm_90a)");
+}
+}  // namespace
+
+ArchName parse_arch_name(const std::string& text) {
+  if (text.rfind("compute_", 0) == 0)
+    not_an_arch(text, "a virtual arch, the PTX target; name the real arch, sm_" + text.substr(8) +
+                          ", and fkv-jit chooses CUBIN or PTX for the device");
+  const bool prefixed = text.rfind("sm_", 0) == 0;
+  std::string s = prefixed ? text.substr(3) : text;
+  ArchName a;
+  if (!s.empty() && (s.back() == 'a' || s.back() == 'f')) {
+    a.suffix = s.back();
     s.pop_back();
   }
-  s.erase(std::remove(s.begin(), s.end(), '.'), s.end());
-  const bool digits = !s.empty() && s.size() <= 3 &&
-                      std::all_of(s.begin(), s.end(), [](char c) { return c >= '0' && c <= '9'; });
-  if (!digits)
-    throw CompileError("cannot parse arch '" + text + "': write it as sm_90, sm_90a or 9.0; supported: " +
-                       arch_list());
-  const int n = std::stoi(s);
-  a.major = n / 10;
-  a.minor = n % 10;
+  if (const auto dot = s.find('.'); dot != std::string::npos) {
+    // "9.0": a compute capability, never with "sm_" or a suffix.
+    const std::string maj = s.substr(0, dot), min = s.substr(dot + 1);
+    if (a.suffix || prefixed || !all_digits(maj) || maj.size() > 2 || maj[0] == '0' || !all_digits(min) ||
+        min.size() != 1)
+      not_an_arch(text, "");
+    a.major = std::stoi(maj);
+    a.minor = min[0] - '0';
+    return a;
+  }
+  // Two or three digits, the last one the minor version: sm_80, sm_90, sm_100, sm_120.
+  if (!all_digits(s) || s.size() < 2 || s.size() > 3 || s[0] == '0')
+    not_an_arch(text, s.size() == 1 && all_digits(s) ? "one digit: major and minor version are both needed" : "");
+  a.major = std::stoi(s.substr(0, s.size() - 1));
+  a.minor = s.back() - '0';
+  return a;
+}
+
+Arch Arch::parse(const std::string& text) {
+  const ArchName n = parse_arch_name(text);
+  if (n.suffix == 'f')
+    throw ArgumentError("'" + text + "' is an arch-family target, not one arch to build: name the arch, sm_" +
+                        std::to_string(n.major * 10 + n.minor) + " (or sm_" + std::to_string(n.major * 10 + n.minor) +
+                        "a for an arch-specific one)");
+  Arch a{n.major, n.minor, n.suffix == 'a'};
   const auto archs = supported_archs();
   const bool known = std::any_of(archs.begin(), archs.end(),
                                  [&](const Arch& b) { return b.number() == a.number(); });
   if (!known || (a.arch_specific && a.major < 9))
     throw CompileError("arch " + a.name() + " is not supported by this NVRTC (" + nvrtc_version() +
-                       "); supported: " + arch_list());
+                       "); supported: " + arch_list() + (a.arch_specific ? " (an 'a' target needs sm_90 or newer)" : ""));
   return a;
 }
 

@@ -12,6 +12,7 @@
 #include <sstream>
 
 #include "fkv/cache.hpp"
+#include "fkv/codegen.hpp"
 #include "fkv/compiler.hpp"
 #include "fkv/driver.hpp"
 #include "fkv/errors.hpp"
@@ -24,19 +25,6 @@ namespace {
 constexpr const char* kTemplate = "fused_proj_kv.cu";
 constexpr const char* kHeaders[] = {"fkv_types.cuh", "decode_params.h"};  // as the template includes them
 constexpr int kDefaultSharedLimit = 48 * 1024;  // above this a kernel must opt in
-
-std::string type_name(DType d) {
-  switch (d) {
-    case DType::BF16: return "fkv_kernels::bf16";
-    case DType::FP16: return "fkv_kernels::fp16";
-    case DType::FP32: return "float";
-    case DType::FP8_E4M3: return "fkv_kernels::fp8_e4m3";
-    case DType::FP8_E5M2: return "fkv_kernels::fp8_e5m2";
-  }
-  return "?";
-}
-
-std::string index_name(IndexType t) { return t == IndexType::I32 ? "int" : "long long"; }
 
 std::string hex128(const XXH128_hash_t& h) {
   char buf[33];
@@ -203,8 +191,8 @@ KernelSource generate_decode(const DecodeSpec& spec) {
   std::ostringstream expr;
   expr << "fkv_kernels::fused_proj_kv<" << spec.hidden << ", " << spec.num_layers << ", " << e.num_kv_heads << ", "
        << e.head_dim << ", " << e.rotary_dim << ", " << (e.neox ? "true" : "false") << ", "
-       << (e.k_norm ? "true" : "false") << ", " << type_name(e.act) << ", " << type_name(e.cache) << ", "
-       << type_name(e.cos_sin) << ", " << index_name(e.positions) << ", " << index_name(e.slots) << ", "
+       << (e.k_norm ? "true" : "false") << ", " << device_type(e.act) << ", " << device_type(e.cache) << ", "
+       << device_type(e.cos_sin) << ", " << device_type(e.positions) << ", " << device_type(e.slots) << ", "
        << (e.mode == OutputMode::Pool ? "true" : "false") << ", " << spec.token_bucket << ", " << spec.splits << ", "
        << spec.warps << ", " << spec.mma_tiles_per_warp << ", " << spec.pipeline << ", " << spec.k_slice << ">";
   out.name_expression = expr.str();
@@ -269,17 +257,13 @@ struct DecodeKV::Impl {
     return v[i];
   }
 
-  // What NVRTC builds for the context's device (as Runtime does): its arch, or PTX for a device
+  // What NVRTC builds for the device (the runtime's arch rule): its arch, or PTX for a device
   // newer than this NVRTC.
   CompileOptions compile_options() const {
-    Driver& d = Driver::get();
-    CUdevice dev = 0;
-    d.check(d.cuCtxGetDevice(&dev), "cuCtxGetDevice");
-    int major = 0;
-    FKV_CU(cuDeviceGetAttribute, &major, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR, dev);
+    const ArchTarget target = Runtime::device_target(opt.device);
     CompileOptions options;
-    options.arch = Runtime::device_arch(opt.device);
-    options.ptx = options.arch.major != major;
+    options.arch = target.arch;
+    options.ptx = target.ptx;
     return options;
   }
 
@@ -466,14 +450,10 @@ constexpr MeasuredCrossover kMeasured[] = {
 };
 }  // namespace
 
-std::int64_t decode_crossover(int device) {
-  if (const char* v = std::getenv("FKV_DECODE_CROSSOVER"); v && *v) {
-    char* end = nullptr;
-    const long long n = std::strtoll(v, &end, 10);
-    if (end == v || *end != 0 || n < 0)
-      throw ArgumentError(std::string("FKV_DECODE_CROSSOVER must be a token count >= 0, got '") + v + "'");
-    return n;
-  }
+std::int64_t decode_crossover(int device) { return decode_crossover(device, JitOptions::global()); }
+
+std::int64_t decode_crossover(int device, const JitOptions& options) {
+  if (options.decode_crossover >= 0) return options.decode_crossover;  // FKV_DECODE_CROSSOVER
   char name[256] = {};
   FKV_CU(cuDeviceGetName, name, sizeof name - 1, device_handle(device));
   int sms = 0;

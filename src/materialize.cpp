@@ -1,17 +1,16 @@
-// materialize: host-side checks, parameter block, launch (SPEC §4, §6).
+// materialize: host-side checks, parameter block, launch.
 //
 // Hot path: no allocation, no sync, no copy, no hashing. The error paths build strings; the
-// success path only compares integers and fills the parameter block on the stack.
+// success path only compares integers and fills the parameter block on the stack. The launch
+// geometry is the spec module's (KernelSpec::tiling for the block, launch_grid for the grid).
 #include "fkv/materialize.hpp"
 
 #include <algorithm>
 #include <cmath>
-#include <cstdlib>
 #include <cstring>
 #include <string>
 
 #include "fkv/errors.hpp"
-#include "fkv/options.hpp"
 
 namespace fkv {
 namespace {
@@ -134,38 +133,13 @@ void launch_chunks(const LoadedKernel& k, const FusedKVInputs& in, FkvKernelPara
       p.v_scale[l] = 1.0f;
     }
     per_chunk(first, count);
-    const LaunchPlan lp = plan_launch(k, in.num_tokens, count);
-    p.layers_per_block = lp.layers_per_block;
-    launch(k, p, lp.grid_x, lp.grid_y, lp.grid_z, stream);
+    const LaunchGrid grid = launch_grid(k.spec, k.tiling, k.sm_count, in.num_tokens, count);
+    p.layers_per_block = grid.layers_per_block;
+    launch(k, p, grid.x, grid.y, grid.z, stream);
   }
 }
 
 }  // namespace
-
-LaunchPlan plan_launch(const LoadedKernel& k, std::int64_t num_tokens, int num_layers) {
-  const Tiling& t = k.tiling;
-  LaunchPlan lp;
-  const std::int64_t pairs = num_tokens * k.spec.num_kv_heads;
-  const std::int64_t blocks = (pairs + t.heads_per_block - 1) / t.heads_per_block;
-  lp.grid_x = static_cast<unsigned>(blocks);
-  lp.grid_z = 1;
-  // All layers in one block reads cos/sin once per token and keeps the most loads in flight
-  // per lane; split the layers across blocks only when the grid would not fill the GPU once
-  // (decode-sized calls). Measured on an H200: splitting at 4096 tokens costs 5-25%.
-  const int sms = std::max(k.sm_count, 1);
-  const std::int64_t resident = std::int64_t{sms} * std::max(1, 2048 / t.block_threads);
-  // FKV_LAYERS_PER_BLOCK=<n> (JitOptions::layers_per_block) pins the chunk size (tuning).
-  const int forced = JitOptions::global().layers_per_block;
-  int lpb = num_layers;
-  if (forced > 0) {
-    lpb = std::min(forced, num_layers);
-  } else {
-    while (lpb > 1 && blocks * ((num_layers + lpb - 1) / lpb) < resident) lpb = (lpb + 1) / 2;
-  }
-  lp.layers_per_block = lpb;
-  lp.grid_y = static_cast<unsigned>((num_layers + lpb - 1) / lpb);
-  return lp;
-}
 
 void materialize_stacked(const LoadedKernel& k, const FusedKVInputs& in, const StackedOutput& out,
                          CUstream stream) {

@@ -4,12 +4,12 @@
 #include <cuda.h>
 #include <dlfcn.h>
 
-#include <cstdlib>
 #include <mutex>
 #include <string>
 #include <vector>
 
 #include "fkv/errors.hpp"
+#include "fkv/options.hpp"
 
 namespace fkv {
 namespace {
@@ -52,14 +52,17 @@ struct Loaded {
 const Loaded& load() {
   static Loaded loaded;
   static std::once_flag once;
-  std::call_once(once, [] {
+  // Outside call_once: a malformed FKV_* variable is a ConfigError for this caller, and the
+  // next call reads again (JitOptions::global() keeps only a successful read).
+  const JitOptions& jit = JitOptions::global();
+  std::call_once(once, [&] {
     std::string tried;
     void* h = nullptr;
-    if (const char* explicit_file = std::getenv("FKV_NVRTC_LIBRARY"); explicit_file && *explicit_file) {
+    if (const std::string explicit_file = jit.nvrtc_library.string(); !explicit_file.empty()) {  // FKV_NVRTC_LIBRARY
       h = try_open(explicit_file, &tried);
       if (h == nullptr) {
         const char* why = ::dlerror();
-        loaded.error = std::string("cannot load NVRTC from FKV_NVRTC_LIBRARY=") + explicit_file + ": " +
+        loaded.error = "cannot load NVRTC from FKV_NVRTC_LIBRARY=" + explicit_file + ": " +
                        (why ? why : "unknown reason") + ". " + kInstallHint;
         return;
       }

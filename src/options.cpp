@@ -106,8 +106,11 @@ JitOptions JitOptions::from_env() {
     for (std::string w; words >> w;) o.nvrtc_options.push_back(w);
     check_nvrtc_options(o.nvrtc_options, "FKV_NVRTC_OPTIONS");
   }
+  if (auto v = env("FKV_DECODE_CROSSOVER"); v && !v->empty())
+    o.decode_crossover = int_in_range("FKV_DECODE_CROSSOVER", *v, 0, 1 << 30, "a token count >= 0 (0 = never)");
   if (auto v = env("FKV_TEMPLATE_DIR"); v && !v->empty()) o.template_dir = *v;
   if (auto v = env("FKV_DUMP_SOURCE"); v && !v->empty()) o.dump_source = *v;
+  if (auto v = env("FKV_NVRTC_LIBRARY"); v && !v->empty()) o.nvrtc_library = *v;
 
   if (auto dir = env("FKV_CACHE_DIR"); dir && !dir->empty()) o.cache_dir = *dir;
   else if (auto xdg = env("XDG_CACHE_HOME"); xdg && !xdg->empty() && (*xdg)[0] == '/')

@@ -16,7 +16,6 @@ namespace fkv {
 
 namespace {
 
-
 int device_attribute(CUdevice dev, CUdevice_attribute attr) {
   int value = 0;
   FKV_CU(cuDeviceGetAttribute, &value, attr, dev);
@@ -82,7 +81,7 @@ Runtime& Runtime::global() {
   return *runtime;
 }
 
-Arch Runtime::device_arch(int device) { return target_for(device_handle(device)).arch; }
+ArchTarget Runtime::device_target(int device) { return target_for(device_handle(device)); }
 
 // Loads `spec` into `ctx` unless that already happened. The steps, in data-flow order:
 // spec -> source (codegen) -> image (cache: memory, disk, or NVRTC) -> module -> function.

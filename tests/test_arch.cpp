@@ -94,6 +94,33 @@ TEST_CASE("resolve_arch: strict names; a-/f-targets map to the runtime's arch wi
   CHECK_THROWS_AS(fkv::resolve_arch("sm_75", kNvrtc13), fkv::CompileError);
 }
 
+TEST_CASE("one arch syntax: Arch::parse reads names as resolve_arch does", "[arch][compiler]") {
+  const fkv::ArchName hopper = fkv::parse_arch_name("sm_90a");
+  CHECK((hopper.major == 9 && hopper.minor == 0 && hopper.suffix == 'a'));
+  const fkv::ArchName blackwell = fkv::parse_arch_name("sm_120");
+  CHECK((blackwell.major == 12 && blackwell.minor == 0 && blackwell.suffix == 0));
+  CHECK(fkv::parse_arch_name("12.0").major == 12);
+  CHECK(fkv::parse_arch_name("100f").suffix == 'f');
+  // Each of these was read by Arch::parse before (as sm_90, sm_90, sm_90, sm_90) while
+  // resolve_arch refused them; a syntax error is an ArgumentError saying what is accepted.
+  for (const char* bad : {"compute_90", "sm_9.0", "90.", "9.0a", "sm_90x", "sm_1", "sm_090", "hopper", "",
+                          "sm_", "sm_90aa", "1234", "9.10", "compute_90a"}) {
+    INFO(bad);
+    CHECK_THROWS_WITH(fkv::parse_arch_name(bad), Contains("is not a GPU arch") && Contains("sm_<major><minor>"));
+    CHECK_THROWS_AS(Arch::parse(bad), fkv::ArgumentError);
+    CHECK_THROWS_AS(fkv::resolve_arch(bad, kNvrtc13), fkv::ArgumentError);
+  }
+  CHECK_THROWS_WITH(Arch::parse("compute_90"), Contains("virtual arch") && Contains("sm_90"));
+  CHECK_THROWS_WITH(Arch::parse("sm_1"), Contains("one digit"));
+  // A family target is not one arch to compile for; resolve_arch maps it, Arch::parse refuses.
+  CHECK_THROWS_WITH(Arch::parse("sm_100f"), Contains("arch-family") && Contains("sm_100"));
+  // Well-formed but not buildable: CompileError listing what this NVRTC builds.
+  CHECK_THROWS_WITH(Arch::parse("sm_75"), Contains("not supported") && Contains("sm_80"));
+  CHECK_THROWS_AS(Arch::parse("sm_80a"), fkv::CompileError);  // 'a' targets start at sm_90
+  CHECK(Arch::parse("sm_90a").arch_specific);
+  CHECK(Arch::parse("9.0") == Arch::parse("sm_90"));
+}
+
 // The deployment bug this guards against: a cache baked for an arch the runtime never loads
 // (sm_90a on Hopper) never hits. For each device, precompile what the runtime picks there,
 // then look it up the runtime's way (KernelCache::get with the target's arch and output kind)

@@ -55,6 +55,7 @@ TEST_CASE("arch parsing accepts NVRTC's archs and lists them on error", "[compil
   CHECK(Arch::parse("sm_90a").arch_specific);
   CHECK_THROWS_WITH(Arch::parse("sm_50"), Catch::Contains("not supported") && Catch::Contains("sm_80"));
   CHECK_THROWS_WITH(Arch::parse("hopper"), Catch::Contains("sm_90"));
+  CHECK_THROWS_AS(Arch::parse("compute_90"), ArgumentError);  // one syntax with resolve_arch (test_arch)
   CHECK_FALSE(nvrtc_version().empty());
 }
 

@@ -95,6 +95,29 @@ TEST_CASE("tuning knobs: defaults, good values, garbage refused", "[options]") {
   CHECK(JitOptions::from_env().log_level == "debug");
 }
 
+TEST_CASE("FKV_DECODE_CROSSOVER and FKV_NVRTC_LIBRARY are read here, not where they are used", "[options]") {
+  EnvGuard env;
+  env.set("FKV_DECODE_CROSSOVER", std::nullopt);
+  env.set("FKV_NVRTC_LIBRARY", std::nullopt);
+  JitOptions d = JitOptions::from_env();
+  CHECK(d.decode_crossover == -1);  // unset: the measured value for the device
+  CHECK(d.nvrtc_library.empty());   // unset: searched
+
+  env.set("FKV_DECODE_CROSSOVER", "0");
+  CHECK(JitOptions::from_env().decode_crossover == 0);  // the decode path off
+  env.set("FKV_DECODE_CROSSOVER", "48");
+  CHECK(JitOptions::from_env().decode_crossover == 48);
+  for (const char* bad : {"-1", "many", "8 ", "1e3"}) {
+    INFO(bad);
+    env.set("FKV_DECODE_CROSSOVER", bad);
+    CHECK_THROWS_WITH(JitOptions::from_env(), Catch::Contains("FKV_DECODE_CROSSOVER='" + std::string(bad) + "'") &&
+                                                  Catch::Contains("token count"));
+  }
+  env.set("FKV_DECODE_CROSSOVER", std::nullopt);
+  env.set("FKV_NVRTC_LIBRARY", "/opt/cuda/lib64/libnvrtc.so.13");
+  CHECK(JitOptions::from_env().nvrtc_library == "/opt/cuda/lib64/libnvrtc.so.13");
+}
+
 TEST_CASE("FKV_NVRTC_OPTIONS that read or write files or change the target are refused", "[options][security]") {
   EnvGuard env;
   // Each of these escaped the cache key or the cache before (issue 13 item 6).

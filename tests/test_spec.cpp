@@ -109,6 +109,74 @@ TEST_CASE("16-byte loads and few idle lanes for the common shapes", "[spec]") {
   CHECK(t.lanes_per_head == 32);
 }
 
+TEST_CASE("tiling takes its tuning knobs from the JitOptions it is given", "[spec][options]") {
+  const KernelSpec s = base();
+  JitOptions o;
+  Tiling t = s.tiling(o);
+  CHECK(t.warps_per_block == 2);  // the default
+  CHECK(t.fixed_layers_per_block == 0);
+  o.block_warps = 8;
+  o.layers_per_block = 3;
+  t = s.tiling(o);
+  CHECK(t.warps_per_block == 8);
+  CHECK(t.block_threads == 256);
+  CHECK(t.heads_per_block == 8 * t.heads_per_warp);
+  CHECK(t.fixed_layers_per_block == 3);
+  CHECK(t.vec == s.tiling(JitOptions{}).vec);  // the knobs leave the lane split alone
+}
+
+TEST_CASE("launch grid covers every (token, head) pair and layer, and fills the GPU", "[spec]") {
+  for (int H : {1, 8, 32}) {
+    KernelSpec s = base();
+    s.num_kv_heads = H;
+    for (int warps : {1, 2, 4}) {
+      JitOptions o;
+      o.block_warps = warps;
+      const Tiling t = s.tiling(o);
+      for (std::int64_t T : {1, 7, 8, 64, 512, 4096, 70000}) {
+        for (int L : {1, 5, 8, 32}) {
+          const LaunchGrid g = launch_grid(s, t, 132, T, L);
+          INFO("H=" << H << " warps=" << warps << " T=" << T << " L=" << L);
+          CHECK(std::int64_t{g.x} * t.heads_per_block >= T * H);
+          CHECK(std::int64_t{g.x - 1} * t.heads_per_block < T * H);
+          CHECK(g.layers_per_block >= 1);
+          CHECK(g.y * g.layers_per_block >= static_cast<unsigned>(L));
+          CHECK((g.y - 1) * g.layers_per_block < static_cast<unsigned>(L));
+          CHECK(g.z == 1);
+        }
+      }
+    }
+  }
+  const KernelSpec s = base();
+  const Tiling t = s.tiling(JitOptions{});
+  // Decode: 8 tokens x 5 layers (16 blocks) cannot fill 132 SMs: one layer per block. 4096
+  // tokens fill it many times over: the layers stay together.
+  CHECK(launch_grid(s, t, 132, 8, 5).layers_per_block == 1);
+  CHECK(launch_grid(s, t, 132, 4096, 5).layers_per_block == 5);
+  // Halving stops once the grid fills the device: 2048 tokens x 8 heads in blocks of 4 pairs =
+  // 4096 blocks; 8 layers in one chunk fall short of 132 SMs x 32 resident blocks (4224), two
+  // chunks of 4 do not.
+  CHECK(launch_grid(s, t, 132, 2048, 8).layers_per_block == 4);
+  CHECK(launch_grid(s, t, 1, 2048, 8).layers_per_block == 8);  // a 1-SM device is full already
+  // Nothing to launch.
+  const LaunchGrid none = launch_grid(s, t, 132, 0, 5);
+  CHECK((none.x == 0 && none.y == 0 && none.z == 0));
+}
+
+TEST_CASE("FKV_LAYERS_PER_BLOCK pins the layer chunk for every call size", "[spec][options]") {
+  const KernelSpec s = base();
+  JitOptions o;
+  o.layers_per_block = 2;
+  const Tiling t = s.tiling(o);
+  for (std::int64_t T : {1, 8, 4096}) {
+    const LaunchGrid g = launch_grid(s, t, 132, T, 5);
+    INFO("T=" << T);
+    CHECK(g.layers_per_block == 2);
+    CHECK(g.y == 3);
+  }
+  CHECK(launch_grid(s, t, 132, 8, 1).layers_per_block == 1);  // never more than the call has
+}
+
 TEST_CASE("invalid specs are refused with the fix", "[spec]") {
   KernelSpec s = base();
   s.rotary_dim = 130;

@@ -42,11 +42,12 @@ struct ArchRequest {
   std::string note;          // why target differs from the text ("" when it does not)
 };
 
-// Reads the device a user names and returns what the runtime builds for it. Accepted:
-// "sm_90", "90", "9.0", "sm_120"; an arch-specific or family name ("sm_90a", "sm_100f") is
-// mapped to the device's target with a note, since the runtime never loads those.
+// Reads the device a user names and returns what the runtime builds for it. The text is read by
+// parse_arch_name (compiler.hpp), the syntax Arch::parse shares: "sm_90", "90", "9.0",
+// "sm_120"; an arch-specific or family name ("sm_90a", "sm_100f") is mapped to the device's
+// target with a note, since the runtime never loads those.
 // Throws ArgumentError for text that is not a real arch: "compute_90" (a virtual arch: say
-// sm_90), "sm_1", "sm_090", "hopper"; CompileError when rule 4 refuses the device.
+// sm_90), "sm_1", "sm_090", "sm_90x", "hopper"; CompileError when rule 4 refuses the device.
 ArchRequest resolve_arch(const std::string& text, const std::vector<Arch>& supported);
 ArchRequest resolve_arch(const std::string& text);  // with supported_archs()
 

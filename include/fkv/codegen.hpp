@@ -25,7 +25,8 @@ struct KernelSource {
   std::vector<std::pair<std::string, std::string>> headers;
 };
 
-// Templates come from options.template_dir when set (FKV_TEMPLATE_DIR), else the embedded ones.
+// Templates come from options.template_dir when set (FKV_TEMPLATE_DIR), else the embedded ones;
+// the tiling (warps per block) is spec.tiling(options).
 KernelSource generate(const KernelSpec& spec, const JitOptions& options);
 KernelSource generate(const KernelSpec& spec);  // with JitOptions::global()
 
@@ -35,6 +36,12 @@ KernelSource generate(const KernelSpec& spec);  // with JitOptions::global()
 // (check_template_includes), since NVRTC would read that from disk, outside the cache key.
 std::string template_text(const std::string& name, const JitOptions& options);
 std::string template_text(const std::string& name);  // with JitOptions::global()
+
+// The C++ type the kernel templates use for a dtype or an index type, as written in a name
+// expression's template arguments: "fkv_kernels::bf16", "float", "fkv_kernels::fp8_e4m3";
+// "int", "long long". Used by this module and by decode's kernel, so the names agree.
+std::string device_type(DType dtype);
+std::string device_type(IndexType index);
 
 // Throws CompileError when `text` (the file `file`) has an #include of anything but an
 // embedded header.

@@ -10,14 +10,32 @@
 
 namespace fkv {
 
+// An arch name as a user writes it, read by the one syntax fkv-jit accepts everywhere
+// (Arch::parse, resolve_arch in arch.hpp, the CLI's and the C API's --arch / arch):
+//   sm_<major><minor>[a|f]   sm_80, sm_90, sm_90a, sm_100, sm_100f, sm_120
+//   <major><minor>[a|f]      80, 90, 90a, 100
+//   <major>.<minor>          8.0, 9.0, 12.0
+// where major has 1 or 2 digits and no leading zero and minor is one digit; "a" marks an
+// arch-specific target, "f" an arch-family one.
+struct ArchName {
+  int major = 0;
+  int minor = 0;
+  char suffix = 0;  // 0, 'a' or 'f'
+};
+// Throws ArgumentError for any other text, saying what is accepted: "compute_90" (a virtual
+// arch: name the real one, sm_90), "sm_1" (one digit), "sm_90x", "sm_090", "sm_9.0", "hopper".
+ArchName parse_arch_name(const std::string& text);
+
 struct Arch {
   int major = 0;
   int minor = 0;
   bool arch_specific = false;  // the "a" suffix (sm_90a): Hopper-only instructions
   std::string name() const;    // "sm_90", "sm_90a"
   int number() const { return major * 10 + minor; }
-  // Parses "sm_90", "sm_90a", "90", "9.0". Throws CompileError listing the supported archs when
-  // NVRTC does not support it.
+  // The arch to compile for, written as parse_arch_name reads it ("sm_90", "sm_90a", "90",
+  // "9.0"). Throws ArgumentError for text that is not an arch name, or that names an
+  // arch-family target ("sm_100f": a family is not one arch to build); CompileError listing the
+  // supported archs when this NVRTC cannot build it (an "a" target needs sm_90 or newer).
   static Arch parse(const std::string& text);
   bool operator==(const Arch& o) const { return name() == o.name(); }
 };

@@ -153,9 +153,11 @@ class DecodeKV {
 // ---- choosing the path -----------------------------------------------------------------------
 
 // The largest token count for which the decode kernel beats cuBLASLt + the epilogue kernel on
-// `device`, as measured by bench/decode_bench ("crossover" in its JSON): FKV_DECODE_CROSSOVER
-// when set (0 turns the decode path off), else the table of measured GPUs in decode.cpp, else 0.
-std::int64_t decode_crossover(int device);
+// `device`, as measured by bench/decode_bench ("crossover" in its JSON): options.decode_crossover
+// (FKV_DECODE_CROSSOVER) when set (0 turns the decode path off), else the table of measured GPUs
+// in decode.cpp, else 0.
+std::int64_t decode_crossover(int device, const JitOptions& options);
+std::int64_t decode_crossover(int device);  // with JitOptions::global()
 
 // True when a call of `num_tokens` tokens should take the decode kernel.
 inline bool use_decode_path(std::int64_t num_tokens, std::int64_t crossover) {

@@ -1,6 +1,7 @@
 // materialize: the user-facing operation. Checks arguments on the host against the kernel's
 // spec, fills the parameter block and launches the fused norm + RoPE + KV-write kernel for up
-// to FKV_MAX_LAYERS layers per launch (more layers take more launches).
+// to FKV_MAX_LAYERS layers per launch (more layers take more launches), with the block of the
+// kernel's Tiling and the grid of launch_grid (both decided in spec.hpp).
 #pragma once
 
 #include <cuda.h>
@@ -75,13 +76,6 @@ struct PoolOutput {
   // entry uses cache_loc. Empty = cache_loc for every layer.
   std::span<const void* const> slot_mappings;
 };
-
-// Launch geometry for T tokens and L layers on `kernel`'s device.
-struct LaunchPlan {
-  unsigned grid_x = 0, grid_y = 0, grid_z = 0;
-  int layers_per_block = 0;
-};
-LaunchPlan plan_launch(const LoadedKernel& kernel, std::int64_t num_tokens, int num_layers);
 
 // Throw ArgumentError naming the argument and the fix when shapes, strides, alignment or
 // dtypes do not fit `kernel.spec`. No allocation beyond the error path; no sync.

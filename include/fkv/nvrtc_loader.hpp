@@ -4,7 +4,7 @@
 // what to install.
 //
 // Where a library is looked for, first hit wins:
-//   1. $FKV_NVRTC_LIBRARY (NVRTC only): an explicit file;
+//   1. $FKV_NVRTC_LIBRARY (NVRTC only; JitOptions::nvrtc_library): an explicit file;
 //   2. the directories given to set_cuda_library_dirs() (the Python package passes the lib
 //      folders of the nvidia-* wheels, e.g. site-packages/nvidia/cu13/lib);
 //   3. the dynamic linker's search (LD_LIBRARY_PATH, ld.so.cache, a library already loaded by

@@ -4,7 +4,8 @@
 // is present but malformed (FKV_BLOCK_WARPS=abc, FKV_CACHE_MAX_BYTES=lots) is a ConfigError
 // naming the variable and what it accepts, never silently ignored. JitOptions::global() is
 // the first successful read, kept for the life of the process; the modules take their knobs
-// from it (or from a JitOptions a caller passes), never from getenv.
+// from it (or from a JitOptions a caller passes), never from getenv: this file is the only
+// reader of the environment in the library.
 #pragma once
 
 #include <cstdint>
@@ -22,10 +23,15 @@ struct JitOptions {
   // and part of every cache key. Options that read or write files or change the target arch are
   // refused (check_nvrtc_options).
   std::vector<std::string> nvrtc_options;
+  // FKV_DECODE_CROSSOVER: the largest token count sent to the decode-size kernel, >= 0 (0 = never);
+  // -1 = unset: decode_crossover() uses the value measured for the device.
+  std::int64_t decode_crossover = -1;
 
   // ---- kernel development (codegen, compiler) ----
   std::filesystem::path template_dir;  // FKV_TEMPLATE_DIR: read templates from here
   std::filesystem::path dump_source;   // FKV_DUMP_SOURCE: write each specialized source here
+  // FKV_NVRTC_LIBRARY: the NVRTC library file to dlopen instead of searching (nvrtc_loader.hpp).
+  std::filesystem::path nvrtc_library;
 
   // ---- cache ----
   // FKV_CACHE_DIR, else $XDG_CACHE_HOME/fkv-jit (absolute XDG_CACHE_HOME only), else

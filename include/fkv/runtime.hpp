@@ -9,6 +9,7 @@
 #include <string>
 #include <vector>
 
+#include "fkv/arch.hpp"
 #include "fkv/cache.hpp"
 #include "fkv/driver.hpp"
 #include "fkv/kernel_params.h"
@@ -49,11 +50,12 @@ class Runtime {
   // the capture stays usable) instead of breaking the capture.
   const LoadedKernel& get(const KernelSpec& spec, CUstream stream);
 
-  // The arch the kernels of `device` (an ordinal) are built for:
+  // What the kernels of `device` (an ordinal) are built for, CUBIN or PTX:
   // fkv::arch_for_compute_capability of its compute capability (include/fkv/arch.hpp), the
   // rule `fkv-jit precompile` uses too. Throws CompileError listing the supported archs for a
   // device older than sm_80.
-  static Arch device_arch(int device);
+  static ArchTarget device_target(int device);
+  static Arch device_arch(int device) { return device_target(device).arch; }
 
   KernelCache& cache() { return cache_; }
 

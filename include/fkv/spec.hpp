@@ -1,12 +1,27 @@
-// spec: the specialization key of one fused-KV kernel (SPEC §4) and the launch tiling that
-// follows from it. The tiling is derived here, in one place, and used both by codegen (as
-// template arguments) and by the runtime (as launch dimensions), so the two cannot disagree.
+// spec: the specialization key of one fused-KV kernel and the launch policy that follows from
+// it. Both halves of the policy are decided here and nowhere else: the block (Tiling, from the
+// spec and the tuning knobs) and the grid (launch_grid, from the tiling, the device's SM count
+// and the call's sizes). codegen bakes the tiling into the kernel as template arguments;
+// materialize launches with the tiling's block and launch_grid's grid, so the two cannot
+// disagree.
+//
+// Vocabulary (one name for one thing across the C++ library):
+//  - `neox` is the rotary pair layout, named `is_neox_style` where it comes from a model
+//    config (AttentionSpec, the C API's fkv_attention, the CLI's JSON: sglang's and vLLM's name);
+//  - `k_norm` here is whether the kernel applies a per-head RMS norm to K; AttentionSpec::k_norm
+//    is the model's KNormKind (Rms or RmsOnePlus), which the host folds into the weight it
+//    passes, so the kernel only needs on or off;
+//  - a slot is one token's row in a KV pool; `slots` is the index type of the per-token slot
+//    arrays (`cache_loc`, sglang's out_cache_loc, and vLLM-style per-layer `slot_mappings`);
+//    VariantOptions::index sets `positions` and `slots` together;
+//  - Plan (validate.hpp) is a model's layer groups; LaunchGrid is one launch's geometry.
 #pragma once
 
 #include <cstdint>
 #include <string>
 #include <vector>
 
+#include "fkv/options.hpp"
 #include "fkv/validate.hpp"
 
 namespace fkv {
@@ -26,6 +41,7 @@ bool is_fp8(DType);
 // consecutive lanes of one warp (a warp never splits a pair, so K-norm sums and RoPE partners
 // move by warp shuffles); each lane owns elems_per_thread = vec * loads elements of K and of V
 // for every layer of its block's layer chunk. Pairs are numbered token-major.
+// KernelSpec::tiling derives it; FKV_BLOCK_WARPS and FKV_LAYERS_PER_BLOCK (JitOptions) tune it.
 struct Tiling {
   int vec = 0;               // elements per load (16 bytes of activations where head_dim allows)
   int loads = 0;             // loads per lane and row
@@ -36,6 +52,9 @@ struct Tiling {
   int block_threads = 0;     // 32 * warps_per_block
   int heads_per_block = 0;   // (token, head) pairs per block
   int idle_lanes = 0;        // per warp: 32 - heads_per_warp * lanes_per_head
+  // Layers per block pinned by FKV_LAYERS_PER_BLOCK; 0 = launch_grid chooses per call. A launch
+  // parameter, not a template argument: kernels of any value are the same cache entry.
+  int fixed_layers_per_block = 0;
 };
 
 struct KernelSpec {
@@ -67,11 +86,30 @@ struct KernelSpec {
   // A short file-system-safe name, e.g. "fkv_h8_d128_r128_neox_kn_bf16_bf16_stacked"
   // ("_paged", "_bias" appended when set).
   std::string short_name() const;
-  Tiling tiling() const;
+  // The block policy: load width and loads per lane (fewest idle lanes), warps per block
+  // (options.block_warps, else 2), the pinned layer chunk (options.layers_per_block). vec == 0
+  // when head_dim cannot be tiled (check() says why).
+  Tiling tiling(const JitOptions& options) const;
+  Tiling tiling() const;  // with JitOptions::global()
   // Throws ConfigError/ArgumentError when the combination cannot be compiled.
   void check() const;
   bool operator==(const KernelSpec& o) const { return canonical() == o.canonical(); }
 };
+
+// Launch geometry of one materialize launch: grid (x, y, z) and the layers each block covers.
+struct LaunchGrid {
+  unsigned x = 0, y = 0, z = 0;  // x: blocks of (token, head) pairs; y: layer chunks; z = 1
+  int layers_per_block = 0;
+};
+
+// The grid policy for `num_tokens` tokens and `num_layers` layers (1..FKV_MAX_LAYERS, one
+// launch) on a device of `sm_count` SMs: x covers T*H pairs in blocks of
+// tiling.heads_per_block; the layers stay in one block (cos/sin read once per token, most loads
+// in flight) unless the grid would not fill the device once, when they are halved until it
+// does (decode-sized calls), or tiling.fixed_layers_per_block pins the chunk. T = 0 or L = 0
+// gives an all-zero grid (nothing to launch). Pure: no CUDA call, so it is tested on the CPU.
+LaunchGrid launch_grid(const KernelSpec& spec, const Tiling& tiling, int sm_count,
+                       std::int64_t num_tokens, int num_layers);
 
 // The kernel spec for a validated group, with the dtypes chosen by the caller.
 KernelSpec make_kernel_spec(const AttentionSpec& attn, DType act, DType cache,
