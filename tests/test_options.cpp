@@ -5,11 +5,13 @@
 #include <unistd.h>
 
 #include <catch2/catch.hpp>
+#include <cstdio>
 #include <cstdlib>
 #include <fstream>
 #include <map>
 #include <optional>
 
+#include "fkv/cache.hpp"
 #include "fkv/codegen.hpp"
 #include "fkv/compiler.hpp"
 #include "fkv/errors.hpp"
@@ -190,4 +192,42 @@ TEST_CASE("FKV_DUMP_SOURCE never writes through a planted symlink", "[options][s
   spill(target, "old dump");
   fkv::compile(src, co, jit);
   CHECK(slurp(target) == src.source);
+}
+
+// The library, not only the CLI, honours FKV_LOG_LEVEL. Run in a fresh process by the test
+// below, since JitOptions::global() is read once per process: the host installed no logger, and
+// the first library call (the process-wide cache; a stub build instead of NVRTC, the cache
+// disabled) logs its debug line "compiled <name>" through the logger the library set up.
+TEST_CASE("FKV_LOG_LEVEL child: a stub build through the process-wide cache", "[.fkv_log_level_child]") {
+  fkv::CacheKey::Fields fields = {{"schema", "1"}, {"arch", "sm_90"}, {"nvrtc", "13.0"}, {"output", "cubin"}};
+  const fkv::CacheKey key = fkv::CacheKey::from_fields(fields);
+  const fkv::CacheResult r = fkv::KernelCache::global().get(key, "log_probe", [] {
+    fkv::CompiledKernel k;
+    k.image = "stub image";
+    k.lowered_name = "stub";
+    return k;
+  });
+  CHECK(r.outcome == fkv::CacheOutcome::Compiled);
+}
+
+TEST_CASE("the library logs to stderr at FKV_LOG_LEVEL without a host logger (stub build)", "[options][logging]") {
+  const std::string self = fs::read_symlink("/proc/self/exe").string();
+  // stderr only: the library's messages; the test runner's report goes to stdout, dropped.
+  auto stderr_of = [&](const std::string& level) {
+    const std::string cmd = "env -u FKV_LOG_LEVEL FKV_DISABLE_CACHE=1 " +
+                            (level.empty() ? std::string() : "FKV_LOG_LEVEL=" + level + " ") + "'" + self +
+                            "' '[.fkv_log_level_child]' 2>&1 1>/dev/null";
+    FILE* pipe = ::popen(cmd.c_str(), "r");
+    REQUIRE(pipe != nullptr);
+    std::string out;
+    char buf[512];
+    for (std::size_t n; (n = std::fread(buf, 1, sizeof buf, pipe)) > 0;) out.append(buf, n);
+    const int status = ::pclose(pipe);
+    INFO(cmd << "\n" << out);
+    CHECK(status == 0);
+    return out;
+  };
+  CHECK_THAT(stderr_of("debug"), Catch::Contains("fkv-jit cache: compiled log_probe"));
+  CHECK_THAT(stderr_of(""), !Catch::Contains("compiled log_probe"));  // the default level is warn
+  CHECK_THAT(stderr_of("info"), !Catch::Contains("compiled log_probe"));
 }
