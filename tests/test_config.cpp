@@ -77,7 +77,7 @@ TEST_CASE("every shared config loads or is reported, never crashes", "[config][d
     for (size_t i = 0; i < c.layers.size(); ++i) CHECK(c.layers[i].index == (int)i);
     ++n;
   }
-  CHECK(n >= 21);
+  CHECK(n >= 32);
 }
 
 TEST_CASE("cohere-command-r: GPT-J interleaved by architecture, MHA", "[config][data]") {
@@ -839,6 +839,194 @@ TEST_CASE("llm_config nesting (InternVL-style)", "[config][registry][nested]") {
   CHECK(c.family == "Qwen2 / Qwen2.5");
   CHECK(c.layers[0].num_kv_heads.source == "llm_config.num_key_value_heads");
   check_uniform(c, {2, 64, true, KNormKind::None});
+}
+
+// ------------------------------------------------------------------------------------------------
+// Families used as draft or target models, each against its real-shaped config in tests/data.
+
+TEST_CASE("ernie 4.5: GPT-J interleaved over the whole head, class defaults only where transformers has them",
+          "[config][data][registry]") {
+  auto dense = load("ernie4.5-0.3b.json");
+  CHECK(dense.family == "ERNIE 4.5");
+  CHECK(dense.attention_layers().size() == 18);
+  check_uniform(dense, {2, 128, false, KNormKind::None});
+  for (const auto* l : dense.attention_layers()) {
+    CHECK(l->rotary_dim.value == 128);
+    CHECK(l->head_dim.source == "head_dim");  // 128, not 1024 / 16 = 64
+    CHECK_THAT(l->is_neox_style.source, Contains("modular_ernie4_5.py"));
+    CHECK(l->rope.value.theta == 500000.0);
+    CHECK(l->unsupported.empty());
+  }
+  auto moe = load("ernie4.5-21b-a3b.json");
+  CHECK(moe.family == "ERNIE 4.5 MoE");
+  check_uniform(moe, {4, 128, false, KNormKind::None});
+  // "head_dim": null keeps transformers' None: derived, never a class default.
+  CHECK(moe.layers[0].head_dim.source == "derived: hidden_size / num_attention_heads = 2560/20");
+
+  auto minimal = [](const std::string& type, const std::string& extra) {
+    return parse(R"({"model_type": ")" + type + R"(", "num_hidden_layers": 1, "hidden_size": 1024,
+                    "num_attention_heads": 16, "num_key_value_heads": 2)" + extra + "}").layers[0];
+  };
+  // Ernie4_5Config defaults head_dim to 128 and rope_theta to 500000 when the keys are absent.
+  auto absent = minimal("ernie4_5", "");
+  CHECK(absent.head_dim.value == 128);
+  CHECK(absent.head_dim.source == "class default (Ernie4_5Config).head_dim");
+  CHECK(absent.rope.value.theta == 500000.0);
+  CHECK_THAT(absent.rope.source, Contains("class default (Ernie4_5Config).rope_theta"));
+  auto null_hd = minimal("ernie4_5", R"(, "head_dim": null)");
+  CHECK(null_hd.head_dim.value == 64);
+  CHECK_THAT(null_hd.head_dim.source, Contains("derived"));
+  // Ernie4_5_MoeConfig has no head_dim default.
+  CHECK(minimal("ernie4_5_moe", "").head_dim.value == 64);
+  CHECK(minimal("ernie4_5_moe", "").rope.value.theta == 500000.0);
+  CHECK_THROWS_WITH(minimal("ernie4_5", R"(, "partial_rotary_factor": 0.5)"), Contains("'partial_rotary_factor'"));
+}
+
+TEST_CASE("hunyuan: the K norm follows RoPE, so every attention layer is unsupported", "[config][data][registry]") {
+  for (const char* file : {"hunyuan-a13b-instruct.json", "hunyuan-7b-v1-dense.json"}) {
+    INFO(file);
+    auto c = load(file);
+    CHECK(c.family == "Hunyuan (dense / MoE)");
+    REQUIRE(c.attention_layers().size() == 32);
+    check_uniform(c, {8, 128, true, KNormKind::None});
+    for (const auto* l : c.attention_layers()) {
+      CHECK_THAT(l->unsupported, Contains("layer " + std::to_string(l->index) + ": K norm after RoPE") &&
+                                     Contains("HunYuanDenseV1Attention") && Contains("before RoPE only"));
+      CHECK_THAT(l->k_norm.source, Contains("after RoPE"));
+    }
+  }
+  CHECK(load("hunyuan-a13b-instruct.json").model_type == "hunyuan");  // the hub remote-code name
+  // Cross-layer KV sharing is not read by the transformers port: refused when switched on.
+  CHECK_THROWS_WITH(parse(R"({"model_type": "hunyuan_v1_dense", "num_hidden_layers": 2, "hidden_size": 4096,
+                              "num_attention_heads": 32, "num_key_value_heads": 8, "use_cla": true})"),
+                    Contains("'use_cla'") && Contains("changes the attention layout"));
+}
+
+TEST_CASE("RoPE scaling with alpha (NTK-alpha) is no type the table builder knows", "[config][rope]") {
+  auto l = parse(R"({"model_type": "llama", "num_hidden_layers": 1, "hidden_size": 4096, "num_attention_heads": 32,
+                     "rope_scaling": {"type": "dynamic", "factor": 1.0, "alpha": 1000.0}})").layers[0];
+  CHECK_THAT(l.unsupported, Contains("layer 0") && Contains("\"alpha\"") && Contains("rope_scaling.type = dynamic"));
+  CHECK(parse(R"({"model_type": "llama", "num_hidden_layers": 1, "hidden_size": 4096, "num_attention_heads": 32,
+                  "rope_scaling": {"type": "dynamic", "factor": 2.0}})").layers[0].unsupported.empty());
+}
+
+TEST_CASE("minimax-text-01: attn_type_list 1 = softmax, 0 = linear; partial rotary from rotary_dim",
+          "[config][data][registry]") {
+  auto c = load("minimax-text-01.json");
+  CHECK(c.family == "MiniMax-Text-01 / M1");
+  CHECK(indices_where(c, LayerKind::FullAttention) == std::vector<int>{7, 15, 23, 31, 39, 47, 55, 63, 71, 79});
+  CHECK(indices_where(c, LayerKind::NoAttention).size() == 70);
+  CHECK(c.layers[0].kind.source == "attn_type_list[0] = 0 (linear attention: no KV)");
+  check_uniform(c, {8, 128, true, KNormKind::None});
+  for (const auto* l : c.attention_layers()) {
+    CHECK(l->rotary_dim.value == 64);
+    CHECK(l->rotary_dim.source == "rotary_dim");
+    CHECK(l->rope.value.theta == 1e7);
+    CHECK(l->unsupported.empty());
+  }
+  const std::string base = R"({"model_type": "minimax", "num_hidden_layers": 4, "hidden_size": 6144,
+                               "num_attention_heads": 64, "num_key_value_heads": 8, "head_dim": 128)";
+  // transformers' form: layer_types and partial_rotary_factor.
+  auto hf = parse(base + R"(, "partial_rotary_factor": 0.5, "layer_types": ["linear_attention", "full_attention",
+                             "linear_attention", "full_attention"]})");
+  CHECK(indices_where(hf, LayerKind::FullAttention) == std::vector<int>{1, 3});
+  CHECK(hf.layers[1].rotary_dim.value == 64);
+  // vLLM's older key name.
+  auto old = parse(base + R"(, "decoder_attention_types": [0, 0, 0, 1]})");
+  CHECK(indices_where(old, LayerKind::FullAttention) == std::vector<int>{3});
+  // Without a layer-kind key transformers alternates and vLLM uses softmax everywhere: refused.
+  CHECK_THROWS_WITH(parse(base + "}"), Contains("'layer_types'") && Contains("attn_type_list") &&
+                                           Contains("engines disagree"));
+  CHECK_THROWS_WITH(parse(base + R"(, "attn_type_list": [0, 2, 0, 1]})"),
+                    Contains("'attn_type_list[1]'") && Contains("expected 1 (softmax attention) or 0"));
+  CHECK_THROWS_WITH(parse(base + R"(, "attn_type_list": [0, 1]})"), Contains("'attn_type_list'") && Contains("4 layers"));
+  // A family that does not read attn_type_list refuses it.
+  CHECK_THROWS_WITH(parse(R"({"model_type": "llama", "num_hidden_layers": 2, "hidden_size": 512,
+                              "num_attention_heads": 4, "attn_type_list": [1, 0]})"),
+                    Contains("'attn_type_list'"));
+}
+
+TEST_CASE("minimax-m2: K norm over all heads is unsupported; rotary_dim 64 of 128", "[config][data][registry]") {
+  auto c = load("minimax-m2.json");
+  CHECK(c.family == "MiniMax-M2");
+  CHECK(c.attention_layers().size() == 62);
+  check_uniform(c, {8, 128, true, KNormKind::None});
+  for (const auto* l : c.attention_layers()) {
+    CHECK(l->rotary_dim.value == 64);
+    CHECK_THAT(l->unsupported, Contains("K norm across all heads") && Contains("modular_minimax_m2.py"));
+  }
+}
+
+TEST_CASE("exaone 3, internlm3, starcoder2: llama-like neox attention without K norm", "[config][data][registry]") {
+  auto ex = load("exaone3.0-7.8b-instruct.json");
+  CHECK(ex.family == "EXAONE 3 / 3.5");
+  CHECK(ex.num_hidden_layers.value == 32);
+  CHECK(ex.num_hidden_layers.source == "num_layers");
+  check_uniform(ex, {8, 128, true, KNormKind::None});
+  CHECK(ex.layers[0].head_dim.source == "derived: hidden_size / num_attention_heads = 4096/32");
+  CHECK(ex.layers[0].rotary_dim.value == 128);
+  CHECK(ex.layers[0].rope.value.theta == 500000.0);
+  CHECK(ex.layers[0].rope.value.scaling_type == "default");  // "rope_scaling": null
+
+  auto il = load("internlm3-8b-instruct.json");
+  CHECK(il.family == "InternLM3");
+  CHECK(il.attention_layers().size() == 48);
+  check_uniform(il, {2, 128, true, KNormKind::None});
+  CHECK(il.layers[0].rope.value.scaling_type == "dynamic");
+  CHECK(il.layers[0].rope.value.theta == 5e7);
+
+  auto sc = load("starcoder2-3b.json");
+  CHECK(sc.family == "Starcoder2");
+  check_uniform(sc, {2, 128, true, KNormKind::None});
+  CHECK(indices_where(sc, LayerKind::SlidingAttention).size() == 30);
+  for (const auto* l : sc.attention_layers()) {
+    CHECK(l->sliding_window == 4096);
+    CHECK(l->rotary_dim.value == 128);
+    CHECK(l->eps.source == "norm_epsilon");
+  }
+  // Mistral slides every layer by the same rule; a null window means full attention.
+  auto mi = [](const std::string& window) {
+    return parse(R"({"model_type": "mistral", "num_hidden_layers": 2, "hidden_size": 4096, "num_attention_heads": 32,
+                    "num_key_value_heads": 8, "sliding_window": )" + window + "}");
+  };
+  CHECK(indices_where(mi("4096"), LayerKind::SlidingAttention) == std::vector<int>{0, 1});
+  CHECK(mi("4096").layers[1].sliding_window == 4096);
+  CHECK(indices_where(mi("null"), LayerKind::FullAttention) == std::vector<int>{0, 1});
+}
+
+TEST_CASE("qwen2-vl / qwen2.5-vl text: mrope is plain RoPE at text positions; head_dim always derived",
+          "[config][data][registry][nested]") {
+  auto flat = load("qwen2-vl-7b-instruct.json");
+  CHECK(flat.family == "Qwen2-VL / Qwen2.5-VL (text)");
+  CHECK(flat.attention_layers().size() == 28);
+  check_uniform(flat, {4, 128, true, KNormKind::None});
+  for (const auto* l : flat.attention_layers()) {
+    CHECK(l->rotary_dim.value == 128);
+    CHECK(l->kind.value == LayerKind::FullAttention);  // use_sliding_window: false
+    CHECK(l->rope.value.scaling_type == "mrope");
+    CHECK_THAT(l->rope.source, Contains("mrope: exact for text tokens") && Contains("3-D positions"));
+  }
+  auto nested = load("qwen2.5-vl-3b-instruct.json");
+  CHECK(nested.family == "Qwen2-VL / Qwen2.5-VL (text)");
+  CHECK(nested.model_type == "qwen2_5_vl_text");
+  CHECK(nested.attention_layers().size() == 36);
+  check_uniform(nested, {2, 128, true, KNormKind::None});
+  CHECK(nested.layers[0].num_kv_heads.source == "text_config.num_key_value_heads");
+  CHECK_THAT(nested.layers[0].rope.source, Contains("mrope: exact for text tokens"));
+  // Qwen2VLAttention computes hidden_size // num_heads and never reads head_dim: refused, not used.
+  CHECK_THROWS_WITH(parse(R"({"model_type": "qwen2_vl", "num_hidden_layers": 1, "hidden_size": 3584,
+                              "num_attention_heads": 28, "num_key_value_heads": 4, "head_dim": 256})"),
+                    Contains("'head_dim'") && Contains("modeling_qwen2_5_vl.py"));
+}
+
+TEST_CASE("a per-layer-type partial rotary factor is refused by a family that rotates the whole head",
+          "[config][registry]") {
+  CHECK_THROWS_WITH(
+      parse(R"({"model_type": "gpt_oss", "num_hidden_layers": 2, "hidden_size": 2880, "num_attention_heads": 64,
+                "num_key_value_heads": 8, "head_dim": 64, "layer_types": ["sliding_attention", "full_attention"],
+                "rope_parameters": {"full_attention": {"rope_theta": 1e6, "partial_rotary_factor": 0.5},
+                                    "sliding_attention": {"rope_theta": 1e4}}})"),
+      Contains("'rope_parameters.full_attention.partial_rotary_factor'") && Contains("rotates the whole head"));
 }
 
 // ------------------------------------------------------------------------------------------------

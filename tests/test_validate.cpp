@@ -562,6 +562,15 @@ const std::map<std::string, Verdict>& verdicts() {
       {"GPT-J", {R"({"model_type": "gptj", "n_layer": 2, "n_embd": 4096, "n_head": 16, "rotary_dim": 64,
                     "n_positions": 2048})", 16, 256, 64, false, K::None, ""}},
       {"GPT-J (gpt_neo format)", {"gptj-6b-neo-format.json", 16, 256, 64, false, K::None, ""}},
+      {"Qwen2-VL / Qwen2.5-VL (text)", {"qwen2-vl-7b-instruct.json", 4, 128, 128, true, K::None, ""}},
+      {"ERNIE 4.5", {"ernie4.5-0.3b.json", 2, 128, 128, false, K::None, ""}},
+      {"ERNIE 4.5 MoE", {"ernie4.5-21b-a3b.json", 4, 128, 128, false, K::None, ""}},
+      {"Hunyuan (dense / MoE)", {"hunyuan-a13b-instruct.json", 0, 0, 0, true, K::None, "K norm after RoPE"}},
+      {"MiniMax-Text-01 / M1", {"minimax-text-01.json", 8, 128, 64, true, K::None, ""}},
+      {"MiniMax-M2", {"minimax-m2.json", 0, 0, 0, true, K::None, "K norm across all heads"}},
+      {"EXAONE 3 / 3.5", {"exaone3.0-7.8b-instruct.json", 8, 128, 128, true, K::None, ""}},
+      {"InternLM3", {"internlm3-8b-instruct.json", 2, 128, 128, true, K::None, ""}},
+      {"Starcoder2", {"starcoder2-3b.json", 2, 128, 128, true, K::None, ""}},
   };
   return v;
 }
@@ -593,6 +602,69 @@ TEST_CASE("every registry entry has a config with its expected verdict", "[valid
     for (const fkv::Architecture& a : fkv::architectures()) found = found || a.name == name;
     CHECK(found);
   }
+}
+
+// Every config in tests/data, not only one per registry entry, keeps its strict verdict: a file
+// added without a row here fails, so a new config cannot slip in unexamined.
+TEST_CASE("every config in tests/data has its expected strict verdict", "[validate][registry][data]") {
+  // file -> {kv, head_dim, rotary_dim, neox, k_norm, error}
+  static const std::map<std::string, Verdict> expected = {
+      {"cohere-command-r-v01.json", {"", 64, 128, 128, false, K::None, ""}},
+      {"deepseek-v3.json", {"", 0, 0, 0, true, K::None, "multi-head latent attention"}},
+      {"dflash-qwen3-4b-draft.json", {"", 8, 128, 128, true, K::Rms, ""}},
+      {"dflash2-zlab-fixture-draft.json", {"", 8, 128, 128, true, K::Rms, ""}},
+      {"eagle3-llama3.1-8b-draft.json", {"", 8, 128, 128, true, K::None, ""}},
+      {"eagle3-qwen3-8b-draft.json", {"", 8, 128, 128, true, K::None, ""}},
+      {"ernie4.5-0.3b.json", {"", 2, 128, 128, false, K::None, ""}},
+      {"ernie4.5-21b-a3b.json", {"", 4, 128, 128, false, K::None, ""}},
+      {"exaone3.0-7.8b-instruct.json", {"", 8, 128, 128, true, K::None, ""}},
+      {"gemma2-9b-it.json", {"", 8, 256, 256, true, K::None, ""}},
+      {"gemma3-4b-it.json", {"", 0, 0, 0, true, K::None, "RoPE frequency mismatch"}},
+      {"glm4-moe-glm-4.5.json", {"", 8, 128, 64, true, K::Rms, ""}},
+      {"gpt-oss-20b.json", {"", 8, 64, 64, true, K::None, ""}},
+      {"gptj-6b-neo-format.json", {"", 16, 256, 64, false, K::None, ""}},
+      {"hunyuan-7b-v1-dense.json", {"", 0, 0, 0, true, K::None, "K norm after RoPE"}},
+      {"hunyuan-a13b-instruct.json", {"", 0, 0, 0, true, K::None, "K norm after RoPE"}},
+      {"internlm3-8b-instruct.json", {"", 2, 128, 128, true, K::None, ""}},
+      {"kimi-k2.json", {"", 0, 0, 0, true, K::None, "multi-head latent attention"}},
+      {"lfm2.5-vl-1.6b.json", {"", 8, 64, 64, true, K::Rms, ""}},
+      {"llama3.1-8b-instruct.json", {"", 8, 128, 128, true, K::None, ""}},
+      {"minimax-m2.json", {"", 0, 0, 0, true, K::None, "K norm across all heads"}},
+      {"minimax-text-01.json", {"", 8, 128, 64, true, K::None, ""}},
+      {"olmo3.1-32b-instruct.json", {"", 0, 0, 0, true, K::None, "K norm across all heads"}},
+      {"phi-phi-2.json", {"", 32, 80, 32, true, K::None, ""}},
+      {"phi3-phi-3.5-vision-text.json", {"", 32, 96, 96, true, K::None, ""}},
+      {"qwen2-vl-7b-instruct.json", {"", 4, 128, 128, true, K::None, ""}},
+      {"qwen2.5-vl-3b-instruct.json", {"", 2, 128, 128, true, K::None, ""}},
+      {"qwen3-32b.json", {"", 8, 128, 128, true, K::Rms, ""}},
+      {"qwen3-8b.json", {"", 8, 128, 128, true, K::Rms, ""}},
+      {"qwen3.5-9b.json", {"", 4, 256, 64, true, K::RmsOnePlus, ""}},
+      {"smollm3-3b.json", {"", 0, 0, 0, true, K::None, "RoPE config mismatch"}},
+      {"speculators-dflash-qwen3-8b.json", {"", 8, 128, 128, true, K::Rms, ""}},
+      {"starcoder2-3b.json", {"", 2, 128, 128, true, K::None, ""}},
+  };
+  int n = 0;
+  for (const auto& e : std::filesystem::directory_iterator(FKV_TEST_DATA_DIR)) {
+    if (e.path().extension() != ".json") continue;
+    const std::string file = e.path().filename().string();
+    INFO(file);
+    const auto it = expected.find(file);
+    REQUIRE(it != expected.end());  // add the new config's verdict above
+    const Verdict& v = it->second;
+    const ModelConfig config = ModelConfig::from_file(e.path());
+    ++n;
+    if (!v.error.empty()) {
+      CHECK_THROWS_WITH(fkv::validate(config), Catch::Contains(v.error));
+      continue;
+    }
+    const fkv::AttentionSpec spec = fkv::validate(config);
+    CHECK(spec.num_kv_heads == v.kv);
+    CHECK(spec.head_dim == v.hd);
+    CHECK(spec.rotary_dim == v.rd);
+    CHECK(spec.is_neox_style == v.neox);
+    CHECK(spec.k_norm == v.k_norm);
+  }
+  CHECK(n == (int)expected.size());  // no stale rows
 }
 
 // ------------------------------------------------------------------------------------------------

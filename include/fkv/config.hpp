@@ -108,6 +108,7 @@ enum class KNormRule {
   AcrossHeads,        // RMSNorm over all KV heads together: unsupported
   LayerNormIfQkNorm,  // mean-subtracting LayerNorm when the qk-norm key is true: unsupported
   L2IfQkNorm,         // L2 norm without weight on RoPE layers when the key is true: unsupported
+  RmsAfterRope,       // per-head RMSNorm applied to K after RoPE (Hunyuan): unsupported
 };
 
 enum class RotaryDefault {
@@ -127,6 +128,8 @@ enum class KindDefault {
   AllFull,               // every layer full attention unless a consumed key says otherwise
   AlternateEvenSliding,  // even layers sliding (Gemma 2)
   SlidingWindowPattern,  // sliding iff (i + 1) % sliding_window_pattern != 0 (Gemma 3, Cohere2)
+  AllSlidingIfWindow,    // every layer slides when sliding_window is set (Mistral, Starcoder2)
+  KeyRequired,           // the engines' defaults disagree: a layer-kind key must be present (MiniMax)
 };
 
 struct Architecture {

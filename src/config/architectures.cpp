@@ -29,6 +29,7 @@ const std::vector<LayoutKey>& layout_keys() {
       {"swa_v_head_dim", "V head size of sliding-window layers differs"},
       {"attention_k_eq_v", "K and V share one projection"},
       {"num_kv_shared_layers", "layers reuse another layer's KV cache"},
+      {"use_cla", "cross-layer attention: layers share another layer's KV"},
       // Multi-head latent attention.
       {"kv_lora_rank", "MLA: the cache holds a compressed latent"},
       {"q_lora_rank", "MLA query compression"},
@@ -49,6 +50,7 @@ const std::vector<LayoutKey>& layout_keys() {
       {"cross_attention_layers", "cross-attention layers (KV from another sequence)"},
       {"linear_attn_config", "linear-attention layer lists (some counted from 1)"},
       {"attn_type_list", "linear (0) or softmax (1) attention per layer"},
+      {"decoder_attention_types", "linear (0) or softmax (1) attention per layer (MiniMax, older name)"},
       {"full_attn_idxs", "indices of full-attention layers in a hybrid model"},
       {"linear_num_key_heads", "linear-attention layers exist (hybrid model)"},
       {"linear_key_head_dim", "linear-attention layers exist (hybrid model)"},
@@ -107,16 +109,26 @@ std::vector<Architecture> build() {
        "transformers src/transformers/models/llama/modeling_llama.py LlamaAttention (rotate_half, no "
        "q/k norm); sglang python/sglang/srt/models/llama.py LlamaAttention (rope_is_neox_style), "
        "llama_eagle3.py LlamaForCausalLMEagle3 (EAGLE-3 drafts)"});
-  add({"Mistral", {"mistral"}, "", RS::Neox, KN::None, RD::Full, NR::None, KD::AllFull, false,
+  add({"Mistral", {"mistral"}, "", RS::Neox, KN::None, RD::Full, NR::None, KD::AllSlidingIfWindow, false,
        with_basics({}), "", "",
-       "transformers src/transformers/models/mistral/modeling_mistral.py MistralAttention"});
-  add({"Mixtral", {"mixtral"}, "", RS::Neox, KN::None, RD::Full, NR::None, KD::AllFull, false,
+       "transformers src/transformers/models/mistral/modeling_mistral.py MistralAttention (rotate_half, no q/k "
+       "norm; sliding_window=config.sliding_window on every layer)"});
+  add({"Mixtral", {"mixtral"}, "", RS::Neox, KN::None, RD::Full, NR::None, KD::AllSlidingIfWindow, false,
        with_basics({}), "", "",
-       "transformers src/transformers/models/mixtral/modeling_mixtral.py MixtralAttention"});
+       "transformers src/transformers/models/mixtral/modeling_mixtral.py MixtralAttention (rotate_half, no q/k "
+       "norm; sliding_window=config.sliding_window on every layer)"});
   add({"Qwen2 / Qwen2.5", {"qwen2", "qwen2_moe"}, "", RS::Neox, KN::None, RD::Full, NR::None, KD::AllFull,
        false, with_basics({"layer_types", "use_sliding_window"}), "", "",
        "transformers src/transformers/models/qwen2/modeling_qwen2.py Qwen2Attention (no q/k norm; "
        "sliding iff layer >= max_window_layers with use_sliding_window)"});
+  add({"Qwen2-VL / Qwen2.5-VL (text)", {"qwen2_vl", "qwen2_vl_text", "qwen2_5_vl", "qwen2_5_vl_text"}, "",
+       RS::Neox, KN::None, RD::Full, NR::None, KD::AllFull, false,
+       {"num_key_value_heads", "layer_types", "use_sliding_window"}, "", "",
+       "transformers src/transformers/models/qwen2_5_vl/modeling_qwen2_5_vl.py Qwen2_5_VLAttention and "
+       "qwen2_vl/modeling_qwen2_vl.py Qwen2VLAttention (head_dim = hidden_size // num_heads; "
+       "apply_multimodal_rotary_pos_emb: rotate_half with cos/sin taken per mrope_section from the temporal, "
+       "height and width positions, which are equal for text tokens, so plain RoPE at that position; no q/k "
+       "norm)"});
   add({"Qwen3", {"qwen3", "qwen3_moe"}, "", RS::Neox, KN::Rms, RD::Full, NR::None, KD::AllFull, false,
        with_basics({"layer_types", "use_sliding_window"}), "", "",
        "transformers src/transformers/models/qwen3/modeling_qwen3.py Qwen3Attention (q_norm/k_norm = "
@@ -230,6 +242,50 @@ std::vector<Architecture> build() {
        with_basics({"layer_types"}), "", "",
        "transformers src/transformers/models/lfm2/modeling_lfm2.py Lfm2Attention (k_layernorm = "
        "Lfm2RMSNorm(head_dim), weight w; conv layers have no KV)"});
+  add({"ERNIE 4.5", {"ernie4_5"}, "", RS::GptJ, KN::None, RD::Full, NR::None, KD::AllFull, false,
+       with_basics({}), R"({"head_dim": 128, "rope_theta": 500000.0})", "Ernie4_5Config",
+       "transformers src/transformers/models/ernie4_5/modular_ernie4_5.py Ernie4_5Attention (LlamaAttention; "
+       "apply_rotary_pos_emb: glm rotate_half on x[..., 0::2], x[..., 1::2] with repeat_interleave'd cos/sin "
+       "over the full head; no q/k norm); vLLM vllm/model_executor/models/ernie45.py (no neox style)"});
+  add({"ERNIE 4.5 MoE", {"ernie4_5_moe"}, "", RS::GptJ, KN::None, RD::Full, NR::None, KD::AllFull, false,
+       with_basics({}), R"({"rope_theta": 500000.0})", "Ernie4_5_MoeConfig",
+       "transformers src/transformers/models/ernie4_5_moe/modular_ernie4_5_moe.py Ernie4_5_MoeAttention "
+       "(LlamaAttention with ernie4_5's interleaved apply_rotary_pos_emb; no q/k norm)"});
+  add({"Hunyuan (dense / MoE)", {"hunyuan_v1_dense", "hunyuan_v1_moe", "hunyuan"}, "", RS::Neox, KN::RmsAfterRope, RD::Full,
+       NR::None, KD::AllFull, false, with_basics({"use_qk_norm"}), "", "",
+       "transformers src/transformers/models/hunyuan_v1_dense/modular_hunyuan_v1_dense.py "
+       "HunYuanDenseV1Attention and hunyuan_v1_moe/modular_hunyuan_v1_moe.py HunYuanMoEV1Attention "
+       "(key_layernorm = RMSNorm(head_dim) applied after apply_rotary_pos_emb; model_type hunyuan: the hub "
+       "remote code these classes were ported from)"});
+  add({"MiniMax-Text-01 / M1", {"minimax", "minimax_text_01", "minimax_m1"}, "", RS::Neox, KN::None, RD::Full,
+       NR::None, KD::KeyRequired, false,
+       with_basics({"rotary_dim", "partial_rotary_factor", "layer_types", "attn_type_list",
+                    "decoder_attention_types"}),
+       "", "",
+       "vLLM vllm/model_executor/models/minimax_text_01.py MiniMaxText01Attention (rotary_dim = config.rotary_dim "
+       "else head_dim, is_neox_style=True, no q/k norm; attn_type_list: 0 lightning linear attention, 1 softmax; "
+       "absent: softmax everywhere); transformers src/transformers/models/minimax/modular_minimax.py "
+       "MiniMaxAttention (layer_types absent: alternating full / linear_attention)"});
+  add({"MiniMax-M2", {"minimax_m2"}, "", RS::Neox, KN::AcrossHeads, RD::Full, NR::None, KD::AllFull, false,
+       with_basics({"rotary_dim", "partial_rotary_factor", "use_qk_norm", "attn_type_list"}), "", "",
+       "transformers src/transformers/models/minimax_m2/modular_minimax_m2.py MiniMaxM2Attention "
+       "(FlexOlmoAttention: k_norm = RMSNorm(num_key_value_heads * head_dim) before the head split; glm4_moe "
+       "partial rotate_half); MiniMaxAI modeling_minimax_m2.py MiniMaxM2Attention (hub remote code; RoPE on the "
+       "first rotary_dim dims; use_qk_norm with qk_norm_type per_layer: one RMSNorm over all heads)"});
+  add({"EXAONE 3 / 3.5", {"exaone"}, "", RS::Neox, KN::None, RD::Full, NR::None, KD::AllFull, false,
+       with_basics({}), "", "",
+       "vLLM vllm/model_executor/models/exaone.py ExaoneAttention (head_dim = config.head_dim else hidden_size // "
+       "num_heads; get_rope(rotary_dim=head_dim, is_neox_style=True); no q/k norm); LGAI-EXAONE "
+       "modeling_exaone.py ExaoneAttention (hub remote code)"});
+  add({"InternLM3", {"internlm3"}, "", RS::Neox, KN::None, RD::Full, NR::None, KD::AllFull, false, with_basics({}),
+       "", "",
+       "internlm modeling_internlm3.py InternLM3Attention (hub remote code; LlamaAttention with qkv_bias: "
+       "rotate_half, no q/k norm); vLLM vllm/model_executor/models/registry.py runs InternLM3ForCausalLM as "
+       "llama.py LlamaAttention"});
+  add({"Starcoder2", {"starcoder2"}, "", RS::Neox, KN::None, RD::Full, NR::None, KD::AllSlidingIfWindow, false,
+       with_basics({}), "", "",
+       "transformers src/transformers/models/starcoder2/modular_starcoder2.py Starcoder2Attention (LlamaAttention: "
+       "rotate_half, no q/k norm; sliding_window on every layer)"});
   add({"GPT-J", {"gptj"}, "", RS::GptJ, KN::None, RD::Full, NR::None, KD::AllFull, false, {"rotary_dim"}, "",
        "",
        "transformers src/transformers/models/gptj/modeling_gptj.py GPTJAttention (rotate_every_two on "
@@ -259,6 +315,7 @@ const char* k_norm_name(KNormRule k) {
     case KNormRule::AcrossHeads: return "across all heads (unsupported)";
     case KNormRule::LayerNormIfQkNorm: return "LayerNorm if the qk-norm key is true (unsupported)";
     case KNormRule::L2IfQkNorm: return "L2 without weight if use_qk_norm (unsupported on RoPE layers)";
+    case KNormRule::RmsAfterRope: return "rms after RoPE (unsupported)";
   }
   return "?";
 }

@@ -198,7 +198,8 @@ ModelConfig ModelConfig::from_json(const nlohmann::json& root, std::string name)
   else cfg.max_position_embeddings.source = "absent";
   if (Hit h = doc.find({"torch_dtype", "dtype"})) cfg.dtype = {doc.string(h), h.path};
   else cfg.dtype.source = "absent";
-  if (Hit h = doc.find({"rms_norm_eps", "layer_norm_epsilon", "norm_eps", "layer_norm_eps", "layernorm_epsilon"}))
+  if (Hit h = doc.find({"rms_norm_eps", "layer_norm_epsilon", "norm_eps", "layer_norm_eps", "layernorm_epsilon",
+                        "norm_epsilon"}))
     cfg.eps = {doc.positive_number(h), h.path};
   else cfg.eps = {1e-6, "default: 1e-6 (no eps key)"};
 

@@ -95,6 +95,11 @@ void k_norm_of(LayerAttention& L, const Family& fam, const QkNorm& qk, const std
       L.unsupported = li + ": " + key + " uses a LayerNorm with mean subtraction (" + fam.arch->citation +
                       "), not RMS; the fused path supports only per-head RMS K norm";
       return;
+    case KNormRule::RmsAfterRope:
+      L.k_norm = {KNormKind::None, fam.rule("-> key_layernorm RMSNorm(head_dim) applied after RoPE")};
+      L.unsupported = li + ": K norm after RoPE (" + fam.arch->citation +
+                      "); the fused path normalizes K before RoPE only";
+      return;
     case KNormRule::L2IfQkNorm:
       if (!qk.on) {
         L.k_norm = {KNormKind::None, fam.rule("without use_qk_norm has no K norm")};
@@ -255,6 +260,11 @@ ModelConfig infer(const Doc& doc, ModelConfig cfg, const Family& fam) {
 
     // RoPE frequencies and window.
     L.rope = resolve_rope(doc, fam, L.kind.value, tname);
+    // Hunyuan's DynamicNTKAlphaRotary (base = theta * alpha^(D/(D-2))) is no type the cos/sin
+    // table builder knows, and it would ignore the key: the layer cannot be materialized.
+    if (L.rope.value.scaling.is_object() && L.rope.value.scaling.contains("alpha") && L.unsupported.empty())
+      L.unsupported = li + ": RoPE scaling with \"alpha\" (" + L.rope.source +
+                      "; NTK-alpha: base = theta * alpha^(head_dim / (head_dim - 2))) is not a RoPE type fkv-jit builds";
     if (L.kind.value == LayerKind::SlidingAttention && window) L.sliding_window = doc.nonneg_int(window);
 
     cfg.layers.push_back(std::move(L));

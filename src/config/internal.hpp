@@ -83,6 +83,8 @@ class Doc {
   }
 
   // The nested layer config first (for fields it holds), then the top level, then class defaults.
+  // A key written as null is absent, but it is not replaced by the class default: transformers
+  // keeps the None (Ernie4_5Config: head_dim None -> hidden_size / num_attention_heads, not 128).
   Hit find(std::initializer_list<const char*> keys) const {
     if (nested_)
       for (const char* k : keys)
@@ -90,7 +92,7 @@ class Doc {
     for (const char* k : keys)
       if (present(root_, k)) return {&root_[k], k};
     for (const char* k : keys)
-      if (present(defaults_.values, k))
+      if (present(defaults_.values, k) && !written(k))
         return {&defaults_.values[k], "class default (" + defaults_.name + ")." + k};
     return {};
   }
@@ -161,6 +163,10 @@ class Doc {
   }
 
  private:
+  bool written(const char* k) const {
+    return (nested_ && nested_->is_object() && nested_->contains(k)) || (root_.is_object() && root_.contains(k));
+  }
+
   const json& root_;
   std::string file_;
   const json* nested_ = nullptr;

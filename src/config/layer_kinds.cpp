@@ -50,6 +50,17 @@ KindPlan resolve_kinds(const Doc& doc, const Family& fam, int n) {
       if (!k) doc.fail(p, "unknown block type \"" + list[i].get<std::string>() + "\"; known: " + kKnownKinds);
       return Sourced<LayerKind>{*k, p + " = " + list[i].get<std::string>()};
     });
+  } else if (Hit h = doc.find({"attn_type_list", "decoder_attention_types"})) {
+    // MiniMax: 1 = softmax attention, 0 = lightning (linear) attention with no KV cache (vLLM
+    // minimax_text_01.py builds MiniMaxText01LinearAttention for 0, MiniMaxText01Attention for 1).
+    const json& list = doc.layer_list(h, n);
+    set_all([&](int i) {
+      const Hit e{&list[i], h.path + "[" + std::to_string(i) + "]"};
+      const long long v = doc.integer(e);
+      if (v != 0 && v != 1) doc.fail(e.path, "expected 1 (softmax attention) or 0 (linear attention), got " + list[i].dump());
+      return Sourced<LayerKind>{v == 1 ? LayerKind::FullAttention : LayerKind::NoAttention,
+                                e.path + " = " + std::to_string(v) + (v == 1 ? " (softmax attention)" : " (linear attention: no KV)")};
+    });
   } else if (Hit h = doc.find({"hybrid_override_pattern"})) {
     // Nemotron-H: 'M' mamba, '*' attention, '-' mlp, 'E' moe.
     std::string pat = doc.string(h);
@@ -154,6 +165,16 @@ KindPlan resolve_kinds(const Doc& doc, const Family& fam, int n) {
                                 h.path + "=" + std::to_string(p) + ": full attention iff (layer + 1) % " +
                                     std::to_string(p) + " == 0, else linear_attention"};
     });
+  } else if (fam.arch->kinds == KindDefault::AllSlidingIfWindow) {
+    // Mistral / Starcoder2: the attention passes config.sliding_window to every layer.
+    Hit win = doc.find({"sliding_window"});
+    const std::string src = win ? fam.rule("-> every layer slides (" + win.path + " is set)")
+                                : std::string("default: full_attention (no sliding_window)");
+    set_all([&](int) { return Sourced<LayerKind>{win ? LayerKind::SlidingAttention : LayerKind::FullAttention, src}; });
+  } else if (fam.arch->kinds == KindDefault::KeyRequired) {
+    doc.fail("layer_types", "missing: \"" + fam.arch->name + "\" configs say which layers are attention layers "
+             "with layer_types or attn_type_list, and without one the engines disagree (" + fam.arch->citation +
+             "); add one of them");
   } else {
     // Qwen2/Qwen3 style: use_sliding_window -> layers >= max_window_layers slide.
     Hit use = doc.find({"use_sliding_window"});

@@ -85,6 +85,11 @@ Sourced<RopeFrequencies> resolve_rope(const Doc& doc, const Family& fam, LayerKi
         if (Hit m = doc.find({"max_position_embeddings"})) r.scaling["max_position_embeddings"] = doc.positive_int(m);
     }
     scale_src = "; scaling: " + (type ? type.path + " = " + r.scaling_type : params.path + " (default)");
+    // Qwen2-VL / Qwen2.5-VL / Qwen3.5 multimodal RoPE: each frequency band takes the temporal,
+    // height or width position; for text tokens the three are equal, so it is plain RoPE there.
+    if (r.scaling_type == "mrope" || r.scaling.contains("mrope_section"))
+      scale_src += " (mrope: exact for text tokens, whose temporal, height and width positions are equal; "
+                   "image and video tokens carry 3-D positions, which the fused path does not take)";
   } else if (local_rule && params) {
     scale_src = fam.arch->k_norm == KNormRule::RmsOnePlus ? "; scaling: default (architecture rule: gemma3 rope_scaling applies to global layers "
                                "only; transformers gemma3/modeling_gemma3.py rotary_emb_local)"
