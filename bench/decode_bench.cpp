@@ -7,7 +7,7 @@
 //            epilogue kernel (pool mode; stacked too);
 //   fused    fkv::DecodeKV: one kernel, GEMM + epilogue (pool mode; stacked too).
 // at T = 1, 2, 4, 8, 16, 32, 64, 128, 256 (--tokens). Then, unless --no-sweep, a sweep of the
-// decode kernel's tiling (splits x pipeline x MMA tiles per warp) at T = 8 and 64.
+// decode kernel's tiling (splits x pipeline x MMA tiles per warp) at T = 8, 16, 32 and 64.
 //
 // Timing (as fkv_bench): `calls` back-to-back calls captured in one CUDA graph; one sample =
 // one replay between two CUDA events / calls; median over 20..200 samples (--target-ms each);
@@ -496,11 +496,13 @@ int main(int argc, char** argv) {
         fkv::DecodeTuning t;
       };
       std::vector<Try> tries;
-      for (int sp : {4, 8, 16})
-        for (int p : {2, 4, 8}) tries.push_back({8, {sp, p, 1, 0}});
-      for (int sp : {2, 4, 8})
-        for (int mw : {1, 2})
-          for (int p : {2, 4}) tries.push_back({64, {sp, p, mw, 0}});
+      for (std::int64_t T : {8, 16})
+        for (int sp : {2, 4, 8, 16})
+          for (int p : {2, 4, 8}) tries.push_back({T, {sp, p, 1, 0}});
+      for (std::int64_t T : {32, 64})
+        for (int sp : {1, 2, 4, 8})
+          for (int mw : {1, 2})
+            for (int p : {2, 4}) tries.push_back({T, {sp, p, mw, 0}});
       // Compile every variant side by side first (each DecodeKV compiles in its constructor).
       std::vector<std::future<std::unique_ptr<fkv::DecodeKV>>> built;
       for (const Try& t : tries)

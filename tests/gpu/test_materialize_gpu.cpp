@@ -747,8 +747,9 @@ TEST_CASE("random pool cases over many layers, many heads and large T", "[gpu][m
   const std::uint64_t seed = test_seed();
   const std::int64_t cases = env_int("FKV_SWEEP_CASES", 40);
   const std::int64_t max_elements = env_int("FKV_SWEEP_MAX_ELEMENTS", std::int64_t{1} << 26);
-  fkv::Stream stream;
-  int failed = 0;
+  // Every case first (each with the generator that then fills its inputs), then every kernel
+  // compiled side by side: one NVRTC compile per random spec would otherwise be most of the time.
+  std::vector<std::pair<Case, Rng>> all;
   for (std::int64_t i = 0; i < cases; ++i) {
     Rng rng(seed * 7919ull + static_cast<std::uint64_t>(i));
     Case c = random_case(rng, max_elements);
@@ -761,6 +762,24 @@ TEST_CASE("random pool cases over many layers, many heads and large T", "[gpu][m
     c.guard_slots = 2;
     c.skip = rng.pick<double>({0.0, 0.05, 0.3});
     c.use_scales = fkv::is_fp8(c.spec.cache) && rng.coin(0.8);
+    all.emplace_back(c, rng);
+  }
+  {
+    std::vector<std::thread> compilers;
+    for (const auto& [c, rng] : all)
+      compilers.emplace_back([spec = c.spec] {
+        try {
+          fkv::ensure_context(0);
+          fkv::Runtime::global().prepare(spec);
+        } catch (const std::exception&) {  // run_case prepares again and reports the error
+        }
+      });
+    for (auto& t : compilers) t.join();
+  }
+  fkv::Stream stream;
+  int failed = 0;
+  for (std::size_t i = 0; i < all.size(); ++i) {
+    auto& [c, rng] = all[i];
     const auto failures = run_case(c, rng, stream.get());
     if (!failures.empty()) {
       ++failed;
