@@ -105,13 +105,36 @@ std::string template_text(const std::string& name, const JitOptions& options) {
   throw CompileError("no kernel template named '" + name + "' is embedded in this build");
 }
 
+std::string read_template(KernelSource& out, const std::string& template_name,
+                          std::span<const char* const> headers, const JitOptions& options) {
+  const std::string body = template_text(template_name, options);
+  XXH3_state_t* st = XXH3_createState();
+  XXH3_128bits_reset(st);
+  auto add = [&](const std::string& name, const std::string& text) {
+    const std::uint64_t n = name.size(), m = text.size();
+    XXH3_128bits_update(st, &n, sizeof n);
+    XXH3_128bits_update(st, name.data(), n);
+    XXH3_128bits_update(st, &m, sizeof m);
+    XXH3_128bits_update(st, text.data(), m);
+  };
+  add(template_name, body);
+  out.template_name = template_name;
+  out.headers.clear();
+  for (const char* h : headers) {
+    out.headers.emplace_back(h, template_text(h, options));
+    add(h, out.headers.back().second);
+  }
+  out.template_hash = hex128(XXH3_128bits_digest(st));
+  XXH3_freeState(st);
+  return body;
+}
+
 KernelSource generate(const KernelSpec& spec) { return generate(spec, JitOptions::global()); }
 
 KernelSource generate(const KernelSpec& spec, const JitOptions& options) {
   spec.check();
   const Tiling t = spec.tiling(options);  // FKV_BLOCK_WARPS from these options, like the templates
   KernelSource out;
-  out.template_name = kTemplate;
   out.short_name = spec.short_name();
   out.specialization = spec.canonical();
 
@@ -126,23 +149,7 @@ KernelSource generate(const KernelSpec& spec, const JitOptions& options) {
        << t.warps_per_block << ">";
   out.name_expression = expr.str();
 
-  const std::string body = template_text(kTemplate, options);
-  XXH3_state_t* st = XXH3_createState();
-  XXH3_128bits_reset(st);
-  auto add = [&](const std::string& name, const std::string& text) {
-    const std::uint64_t n = name.size(), m = text.size();
-    XXH3_128bits_update(st, &n, sizeof n);
-    XXH3_128bits_update(st, name.data(), n);
-    XXH3_128bits_update(st, &m, sizeof m);
-    XXH3_128bits_update(st, text.data(), m);
-  };
-  add(kTemplate, body);
-  for (const char* h : kHeaders) {
-    out.headers.emplace_back(h, template_text(h, options));
-    add(h, out.headers.back().second);
-  }
-  out.template_hash = hex128(XXH3_128bits_digest(st));
-  XXH3_freeState(st);
+  const std::string body = read_template(out, kTemplate, kHeaders, options);
 
   std::ostringstream src;
   src << "// fkv spec: " << spec.canonical() << "\n"

@@ -2,10 +2,8 @@
 #include "fkv/decode.hpp"
 
 #include <spdlog/spdlog.h>
-#include <xxhash.h>
 
 #include <algorithm>
-#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <future>
@@ -25,13 +23,6 @@ namespace {
 constexpr const char* kTemplate = "fused_proj_kv.cu";
 constexpr const char* kHeaders[] = {"fkv_types.cuh", "decode_params.h"};  // as the template includes them
 constexpr int kDefaultSharedLimit = 48 * 1024;  // above this a kernel must opt in
-
-std::string hex128(const XXH128_hash_t& h) {
-  char buf[33];
-  std::snprintf(buf, sizeof buf, "%016llx%016llx", static_cast<unsigned long long>(h.high64),
-                static_cast<unsigned long long>(h.low64));
-  return buf;
-}
 
 int index_size(IndexType t) { return t == IndexType::I32 ? 4 : 8; }
 
@@ -184,7 +175,6 @@ KernelSource generate_decode(const DecodeSpec& spec) {
   spec.check();
   const KernelSpec& e = spec.epilogue;
   KernelSource out;
-  out.template_name = kTemplate;
   out.short_name = spec.short_name();
   out.specialization = spec.canonical();  // the cache key's specialization field
 
@@ -197,23 +187,7 @@ KernelSource generate_decode(const DecodeSpec& spec) {
        << spec.warps << ", " << spec.mma_tiles_per_warp << ", " << spec.pipeline << ", " << spec.k_slice << ">";
   out.name_expression = expr.str();
 
-  const std::string body = template_text(kTemplate);
-  XXH3_state_t* st = XXH3_createState();
-  XXH3_128bits_reset(st);
-  auto add = [&](const std::string& name, const std::string& text) {
-    const std::uint64_t n = name.size(), m = text.size();
-    XXH3_128bits_update(st, &n, sizeof n);
-    XXH3_128bits_update(st, name.data(), n);
-    XXH3_128bits_update(st, &m, sizeof m);
-    XXH3_128bits_update(st, text.data(), m);
-  };
-  add(kTemplate, body);
-  for (const char* h : kHeaders) {
-    out.headers.emplace_back(h, template_text(h));
-    add(h, out.headers.back().second);
-  }
-  out.template_hash = hex128(XXH3_128bits_digest(st));
-  XXH3_freeState(st);
+  const std::string body = read_template(out, kTemplate, kHeaders, JitOptions::global());
 
   std::ostringstream src;
   src << "// fkv spec: " << spec.canonical() << "\n"

@@ -5,6 +5,7 @@
 // development).
 #pragma once
 
+#include <span>
 #include <string>
 #include <utility>
 #include <vector>
@@ -42,6 +43,13 @@ std::string template_text(const std::string& name);  // with JitOptions::global(
 // "int", "long long". Used by this module and by decode's kernel, so the names agree.
 std::string device_type(DType dtype);
 std::string device_type(IndexType index);
+
+// Reads the template `template_name` and the `headers` it includes (include names) as
+// template_text does, and fills out.template_name, out.headers and out.template_hash (XXH3-128
+// over each file's name and text, length-prefixed, template first). Returns the template's text.
+// The one reader of kernel templates for every kernel (this module's and decode's).
+std::string read_template(KernelSource& out, const std::string& template_name,
+                          std::span<const char* const> headers, const JitOptions& options);
 
 // Throws CompileError when `text` (the file `file`) has an #include of anything but an
 // embedded header.
