@@ -1,4 +1,4 @@
-// cache: compiled kernels on disk and in memory (SPEC §5). See docs/cache.md.
+// cache: compiled kernels on disk and in memory. See docs/cache.md.
 //
 // Lookup order: memory -> writable root -> read-only roots -> compile, then publish into the
 // writable root. Entries on disk are trusted only after their meta file parses, names exactly

@@ -1,6 +1,6 @@
 // validate: per-layer attention facts -> one kernel specialization (strict) or a grouped plan.
 //
-// Strict mode keeps the seed's semantics and error texts exactly (SPEC §3); bindings and users
+// Strict mode keeps the seed's semantics and error texts exactly; bindings and users
 // match on them, so they must not change. Frequency and K-norm mismatches, which the seed did
 // not detect, get messages of the same form.
 #include "fkv/validate.hpp"

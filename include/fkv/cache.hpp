@@ -1,4 +1,4 @@
-// cache: compiled kernels on disk and in memory (SPEC §5).
+// cache: compiled kernels on disk and in memory (docs/cache.md).
 //
 // Key (XXH3-128 over labeled, length-prefixed fields, in this order): schema version,
 // library version, NVRTC version, arch, NVRTC options, output kind (cubin/ptx), template name,

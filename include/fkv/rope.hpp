@@ -1,4 +1,4 @@
-// rope: the cos/sin cache of one layer group (SPEC §4), computed on the host in float64 from
+// rope: the cos/sin cache of one layer group (docs/rope.md), computed on the host in float64 from
 // the group's RopeFrequencies, following HuggingFace transformers' modeling_rope_utils.py
 // (docs/rope.md gives every formula and its source).
 //

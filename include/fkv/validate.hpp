@@ -1,5 +1,5 @@
 // validate: per-layer attention facts -> one kernel specialization (strict mode, the seed's
-// semantics and error texts, SPEC §3) or a grouped plan.
+// semantics and error texts) or a grouped plan.
 #pragma once
 
 #include <string>
@@ -48,7 +48,7 @@ enum class ValidationMode { Strict, Grouped };
 
 // Strict mode: the reference is the first attention layer; each attention layer is checked in
 // order for num_kv_heads, head_dim, (rotary_dim, neox), RoPE frequencies. Throws ConfigError
-// with exactly the SPEC §3 texts. Also throws for unsupported layers and for a model with no
+// with exactly the seed's texts (docs/cli.md lists them). Also throws for unsupported layers and for a model with no
 // attention layer.
 AttentionSpec validate(const ModelConfig& config);
 
