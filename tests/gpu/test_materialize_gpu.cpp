@@ -7,7 +7,6 @@
 // Environment: FKV_TEST_SEED (default: time), FKV_TEST_CASES (random cases, default 120),
 // FKV_TEST_ONLY (run only that random case index, to reproduce a failure).
 #include <catch2/catch.hpp>
-
 #include <chrono>
 #include <cstdio>
 #include <sstream>
@@ -49,8 +48,8 @@ struct Case {
   std::string describe() const {
     std::ostringstream os;
     os << "[" << spec.canonical() << "] T=" << T << " L=" << L << " stride_token=" << stride_token()
-       << " stride_layer=" << stride_layer() << " max_pos=" << max_pos << " cs_stride=" << cs_stride()
-       << " sigma=" << sigma << (default_eps ? " eps=default" : "");
+       << " stride_layer=" << stride_layer() << " max_pos=" << max_pos
+       << " cs_stride=" << cs_stride() << " sigma=" << sigma << (default_eps ? " eps=default" : "");
     if (pool())
       os << " num_slots=" << num_slots << " slot_stride=" << slot_stride() << " skip=" << skip
          << (use_scales ? " scales" : "");
@@ -89,7 +88,8 @@ void fill_inputs(HostData& h, const Case& c, Rng& rng, bool keep_layer_params = 
         store_value(s.cos_sin, std::cos(angle), row + i * w);
         store_value(s.cos_sin, std::sin(angle), row + (half + i) * w);
       }
-      for (std::int64_t i = s.rotary_dim; i < c.cs_stride(); ++i) store_value(s.cos_sin, 7.0, row + i * w);
+      for (std::int64_t i = s.rotary_dim; i < c.cs_stride(); ++i)
+        store_value(s.cos_sin, 7.0, row + i * w);
     }
   }
   h.weight.clear();
@@ -100,7 +100,8 @@ void fill_inputs(HostData& h, const Case& c, Rng& rng, bool keep_layer_params = 
   if (!keep_layer_params) {
     h.eps.clear();
     if (!c.default_eps)
-      for (std::int64_t l = 0; l < c.L; ++l) h.eps.push_back(static_cast<float>(std::pow(10.0, -8 + 7 * rng.uniform())));
+      for (std::int64_t l = 0; l < c.L; ++l)
+        h.eps.push_back(static_cast<float>(std::pow(10.0, -8 + 7 * rng.uniform())));
     h.k_scales.clear();
     h.v_scales.clear();
     if (c.use_scales)
@@ -115,7 +116,8 @@ void fill_inputs(HostData& h, const Case& c, Rng& rng, bool keep_layer_params = 
     std::vector<std::int64_t> perm(static_cast<std::size_t>(c.num_slots));
     for (std::size_t i = 0; i < perm.size(); ++i) perm[i] = static_cast<std::int64_t>(i);
     for (std::int64_t t = 0; t < c.T; ++t) {
-      std::swap(perm[static_cast<std::size_t>(t)], perm[static_cast<std::size_t>(rng.range(t, c.num_slots - 1))]);
+      std::swap(perm[static_cast<std::size_t>(t)],
+                perm[static_cast<std::size_t>(rng.range(t, c.num_slots - 1))]);
       h.slot_values.push_back(rng.coin(c.skip) ? -1 : perm[static_cast<std::size_t>(t)]);
     }
   }
@@ -135,7 +137,8 @@ std::size_t stacked_bytes(const Case& c) {
   return static_cast<std::size_t>(c.L * c.T * c.kv() * elem_size(c.spec.cache));
 }
 std::size_t pool_bytes(const Case& c) {
-  return static_cast<std::size_t>((c.num_slots + c.guard_slots) * c.slot_stride() * elem_size(c.spec.cache));
+  return static_cast<std::size_t>((c.num_slots + c.guard_slots) * c.slot_stride() *
+                                  elem_size(c.spec.cache));
 }
 
 DeviceData allocate(const Case& c, const HostData& h) {
@@ -207,9 +210,12 @@ fkv::PoolOutput pool_of(const Case& c, const HostData& h, const DeviceData& d) {
   return out;
 }
 
-void launch(const fkv::LoadedKernel& k, const Case& c, const HostData& h, const DeviceData& d, CUstream s) {
-  if (c.pool()) fkv::materialize_pool(k, inputs_of(c, h, d), pool_of(c, h, d), s);
-  else fkv::materialize_stacked(k, inputs_of(c, h, d), stacked_of(d), s);
+void launch(const fkv::LoadedKernel& k, const Case& c, const HostData& h, const DeviceData& d,
+            CUstream s) {
+  if (c.pool())
+    fkv::materialize_pool(k, inputs_of(c, h, d), pool_of(c, h, d), s);
+  else
+    fkv::materialize_stacked(k, inputs_of(c, h, d), stacked_of(d), s);
 }
 
 // Host copies of the output buffers.
@@ -227,6 +233,81 @@ OutputBytes download_outputs(const DeviceData& d, CUstream s) {
   return o;
 }
 
+// Tokens whose output is defined: a position inside the cos/sin table (with RoPE) and, in pool
+// mode, a slot inside the pool. The others are skipped by the kernel (their slots stay poison).
+std::vector<std::uint8_t> token_mask(const Case& c, const HostData& h) {
+  std::vector<std::uint8_t> mask(static_cast<std::size_t>(c.T), 1);
+  for (std::int64_t t = 0; t < c.T; ++t) {
+    const std::int64_t p = h.pos_values[static_cast<std::size_t>(t)];
+    if (c.spec.rotary_dim > 0 && (p < 0 || p >= c.max_pos)) mask[static_cast<std::size_t>(t)] = 0;
+    if (c.pool()) {
+      const std::int64_t slot = h.slot_values[static_cast<std::size_t>(t)];
+      if (slot < 0 || slot >= c.num_slots) mask[static_cast<std::size_t>(t)] = 0;
+    }
+  }
+  return mask;
+}
+
+// True when an element of w bytes in [begin, end) is all poison: never written (poison is NaN in
+// every output format, and the kernel never writes NaN from finite inputs).
+bool has_unwritten_element(const std::vector<std::uint8_t>& b, std::size_t begin, std::size_t end,
+                           int w) {
+  for (std::size_t i = begin; i + static_cast<std::size_t>(w) <= end;
+       i += static_cast<std::size_t>(w)) {
+    bool poison = true;
+    for (int j = 0; j < w && poison; ++j) poison = b[i + static_cast<std::size_t>(j)] == kPoison;
+    if (poison) return true;
+  }
+  return false;
+}
+
+// Pool rows, all of them: a row a valid token targets is written in full and its padding is
+// still poison; every other row (and the guard rows past num_slots) is still poison.
+std::vector<std::string> pool_row_failures(const Case& c, const HostData& h, const OutputBytes& o,
+                                           const std::vector<std::uint8_t>& mask) {
+  std::vector<std::string> failures;
+  const int w = elem_size(c.spec.cache);
+  const std::int64_t kv = c.kv();
+  const std::int64_t rows = c.num_slots + c.guard_slots, row_bytes = c.slot_stride() * w;
+  enum : std::uint8_t { kUntouched, kChecked, kDontCare };
+  std::vector<std::uint8_t> row_state(static_cast<std::size_t>(rows), kUntouched);
+  for (std::int64_t t = 0; t < c.T; ++t) {
+    const std::int64_t slot = h.slot_values[static_cast<std::size_t>(t)];
+    if (slot >= 0 && slot < c.num_slots)
+      row_state[static_cast<std::size_t>(slot)] =
+          mask[static_cast<std::size_t>(t)] ? kChecked : kDontCare;
+  }
+  for (std::int64_t l = 0; l < c.L; ++l) {
+    for (int kind = 0; kind < 2; ++kind) {
+      const std::vector<std::uint8_t>& buf =
+          (kind ? o.v_pool : o.k_pool)[static_cast<std::size_t>(l)];
+      for (std::int64_t r = 0; r < rows; ++r) {
+        const auto state = row_state[static_cast<std::size_t>(r)];
+        if (state == kDontCare) continue;
+        const auto row = static_cast<std::size_t>(r * row_bytes);
+        const auto begin = row + static_cast<std::size_t>(state == kChecked ? kv * w : 0);
+        const std::int64_t bad =
+            first_unpoisoned(buf, begin, static_cast<std::size_t>((r + 1) * row_bytes));
+        const bool unwritten = state == kChecked && has_unwritten_element(buf, row, begin, w);
+        if ((bad >= 0 || unwritten) && failures.size() < 4) {
+          std::ostringstream os;
+          os << (kind ? "v" : "k") << "_buffers[" << l << "] slot " << r;
+          if (unwritten)
+            os << " was not written in full";
+          else
+            os << (r >= c.num_slots    ? " (beyond num_slots)"
+                   : state == kChecked ? " padding"
+                                       : " (no token targets it)")
+               << " was written at byte " << (bad - r * row_bytes) << " of the row";
+          failures.push_back(os.str());
+          break;
+        }
+      }
+    }
+  }
+  return failures;
+}
+
 // Compares everything the launch wrote with the reference. Tokens with an out-of-range
 // position or slot (debug-mode tests) are not compared; their slots must stay untouched.
 std::vector<std::string> check_outputs(const Case& c, const HostData& h, const OutputBytes& o) {
@@ -236,19 +317,11 @@ std::vector<std::string> check_outputs(const Case& c, const HostData& h, const O
   const int w = elem_size(spec.cache);
 
   // Valid tokens; a sanitized copy of the positions for the reference.
-  std::vector<std::uint8_t> mask(static_cast<std::size_t>(T), 1);
+  const std::vector<std::uint8_t> mask = token_mask(c, h);
   std::vector<std::int64_t> positions = h.pos_values;
-  for (std::int64_t t = 0; t < T; ++t) {
-    auto& p = positions[static_cast<std::size_t>(t)];
-    if (spec.rotary_dim > 0 && (p < 0 || p >= c.max_pos)) {
-      mask[static_cast<std::size_t>(t)] = 0;
-      p = 0;
-    }
-    if (c.pool()) {
-      const std::int64_t slot = h.slot_values[static_cast<std::size_t>(t)];
-      if (slot < 0 || slot >= c.num_slots) mask[static_cast<std::size_t>(t)] = 0;
-    }
-  }
+  for (std::int64_t t = 0; t < T; ++t)
+    if (!mask[static_cast<std::size_t>(t)] && spec.rotary_dim > 0)
+      positions[static_cast<std::size_t>(t)] = 0;
   const std::vector<std::uint8_t> pos_bytes = index_bytes(spec.positions, positions);
 
   fkv::ReferenceInputs ri;
@@ -279,46 +352,29 @@ std::vector<std::string> check_outputs(const Case& c, const HostData& h, const O
     k_bits = o.k_out;
     v_bits = o.v_out;
     const std::size_t n = stacked_bytes(c);
-    if (first_unpoisoned(k_bits, n, k_bits.size()) >= 0 || first_unpoisoned(v_bits, n, v_bits.size()) >= 0)
+    if (first_unpoisoned(k_bits, n, k_bits.size()) >= 0 ||
+        first_unpoisoned(v_bits, n, v_bits.size()) >= 0)
       failures.push_back("written past the end of k_out/v_out");
   } else {
     // Gather each token's row into the stacked layout; every row no token targets, and the
     // padding of every row, must still be poison.
     k_bits.assign(stacked_bytes(c), kPoison);
     v_bits.assign(stacked_bytes(c), kPoison);
-    const std::int64_t rows = c.num_slots + c.guard_slots, row_bytes = c.slot_stride() * w;
-    enum : std::uint8_t { kUntouched, kChecked, kDontCare };
-    std::vector<std::uint8_t> row_state(static_cast<std::size_t>(rows), kUntouched);
-    for (std::int64_t t = 0; t < T; ++t) {
-      const std::int64_t slot = h.slot_values[static_cast<std::size_t>(t)];
-      if (slot >= 0 && slot < c.num_slots)
-        row_state[static_cast<std::size_t>(slot)] = mask[static_cast<std::size_t>(t)] ? kChecked : kDontCare;
-    }
+    const std::int64_t row_bytes = c.slot_stride() * w;
     for (std::int64_t l = 0; l < c.L; ++l) {
       for (int kind = 0; kind < 2; ++kind) {
-        const std::vector<std::uint8_t>& buf = (kind ? o.v_pool : o.k_pool)[static_cast<std::size_t>(l)];
+        const std::vector<std::uint8_t>& buf =
+            (kind ? o.v_pool : o.k_pool)[static_cast<std::size_t>(l)];
         std::vector<std::uint8_t>& out = kind ? v_bits : k_bits;
         for (std::int64_t t = 0; t < T; ++t) {
           const std::int64_t slot = h.slot_values[static_cast<std::size_t>(t)];
           if (!mask[static_cast<std::size_t>(t)]) continue;
-          std::memcpy(out.data() + ((l * T + t) * kv) * w, buf.data() + slot * row_bytes, static_cast<std::size_t>(kv * w));
-        }
-        for (std::int64_t r = 0; r < rows; ++r) {
-          const auto state = row_state[static_cast<std::size_t>(r)];
-          if (state == kDontCare) continue;
-          const auto begin = static_cast<std::size_t>(r * row_bytes + (state == kChecked ? kv * w : 0));
-          const std::int64_t bad = first_unpoisoned(buf, begin, static_cast<std::size_t>((r + 1) * row_bytes));
-          if (bad >= 0 && failures.size() < 4) {
-            std::ostringstream os;
-            os << (kind ? "v" : "k") << "_buffers[" << l << "] slot " << r
-               << (r >= c.num_slots ? " (beyond num_slots)" : state == kChecked ? " padding" : " (no token targets it)")
-               << " was written at byte " << (bad - r * row_bytes) << " of the row";
-            failures.push_back(os.str());
-            break;
-          }
+          std::memcpy(out.data() + ((l * T + t) * kv) * w, buf.data() + slot * row_bytes,
+                      static_cast<std::size_t>(kv * w));
         }
       }
     }
+    for (auto& f : pool_row_failures(c, h, o, mask)) failures.push_back(std::move(f));
   }
   const fkv::CompareResult rk = fkv::compare(spec.cache, k_bits.data(), ref_k, k_opt);
   const fkv::CompareResult rv = fkv::compare(spec.cache, v_bits.data(), ref_v, v_opt);
@@ -328,8 +384,92 @@ std::vector<std::string> check_outputs(const Case& c, const HostData& h, const O
   return failures;
 }
 
+// Large cases: every output row is checked for unwritten elements and every pool row for stray
+// writes, as above, but only kSampledTokens tokens (evenly spaced, first and last included) are
+// compared with the float64 reference: the full reference of 10^8 elements takes minutes.
+constexpr std::int64_t kSampledTokens = 256;
+constexpr std::int64_t kSampleAboveElements = std::int64_t{1} << 22;
+
+std::vector<std::string> check_sampled(const Case& c, const HostData& h, const OutputBytes& o) {
+  const std::int64_t kv = c.kv(), n = kSampledTokens;
+  if (c.T <= 2 * n || c.L * c.T * kv <= kSampleAboveElements) return check_outputs(c, h, o);
+  const int w = elem_size(c.spec.cache), a = elem_size(c.spec.act);
+  std::vector<std::string> failures;
+  const std::vector<std::uint8_t> mask = token_mask(c, h);
+  if (c.pool()) {
+    failures = pool_row_failures(c, h, o, mask);
+  } else {
+    const std::size_t bytes = stacked_bytes(c);
+    for (const auto* b : {&o.k_out, &o.v_out}) {
+      if (first_unpoisoned(*b, bytes, b->size()) >= 0)
+        failures.push_back("written past the end of k_out/v_out");
+      // Stacked rows of tokens the kernel skips (debug-mode positions) may stay poison.
+      for (std::int64_t l = 0; l < c.L && failures.empty(); ++l)
+        for (std::int64_t t = 0; t < c.T; ++t)
+          if (mask[static_cast<std::size_t>(t)] &&
+              has_unwritten_element(*b, static_cast<std::size_t>((l * c.T + t) * kv * w),
+                                    static_cast<std::size_t>((l * c.T + t + 1) * kv * w), w)) {
+            failures.push_back("layer " + std::to_string(l) + " token " + std::to_string(t) +
+                               " was not written in full");
+            break;
+          }
+    }
+  }
+  for (auto& f : failures) f = c.describe() + ": " + f;
+
+  // The sampled tokens as a case of their own: proj rows, positions, slots and outputs gathered.
+  Case cs = c;
+  cs.T = n;
+  HostData hs = h;
+  hs.proj.assign(static_cast<std::size_t>(n * c.stride_token() * a), 0);
+  hs.pos_values.resize(static_cast<std::size_t>(n));
+  hs.slot_values.clear();
+  OutputBytes os;
+  const std::size_t row = static_cast<std::size_t>(kv * w);
+  if (c.pool()) {
+    cs.num_slots = n, cs.guard_slots = 0;
+    os.k_pool.assign(
+        static_cast<std::size_t>(c.L),
+        std::vector<std::uint8_t>(static_cast<std::size_t>(n * c.slot_stride() * w), kPoison));
+    os.v_pool = os.k_pool;
+  } else {
+    os.k_out.assign(stacked_bytes(cs) + kGuardBytes, kPoison);
+    os.v_out = os.k_out;
+  }
+  for (std::int64_t i = 0; i < n; ++i) {
+    const std::int64_t t = i * (c.T - 1) / (n - 1);
+    std::memcpy(hs.proj.data() + i * c.stride_token() * a, h.proj.data() + t * c.stride_token() * a,
+                static_cast<std::size_t>(c.stride_token() * a));
+    hs.pos_values[static_cast<std::size_t>(i)] = h.pos_values[static_cast<std::size_t>(t)];
+    for (std::int64_t l = 0; l < c.L; ++l) {
+      if (c.pool()) {
+        const std::int64_t slot = h.slot_values[static_cast<std::size_t>(t)];
+        const bool valid = slot >= 0 && slot < c.num_slots;
+        if (l == 0) hs.slot_values.push_back(valid ? i : -1);
+        if (!valid) continue;
+        const std::size_t from = static_cast<std::size_t>(slot * c.slot_stride() * w);
+        const std::size_t to = static_cast<std::size_t>(i * c.slot_stride() * w);
+        std::memcpy(os.k_pool[static_cast<std::size_t>(l)].data() + to,
+                    o.k_pool[static_cast<std::size_t>(l)].data() + from, row);
+        std::memcpy(os.v_pool[static_cast<std::size_t>(l)].data() + to,
+                    o.v_pool[static_cast<std::size_t>(l)].data() + from, row);
+      } else {
+        const std::size_t from = static_cast<std::size_t>((l * c.T + t) * kv * w);
+        const std::size_t to = static_cast<std::size_t>((l * n + i) * kv * w);
+        std::memcpy(os.k_out.data() + to, o.k_out.data() + from, row);
+        std::memcpy(os.v_out.data() + to, o.v_out.data() + from, row);
+      }
+    }
+  }
+  encode_indices(hs, cs);
+  for (auto& f : check_outputs(cs, hs, os))
+    failures.push_back("(" + std::to_string(n) + " of " + std::to_string(c.T) +
+                       " tokens sampled) " + f);
+  return failures;
+}
+
 std::vector<std::string> check(const Case& c, const HostData& h, const DeviceData& d, CUstream s) {
-  return check_outputs(c, h, download_outputs(d, s));
+  return check_sampled(c, h, download_outputs(d, s));
 }
 
 // prepare, fill, upload, poison, launch, check. Never throws: errors become failures.
@@ -365,11 +505,21 @@ Case random_case(Rng& rng, std::int64_t max_elements) {
     s.rotary_dim = s.head_dim;
   } else if (r < 0.8) {  // partial rotary as real models use it (multiples of 16)
     switch (s.head_dim) {
-      case 64: s.rotary_dim = static_cast<int>(rng.pick<std::int64_t>({16, 32})); break;
-      case 80: s.rotary_dim = static_cast<int>(rng.pick<std::int64_t>({32, 64})); break;
-      case 96: s.rotary_dim = static_cast<int>(rng.pick<std::int64_t>({32, 48, 64})); break;
-      case 128: s.rotary_dim = static_cast<int>(rng.pick<std::int64_t>({32, 64})); break;
-      default: s.rotary_dim = static_cast<int>(rng.pick<std::int64_t>({64, 128})); break;
+      case 64:
+        s.rotary_dim = static_cast<int>(rng.pick<std::int64_t>({16, 32}));
+        break;
+      case 80:
+        s.rotary_dim = static_cast<int>(rng.pick<std::int64_t>({32, 64}));
+        break;
+      case 96:
+        s.rotary_dim = static_cast<int>(rng.pick<std::int64_t>({32, 48, 64}));
+        break;
+      case 128:
+        s.rotary_dim = static_cast<int>(rng.pick<std::int64_t>({32, 64}));
+        break;
+      default:
+        s.rotary_dim = static_cast<int>(rng.pick<std::int64_t>({64, 128}));
+        break;
     }
   } else {
     s.rotary_dim = 0;
@@ -396,7 +546,8 @@ Case random_case(Rng& rng, std::int64_t max_elements) {
   if (c.pool()) {
     c.num_slots = c.T + rng.range(0, c.T);
     c.guard_slots = 2;
-    if (rng.coin(0.3)) c.slot_pad = pad(rng, DType::FP8_E4M3, 2);  // 16 elements: a multiple of any vec
+    if (rng.coin(0.3))
+      c.slot_pad = pad(rng, DType::FP8_E4M3, 2);  // 16 elements: a multiple of any vec
     c.skip = rng.pick<double>({0.0, 0.1, 0.5});
     c.use_scales = fkv::is_fp8(s.cache) && rng.coin(0.8);
   }
@@ -405,8 +556,10 @@ Case random_case(Rng& rng, std::int64_t max_elements) {
 
 std::uint64_t test_seed() {
   static const std::uint64_t seed = [] {
-    const auto now = static_cast<std::uint64_t>(std::chrono::steady_clock::now().time_since_epoch().count());
-    const auto s = static_cast<std::uint64_t>(env_int("FKV_TEST_SEED", static_cast<std::int64_t>(now % 1000000007)));
+    const auto now =
+        static_cast<std::uint64_t>(std::chrono::steady_clock::now().time_since_epoch().count());
+    const auto s = static_cast<std::uint64_t>(
+        env_int("FKV_TEST_SEED", static_cast<std::int64_t>(now % 1000000007)));
     std::printf("test_materialize_gpu: FKV_TEST_SEED=%llu\n", static_cast<unsigned long long>(s));
     std::fflush(stdout);
     return s;
@@ -416,7 +569,9 @@ std::uint64_t test_seed() {
 
 void require_gpu() {
   if (!fkv::Driver::available())
-    FAIL("no CUDA driver or device: this test carries the `gpu` label; run `ctest -LE gpu` on machines without a GPU");
+    FAIL(
+        "no CUDA driver or device: this test carries the `gpu` label; run `ctest -LE gpu` on "
+        "machines without a GPU");
   fkv::ensure_context(0);
 }
 
@@ -456,7 +611,8 @@ TEST_CASE("large token counts", "[gpu][materialize][large]") {
     Case c;  // DFlash-like: bf16 -> fp8 pool, K norm, full neox RoPE, strided rows
     c.spec.num_kv_heads = 2, c.spec.head_dim = 128, c.spec.rotary_dim = 128, c.spec.neox = true;
     c.spec.k_norm = true, c.spec.act = DType::BF16, c.spec.cache = DType::FP8_E4M3;
-    c.spec.mode = OutputMode::Pool, c.spec.positions = IndexType::I64, c.spec.slots = IndexType::I64;
+    c.spec.mode = OutputMode::Pool, c.spec.positions = IndexType::I64,
+    c.spec.slots = IndexType::I64;
     c.T = 70000, c.L = 2, c.proj_pad_token = 8, c.max_pos = 131072, c.num_slots = 100000;
     c.guard_slots = 2, c.skip = 0.05, c.use_scales = true, c.sigma = 2.0;
     cases.push_back(c);
@@ -509,8 +665,10 @@ TEST_CASE("T = 0 launches nothing", "[gpu][materialize]") {
       CHECK(first_unpoisoned(download(d.k_out, stream.get()), 0, d.k_out.size()) == -1);
       CHECK(first_unpoisoned(download(d.v_out, stream.get()), 0, d.v_out.size()) == -1);
     } else {
-      for (const auto& b : d.k_pool) CHECK(first_unpoisoned(download(b, stream.get()), 0, b.size()) == -1);
-      for (const auto& b : d.v_pool) CHECK(first_unpoisoned(download(b, stream.get()), 0, b.size()) == -1);
+      for (const auto& b : d.k_pool)
+        CHECK(first_unpoisoned(download(b, stream.get()), 0, b.size()) == -1);
+      for (const auto& b : d.v_pool)
+        CHECK(first_unpoisoned(download(b, stream.get()), 0, b.size()) == -1);
     }
   }
 }
@@ -580,7 +738,8 @@ TEST_CASE("launches from several threads, each on its own stream", "[gpu][materi
         Rng rng(seed * 31 + static_cast<std::uint64_t>(i));
         for (int j = 0; j < kCasesPerThread; ++j) {
           const Case c = j == 0 ? shared : random_case(rng, 1 << 18);
-          for (auto& f : run_case(c, rng, stream.get())) failures[static_cast<std::size_t>(i)].push_back(f);
+          for (auto& f : run_case(c, rng, stream.get()))
+            failures[static_cast<std::size_t>(i)].push_back(f);
         }
       } catch (const std::exception& e) {
         failures[static_cast<std::size_t>(i)].push_back(e.what());
@@ -613,9 +772,11 @@ TEST_CASE("debug mode flags bad positions and slots and writes nothing out of bo
     HostData h;
     fill_inputs(h, cc, rng);
     std::int64_t n = 0;
-    for (std::int64_t t : bad_pos_tokens) h.pos_values[static_cast<std::size_t>(t)] = cc.max_pos + 7 * n++;
+    for (std::int64_t t : bad_pos_tokens)
+      h.pos_values[static_cast<std::size_t>(t)] = cc.max_pos + 7 * n++;
     n = 0;
-    for (std::int64_t t : bad_slot_tokens) h.slot_values[static_cast<std::size_t>(t)] = cc.num_slots + n++;
+    for (std::int64_t t : bad_slot_tokens)
+      h.slot_values[static_cast<std::size_t>(t)] = cc.num_slots + n++;
     encode_indices(h, cc);
     DeviceData d = allocate(cc, h);
     upload_inputs(d, h, s);
@@ -641,7 +802,8 @@ TEST_CASE("debug mode flags bad positions and slots and writes nothing out of bo
     run(c, {}, {7, 11}, FKV_ERROR_BAD_SLOT);
   }
   SECTION("both at once set both bits") {
-    c.spec.mode = OutputMode::Pool, c.spec.slots = IndexType::I32, c.num_slots = 80, c.guard_slots = 4;
+    c.spec.mode = OutputMode::Pool, c.spec.slots = IndexType::I32, c.num_slots = 80,
+    c.guard_slots = 4;
     run(c, {3}, {4, 63}, FKV_ERROR_BAD_POSITION | FKV_ERROR_BAD_SLOT);
   }
 }
@@ -691,7 +853,8 @@ TEST_CASE("host-side argument checks throw ArgumentError", "[gpu][materialize][a
   DeviceData dp = allocate(cp, hp);
   upload_inputs(dp, hp, s);
   poison_outputs(dp, s);
-  CHECK_THROWS_AS(fkv::materialize_pool(k, inputs_of(cp, hp, dp), pool_of(cp, hp, dp), s), fkv::ArgumentError);
+  CHECK_THROWS_AS(fkv::materialize_pool(k, inputs_of(cp, hp, dp), pool_of(cp, hp, dp), s),
+                  fkv::ArgumentError);
 
   // Too few layers' buffers or scales for num_layers.
   const fkv::LoadedKernel& kp = fkv::Runtime::global().prepare(cp.spec);
@@ -742,7 +905,8 @@ TEST_CASE("pool regression shape: 24 layers x 32 heads x d64/r32 at 1000 and 409
       }
 }
 
-TEST_CASE("random pool cases over many layers, many heads and large T", "[gpu][materialize][sweep]") {
+TEST_CASE("random pool cases over many layers, many heads and large T",
+          "[gpu][materialize][sweep]") {
   require_gpu();
   const std::uint64_t seed = test_seed();
   const std::int64_t cases = env_int("FKV_SWEEP_CASES", 40);
