@@ -103,6 +103,7 @@ template <class T>
 fkv::DeviceBuffer upload(const std::vector<T>& host) {
   fkv::DeviceBuffer b(std::max<std::size_t>(host.size() * sizeof(T), 256));
   if (!host.empty()) FKV_CU(cuMemcpyHtoD, b.get(), host.data(), host.size() * sizeof(T));
+  FKV_CU(cuCtxSynchronize);  // the legacy-stream copy may still be in flight; timed streams don't wait for it
   return b;
 }
 
@@ -396,7 +397,7 @@ int main(int argc, char** argv) {
     unsigned long long host_sum = 0;
     for (std::size_t i = 0; i + 1 < d.w_host.size(); i += 2)
       host_sum += std::uint64_t(d.w_host[i]) | (std::uint64_t(d.w_host[i + 1]) << 16);
-    FKV_CU(cuMemsetD8, sum.get(), 0, 8);
+    FKV_CU(cuMemsetD8Async, sum.get(), 0, 8, s);
     probe.run(d.w.get(), wbytes, sum.get(), static_cast<unsigned>(sms * 4), s);
     stream.synchronize();
     unsigned long long dev_sum = 0;

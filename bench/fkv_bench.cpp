@@ -378,12 +378,14 @@ json time_graph(CUstream s, const std::function<void(CUstream)>& body, int calls
 void upload_tiled(const fkv::DeviceBuffer& dst, const void* chunk, std::size_t chunk_bytes) {
   for (std::size_t off = 0; off < dst.size(); off += chunk_bytes)
     FKV_CU(cuMemcpyHtoD, dst.get() + off, chunk, std::min(chunk_bytes, dst.size() - off));
+  FKV_CU(cuCtxSynchronize);  // legacy-stream copies may still be in flight; timed streams don't wait
 }
 
 template <class T>
 fkv::DeviceBuffer upload(const std::vector<T>& host) {
   fkv::DeviceBuffer b(host.size() * sizeof(T));
   FKV_CU(cuMemcpyHtoD, b.get(), host.data(), b.size());
+  FKV_CU(cuCtxSynchronize);
   return b;
 }
 

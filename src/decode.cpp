@@ -357,7 +357,11 @@ DecodeKV::DecodeKV(const DecodeModel& model, const DecodeOptions& options) : imp
   }
   m.workspace = DeviceBuffer(ws);
   m.counters = DeviceBuffer(static_cast<std::size_t>(tiles) * sizeof(unsigned int));
-  FKV_CU(cuMemsetD8, m.counters.get(), 0, m.counters.size());  // then kept at zero by the kernel
+  // Zeroed before the constructor returns (then kept at zero by the kernel): a plain cuMemsetD8
+  // runs on the legacy stream, which the caller's non-blocking stream does not wait for.
+  Stream zeroing;
+  FKV_CU(cuMemsetD8Async, m.counters.get(), 0, m.counters.size(), zeroing.get());
+  zeroing.synchronize();
 }
 
 DecodeKV::~DecodeKV() = default;
