@@ -97,6 +97,18 @@ TEST_CASE("tuning knobs: defaults, good values, garbage refused", "[options]") {
   CHECK(JitOptions::from_env().log_level == "debug");
 }
 
+TEST_CASE("generate() tiles with the JitOptions it is given, not the process's", "[options][codegen]") {
+  JitOptions jit;
+  jit.block_warps = 4;  // as FKV_BLOCK_WARPS=4
+  const fkv::KernelSource four = fkv::generate(small_spec(), jit);
+  const fkv::KernelSource two = fkv::generate(small_spec(), JitOptions{});
+  // The last template argument is the warps per block; the tiling comment says the threads.
+  CHECK_THAT(four.name_expression, Catch::EndsWith(", 4>"));
+  CHECK_THAT(four.source, Catch::Contains("128 threads per block"));
+  CHECK_THAT(two.name_expression, Catch::EndsWith(", 2>"));
+  CHECK(four.specialization == two.specialization);  // the block size is in the name, not the spec
+}
+
 TEST_CASE("FKV_DECODE_CROSSOVER and FKV_NVRTC_LIBRARY are read here, not where they are used", "[options]") {
   EnvGuard env;
   env.set("FKV_DECODE_CROSSOVER", std::nullopt);

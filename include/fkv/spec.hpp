@@ -5,7 +5,7 @@
 // materialize launches with the tiling's block and launch_grid's grid, so the two cannot
 // disagree.
 //
-// Vocabulary (one name for one thing across the C++ library):
+// Vocabulary: one name per thing; where two names remain, they name two things:
 //  - `neox` is the rotary pair layout, named `is_neox_style` where it comes from a model
 //    config (AttentionSpec, the C API's fkv_attention, the CLI's JSON: sglang's and vLLM's name);
 //  - `k_norm` here is whether the kernel applies a per-head RMS norm to K; AttentionSpec::k_norm
@@ -61,13 +61,13 @@ struct KernelSpec {
   int num_kv_heads = 0;
   int head_dim = 0;
   int rotary_dim = 0;  // 0 = no RoPE
-  bool neox = true;    // false = GPT-J interleaved pairs
-  bool k_norm = false;
+  bool neox = true;    // false = GPT-J interleaved pairs (AttentionSpec::is_neox_style)
+  bool k_norm = false;  // per-head RMS norm of K: AttentionSpec::k_norm != KNormKind::None
   DType act = DType::BF16;      // proj dtype (bf16, fp16, fp32)
   DType cache = DType::BF16;    // output dtype: act, fp8_e4m3 or fp8_e5m2
   DType cos_sin = DType::FP32;  // fp32 or act
-  IndexType positions = IndexType::I64;
-  IndexType slots = IndexType::I64;
+  IndexType positions = IndexType::I64;  // of positions[T]
+  IndexType slots = IndexType::I64;      // of cache_loc[T] and the slot_mappings (pool mode)
   OutputMode mode = OutputMode::Stacked;
   // Positions and slots are bounds-checked on the device in every build (an out-of-range token
   // is skipped and flagged in error_flag when one is given); debug_checks makes the host
