@@ -9,9 +9,10 @@
 #      pyproject.toml's wheel from the project's CMake (FKV_PYTHON=ON);
 #   2. `auditwheel repair` (libtvm_ffi.so excluded: it comes from the apache-tvm-ffi wheel the
 #      package depends on) to dist/, and `auditwheel show` of the result;
-#   3. a fresh test venv: the wheel, torch (the PyPI wheel; the CPU tests trace the custom ops on
-#      meta tensors, no GPU used) and pytest; the tests run from a temporary folder so that only
-#      the installed package can be imported.
+#   3. a fresh test venv: the wheel, torch (the PyPI wheel; the CPU tests tests/test_python*.py
+#      trace the custom ops and build the sglang helper on meta tensors, no GPU used) and
+#      pytest; the tests run from a temporary folder so that only the installed package can be
+#      imported.
 # Environment: PYTHON (default python3), FKV_WHEEL_SKIP_TORCH=1 to test without torch.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -50,7 +51,7 @@ trap 'rm -rf "$run_dir"' EXIT
 cd "$run_dir"
 "$WORK/venv-test/bin/python" -c "import fkv_jit; print('fkv_jit', fkv_jit.version(), 'from', fkv_jit.__file__)"
 set +e
-"$WORK/venv-test/bin/python" -m pytest -p no:cacheprovider -q "$ROOT/tests/test_python.py" "$ROOT/tests/test_python_torch.py"
+"$WORK/venv-test/bin/python" -m pytest -p no:cacheprovider -q "$ROOT/tests/test_python.py" "$ROOT/tests/test_python_torch.py" "$ROOT/tests/test_python_sglang.py"
 rc=$?
 set -e
 if [[ $rc -eq 5 ]]; then

@@ -204,6 +204,38 @@ fkv::FusedKVInputs to_inputs(const fkv_inputs& in) {
   return r;
 }
 
+// The C weights as fkv::MaterializerWeights; per-layer host vectors get their lengths from
+// the plan (head_dim, this rank's heads), `layers` the model numbers in attention-layer order.
+fkv::MaterializerWeights materializer_weights(const fkv::Plan& plan, const std::vector<int>& layers,
+                                                    const fkv_materializer_weights& w) {
+  if (w.num_layers < 0) throw fkv::ArgumentError("weights.num_layers must be >= 0");
+  require(w.w_kv, "weights.w_kv");
+  const auto L = static_cast<std::size_t>(w.num_layers);
+  fkv::MaterializerWeights mw;
+  mw.w_kv.assign(w.w_kv, w.w_kv + L);
+  mw.w_kv_row_stride = w.w_kv_row_stride;
+  if (w.eps) mw.eps.assign(w.eps, w.eps + L);
+  std::vector<std::size_t> head_dim(L, 0), row(L, 0);
+  for (std::size_t i = 0; i < L && i < layers.size(); ++i)
+    for (const fkv::LayerGroup& g : plan.groups)
+      for (int n : g.layers)
+        if (n == layers[i]) {
+          head_dim[i] = static_cast<std::size_t>(g.attn.head_dim);
+          row[i] = 2 * static_cast<std::size_t>(g.attn.num_kv_heads) * head_dim[i];
+        }
+  if (w.k_norm)
+    for (std::size_t l = 0; l < L; ++l) {
+      require(w.k_norm[l], "weights.k_norm[l]");
+      mw.k_norm.emplace_back(w.k_norm[l], w.k_norm[l] + head_dim[l]);
+    }
+  if (w.kv_bias)
+    for (std::size_t l = 0; l < L; ++l) {
+      require(w.kv_bias[l], "weights.kv_bias[l]");
+      mw.kv_bias.emplace_back(w.kv_bias[l], w.kv_bias[l] + row[l]);
+    }
+  return mw;
+}
+
 }  // namespace
 
 extern "C" {
@@ -625,39 +657,12 @@ fkv_status fkv_materializer_create(const fkv_config* config, const fkv_materiali
     fkv_materializer_options o;
     fkv_materializer_options_init(&o);
     if (options) o = *options;
-    if (w->num_layers < 0) throw fkv::ArgumentError("weights.num_layers must be >= 0");
-    require(w->w_kv, "weights.w_kv");
-    const auto L = static_cast<std::size_t>(w->num_layers);
-    fkv::MaterializerWeights mw;
-    mw.w_kv.assign(w->w_kv, w->w_kv + L);
-    mw.w_kv_row_stride = w->w_kv_row_stride;
-    if (w->eps) mw.eps.assign(w->eps, w->eps + L);
-    // Per-layer host vectors: their lengths come from the config (head_dim, this rank's heads).
     const fkv::Plan plan = fkv::shard_plan(
         fkv::make_plan(config->config, o.grouped ? fkv::ValidationMode::Grouped : fkv::ValidationMode::Strict),
         fkv::TensorParallel{o.tp_size, o.tp_rank});
-    std::vector<std::size_t> head_dim(L, 0), row(L, 0);
-    std::size_t i = 0;
-    for (const fkv::LayerAttention* layer : config->config.attention_layers()) {
-      if (i >= L) break;
-      for (const fkv::LayerGroup& g : plan.groups)
-        for (int n : g.layers)
-          if (n == layer->index) {
-            head_dim[i] = static_cast<std::size_t>(g.attn.head_dim);
-            row[i] = 2 * static_cast<std::size_t>(g.attn.num_kv_heads) * head_dim[i];
-          }
-      ++i;
-    }
-    if (w->k_norm)
-      for (std::size_t l = 0; l < L; ++l) {
-        require(w->k_norm[l], "weights.k_norm[l]");
-        mw.k_norm.emplace_back(w->k_norm[l], w->k_norm[l] + head_dim[l]);
-      }
-    if (w->kv_bias)
-      for (std::size_t l = 0; l < L; ++l) {
-        require(w->kv_bias[l], "weights.kv_bias[l]");
-        mw.kv_bias.emplace_back(w->kv_bias[l], w->kv_bias[l] + row[l]);
-      }
+    std::vector<int> layers;
+    for (const fkv::LayerAttention* layer : config->config.attention_layers()) layers.push_back(layer->index);
+    const fkv::MaterializerWeights mw = materializer_weights(plan, layers, *w);
     fkv::MaterializerOptions mo;
     mo.mode = o.grouped ? fkv::ValidationMode::Grouped : fkv::ValidationMode::Strict;
     mo.act = to_cpp(o.act);
@@ -706,6 +711,16 @@ fkv_status fkv_materializer_layers(const fkv_materializer* m, int* layers, size_
   });
 }
 const char* fkv_materializer_plan_json(const fkv_materializer* m) { return m ? m->plan_json.c_str() : ""; }
+
+fkv_status fkv_materializer_refresh_weights(fkv_materializer* m, const fkv_materializer_weights* w,
+                                            void* stream) {
+  return guard([&] {
+    require(m, "materializer");
+    require(w, "weights");
+    m->m->refresh_weights(materializer_weights(m->m->plan(), m->m->layers(), *w), static_cast<CUstream>(stream));
+    return FKV_OK;
+  });
+}
 
 fkv_status fkv_materializer_stacked(fkv_materializer* m, const fkv_materializer_input* in,
                                     void* const* k_out, void* const* v_out, size_t num_groups,

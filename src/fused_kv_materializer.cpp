@@ -93,6 +93,8 @@ struct FusedKVMaterializer::Impl {
     std::vector<float> eps;
     DeviceBuffer cos_sin;
     std::int64_t cos_sin_rows = 0;
+    const void* cos_sin_external = nullptr;  // set_cos_sin(): the caller's table, not owned
+    std::int64_t cos_sin_stride = 0;         // elements; 0 = R
     const LoadedKernel* stacked = nullptr;
     const LoadedKernel* pool = nullptr;
     // Per-call scratch for pool launches, sized here so that a call allocates nothing.
@@ -109,6 +111,7 @@ struct FusedKVMaterializer::Impl {
   std::int64_t width = 0;  // N
   DeviceBuffer w_packed;   // [N, hidden]
   DeviceBuffer proj;       // [max_tokens, N]
+  std::vector<DeviceBuffer> retired;  // earlier projection buffers (reserve_tokens)
   DeviceBuffer workspace;
   DeviceBuffer error_word;
 
@@ -182,8 +185,9 @@ struct FusedKVMaterializer::Impl {
     r.proj_stride_token = width;
     r.proj_stride_layer = g.width;
     r.positions = in.positions;
-    r.cos_sin = g.cos_sin.ptr();
+    r.cos_sin = g.cos_sin_external != nullptr ? g.cos_sin_external : g.cos_sin.ptr();
     r.max_position = g.cos_sin_rows;
+    r.cos_sin_stride = g.cos_sin_stride;
     r.k_norm_weight = static_cast<const float*>(g.k_norm.ptr());
     r.eps = g.eps;
     r.error_flag = static_cast<unsigned int*>(error_word.ptr());  // bounds are always checked
@@ -197,10 +201,85 @@ struct FusedKVMaterializer::Impl {
       fail("num_tokens " + std::to_string(in.num_tokens) + " is outside [0, max_tokens=" +
            std::to_string(opt.max_tokens) + "]: construct with a larger MaterializerOptions::max_tokens");
     if (in.num_tokens == 0) return false;
+    if (opt.external_cos_sin)
+      for (std::size_t g = 0; g < groups.size(); ++g)
+        if (groups[g].plan_group->attn.rotary_dim > 0 && groups[g].cos_sin_external == nullptr)
+          fail("group " + std::to_string(g) + " has no cos/sin table: constructed with external_cos_sin, so "
+               "call set_cos_sin() for every group with RoPE before materializing");
     if (in.hidden == nullptr) fail("hidden is null");
     if (in.positions == nullptr) fail("positions is null");
     project(in, stream);
     return true;
+  }
+
+  // The checks shared by the constructor and refresh_weights (counts and strides; per-layer
+  // sizes are checked where the values are gathered).
+  std::int64_t check_weights(const MaterializerWeights& w) const {
+    const std::size_t L = layers.size();
+    if (w.w_kv.size() != L)
+      fail("w_kv has " + std::to_string(w.w_kv.size()) + " layers; the config has " + std::to_string(L) +
+           " attention layers (one W_kv per attention layer, in model order)");
+    if (!w.eps.empty() && w.eps.size() != L)
+      fail("eps has " + std::to_string(w.eps.size()) + " values for " + std::to_string(L) + " layers");
+    if (!w.kv_bias.empty() && w.kv_bias.size() != L)
+      fail("kv_bias has " + std::to_string(w.kv_bias.size()) + " layers; give one bias per attention layer (" +
+           std::to_string(L) + ") or none");
+    const std::int64_t row_stride = w.w_kv_row_stride ? w.w_kv_row_stride : hidden;
+    if (row_stride < hidden) fail("w_kv_row_stride is smaller than hidden_size");
+    return row_stride;
+  }
+
+  // W_kv of every layer into w_packed (allocated), groups in plan order, on `stream`.
+  void pack(const MaterializerWeights& w, std::int64_t row_stride, CUstream stream) const {
+    const int es = dtype_size(opt.act);
+    for (const Group& g : groups) {
+      for (std::size_t j = 0; j < g.members.size(); ++j) {
+        const void* src = w.w_kv[g.members[j]];
+        if (src == nullptr) fail("w_kv of layer " + std::to_string(layers[g.members[j]]) + " is null");
+        const CUdeviceptr dst = w_packed.get() + static_cast<CUdeviceptr>((g.offset + j * g.width) * hidden * es);
+        if (row_stride == hidden) {
+          FKV_CU(cuMemcpyDtoDAsync, dst, reinterpret_cast<CUdeviceptr>(src),
+                 static_cast<std::size_t>(g.width * hidden * es), stream);
+        } else {
+          for (std::int64_t r = 0; r < g.width; ++r)
+            FKV_CU(cuMemcpyDtoDAsync, dst + static_cast<CUdeviceptr>(r * hidden * es),
+                   reinterpret_cast<CUdeviceptr>(src) + static_cast<CUdeviceptr>(r * row_stride * es),
+                   static_cast<std::size_t>(hidden * es), stream);
+        }
+      }
+    }
+  }
+
+  // Group g's K-norm weights as the kernel reads them: [L_g, D] fp32, (1 + w) folded.
+  std::vector<float> folded_norms(const Group& g, const MaterializerWeights& w) const {
+    const AttentionSpec& attn = g.plan_group->attn;
+    const std::size_t D = static_cast<std::size_t>(attn.head_dim);
+    if (w.k_norm.size() != layers.size())
+      fail("the config has a K norm (" + to_string(attn.k_norm) + "): give k_norm weights for all " +
+           std::to_string(layers.size()) + " attention layers");
+    std::vector<float> folded;
+    for (std::size_t i : g.members) {
+      if (w.k_norm[i].size() != D)
+        fail("k_norm weight of layer " + std::to_string(layers[i]) + " has " + std::to_string(w.k_norm[i].size()) +
+             " values, expected head_dim=" + std::to_string(D));
+      for (float v : w.k_norm[i]) folded.push_back(attn.k_norm == KNormKind::RmsOnePlus ? 1.0f + v : v);
+    }
+    return folded;
+  }
+
+  // Group g's K/V bias: [L_g, 2*H*D] fp32.
+  std::vector<float> packed_bias(const Group& g, const MaterializerWeights& w) const {
+    const AttentionSpec& attn = g.plan_group->attn;
+    const std::size_t row = 2 * static_cast<std::size_t>(attn.num_kv_heads) * static_cast<std::size_t>(attn.head_dim);
+    std::vector<float> packed;
+    for (std::size_t i : g.members) {
+      if (w.kv_bias[i].size() != row)
+        fail("kv_bias of layer " + std::to_string(layers[i]) + " has " + std::to_string(w.kv_bias[i].size()) +
+             " values, expected 2*H*D=" + std::to_string(row) +
+             (plan.tp_size > 1 ? " (H = this rank's " + std::to_string(attn.num_kv_heads) + " KV heads)" : ""));
+      packed.insert(packed.end(), w.kv_bias[i].begin(), w.kv_bias[i].end());
+    }
+    return packed;
   }
 };
 
@@ -216,16 +295,7 @@ FusedKVMaterializer::FusedKVMaterializer(const ModelConfig& config, std::int64_t
   cuda_type(o.act);
   for (const LayerAttention* l : config.attention_layers()) m.layers.push_back(l->index);
   const std::size_t L = m.layers.size();
-  if (w.w_kv.size() != L)
-    fail("w_kv has " + std::to_string(w.w_kv.size()) + " layers; the config has " + std::to_string(L) +
-         " attention layers (one W_kv per attention layer, in model order)");
-  if (!w.eps.empty() && w.eps.size() != L)
-    fail("eps has " + std::to_string(w.eps.size()) + " values for " + std::to_string(L) + " layers");
-  if (!w.kv_bias.empty() && w.kv_bias.size() != L)
-    fail("kv_bias has " + std::to_string(w.kv_bias.size()) + " layers; give one bias per attention layer (" +
-         std::to_string(L) + ") or none");
-  const std::int64_t row_stride = w.w_kv_row_stride ? w.w_kv_row_stride : hidden_size;
-  if (row_stride < hidden_size) fail("w_kv_row_stride is smaller than hidden_size");
+  const std::int64_t row_stride = m.check_weights(w);
   std::unordered_map<int, std::size_t> pos_of;
   for (std::size_t i = 0; i < L; ++i) pos_of[m.layers[i]] = i;
 
@@ -246,60 +316,27 @@ FusedKVMaterializer::FusedKVMaterializer(const ModelConfig& config, std::int64_t
     m.groups.push_back(std::move(g));
   }
   m.w_packed = DeviceBuffer(static_cast<std::size_t>(m.width * hidden_size * es));
-  for (const Impl::Group& g : m.groups) {
-    for (std::size_t j = 0; j < g.members.size(); ++j) {
-      const void* src = w.w_kv[g.members[j]];
-      if (src == nullptr) fail("w_kv of layer " + std::to_string(m.layers[g.members[j]]) + " is null");
-      const CUdeviceptr dst = m.w_packed.get() + static_cast<CUdeviceptr>((g.offset + j * g.width) * hidden_size * es);
-      if (row_stride == hidden_size) {
-        FKV_CU(cuMemcpyDtoDAsync, dst, reinterpret_cast<CUdeviceptr>(src),
-               static_cast<std::size_t>(g.width * hidden_size * es), setup.get());
-      } else {
-        for (std::int64_t r = 0; r < g.width; ++r)
-          FKV_CU(cuMemcpyDtoDAsync, dst + static_cast<CUdeviceptr>(r * hidden_size * es),
-                 reinterpret_cast<CUdeviceptr>(src) + static_cast<CUdeviceptr>(r * row_stride * es),
-                 static_cast<std::size_t>(hidden_size * es), setup.get());
-      }
-    }
-  }
+  m.pack(w, row_stride, setup.get());
 
   const std::int64_t rows = o.max_position > 0 ? o.max_position : config.max_position_embeddings.value;
   RopeOptions rope_options;
   rope_options.max_position_embeddings = config.max_position_embeddings.value;
   for (Impl::Group& g : m.groups) {
     const AttentionSpec& attn = g.plan_group->attn;
-    const std::size_t D = static_cast<std::size_t>(attn.head_dim);
     for (std::size_t i : g.members)
       g.eps.push_back(w.eps.empty() ? static_cast<float>(config.layers[static_cast<std::size_t>(m.layers[i])].eps.value)
                                     : w.eps[i]);
     if (attn.k_norm != KNormKind::None) {
-      if (w.k_norm.size() != L)
-        fail("the config has a K norm (" + to_string(attn.k_norm) + "): give k_norm weights for all " +
-             std::to_string(L) + " attention layers");
-      std::vector<float> folded;
-      for (std::size_t i : g.members) {
-        if (w.k_norm[i].size() != D)
-          fail("k_norm weight of layer " + std::to_string(m.layers[i]) + " has " +
-               std::to_string(w.k_norm[i].size()) + " values, expected head_dim=" + std::to_string(D));
-        for (float v : w.k_norm[i]) folded.push_back(attn.k_norm == KNormKind::RmsOnePlus ? 1.0f + v : v);
-      }
+      const std::vector<float> folded = m.folded_norms(g, w);
       g.k_norm = DeviceBuffer(folded.size() * sizeof(float));
-      FKV_CU(cuMemcpyHtoD, g.k_norm.get(), folded.data(), folded.size() * sizeof(float));
+      FKV_CU(cuMemcpyHtoDAsync, g.k_norm.get(), folded.data(), folded.size() * sizeof(float), setup.get());
     }
     if (!w.kv_bias.empty()) {
-      const std::size_t row = 2 * static_cast<std::size_t>(attn.num_kv_heads) * D;
-      std::vector<float> packed;
-      for (std::size_t i : g.members) {
-        if (w.kv_bias[i].size() != row)
-          fail("kv_bias of layer " + std::to_string(m.layers[i]) + " has " + std::to_string(w.kv_bias[i].size()) +
-               " values, expected 2*H*D=" + std::to_string(row) +
-               (m.plan.tp_size > 1 ? " (H = this rank's " + std::to_string(attn.num_kv_heads) + " KV heads)" : ""));
-        packed.insert(packed.end(), w.kv_bias[i].begin(), w.kv_bias[i].end());
-      }
+      const std::vector<float> packed = m.packed_bias(g, w);
       g.kv_bias = DeviceBuffer(packed.size() * sizeof(float));
-      FKV_CU(cuMemcpyHtoD, g.kv_bias.get(), packed.data(), packed.size() * sizeof(float));
+      FKV_CU(cuMemcpyHtoDAsync, g.kv_bias.get(), packed.data(), packed.size() * sizeof(float), setup.get());
     }
-    if (attn.rotary_dim > 0) {
+    if (attn.rotary_dim > 0 && !o.external_cos_sin) {
       if (rows <= 0)
         fail("the config has no max_position_embeddings: set MaterializerOptions::max_position to the "
              "number of positions the cos/sin tables must cover");
@@ -325,10 +362,85 @@ FusedKVMaterializer::FusedKVMaterializer(const ModelConfig& config, std::int64_t
   }
   m.proj = DeviceBuffer(static_cast<std::size_t>(o.max_tokens * m.width * es));
   m.error_word = DeviceBuffer(sizeof(unsigned int));
-  const unsigned int zero = 0;
-  FKV_CU(cuMemcpyHtoD, m.error_word.get(), &zero, sizeof zero);
+  FKV_CU(cuMemsetD32Async, m.error_word.get(), 0u, 1, setup.get());
   m.setup_gemm();
+  // Every upload above went on `setup` (pageable sources are staged before the call returns):
+  // a synchronous cuMemcpyHtoD runs on the legacy stream and may still be in flight when it
+  // returns, and the caller's non-blocking streams would not wait for it.
   setup.synchronize();
+}
+
+void FusedKVMaterializer::refresh_weights(const MaterializerWeights& w, CUstream stream) {
+  Impl& m = *impl_;
+  const std::int64_t row_stride = m.check_weights(w);
+  const bool has_bias = m.groups.empty() ? false : m.groups.front().kv_bias.size() > 0;
+  if (w.kv_bias.empty() == has_bias)
+    fail(has_bias ? "refresh_weights: constructed with a K/V bias, so give kv_bias for every layer"
+                  : "refresh_weights: constructed without a K/V bias; a bias cannot be added by a refresh");
+  // Everything is gathered and checked before the first copy, so an error changes nothing.
+  std::vector<std::vector<float>> norms(m.groups.size()), biases(m.groups.size());
+  for (std::size_t gi = 0; gi < m.groups.size(); ++gi) {
+    const Impl::Group& g = m.groups[gi];
+    if (!w.eps.empty())
+      for (std::size_t j = 0; j < g.members.size(); ++j)
+        if (w.eps[g.members[j]] != g.eps[j])
+          fail("refresh_weights: eps of layer " + std::to_string(m.layers[g.members[j]]) + " changed (" +
+               std::to_string(g.eps[j]) + " -> " + std::to_string(w.eps[g.members[j]]) +
+               "); eps is a launch argument, fixed in captured graphs: construct a new materializer");
+    if (g.plan_group->attn.k_norm != KNormKind::None) norms[gi] = m.folded_norms(g, w);
+    if (has_bias) biases[gi] = m.packed_bias(g, w);
+  }
+  for (std::size_t i = 0; i < w.w_kv.size(); ++i)
+    if (w.w_kv[i] == nullptr) fail("w_kv of layer " + std::to_string(m.layers[i]) + " is null");
+  ensure_context(m.opt.device);
+  m.pack(w, row_stride, stream);
+  // From pageable host memory: each copy returns once its source is staged, so the vectors
+  // may go out of scope before the stream reaches the copy.
+  for (std::size_t gi = 0; gi < m.groups.size(); ++gi) {
+    const Impl::Group& g = m.groups[gi];
+    if (!norms[gi].empty())
+      FKV_CU(cuMemcpyHtoDAsync, g.k_norm.get(), norms[gi].data(), norms[gi].size() * sizeof(float), stream);
+    if (!biases[gi].empty())
+      FKV_CU(cuMemcpyHtoDAsync, g.kv_bias.get(), biases[gi].data(), biases[gi].size() * sizeof(float), stream);
+  }
+}
+
+void FusedKVMaterializer::set_cos_sin(std::size_t group, const void* table, std::int64_t rows,
+                                      std::int64_t row_stride) {
+  Impl& m = *impl_;
+  if (group >= m.groups.size())
+    fail("set_cos_sin: group " + std::to_string(group) + " is out of range (the plan has " +
+         std::to_string(m.groups.size()) + ")");
+  Impl::Group& g = m.groups[group];
+  const int R = g.plan_group->attn.rotary_dim;
+  if (R == 0) fail("set_cos_sin: group " + std::to_string(group) + " has no RoPE (rotary_dim 0)");
+  if (table == nullptr) fail("set_cos_sin: the table is null");
+  if (rows <= 0) fail("set_cos_sin: rows must be positive, got " + std::to_string(rows));
+  if (row_stride != 0 && row_stride < R)
+    fail("set_cos_sin: row_stride " + std::to_string(row_stride) + " is smaller than rotary_dim " +
+         std::to_string(R));
+  g.cos_sin_external = table;
+  g.cos_sin_rows = rows;
+  g.cos_sin_stride = row_stride;
+}
+
+void FusedKVMaterializer::reserve_tokens(std::int64_t max_tokens) {
+  Impl& m = *impl_;
+  if (max_tokens <= m.opt.max_tokens) return;
+  ensure_context(m.opt.device);
+  DeviceBuffer bigger(static_cast<std::size_t>(max_tokens * m.width * dtype_size(m.opt.act)));
+  m.retired.push_back(std::move(m.proj));
+  m.proj = std::move(bigger);
+  m.opt.max_tokens = max_tokens;
+}
+
+std::int64_t FusedKVMaterializer::max_tokens() const { return impl_->opt.max_tokens; }
+
+CUdeviceptr FusedKVMaterializer::packed_weights() const { return impl_->w_packed.get(); }
+
+CUdeviceptr FusedKVMaterializer::k_norm_weights(std::size_t group) const {
+  if (group >= impl_->groups.size()) fail("k_norm_weights: group " + std::to_string(group) + " is out of range");
+  return impl_->groups[group].k_norm.get();
 }
 
 FusedKVMaterializer::~FusedKVMaterializer() = default;
@@ -343,7 +455,7 @@ unsigned int FusedKVMaterializer::take_error_flag(CUstream stream) {
   FKV_CU(cuStreamSynchronize, stream);
   unsigned int value = 0;
   FKV_CU(cuMemcpyDtoH, &value, impl_->error_word.get(), sizeof value);
-  if (value != 0) FKV_CU(cuMemsetD8, impl_->error_word.get(), 0, sizeof value);
+  if (value != 0) FKV_CU(cuMemsetD8Async, impl_->error_word.get(), 0, sizeof value, stream);  // in stream order
   return value;
 }
 

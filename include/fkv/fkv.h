@@ -348,6 +348,14 @@ FKV_API fkv_status fkv_materializer_layers(const fkv_materializer* m, int* layer
 /* The plan the materializer serves (this rank's, under tensor parallelism), as fkv_plan_json. */
 FKV_API const char* fkv_materializer_plan_json(const fkv_materializer* m);
 
+/* Copies new weights (same layout as at create: the same layers and shapes, a bias iff
+ * created with one, eps unchanged) into the materializer's buffers in place, ordered on
+ * `stream`: the buffers keep their device addresses, so a CUDA graph captured earlier replays
+ * with the new values. Nothing is copied when a check fails (FKV_ERR_ARGUMENT). */
+FKV_API fkv_status fkv_materializer_refresh_weights(fkv_materializer* m,
+                                                    const fkv_materializer_weights* weights,
+                                                    void* stream);
+
 typedef struct fkv_materializer_input {
   const void* hidden;    /* DEVICE [T, hidden] in options.act */
   int64_t num_tokens;    /* T <= max_tokens; 0 launches nothing */

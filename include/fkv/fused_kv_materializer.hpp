@@ -48,6 +48,11 @@ struct MaterializerOptions {
   // validate.hpp): the weights and outputs hold only the rank's KV heads.
   int tp_size = 1;
   int tp_rank = 0;
+  // The cos/sin tables are the caller's (set_cos_sin), e.g. a serving engine's own table, so
+  // that K is rotated with exactly the values the engine rotates Q with. The constructor then
+  // builds no table (max_position is unused) and materialize_*() refuses to run until every
+  // group with RoPE has one.
+  bool external_cos_sin = false;
   std::size_t gemm_workspace_bytes = 32u << 20;
 };
 
@@ -124,6 +129,37 @@ class FusedKVMaterializer {
     std::span<const void* const> slot_mappings;
   };
   void materialize_pool(const MaterializerInput& in, const Pool& pool, CUstream stream);
+
+  // Copies new weights into the buffers the constructor filled, in place: the packed W_kv, the
+  // folded K-norm weights and the K/V bias keep their device addresses, so a CUDA graph
+  // captured earlier replays with the new values. `weights` is checked as by the constructor
+  // and must have the same layout (a bias iff constructed with one); eps is a launch argument
+  // (baked into captured graphs), so values different from the constructor's are refused.
+  // The copies are ordered on `stream`; the caller makes sure no launch on another stream
+  // reads the weights meanwhile. Throws ArgumentError, CudaError.
+  void refresh_weights(const MaterializerWeights& weights, CUstream stream);
+
+  // Uses the caller's cos/sin table for group `group`: `rows` rows of R = rotary_dim values
+  // (cos in columns [0, R/2), sin in [R/2, R)), options.cos_sin dtype, device memory, rows
+  // `row_stride` elements apart (0 = R). Not copied: the table must stay alive and unchanged
+  // in size while launches (and graphs captured with it) may read it. Positions >= rows are
+  // skipped and flagged (error_flag()). A later call replaces the table for later launches
+  // only. Throws ArgumentError.
+  void set_cos_sin(std::size_t group, const void* table, std::int64_t rows, std::int64_t row_stride = 0);
+
+  // Grows the projection buffer to `max_tokens` rows (nothing when it has them already), for
+  // engines whose largest call is known only at run time. It allocates, so not while a stream
+  // is capturing; the old buffer is kept until destruction, so a graph captured earlier still
+  // reads and writes valid memory. Throws ArgumentError, CudaError.
+  void reserve_tokens(std::int64_t max_tokens);
+  std::int64_t max_tokens() const;
+
+  // The device buffers the launches read, for engines that expose them (e.g. sglang's
+  // flat_kv_weight_t): the packed W_kv [N, hidden] row-major in options.act (N =
+  // projection_width(), groups in plan order), and group g's folded K-norm weights
+  // [L_g, D_g] fp32 (0 without a K norm). Owned by the materializer.
+  CUdeviceptr packed_weights() const;
+  CUdeviceptr k_norm_weights(std::size_t group) const;
 
   // The projection of the last call, [T, N] row-major (N = sum over layers of 2*H*D, layers in
   // group order), e.g. for tests.

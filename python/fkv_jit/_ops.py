@@ -65,7 +65,7 @@ def materialize_to_pool(helper: int, hidden: torch.Tensor, positions: torch.Tens
         raise RuntimeError("a helper built on meta tensors cannot run on real tensors")
     binding = h.bind_pool(k_buffers, v_buffers, k_scales, v_scales)
     if hidden.shape[0] != 0:
-        h._fn_pool(hidden, positions, cache_loc, binding)
+        h._fn_pool(hidden, positions, cache_loc, binding, [])
 
 
 @materialize_to_pool.register_fake

@@ -56,6 +56,19 @@ def _per_layer(value, n: int, what: str) -> list:
     return value
 
 
+def _host_fp32(tensors) -> list:
+    """Per-layer vectors as the binding takes them: contiguous float32 CPU tensors."""
+    return [t.detach().to(device="cpu", dtype=_torch().float32).reshape(-1).contiguous() for t in tensors]
+
+
+def _same(a, b) -> bool:
+    """Identity for tensors (no elementwise ==), equality for everything else."""
+    torch = _torch()
+    if isinstance(a, torch.Tensor) or isinstance(b, torch.Tensor):
+        return a is b
+    return a == b
+
+
 class _Group:
     """One plan group's output shape: layers (model numbering), heads, head_dim."""
 
@@ -87,7 +100,18 @@ class FusedKVMaterializeHelper:
       max_tokens: the largest number of tokens per call (rows of the projection buffer).
       kv_cache_dtype: the KV pool's dtype (torch dtype or "fp8_e4m3" / "fp8_e5m2"; uint8 pools
         are read as this); default the activation dtype.
-      debug: check positions and slots on the device (see check_device_errors()).
+      debug: mark the kernels as debug builds (positions and slots are checked on the device
+        either way: see check_device_errors()).
+      kv_biases: per attention layer the K/V part of the QKV projection's bias, [2*KV] (K then
+        V), e.g. qkv_proj.bias[q_size:q_size + 2*kv_size]; None = no bias. Added to the
+        projection before the K norm (fp32 inside the kernel).
+      paged: the pool kernels take paged KV caches: materialize_to_pool() then takes
+        [num_blocks, block_size, H, D] views (see there) instead of [num_slots, H, D] rows.
+      cos_sin_cache: use this table instead of building one from the config: a CUDA tensor
+        [max_position, rotary_dim] (cos in the first rotary_dim/2 columns, sin in the rest), in
+        float32 (other float dtypes are converted once), e.g. the engine's
+        rotary_emb.cos_sin_cache, so K is rotated with exactly the values the engine rotates Q
+        with. Not copied: the helper keeps a reference. Strict plans only (one table).
 
     write_layer_kv(layer_id, k, v) receives the model layer number and [T, H, D] tensors, like
     the seed's.
@@ -95,7 +119,8 @@ class FusedKVMaterializeHelper:
 
     def __init__(self, config, kv_weights, k_norm_weights=None, eps=None, *, grouped: bool = False,
                  max_position: Optional[int] = None, max_tokens: int = 8192,
-                 kv_cache_dtype=None, debug: bool = False):
+                 kv_cache_dtype=None, debug: bool = False, kv_biases=None, paged: bool = False,
+                 cos_sin_cache=None):
         torch = _torch()
         from . import _as_config, plan as make_plan
         self.config = _as_config(config)
@@ -137,6 +162,22 @@ class FusedKVMaterializeHelper:
         if not needs_norm and any(n is not None for n in norms):
             raise ValueError("k_norm_weights were given, but the config's layers have no K norm")
         self.cache_name = self._cache_name(kv_cache_dtype)
+        biases = _per_layer(kv_biases, L, "kv_biases")
+        if any(b is not None for b in biases):
+            if any(b is None for b in biases):
+                raise ValueError("kv_biases: give a bias for every attention layer, or None")
+            for i, b in enumerate(biases):
+                s = spec_of[self.layer_ids[i]]
+                if tuple(b.shape) != (2 * s.num_kv_heads * s.head_dim,):
+                    raise ValueError(f"kv_biases[{i}] has shape {tuple(b.shape)}, expected "
+                                     f"({2 * s.num_kv_heads * s.head_dim},) (K part, then V)")
+        else:
+            biases = None
+        self.paged = bool(paged)
+        if cos_sin_cache is not None and len(self.plan.groups) != 1:
+            raise ValueError("cos_sin_cache serves one table: use it with a strict plan (grouped=False)")
+        self._cos_sin_src = None    # the table given (the engine's tensor)
+        self._cos_sin_keep = []     # every table handed to the library: captured graphs may read them
 
         # Output layout of the stacked op: per group, K [L_g, T, H, D] then V of that shape.
         self.groups = [_Group(g.layers, g.spec.num_kv_heads, g.spec.head_dim)
@@ -151,20 +192,48 @@ class FusedKVMaterializeHelper:
             options = {"grouped": grouped, "act": self.act, "cache": self.cache_name,
                        "max_tokens": int(max_tokens), "max_position": int(max_position or 0),
                        "device": index, "debug": bool(debug), "stacked": True, "pool": True,
-                       "hidden": self.hidden}
-            host_norms = [] if not needs_norm else [
-                n.detach().to(device="cpu", dtype=torch.float32).reshape(-1).contiguous() for n in norms]
+                       "hidden": self.hidden, "paged": self.paged,
+                       "external_cos_sin": cos_sin_cache is not None, "cos_sin": "fp32"}
+            host_norms = [] if not needs_norm else _host_fp32(norms)
+            host_biases = [] if biases is None else _host_fp32(biases)
             eps_values = [] if eps is None else [float(e) for e in _per_layer(eps, L, "eps")]
             with torch.cuda.device(index):
                 fns = native().materializer_create(*self.config._source, json.dumps(options),
                                                    [w.detach() for w in weights], host_norms,
-                                                   eps_values)
+                                                   host_biases, eps_values)
             self._native = fns
             self._fn_pool = fns["materialize_pool"]
             self._fn_stacked = fns["materialize_stacked"]
             self._fn_bind = fns["bind_pool"]
+            self._max_tokens = int(max_tokens)
+            if cos_sin_cache is not None:
+                self._set_cos_sin(cos_sin_cache)
         self._bound = None  # (k tuple, v tuple, k scales, v scales, binding id)
         self._handle = _ops.register(self)
+
+    # ---- tables and capacity ---------------------------------------------------------------
+
+    def _set_cos_sin(self, table) -> None:
+        """Launches from now on read `table` (see cos_sin_cache); a no-op for the tensor already
+        in use, so calling it every step costs an identity check."""
+        if table is self._cos_sin_src:
+            return
+        torch = _torch()
+        if not isinstance(table, torch.Tensor) or table.dim() != 2:
+            raise TypeError("cos_sin_cache must be a 2-D torch tensor [max_position, rotary_dim]")
+        src = table
+        if self._native is not None:
+            if table.device != self.device or table.dtype != torch.float32 or table.stride(-1) != 1:
+                table = table.to(device=self.device, dtype=torch.float32).contiguous()
+            self._native["set_cos_sin"](0, table)
+        self._cos_sin_keep.append(table)
+        self._cos_sin_src = src
+
+    def reserve_tokens(self, max_tokens: int) -> None:
+        """Grows the projection buffer to max_tokens rows (it allocates: not while a CUDA graph
+        is being captured; graphs captured before keep their own buffer)."""
+        if self._native is not None and max_tokens > self._max_tokens:
+            self._max_tokens = int(self._native["reserve_tokens"](int(max_tokens)))
 
     # ---- dtypes ----------------------------------------------------------------------------
 
@@ -245,21 +314,37 @@ class FusedKVMaterializeHelper:
             write_layer_kv(layer, *per_layer[layer])
 
     def materialize_to_pool(self, ctx_hidden, positions, cache_loc, k_buffers, v_buffers,
-                            k_scales=None, v_scales=None) -> None:
-        """Writes K/V straight into the KV pool: row cache_loc[t] of each layer's buffers
-        (k_buffers[i], v_buffers[i] for the i-th attention layer, [num_slots, H, D] or
-        [num_slots, H*D] with contiguous rows); cache_loc[t] < 0 is skipped. k_scales/v_scales:
-        per-layer floats for fp8 pools (stored = x / scale, saturated); None = 1.0.
+                            k_scales=None, v_scales=None, slot_mappings=None) -> None:
+        """Writes K/V straight into the KV pool; slot s < 0 is skipped.
+
+        Flat pools (default): k_buffers[i], v_buffers[i] of the i-th attention layer are
+        [num_slots, H, D] or [num_slots, H*D] with contiguous rows; token t goes to row
+        cache_loc[t]. Paged pools (constructed with paged=True): each buffer is a
+        [num_blocks, block_size, H, D] view with a contiguous last dim and any other strides
+        (vLLM's kv_cache[0] / kv_cache[1], FlashInfer's kv_cache[:, 0] / kv_cache[:, 1], an HND
+        cache's .transpose(1, 2)); slot s is block s // block_size, row s % block_size. Every
+        buffer of a call has the same layout. slot_mappings (paged only): one [T] int64 tensor
+        per layer (e.g. vLLM's per-layer slot mappings) used instead of cache_loc.
+
+        k_scales / v_scales (fp8 pools; stored = x / scale, saturated): per-layer floats, or
+        float32 CUDA tensors [L] read at run time (so a captured graph sees later values);
+        None = 1.0.
 
         The pool buffers are checked once per set of tensor objects (see bind_pool())."""
         torch = _torch()
         ctx_hidden, positions = self._inputs(ctx_hidden, positions)
         cache_loc = self._index(cache_loc, "cache_loc")
+        maps = [] if slot_mappings is None else [
+            self._index(m, f"slot_mappings[{i}]") for i, m in enumerate(slot_mappings)]
         if self._native is not None and not torch.compiler.is_compiling():
             binding = self.bind_pool(k_buffers, v_buffers, k_scales, v_scales)
             if ctx_hidden.shape[0] != 0:
-                self._fn_pool(ctx_hidden, positions, cache_loc, binding)
+                self._fn_pool(ctx_hidden, positions, cache_loc, binding, maps)
             return
+        if maps or isinstance(k_scales, torch.Tensor) or isinstance(v_scales, torch.Tensor):
+            raise NotImplementedError("slot_mappings and tensor scales are not traced by "
+                                      "torch.compile: call materialize_to_pool outside the compiled "
+                                      "region (it can be captured in a CUDA graph)")
         L = self.num_layers
         torch.ops.fkv_jit.materialize_to_pool(
             self._handle, ctx_hidden, positions, cache_loc, list(_per_layer(k_buffers, L, "k_buffers")),
@@ -280,7 +365,7 @@ class FusedKVMaterializeHelper:
         b = self._bound
         if (b is not None and len(k_buffers) == len(b[0]) and len(v_buffers) == len(b[1])
                 and all(map(operator.is_, k_buffers, b[0])) and all(map(operator.is_, v_buffers, b[1]))
-                and k_scales == b[2] and v_scales == b[3]):
+                and _same(k_scales, b[2]) and _same(v_scales, b[3])):
             return b[4]
         if self._native is None:
             raise RuntimeError("a helper built on meta tensors has no pool to bind")
@@ -291,15 +376,23 @@ class FusedKVMaterializeHelper:
         for name, bufs in (("k_buffers", kb), ("v_buffers", vb)):
             if any(not isinstance(t, torch.Tensor) for t in bufs):
                 raise TypeError(f"{name} must be torch tensors")
-        binding = int(self._fn_bind(kb, vb, self._scales(k_scales) or [], self._scales(v_scales) or []))
+        tensors = isinstance(k_scales, torch.Tensor), isinstance(v_scales, torch.Tensor)
+        if any(tensors):
+            if not all(tensors):
+                raise ValueError("k_scales and v_scales: both tensors or neither")
+            binding = int(self._fn_bind(kb, vb, [], [], [k_scales, v_scales]))
+        else:
+            binding = int(self._fn_bind(kb, vb, self._scales(k_scales) or [],
+                                        self._scales(v_scales) or [], []))
         self._bound = (tuple(k_buffers), tuple(v_buffers), k_scales, v_scales, binding)
         return binding
 
     def check_device_errors(self) -> int:
-        """Debug mode: the device error bits so far (1 = a position outside the cos/sin table,
-        2 = a slot outside the pool); synchronizes. Resets them."""
-        if not self.debug or self._native is None:
-            raise RuntimeError("construct the helper with debug=True (on a CUDA device) to check on the device")
+        """The device error bits so far (1 = a position outside the cos/sin table, 2 = a slot
+        outside the pool: such tokens were skipped, never read or written out of bounds; the
+        kernels always check); synchronizes the current stream. Resets them."""
+        if self._native is None:
+            raise RuntimeError("a helper built on meta tensors has no device to check")
         _torch().cuda.current_stream(self.device).synchronize()
         return int(self._native["read_errors"](True))
 

@@ -290,7 +290,10 @@ bool contiguous(const ffi::TensorView& t) { return t.IsContiguous(); }
 struct BoundPool {
   std::vector<void*> k, v;
   std::vector<float> k_scales, v_scales;
+  const float* k_scales_device = nullptr;  // fp32 [L] device tensors kept alive by the caller
+  const float* v_scales_device = nullptr;
   std::int64_t num_slots = 0, slot_stride = 0;
+  std::int64_t block_size = 0, block_stride = 0, head_stride = 0;  // paged only
 };
 
 struct State {
@@ -300,6 +303,8 @@ struct State {
   std::vector<std::int64_t> layer_width;  // H*D per attention layer (layers() order)
   std::vector<std::int64_t> group_elems;  // per group: L_g * H_g * D_g (per token, K or V)
   std::int64_t stacked_elems = 0;         // per token, K and V of every group
+  std::vector<int> group_rotary;          // rotary_dim per group
+  std::vector<std::vector<std::int64_t>> group_norm;  // [L_g, D_g] per group; empty: no K norm
   std::vector<BoundPool> pools;
   std::mutex mutex;  // bind_pool only; calls are one stream at a time by contract
 
@@ -334,8 +339,56 @@ struct State {
     return in;
   }
 
+  static void same_layout(BoundPool& p, bool first, const std::string& what, std::int64_t slots,
+                          std::int64_t slot_stride, std::int64_t block_size, std::int64_t block_stride,
+                          std::int64_t head_stride) {
+    if (first) {
+      p.num_slots = slots;
+      p.slot_stride = slot_stride;
+      p.block_size = block_size;
+      p.block_stride = block_stride;
+      p.head_stride = head_stride;
+    } else if (slots != p.num_slots || slot_stride != p.slot_stride || block_size != p.block_size ||
+               block_stride != p.block_stride || head_stride != p.head_stride) {
+      raise("ValueError", what + ": every pool buffer must have the same layout (slots, block size and strides) as "
+                                 "k_buffers[0]: " + std::to_string(p.num_slots) + " slots, slot stride " +
+                                 std::to_string(p.slot_stride) + "; got " + std::to_string(slots) + ", " +
+                                 std::to_string(slot_stride));
+    }
+  }
+
+  void bind_flat(BoundPool& p, const ffi::TensorView& tv, const std::string& what, std::size_t i, bool first) const {
+    std::int64_t inner = 1;
+    for (int d = 1; d < tv.ndim(); ++d) inner *= tv.size(d);
+    bool rows_contiguous = tv.ndim() >= 2;
+    std::int64_t expect = 1;
+    for (int d = tv.ndim() - 1; d >= 1 && rows_contiguous; --d) {
+      if (tv.size(d) != 1 && tv.stride(d) != expect) rows_contiguous = false;
+      expect *= tv.size(d);
+    }
+    if (!rows_contiguous || inner != layer_width[i])
+      raise("ValueError", what + " must be [num_slots, num_kv_heads, head_dim] (or [num_slots, " +
+                              std::to_string(layer_width[i]) + "]) with contiguous rows");
+    const std::int64_t stride = tv.size(0) > 1 ? tv.stride(0) : layer_width[i];
+    same_layout(p, first, what, tv.size(0), stride, 0, 0, 0);
+  }
+
+  void bind_paged(BoundPool& p, const ffi::TensorView& tv, const std::string& what, std::size_t i, bool first) const {
+    if (tv.ndim() != 4 || tv.size(2) * tv.size(3) != layer_width[i] || tv.stride(3) != 1)
+      raise("ValueError", what + " must be a [num_blocks, block_size, num_kv_heads, head_dim] view with a contiguous "
+                                 "last dim (H*D = " + std::to_string(layer_width[i]) + "); for an HND cache pass "
+                                 "its .transpose(1, 2)");
+    same_layout(p, first, what, tv.size(0) * tv.size(1), tv.stride(1), tv.size(1), tv.stride(0), tv.stride(2));
+  }
+
+  // Flat pools: [num_slots, H, D] or [num_slots, H*D] with contiguous rows. Paged pools
+  // (opt.paged): [num_blocks, block_size, H, D] views with a contiguous last dim, any other
+  // strides (vLLM's kv_cache[0], FlashInfer's kv[:, 0], HND layouts through .transpose(1, 2)):
+  // block, slot and head strides are read from the tensor. scales_device: empty or [k, v]
+  // fp32 [L] device tensors, read at run time.
   std::int64_t bind_pool(const ffi::Array<ffi::Tensor>& k, const ffi::Array<ffi::Tensor>& v,
-                         const ffi::Array<double>& ks, const ffi::Array<double>& vs) {
+                         const ffi::Array<double>& ks, const ffi::Array<double>& vs,
+                         const ffi::Array<ffi::Tensor>& scales_device) {
     const std::size_t L = layer_width.size();
     if (k.size() != L || v.size() != L)
       raise("ValueError", "k_buffers and v_buffers need one buffer per attention layer (" + std::to_string(L) +
@@ -357,25 +410,10 @@ struct State {
         if (!matches(tv.dtype(), opt.cache))
           raise("TypeError", what + " is " + dl_name(tv.dtype()) + "; the helper writes " + fkv::to_string(opt.cache) +
                                  " pools (kv_cache_dtype)");
-        std::int64_t inner = 1;
-        for (int d = 1; d < tv.ndim(); ++d) inner *= tv.size(d);
-        bool rows_contiguous = tv.ndim() >= 2;
-        std::int64_t expect = 1;
-        for (int d = tv.ndim() - 1; d >= 1 && rows_contiguous; --d) {
-          if (tv.size(d) != 1 && tv.stride(d) != expect) rows_contiguous = false;
-          expect *= tv.size(d);
-        }
-        if (!rows_contiguous || inner != layer_width[i])
-          raise("ValueError", what + " must be [num_slots, num_kv_heads, head_dim] (or [num_slots, " +
-                                  std::to_string(layer_width[i]) + "]) with contiguous rows");
-        const std::int64_t slots = tv.size(0), stride = tv.size(0) > 1 ? tv.stride(0) : layer_width[i];
-        if (s == 0 && i == 0) {
-          p.num_slots = slots;
-          p.slot_stride = stride;
-        } else if (slots != p.num_slots || stride != p.slot_stride) {
-          raise("ValueError", what + ": every pool buffer must have the same slot count and slot stride (" +
-                                  std::to_string(p.num_slots) + " slots, stride " + std::to_string(p.slot_stride) +
-                                  "); got " + std::to_string(slots) + ", " + std::to_string(stride));
+        if (opt.paged) {
+          bind_paged(p, tv, what, i, s == 0 && i == 0);
+        } else {
+          bind_flat(p, tv, what, i, s == 0 && i == 0);
         }
         if (reinterpret_cast<std::uintptr_t>(data(tv)) % 16 != 0)
           raise("ValueError", what + " is not 16-byte aligned");
@@ -384,20 +422,52 @@ struct State {
     }
     for (double x : ks) p.k_scales.push_back(static_cast<float>(x));
     for (double x : vs) p.v_scales.push_back(static_cast<float>(x));
+    if (scales_device.size() != 0) {
+      if (scales_device.size() != 2) raise("ValueError", "device scales come as a pair: k_scales, v_scales");
+      if (!fp8) raise("ValueError", "k_scales / v_scales apply to fp8 pools only; this pool is " + fkv::to_string(opt.cache));
+      if (ks.size() != 0 || vs.size() != 0)
+        raise("ValueError", "give k_scales / v_scales either as floats or as device tensors, not both");
+      const float** dst[2] = {&p.k_scales_device, &p.v_scales_device};
+      for (int s = 0; s < 2; ++s) {
+        const ffi::TensorView t(scales_device[s]);
+        const std::string what = s == 0 ? "k_scales" : "v_scales";
+        check_device(t, what.c_str());
+        if (!is(t.dtype(), kDLFloat, 32) || !contiguous(t) || t.numel() != static_cast<std::int64_t>(L))
+          raise("ValueError", what + " as a tensor must be a contiguous float32 tensor of " + std::to_string(L) +
+                                  " values (one per attention layer) on the helper's device");
+        *dst[s] = static_cast<const float*>(data(t));
+      }
+    }
     std::lock_guard<std::mutex> lock(mutex);
     pools.push_back(std::move(p));
     return static_cast<std::int64_t>(pools.size() - 1);
   }
 
-  void materialize_pool(const ffi::TensorView& hidden_t, const ffi::TensorView& pos, const ffi::TensorView& loc,
-                        std::int64_t pool_id) {
-    const fkv::MaterializerInput in = input(hidden_t, pos);
-    check_device(loc, "cache_loc");
-    if (loc.ndim() != 1 || loc.size(0) != in.num_tokens)
-      raise("ValueError", "cache_loc has " + std::to_string(loc.numel()) + " entries for " +
-                              std::to_string(in.num_tokens) + " tokens");
+  void check_slots(const ffi::TensorView& loc, const std::string& what, std::int64_t T) const {
+    check_device(loc, what.c_str());
+    if (loc.ndim() != 1 || loc.size(0) != T)
+      raise("ValueError", what + " has " + std::to_string(loc.numel()) + " entries for " + std::to_string(T) + " tokens");
     if (!is(loc.dtype(), kDLInt, 64) || !contiguous(loc))
-      raise("TypeError", "cache_loc must be a contiguous int64 tensor, got " + dl_name(loc.dtype()));
+      raise("TypeError", what + " must be a contiguous int64 tensor, got " + dl_name(loc.dtype()));
+  }
+
+  // slot_maps: empty, or one [T] int64 tensor per attention layer (paged pools only).
+  void materialize_pool(const ffi::TensorView& hidden_t, const ffi::TensorView& pos, const ffi::TensorView& loc,
+                        std::int64_t pool_id, const ffi::Array<ffi::Tensor>& slot_maps) {
+    const fkv::MaterializerInput in = input(hidden_t, pos);
+    check_slots(loc, "cache_loc", in.num_tokens);
+    std::vector<const void*> maps;
+    if (slot_maps.size() != 0) {
+      if (!opt.paged) raise("ValueError", "per-layer slot mappings need a helper constructed with paged=True");
+      if (slot_maps.size() != layer_width.size())
+        raise("ValueError", "slot_mappings takes one [T] tensor per attention layer (" +
+                                std::to_string(layer_width.size()) + "), got " + std::to_string(slot_maps.size()));
+      for (std::size_t i = 0; i < slot_maps.size(); ++i) {
+        const ffi::TensorView t(slot_maps[i]);
+        check_slots(t, "slot_mappings[" + std::to_string(i) + "]", in.num_tokens);
+        maps.push_back(data(t));
+      }
+    }
     if (pool_id < 0 || static_cast<std::size_t>(pool_id) >= pools.size())
       raise("ValueError", "unknown pool binding " + std::to_string(pool_id));
     const BoundPool& p = pools[static_cast<std::size_t>(pool_id)];
@@ -409,6 +479,12 @@ struct State {
     out.slot_stride = p.slot_stride;
     out.k_scales = p.k_scales;
     out.v_scales = p.v_scales;
+    out.k_scales_device = p.k_scales_device;
+    out.v_scales_device = p.v_scales_device;
+    out.block_size = p.block_size;
+    out.block_stride = p.block_stride;
+    out.head_stride = p.head_stride;
+    out.slot_mappings = maps;
     m->materialize_pool(in, out, stream());
   }
 
@@ -431,6 +507,22 @@ struct State {
     m->materialize_stacked(in, k, v, stream());
   }
 
+  // The caller's cos/sin table for `group` ([rows, >= R] in the cos/sin dtype, contiguous
+  // last dim), not copied: fkv_jit keeps the tensor alive.
+  void set_cos_sin(std::int64_t group, const ffi::TensorView& t) {
+    check_device(t, "cos_sin_cache");
+    if (group < 0 || static_cast<std::size_t>(group) >= group_rotary.size())
+      raise("ValueError", "group " + std::to_string(group) + " is out of range");
+    const int R = group_rotary[static_cast<std::size_t>(group)];
+    if (!matches(t.dtype(), opt.cos_sin))
+      raise("TypeError", "cos_sin_cache is " + dl_name(t.dtype()) + "; the helper reads " + fkv::to_string(opt.cos_sin));
+    if (t.ndim() != 2 || t.size(1) != R || t.stride(1) != 1)
+      raise("ValueError", "cos_sin_cache must be [max_position, rotary_dim=" + std::to_string(R) +
+                              "] with a contiguous last dim, got " + std::to_string(t.ndim()) + " dims");
+    fkv::ensure_context(opt.device);
+    m->set_cos_sin(static_cast<std::size_t>(group), data(t), t.size(0), t.size(0) > 1 ? t.stride(0) : R);
+  }
+
   CUstream stream() const { return static_cast<CUstream>(TVMFFIEnvGetStream(kDLCUDA, opt.device)); }
 
   std::int64_t read_errors(bool reset) {
@@ -448,8 +540,22 @@ struct State {
   }
 };
 
+// Host fp32 vectors from contiguous float32 CPU tensors (K-norm weights, K/V biases).
+std::vector<std::vector<float>> host_vectors(const ffi::Array<ffi::Tensor>& tensors, const char* what) {
+  std::vector<std::vector<float>> out;
+  for (std::size_t i = 0; i < tensors.size(); ++i) {
+    const ffi::TensorView t(tensors[i]);
+    if (t.device().device_type != kDLCPU || !is(t.dtype(), kDLFloat, 32) || !contiguous(t))
+      raise("TypeError", std::string(what) + " reach the binding as contiguous float32 CPU tensors");
+    const float* p = static_cast<const float*>(data(t));
+    out.emplace_back(p, p + t.numel());
+  }
+  return out;
+}
+
 fkv::MaterializerWeights weights_of(const State& st, const ffi::Array<ffi::Tensor>& w_kv,
-                                    const ffi::Array<ffi::Tensor>& k_norm, const ffi::Array<double>& eps) {
+                                    const ffi::Array<ffi::Tensor>& k_norm, const ffi::Array<ffi::Tensor>& kv_bias,
+                                    const ffi::Array<double>& eps) {
   fkv::MaterializerWeights w;
   std::int64_t row_stride = 0;
   for (std::size_t i = 0; i < w_kv.size(); ++i) {
@@ -467,21 +573,40 @@ fkv::MaterializerWeights weights_of(const State& st, const ffi::Array<ffi::Tenso
     w.w_kv.push_back(data(t));
   }
   w.w_kv_row_stride = row_stride;
-  for (std::size_t i = 0; i < k_norm.size(); ++i) {
-    const ffi::TensorView t(k_norm[i]);
-    if (t.device().device_type != kDLCPU || !is(t.dtype(), kDLFloat, 32) || !contiguous(t))
-      raise("TypeError", "k_norm weights reach the binding as contiguous float32 CPU tensors");
-    const float* p = static_cast<const float*>(data(t));
-    w.k_norm.emplace_back(p, p + t.numel());
-  }
+  w.k_norm = host_vectors(k_norm, "k_norm weights");
+  w.kv_bias = host_vectors(kv_bias, "kv biases");
   for (double e : eps) w.eps.push_back(static_cast<float>(e));
   return w;
+}
+
+// A tensor viewing device memory the materializer owns; it keeps the materializer alive.
+struct BorrowedAlloc {
+  std::shared_ptr<State> owner;
+  void* ptr = nullptr;
+  void AllocData(DLTensor* t) { t->data = ptr; }
+  void FreeData(DLTensor*) {}
+};
+
+DLDataType dl_type(fkv::DType d) {
+  switch (d) {
+    case fkv::DType::BF16: return DLDataType{kDLBfloat, 16, 1};
+    case fkv::DType::FP16: return DLDataType{kDLFloat, 16, 1};
+    default: return DLDataType{kDLFloat, 32, 1};
+  }
+}
+
+ffi::Tensor borrowed(const std::shared_ptr<State>& st, CUdeviceptr ptr, std::vector<std::int64_t> shape,
+                     DLDataType dtype) {
+  return ffi::Tensor::FromNDAlloc(BorrowedAlloc{st, reinterpret_cast<void*>(static_cast<std::uintptr_t>(ptr))},
+                                  ffi::ShapeView(shape.data(), shape.size()), dtype,
+                                  DLDevice{kDLCUDA, st->opt.device});
 }
 
 // Returns a map of closures over one fkv::FusedKVMaterializer (see fkv_jit/materializer.py).
 ffi::Map<ffi::String, ffi::Any> materializer_create(ffi::String source, bool is_path, ffi::String name,
                                                     ffi::String options_json, ffi::Array<ffi::Tensor> w_kv,
-                                                    ffi::Array<ffi::Tensor> k_norm, ffi::Array<double> eps) {
+                                                    ffi::Array<ffi::Tensor> k_norm, ffi::Array<ffi::Tensor> kv_bias,
+                                                    ffi::Array<double> eps) {
   return guarded([&] {
     const json o = json::parse(std::string(options_json));
     auto st = std::make_shared<State>();
@@ -495,11 +620,16 @@ ffi::Map<ffi::String, ffi::Any> materializer_create(ffi::String source, bool is_
     st->opt.debug_checks = o.at("debug").get<bool>();
     st->opt.stacked = o.at("stacked").get<bool>();
     st->opt.pool = o.at("pool").get<bool>();
+    st->opt.paged = o.value("paged", false);
+    st->opt.tp_size = o.value("tp_size", 1);
+    st->opt.tp_rank = o.value("tp_rank", 0);
+    st->opt.external_cos_sin = o.value("external_cos_sin", false);
+    st->opt.cos_sin = fkv::parse_dtype(o.value("cos_sin", std::string("fp32")));
     st->hidden = o.at("hidden");
     const fkv::ModelConfig config = is_path ? fkv::ModelConfig::from_file(std::string(source))
                                             : fkv::ModelConfig::from_json(std::string_view(source.data(), source.size()), std::string(name));
     fkv::ensure_context(st->opt.device);
-    const fkv::MaterializerWeights w = weights_of(*st, w_kv, k_norm, eps);
+    const fkv::MaterializerWeights w = weights_of(*st, w_kv, k_norm, kv_bias, eps);
     st->m = std::make_unique<fkv::FusedKVMaterializer>(config, st->hidden, w, st->opt);
     const fkv::Plan& plan = st->m->plan();
     std::vector<std::int64_t> width_of_layer(config.layers.size(), 0);
@@ -510,14 +640,51 @@ ffi::Map<ffi::String, ffi::Any> materializer_create(ffi::String source, bool is_
       st->stacked_elems += 2 * st->group_elems.back();
     }
     for (int l : st->m->layers()) st->layer_width.push_back(width_of_layer[static_cast<std::size_t>(l)]);
+    for (const fkv::LayerGroup& g : plan.groups) {
+      st->group_rotary.push_back(g.attn.rotary_dim);
+      st->group_norm.push_back(g.attn.k_norm != fkv::KNormKind::None
+                                   ? std::vector<std::int64_t>{static_cast<std::int64_t>(g.layers.size()), g.attn.head_dim}
+                                   : std::vector<std::int64_t>{});
+    }
 
     ffi::Map<ffi::String, ffi::Any> fns;
-    fns.Set("bind_pool", ffi::Function::FromTyped(
-                             [st](ffi::Array<ffi::Tensor> k, ffi::Array<ffi::Tensor> v, ffi::Array<double> ks,
-                                  ffi::Array<double> vs) { return guarded([&] { return st->bind_pool(k, v, ks, vs); }); }));
-    fns.Set("materialize_pool",
-            ffi::Function::FromTyped([st](ffi::TensorView h, ffi::TensorView p, ffi::TensorView loc, int64_t id) {
-              guarded([&] { st->materialize_pool(h, p, loc, id); });
+    fns.Set("bind_pool", ffi::Function::FromTyped([st](ffi::Array<ffi::Tensor> k, ffi::Array<ffi::Tensor> v,
+                                                       ffi::Array<double> ks, ffi::Array<double> vs,
+                                                       ffi::Array<ffi::Tensor> scales_device) {
+              return guarded([&] { return st->bind_pool(k, v, ks, vs, scales_device); });
+            }));
+    fns.Set("materialize_pool", ffi::Function::FromTyped([st](ffi::TensorView h, ffi::TensorView p, ffi::TensorView loc,
+                                                              int64_t id, ffi::Array<ffi::Tensor> maps) {
+              guarded([&] { st->materialize_pool(h, p, loc, id, maps); });
+            }));
+    // In place: the packed weights, K-norm weights and biases keep their addresses.
+    fns.Set("refresh_weights", ffi::Function::FromTyped([st](ffi::Array<ffi::Tensor> w_kv, ffi::Array<ffi::Tensor> k_norm,
+                                                             ffi::Array<ffi::Tensor> kv_bias, ffi::Array<double> eps) {
+              guarded([&] {
+                fkv::ensure_context(st->opt.device);
+                st->m->refresh_weights(weights_of(*st, w_kv, k_norm, kv_bias, eps), st->stream());
+              });
+            }));
+    fns.Set("reserve_tokens", ffi::Function::FromTyped([st](int64_t n) {
+              guarded([&] { st->m->reserve_tokens(n); });
+              return st->m->max_tokens();
+            }));
+    fns.Set("set_cos_sin", ffi::Function::FromTyped([st](int64_t group, ffi::TensorView t) {
+              guarded([&] { st->set_cos_sin(group, t); });
+            }));
+    fns.Set("packed_weights", ffi::Function::FromTyped([st]() {
+              return guarded([&] {
+                return borrowed(st, st->m->packed_weights(), {st->m->projection_width(), st->hidden}, dl_type(st->opt.act));
+              });
+            }));
+    fns.Set("k_norm_weights", ffi::Function::FromTyped([st](int64_t group) {
+              return guarded([&] {
+                if (group < 0 || static_cast<std::size_t>(group) >= st->group_norm.size() ||
+                    st->group_norm[static_cast<std::size_t>(group)].empty())
+                  raise("ValueError", "group " + std::to_string(group) + " has no K-norm weights");
+                return borrowed(st, st->m->k_norm_weights(static_cast<std::size_t>(group)),
+                                st->group_norm[static_cast<std::size_t>(group)], DLDataType{kDLFloat, 32, 1});
+              });
             }));
     fns.Set("materialize_stacked", ffi::Function::FromTyped([st](ffi::TensorView h, ffi::TensorView p, ffi::TensorView out) {
               guarded([&] { st->materialize_stacked(h, p, out); });
