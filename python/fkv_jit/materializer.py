@@ -206,8 +206,8 @@ class FusedKVMaterializeHelper:
             self._fn_stacked = fns["materialize_stacked"]
             self._fn_bind = fns["bind_pool"]
             self._max_tokens = int(max_tokens)
-            if cos_sin_cache is not None:
-                self._set_cos_sin(cos_sin_cache)
+        if cos_sin_cache is not None:
+            self._set_cos_sin(cos_sin_cache)
         self._bound = None  # (k tuple, v tuple, k scales, v scales, binding id)
         self._handle = _ops.register(self)
 

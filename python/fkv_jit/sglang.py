@@ -118,12 +118,14 @@ class FusedKVMaterializeHelper(_ConfigHelper):
                   "fkv": {"layers": [dict(layer, eps=e) for e in eps_values]}}
         kv_weights = [w if w.device == self.device or self.device.type == "meta"
                       else w.to(self.device) for w in kv_weights]
+        # The engine's table (grown to the hint first, as the seed does) is the kernels' table:
+        # the library builds none of its own.
+        table = (self._grow_rope_cache(self.max_position_hint)
+                 if self.max_position_hint is not None else rotary_emb.cos_sin_cache)
         # The projection buffer starts small and grows like the seed's workspace (doubling),
         # outside graph capture; reserve_tokens() sizes it ahead of time.
         super().__init__(config, kv_weights, None if self._norm_dtype is None else norms,
-                         eps_values, max_tokens=256, kv_biases=kv_biases)
-        if self.max_position_hint is not None:
-            self._ensure_rope_cache(self.max_position_hint)
+                         eps_values, max_tokens=256, kv_biases=kv_biases, cos_sin_cache=table)
 
         # The buffers the launches read, as the seed exposes them: flat_kv_weight_t
         # [hidden, L * 2 * kv_size] (a transposed view of the packed [N, hidden] matrix the GEMM
@@ -188,9 +190,15 @@ class FusedKVMaterializeHelper(_ConfigHelper):
     # ---- the cos/sin table -----------------------------------------------------------------
 
     def _ensure_rope_cache(self, max_position: int):
-        """The seed's: grow the engine's table through _ensure_cos_sin_cache_length when
-        max_position is past it, then refuse a table that is still too short; here the table
-        is also handed to the kernels (a no-op when it is the one in use)."""
+        """The seed's: the engine's table, grown to cover max_position; here it is also handed
+        to the kernels (a no-op when it is the one in use)."""
+        cos_sin_cache = self._grow_rope_cache(max_position)
+        self._set_cos_sin(cos_sin_cache)
+        return cos_sin_cache
+
+    def _grow_rope_cache(self, max_position: int):
+        """Grow the engine's table through _ensure_cos_sin_cache_length when max_position is
+        past it, then refuse a table that is still too short (the seed's text)."""
         if max_position + 1 > self._reserved_rope_cache_len:
             ensure = getattr(self.rotary_emb, "_ensure_cos_sin_cache_length", None)
             if callable(ensure):
@@ -201,7 +209,6 @@ class FusedKVMaterializeHelper(_ConfigHelper):
             raise RuntimeError(
                 "RoPE cos/sin cache is too short for fused KV materialization: "
                 f"max_position={max_position}, cache_len={int(cos_sin_cache.shape[0])}.")
-        self._set_cos_sin(cos_sin_cache)
         return cos_sin_cache
 
     # ---- the seed's operations -------------------------------------------------------------
