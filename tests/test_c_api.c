@@ -522,6 +522,8 @@ static void test_materializer_arguments(void) {
   CHECK_STATUS(fkv_materializer_pool(NULL, &in, &pool, NULL), FKV_ERR_ARGUMENT);
   CHECK_STATUS(fkv_materializer_stacked(NULL, &in, NULL, NULL, 0, NULL), FKV_ERR_ARGUMENT);
   CHECK_STATUS(fkv_materializer_take_error_flag(NULL, NULL, &flags), FKV_ERR_ARGUMENT);
+  CHECK_STATUS(fkv_materializer_refresh_weights(NULL, &w, NULL), FKV_ERR_ARGUMENT);
+  CHECK_CONTAINS("materializer");
   CHECK(fkv_materializer_error_flag(NULL) == NULL);
   CHECK(fkv_materializer_num_layers(NULL) == 0);
   CHECK(strcmp(fkv_materializer_plan_json(NULL), "") == 0);
