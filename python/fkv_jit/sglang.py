@@ -83,6 +83,8 @@ class FusedKVMaterializeHelper(_ConfigHelper):
         self.rotary_emb = rotary_emb
         self.n_layers = len(layers)
         self.device = torch.device(device) if not isinstance(device, int) else torch.device("cuda", device)
+        if self.device.type == "cuda" and self.device.index is None:
+            self.device = torch.device("cuda", torch.cuda.current_device())
         self.kv_size = self.num_kv_heads * self.head_dim
         self.layer_out_dim = 2 * self.kv_size
 
