@@ -23,7 +23,8 @@ Python overhead count when the GPU would otherwise wait), median over 50..200 ca
 warm-up. graph = one call captured into a torch.cuda.CUDAGraph, one replay between two events,
 median over 50..200 replays after warm-up. "gemm" is the projection GEMM alone (graph), for
 context. speedup = seed / fkv. Host-cost targets (issue 10), reported per T: fkv eager <=
-fkv graph + 8 us, and fkv_api eager <= seed eager / 1.5.
+fkv graph + 8 us, and fkv_api eager <= seed eager / 1.5. Last, the host time of single calls at
+T=8 with an idle GPU (synchronize, perf_counter around the call): where eager time goes.
 
     pip install dist/fkv_jit-*.whl    # the wheel, not the source tree
     python3 bench/e2e_bench.py --out e2e.json --md e2e.md
@@ -292,6 +293,56 @@ def run_size(s, tb, T, target_ms):
     return res
 
 
+# ---- host time per call ----------------------------------------------------------------------
+
+def host_profile(s, T=8, n=300):
+    """Host time of one call with an idle GPU (synchronize, then perf_counter around the call;
+    median of n): where the eager-minus-graph time of the T=8 step goes."""
+    dev = s.dev
+    num_slots = 1024
+    ctx = torch.randn(T, HIDDEN, generator=s.gen).to(device=dev, dtype=DTYPE)
+    positions = torch.randint(0, MAX_POS, (T,), generator=s.gen, dtype=torch.int64).to(dev)
+    cache_loc = torch.randperm(num_slots, generator=s.gen)[:T].to(dev, torch.int64).contiguous()
+    kp = [torch.zeros(num_slots, KV_HEADS, HEAD_DIM, dtype=DTYPE, device=dev) for _ in range(LAYERS)]
+    vp = [torch.zeros_like(b) for b in kp]
+    k = torch.empty(T, KV_HEADS, HEAD_DIM, dtype=DTYPE, device=dev)
+    h = s.helper
+    binding = h.bind_pool(kp, vp)
+
+    def write_all():
+        for l in range(LAYERS):
+            kp[l][cache_loc] = k
+            vp[l][cache_loc] = k
+
+    items = [
+        ("materialize_to_pool (Python method: checks, binding lookup, native call)",
+         lambda: h.materialize_to_pool(ctx, positions, cache_loc, kp, vp)),
+        ("native call alone (tvm-ffi: cuBLASLt GEMM + fused launch)",
+         lambda: h._fn_pool(ctx, positions, cache_loc, binding, [])),
+        ("torch.mm of the same projection", lambda: torch.mm(ctx, s.w_all.t())),
+        (f"{LAYERS} layers of index-put writes (what a write_layer_kv does)", write_all),
+        ("materialize(write_layer_kv) with those writes",
+         lambda: h.materialize(ctx, positions, lambda l, kk, vv: (kp[l].index_put_((cache_loc,), kk),
+                                                                  vp[l].index_put_((cache_loc,), vv)))),
+        ("torch.cuda.current_stream() (for scale)", lambda: torch.cuda.current_stream()),
+    ]
+    out = []
+    for name, fn in items:
+        for _ in range(10):
+            fn()
+        samples = []
+        for _ in range(n):
+            torch.cuda.synchronize()
+            t0 = time.perf_counter()
+            fn()
+            samples.append((time.perf_counter() - t0) * 1e6)
+        samples.sort()
+        out.append({"what": name, "median_us": samples[n // 2], "p10_us": samples[n // 10]})
+        log(f"host T={T}: {name}: {samples[n // 2]:.1f} us")
+    torch.cuda.synchronize()
+    return {"tokens": T, "items": out}
+
+
 # ---- output ----------------------------------------------------------------------------------
 
 def fmt(x, digits=1):
@@ -323,6 +374,11 @@ def markdown(doc):
             f"{fmt(s.get('graph_us'))} | {fmt_x(r.get('speedup_graph'))} | "
             f"{fmt(r.get('gemm_graph_us'))} | {fmt(r.get('host_overhead_us'))} | "
             f"{fmt(r.get('fkv_api', {}).get('eager_us'))} | {fmt_x(r.get('api_vs_seed_eager'))} |")
+    hp = doc.get("host_profile") or {}
+    if hp.get("items"):
+        lines += ["", f"Host time of one call at T={hp['tokens']}, GPU idle (median µs):", "",
+                  "| call | host µs |", "|:---|---:|"]
+        lines += [f"| {i['what']} | {fmt(i['median_us'])} |" for i in hp["items"]]
     return "\n".join(lines) + "\n"
 
 
@@ -399,6 +455,8 @@ def main():
         all_ok = all_ok and bool(r.get("check", {}).get("ok"))
         doc["results"].append(r)
         save()
+    doc["host_profile"] = guarded("host profile", lambda: host_profile(s))
+    save()
     doc["elapsed_s"] = time.time() - t_start
     save()
     log(f"done in {doc['elapsed_s']:.1f} s -> {args.out}, {md_path}")
