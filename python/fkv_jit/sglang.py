@@ -72,7 +72,7 @@ class FusedKVMaterializeHelper(_ConfigHelper):
         syncs to read positions.max() and grows the table when needed.
 
     Positions at or past the table are never read out of bounds: the kernel skips that token
-    and sets an error bit (check_device_errors() with debug=True, or the C++ error flag).
+    and sets an error bit that check_device_errors() reads.
     """
 
     def __init__(self, layers: List, rotary_emb, num_kv_heads: int, head_dim: int, device,
