@@ -288,9 +288,13 @@ KernelCache::KernelCache(CacheOptions options) : impl_(std::make_unique<Impl>())
 KernelCache::~KernelCache() = default;
 
 CacheResult KernelCache::get(const KernelSource& src, const CompileOptions& options) {
+  return get(src, options, JitOptions::global());
+}
+
+CacheResult KernelCache::get(const KernelSource& src, const CompileOptions& options, const JitOptions& jit) {
   // The short name only makes the file recognizable; entry_paths() sanitizes it again.
   const std::string name = src.short_name.empty() ? cache_short_name(src.name_expression) : src.short_name;
-  return get(CacheKey::make(src, options), name, [&] { return compile(src, options); });
+  return get(CacheKey::make(src, options, jit), name, [&] { return compile(src, options, jit); });
 }
 
 CacheResult KernelCache::get(const CacheKey& key, const std::string& short_name,

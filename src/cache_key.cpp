@@ -58,6 +58,10 @@ std::string CacheKey::field(const std::string& label) const {
 }
 
 CacheKey CacheKey::make(const KernelSource& src, const CompileOptions& options) {
+  return make(src, options, JitOptions::global());
+}
+
+CacheKey CacheKey::make(const KernelSource& src, const CompileOptions& options, const JitOptions& jit) {
   // Everything NVRTC sees, in this order (a new input gets a field, and kCacheSchemaVersion
   // is bumped, before it may influence an image):
   //   1. schema          kCacheSchemaVersion: meaning of these fields and the entry layout
@@ -72,7 +76,7 @@ CacheKey CacheKey::make(const KernelSource& src, const CompileOptions& options) 
   //  10. source_hash     XXH3-128 of the specialized source and its in-memory headers
   //  11. kernel          NVRTC name expression
   std::string opts;
-  for (const auto& o : nvrtc_options(options)) opts += o + "\n";
+  for (const auto& o : nvrtc_options(options, jit)) opts += o + "\n";
   std::string seen;
   append_prefixed(seen, src.source);
   for (const auto& [name, text] : src.headers) {

@@ -67,11 +67,12 @@ struct Runtime::Impl {
     return *s;
   }
 
-  const LoadedKernel& load(KernelCache& cache, CUcontext ctx, const KernelSpec& spec,
+  const LoadedKernel& load(KernelCache& cache, const JitOptions& jit, CUcontext ctx, const KernelSpec& spec,
                            const std::string& key);
 };
 
-Runtime::Runtime(KernelCache& cache) : cache_(cache), impl_(std::make_unique<Impl>()) {}
+Runtime::Runtime(KernelCache& cache, const JitOptions& options)
+    : cache_(cache), options_(options), impl_(std::make_unique<Impl>()) {}
 
 Runtime::~Runtime() = default;
 
@@ -85,8 +86,8 @@ ArchTarget Runtime::device_target(int device) { return target_for(device_handle(
 
 // Loads `spec` into `ctx` unless that already happened. The steps, in data-flow order:
 // spec -> source (codegen) -> image (cache: memory, disk, or NVRTC) -> module -> function.
-const LoadedKernel& Runtime::Impl::load(KernelCache& cache, CUcontext ctx, const KernelSpec& spec,
-                                        const std::string& key) {
+const LoadedKernel& Runtime::Impl::load(KernelCache& cache, const JitOptions& jit, CUcontext ctx,
+                                        const KernelSpec& spec, const std::string& key) {
   Slot& slot = this->slot(ctx, key);
   if (slot.ready.load(std::memory_order_acquire)) return slot.kernel;
   std::lock_guard<std::mutex> lock(slot.mutex);
@@ -103,11 +104,11 @@ const LoadedKernel& Runtime::Impl::load(KernelCache& cache, CUcontext ctx, const
   CompileOptions options;
   options.arch = target.arch;
   options.ptx = target.ptx;
-  CacheResult image = cache.get(generate(spec), options);
+  CacheResult image = cache.get(generate(spec, jit), options, jit);
 
   Module module(ctx, image.kernel->image);
   CUfunction function = module.function(image.kernel->lowered_name);
-  const Tiling tiling = spec.tiling();
+  const Tiling tiling = spec.tiling(jit);  // as generate() baked it in
 
   LoadedKernel& k = slot.kernel;
   k.spec = spec;
@@ -129,7 +130,7 @@ const LoadedKernel& Runtime::Impl::load(KernelCache& cache, CUcontext ctx, const
 
 const LoadedKernel& Runtime::prepare(const KernelSpec& spec, int device) {
   CUcontext ctx = ensure_context(device);
-  return impl_->load(cache_, ctx, spec, spec.canonical());
+  return impl_->load(cache_, options_, ctx, spec, spec.canonical());
 }
 
 const LoadedKernel& Runtime::get(const KernelSpec& spec, CUstream stream) {
@@ -158,7 +159,7 @@ const LoadedKernel& Runtime::get(const KernelSpec& spec, CUstream stream) {
                     "CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED");
   }
   d.check(r, "cuStreamIsCapturing");
-  return impl_->load(cache_, ctx, spec, key);
+  return impl_->load(cache_, options_, ctx, spec, key);
 }
 
 void launch(const LoadedKernel& k, const FkvKernelParams& params, unsigned grid_x, unsigned grid_y,

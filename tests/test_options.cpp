@@ -109,6 +109,24 @@ TEST_CASE("generate() tiles with the JitOptions it is given, not the process's",
   CHECK(four.specialization == two.specialization);  // the block size is in the name, not the spec
 }
 
+TEST_CASE("a cache lookup keys and compiles with the JitOptions it is given", "[options][cache][nvrtc]") {
+  fkv::KernelCache cache(fkv::CacheOptions{});  // memory only
+  JitOptions plain;
+  JitOptions tuned;
+  tuned.nvrtc_options = {"--maxrregcount=64"};  // as FKV_NVRTC_OPTIONS=--maxrregcount=64
+  fkv::CompileOptions co;
+  co.arch = fkv::Arch{8, 0, false};
+  const fkv::KernelSource src = fkv::generate(small_spec(), plain);
+  const fkv::CacheKey a = fkv::CacheKey::make(src, co, plain);
+  const fkv::CacheKey b = fkv::CacheKey::make(src, co, tuned);
+  CHECK(a.digest != b.digest);
+  CHECK_THAT(b.field("options"), Catch::Contains("--maxrregcount=64"));
+  CHECK_THAT(a.field("options"), !Catch::Contains("--maxrregcount"));
+  CHECK(cache.get(src, co, plain).outcome == fkv::CacheOutcome::Compiled);
+  CHECK(cache.get(src, co, tuned).outcome == fkv::CacheOutcome::Compiled);  // another key: built again
+  CHECK(cache.get(src, co, tuned).outcome == fkv::CacheOutcome::MemoryHit);
+}
+
 TEST_CASE("FKV_DECODE_CROSSOVER and FKV_NVRTC_LIBRARY are read here, not where they are used", "[options]") {
   EnvGuard env;
   env.set("FKV_DECODE_CROSSOVER", std::nullopt);

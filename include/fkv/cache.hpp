@@ -62,7 +62,9 @@ class KernelCache {
   KernelCache(const KernelCache&) = delete;
   KernelCache& operator=(const KernelCache&) = delete;
 
-  // memory -> writable root -> read-only roots -> compile (+ publish).
+  // memory -> writable root -> read-only roots -> compile (+ publish), keyed and compiled with
+  // jit's NVRTC options (FKV_NVRTC_OPTIONS); the two-argument form uses JitOptions::global().
+  CacheResult get(const KernelSource& src, const CompileOptions& options, const JitOptions& jit);
   CacheResult get(const KernelSource& src, const CompileOptions& options);
 
   // The same lookup with the compile step supplied by the caller (fkv::compile for the

@@ -32,7 +32,10 @@ struct LoadedKernel {
 
 class Runtime {
  public:
-  explicit Runtime(KernelCache& cache = KernelCache::global());
+  // `options` (copied) are the tuning knobs and NVRTC options of every kernel this runtime
+  // loads: the tiling (FKV_BLOCK_WARPS, FKV_LAYERS_PER_BLOCK), the templates
+  // (FKV_TEMPLATE_DIR), the NVRTC options (FKV_NVRTC_OPTIONS, part of the cache key).
+  explicit Runtime(KernelCache& cache = KernelCache::global(), const JitOptions& options = JitOptions::global());
   ~Runtime();
   Runtime(const Runtime&) = delete;
   Runtime& operator=(const Runtime&) = delete;
@@ -58,6 +61,7 @@ class Runtime {
   static Arch device_arch(int device) { return device_target(device).arch; }
 
   KernelCache& cache() { return cache_; }
+  const JitOptions& options() const { return options_; }
 
   // The process-wide runtime over KernelCache::global().
   static Runtime& global();
@@ -65,6 +69,7 @@ class Runtime {
  private:
   struct Impl;
   KernelCache& cache_;
+  JitOptions options_;
   std::unique_ptr<Impl> impl_;
 };
 
