@@ -31,9 +31,11 @@ Cache layouts (each layer's kv_cache tensor):
     "flash_attn": [2, num_blocks, block_size, H, D]   K = kv_cache[0], V = kv_cache[1]
     "flashinfer": [num_blocks, 2, block_size, H, D]   K = kv_cache[:, 0], V = kv_cache[:, 1]
     "flashinfer_hnd": [num_blocks, 2, H, block_size, D]  K = kv_cache[:, 0].transpose(1, 2)
-fkv-jit reads the block, slot and head strides from these views; slot s goes to block
-s // block_size, row s % block_size; slots < 0 are skipped, slots past the cache and positions
-past the table are skipped and flagged (never written out of bounds).
+A cache that vLLM allocates in one order and presents permuted (its kv-cache stride order,
+e.g. HND memory behind an NHD-shaped tensor) is split by its presented shape: the views carry
+the real strides. fkv-jit reads the block, slot and head strides from these views; slot s goes
+to block s // block_size, row s % block_size; slots < 0 are skipped, slots past the cache and
+positions past the table are skipped and flagged (never written out of bounds).
 
 Run the self-test (GPU, vLLM not needed: vLLM-shaped tensors and modules):
     python3 examples/vllm_adapter.py --selftest
