@@ -342,8 +342,9 @@ class FusedKVMaterializeHelper:
                 self._fn_pool(ctx_hidden, positions, cache_loc, binding, maps)
             return
         if maps or isinstance(k_scales, torch.Tensor) or isinstance(v_scales, torch.Tensor):
-            raise NotImplementedError("slot_mappings and tensor scales are not traced by "
-                                      "torch.compile: call materialize_to_pool outside the compiled "
+            raise NotImplementedError("slot_mappings and tensor scales run eagerly on a CUDA "
+                                      "helper only (not traced by torch.compile, not on a meta "
+                                      "helper): call materialize_to_pool outside the compiled "
                                       "region (it can be captured in a CUDA graph)")
         L = self.num_layers
         torch.ops.fkv_jit.materialize_to_pool(
