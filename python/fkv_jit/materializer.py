@@ -324,7 +324,7 @@ class FusedKVMaterializeHelper:
         (vLLM's kv_cache[0] / kv_cache[1], FlashInfer's kv_cache[:, 0] / kv_cache[:, 1], an HND
         cache's .transpose(1, 2)); slot s is block s // block_size, row s % block_size. Every
         buffer of a call has the same layout. slot_mappings (paged only): one [T] int64 tensor
-        per layer (e.g. vLLM's per-layer slot mappings) used instead of cache_loc.
+        per layer (e.g. vLLM's per-layer slot mappings) read instead of cache_loc (still passed).
 
         k_scales / v_scales (fp8 pools; stored = x / scale, saturated): per-layer floats, or
         float32 CUDA tensors [L] read at run time (so a captured graph sees later values);
