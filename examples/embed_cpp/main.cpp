@@ -14,13 +14,13 @@
 #include <string>
 #include <vector>
 
+#include "fkv/arch.hpp"
 #include "fkv/cache.hpp"
-#include "fkv/codegen.hpp"
-#include "fkv/compiler.hpp"
 #include "fkv/config.hpp"
 #include "fkv/driver.hpp"
 #include "fkv/errors.hpp"
 #include "fkv/fused_kv_materializer.hpp"
+#include "fkv/precompile.hpp"
 #include "fkv/reference.hpp"
 #include "fkv/rope.hpp"
 #include "fkv/validate.hpp"
@@ -35,19 +35,20 @@ struct Args {
   bool grouped = false;
 };
 
-// Precompiles every kernel the plan needs for one arch (what `fkv-jit precompile` does).
+// Precompiles every kernel the plan needs for the device `a.arch` names, with the library's
+// precompile (what `fkv-jit precompile` runs). resolve_arch gives what the runtime loads on that
+// device (sm_90a -> sm_90), so the entries are the ones the runtime looks up.
 void precompile(const fkv::Plan& plan, const Args& a) {
   fkv::CacheOptions opts = fkv::CacheOptions::from_env();
   if (!a.cache_dir.empty()) opts.root = a.cache_dir;
   fkv::KernelCache cache(opts);
-  fkv::VariantOptions variants;  // bf16 activations and cache, fp32 cos/sin, int64 indices
-  const fkv::Arch arch = fkv::Arch::parse(a.arch);
-  for (const fkv::KernelSpec& spec : fkv::kernel_specs_for(plan, variants)) {
-    const fkv::CacheResult r = cache.get(fkv::generate(spec), fkv::CompileOptions{arch, false});
-    std::printf("  %-48s %-9s %7.1f ms  %s\n", spec.short_name().c_str(),
-                fkv::to_string(r.outcome).c_str(), r.seconds * 1e3,
-                r.path.empty() ? "(memory)" : r.path.c_str());
-  }
+  const fkv::VariantOptions variants;  // bf16 activations and cache, fp32 cos/sin, int64 indices
+  const fkv::ArchRequest request = fkv::resolve_arch(a.arch);
+  if (!request.note.empty()) std::printf("  note: %s\n", request.note.c_str());
+  const fkv::PrecompileResult r = fkv::precompile(plan, variants, {request.target}, cache);
+  for (const fkv::PrecompiledKernel& k : r.kernels)
+    std::printf("  %-48s %-9s %7.1f ms  %s\n", k.spec.short_name().c_str(), fkv::to_string(k.outcome).c_str(),
+                k.seconds * 1e3, k.persisted() ? k.path.c_str() : "(memory)");
 }
 
 std::vector<std::uint16_t> random_bf16(std::size_t n, double scale, std::mt19937& rng) {
