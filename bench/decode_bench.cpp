@@ -25,8 +25,6 @@
 //
 //   build-gpu/bench/decode_bench --out decode_bench.json
 #include <CLI/CLI.hpp>
-#include <nlohmann/json.hpp>
-
 #include <algorithm>
 #include <chrono>
 #include <cmath>
@@ -37,6 +35,7 @@
 #include <functional>
 #include <future>
 #include <memory>
+#include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
 
@@ -103,7 +102,8 @@ template <class T>
 fkv::DeviceBuffer upload(const std::vector<T>& host) {
   fkv::DeviceBuffer b(std::max<std::size_t>(host.size() * sizeof(T), 256));
   if (!host.empty()) FKV_CU(cuMemcpyHtoD, b.get(), host.data(), host.size() * sizeof(T));
-  FKV_CU(cuCtxSynchronize);  // the legacy-stream copy may still be in flight; timed streams don't wait for it
+  FKV_CU(cuCtxSynchronize);  // the legacy-stream copy may still be in flight; timed streams don't
+                             // wait for it
   return b;
 }
 
@@ -112,8 +112,9 @@ fkv::DeviceBuffer upload(const std::vector<T>& host) {
 json stats(std::vector<double> us, int calls) {
   std::sort(us.begin(), us.end());
   const std::size_t n = us.size();
-  return {{"median_us", us[n / 2]}, {"min_us", us.front()}, {"p10_us", us[n / 10]}, {"p90_us", us[n * 9 / 10]},
-          {"samples", n}, {"calls_per_sample", calls}, {"method", "cuda_graph"}};
+  return {{"median_us", us[n / 2]},   {"min_us", us.front()}, {"p10_us", us[n / 10]},
+          {"p90_us", us[n * 9 / 10]}, {"samples", n},         {"calls_per_sample", calls},
+          {"method", "cuda_graph"}};
 }
 
 struct Graph {
@@ -139,7 +140,8 @@ class Event {
 };
 
 // Median per-call GPU time of `body` (see the file comment).
-json time_graph(CUstream s, const std::function<void(CUstream)>& body, int calls, double target_ms) {
+json time_graph(CUstream s, const std::function<void(CUstream)>& body, int calls,
+                double target_ms) {
   auto& d = fkv::Driver::get();
   body(s);
   body(s);
@@ -234,9 +236,16 @@ class Probe {
 // ---- the model --------------------------------------------------------------------------------
 
 fkv::ModelConfig draft_config() {
-  json layer = {{"num_kv_heads", kHeads}, {"head_dim", kHeadDim}, {"rotary_dim", kRotary}, {"is_neox_style", true},
-                {"rope_theta", kTheta},   {"k_norm", "rms"},       {"eps", kEps}};
-  json doc = {{"hidden_size", kHidden}, {"max_position_embeddings", kMaxPos}, {"fkv", {{"layers", json::array()}}}};
+  json layer = {{"num_kv_heads", kHeads},
+                {"head_dim", kHeadDim},
+                {"rotary_dim", kRotary},
+                {"is_neox_style", true},
+                {"rope_theta", kTheta},
+                {"k_norm", "rms"},
+                {"eps", kEps}};
+  json doc = {{"hidden_size", kHidden},
+              {"max_position_embeddings", kMaxPos},
+              {"fkv", {{"layers", json::array()}}}};
   for (int l = 0; l < kLayers; ++l) doc["fkv"]["layers"].push_back(layer);
   return fkv::ModelConfig::from_json(doc, "qwen3-8b-dflash-draft");
 }
@@ -275,7 +284,8 @@ Data make_data(std::int64_t max_tokens, CUstream s) {
   d.w_host.resize(static_cast<std::size_t>(kRows * kHidden));
   for (auto& v : d.w_host) v = to_bf16(wsig * rng.normal());
   d.w = upload(d.w_host);
-  for (int i = 0; i < kLayers * kHeadDim; ++i) d.k_norm_host.push_back(static_cast<float>(1.0 + 0.2 * rng.normal()));
+  for (int i = 0; i < kLayers * kHeadDim; ++i)
+    d.k_norm_host.push_back(static_cast<float>(1.0 + 0.2 * rng.normal()));
   d.k_norm = upload(d.k_norm_host);
   d.eps.assign(kLayers, static_cast<float>(kEps));
   fkv::RopeFrequencies freq;
@@ -354,7 +364,9 @@ double pool_disagreement(const Data& d, std::int64_t T) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  CLI::App app{"decode-size KV materialization: weight-read probe vs cuBLASLt + epilogue vs the fused kernel"};
+  CLI::App app{
+      "decode-size KV materialization: weight-read probe vs cuBLASLt + epilogue vs the fused "
+      "kernel"};
   std::string out = "decode_bench.json";
   std::vector<std::int64_t> tokens = {1, 2, 4, 8, 16, 32, 64, 128, 256};
   double target_ms = 200;
@@ -374,17 +386,28 @@ int main(int argc, char** argv) {
     char name[256] = {};
     FKV_CU(cuDeviceGetName, name, sizeof name - 1, fkv::device_handle(0));
     int sms = 0;
-    FKV_CU(cuDeviceGetAttribute, &sms, CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT, fkv::device_handle(0));
+    FKV_CU(cuDeviceGetAttribute, &sms, CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT,
+           fkv::device_handle(0));
     const std::int64_t max_t = *std::max_element(tokens.begin(), tokens.end());
     json doc;
-    doc["environment"] = {{"device", name}, {"sms", sms}, {"fkv_version", fkv::kVersion}, {"nvrtc", fkv::nvrtc_version()},
+    doc["environment"] = {{"device", name},
+                          {"sms", sms},
+                          {"fkv_version", fkv::kVersion},
+                          {"nvrtc", fkv::nvrtc_version()},
                           {"arch", fkv::Runtime::device_arch(0).name()}};
-    doc["shape"] = {{"model", "Qwen3-8B DFlash draft"}, {"hidden", kHidden}, {"layers", kLayers}, {"kv_heads", kHeads},
-                    {"head_dim", kHeadDim}, {"rotary_dim", kRotary}, {"k_norm", "rms"}, {"dtype", "bf16"},
+    doc["shape"] = {{"model", "Qwen3-8B DFlash draft"},
+                    {"hidden", kHidden},
+                    {"layers", kLayers},
+                    {"kv_heads", kHeads},
+                    {"head_dim", kHeadDim},
+                    {"rotary_dim", kRotary},
+                    {"k_norm", "rms"},
+                    {"dtype", "bf16"},
                     {"weight_bytes", kRows * kHidden * 2}};
-    doc["method"] = "median over CUDA-graph replays of " + std::to_string(calls) + " back-to-back calls, per call";
-    say("decode_bench: %s (%d SMs), weights %lld x %d bf16 = %.1f MB", name, sms, static_cast<long long>(kRows), kHidden,
-        double(kRows * kHidden * 2) / 1e6);
+    doc["method"] = "median over CUDA-graph replays of " + std::to_string(calls) +
+                    " back-to-back calls, per call";
+    say("decode_bench: %s (%d SMs), weights %lld x %d bf16 = %.1f MB", name, sms,
+        static_cast<long long>(kRows), kHidden, double(kRows * kHidden * 2) / 1e6);
 
     Data d = make_data(max_t, s);
 
@@ -402,14 +425,18 @@ int main(int argc, char** argv) {
     stream.synchronize();
     unsigned long long dev_sum = 0;
     FKV_CU(cuMemcpyDtoH, &dev_sum, sum.get(), 8);
-    if (dev_sum != host_sum) throw std::runtime_error("the weight-read probe's checksum is wrong: the probe is broken");
+    if (dev_sum != host_sum)
+      throw std::runtime_error("the weight-read probe's checksum is wrong: the probe is broken");
     json best_probe;
     for (int per_sm : {2, 4, 8, 16}) {
       const unsigned blocks = static_cast<unsigned>(sms * per_sm);
-      json t = time_graph(s, [&](CUstream st) { probe.run(d.w.get(), wbytes, sum.get(), blocks, st); }, calls, target_ms);
+      json t = time_graph(
+          s, [&](CUstream st) { probe.run(d.w.get(), wbytes, sum.get(), blocks, st); }, calls,
+          target_ms);
       t["blocks"] = blocks;
       t["GBps"] = double(wbytes) / (t["median_us"].get<double>() * 1e-6) / 1e9;
-      say("  probe, %u blocks: %.2f us (%.0f GB/s)", blocks, t["median_us"].get<double>(), t["GBps"].get<double>());
+      say("  probe, %u blocks: %.2f us (%.0f GB/s)", blocks, t["median_us"].get<double>(),
+          t["GBps"].get<double>());
       if (best_probe.is_null() || t["median_us"] < best_probe["median_us"]) best_probe = t;
     }
     doc["probe"] = best_probe;
@@ -421,9 +448,11 @@ int main(int argc, char** argv) {
     mo.max_position = kMaxPos;
     fkv::MaterializerWeights mw;
     for (int l = 0; l < kLayers; ++l)
-      mw.w_kv.push_back(static_cast<const char*>(d.w.ptr()) + std::size_t(l) * 2 * kKV * kHidden * 2);
+      mw.w_kv.push_back(static_cast<const char*>(d.w.ptr()) +
+                        std::size_t(l) * 2 * kKV * kHidden * 2);
     for (int l = 0; l < kLayers; ++l)
-      mw.k_norm.emplace_back(d.k_norm_host.begin() + l * kHeadDim, d.k_norm_host.begin() + (l + 1) * kHeadDim);
+      mw.k_norm.emplace_back(d.k_norm_host.begin() + l * kHeadDim,
+                             d.k_norm_host.begin() + (l + 1) * kHeadDim);
     fkv::FusedKVMaterializer mat(draft_config(), kHidden, mw, mo);
     // The fused kernel reads the same cos/sin table as the materializer (built from the same
     // config), so the two outputs can be compared.
@@ -432,8 +461,8 @@ int main(int argc, char** argv) {
     json rows = json::array();
     std::int64_t crossover = 0;
     bool fused_ahead = true;
-    say("\n%6s %10s %12s %12s %12s %12s %8s %8s %8s", "T", "probe_us", "cublas_pool", "fused_pool", "cublas_stk",
-        "fused_stk", "f/probe", "f/cublas", "ulp");
+    say("\n%6s %10s %12s %12s %12s %12s %8s %8s %8s", "T", "probe_us", "cublas_pool", "fused_pool",
+        "cublas_stk", "fused_stk", "f/probe", "f/cublas", "ulp");
     for (std::int64_t T : tokens) {
       fkv::MaterializerInput mi;
       mi.hidden = d.x.ptr();
@@ -457,11 +486,15 @@ int main(int argc, char** argv) {
 
       json r;
       r["T"] = T;
-      r["cublas_pool"] = time_graph(s, [&](CUstream st) { mat.materialize_pool(mi, mp, st); }, calls, target_ms);
-      r["fused_pool"] = time_graph(s, [&](CUstream st) { dec.run_pool(di, dp, st); }, calls, target_ms);
-      r["cublas_stacked"] = time_graph(s, [&](CUstream st) { mat.materialize_stacked(mi, sk, sv, st); }, calls, target_ms);
-      r["fused_stacked"] = time_graph(s, [&](CUstream st) { dec.run_stacked(di, d.stacked_k.ptr(), d.stacked_v.ptr(), st); },
-                                     calls, target_ms);
+      r["cublas_pool"] = time_graph(
+          s, [&](CUstream st) { mat.materialize_pool(mi, mp, st); }, calls, target_ms);
+      r["fused_pool"] = time_graph(
+          s, [&](CUstream st) { dec.run_pool(di, dp, st); }, calls, target_ms);
+      r["cublas_stacked"] = time_graph(
+          s, [&](CUstream st) { mat.materialize_stacked(mi, sk, sv, st); }, calls, target_ms);
+      r["fused_stacked"] = time_graph(
+          s, [&](CUstream st) { dec.run_stacked(di, d.stacked_k.ptr(), d.stacked_v.ptr(), st); },
+          calls, target_ms);
       r["fused_spec"] = dec.spec_for(T, fkv::OutputMode::Pool).canonical();
       stream.synchronize();
       const double ulps = pool_disagreement(d, T);
@@ -469,12 +502,13 @@ int main(int argc, char** argv) {
       const double cp = r["cublas_pool"]["median_us"], fp = r["fused_pool"]["median_us"];
       r["fused_over_probe"] = fp / floor_us;
       r["fused_over_cublas"] = fp / cp;
-      say("%6lld %10.2f %12.2f %12.2f %12.2f %12.2f %8.3f %8.3f %8.2f", static_cast<long long>(T), floor_us, cp, fp,
-          r["cublas_stacked"]["median_us"].get<double>(), r["fused_stacked"]["median_us"].get<double>(), fp / floor_us,
-          fp / cp, ulps);
+      say("%6lld %10.2f %12.2f %12.2f %12.2f %12.2f %8.3f %8.3f %8.2f", static_cast<long long>(T),
+          floor_us, cp, fp, r["cublas_stacked"]["median_us"].get<double>(),
+          r["fused_stacked"]["median_us"].get<double>(), fp / floor_us, fp / cp, ulps);
       if (!(ulps <= 4.0))
-        throw std::runtime_error("the fused kernel's pool output differs from the cuBLASLt path's by " +
-                                 std::to_string(ulps) + " ulp at T=" + std::to_string(T));
+        throw std::runtime_error(
+            "the fused kernel's pool output differs from the cuBLASLt path's by " +
+            std::to_string(ulps) + " ulp at T=" + std::to_string(T));
       fused_ahead = fused_ahead && fp <= cp;
       if (fused_ahead) crossover = T;
       rows.push_back(r);
@@ -486,7 +520,8 @@ int main(int argc, char** argv) {
         static_cast<long long>(crossover));
     for (const json& r : rows)
       if (r["T"] == 8 || r["T"] == 64)
-        say("target T=%lld: fused %.2f us = %.3f x probe (target <= 1.25)", static_cast<long long>(r["T"].get<std::int64_t>()),
+        say("target T=%lld: fused %.2f us = %.3f x probe (target <= 1.25)",
+            static_cast<long long>(r["T"].get<std::int64_t>()),
             r["fused_pool"]["median_us"].get<double>(), r["fused_over_probe"].get<double>());
     std::ofstream(out) << doc.dump(2);
 
@@ -518,7 +553,9 @@ int main(int argc, char** argv) {
       json sweep = json::array();
       say("\nsweep (pool): T splits pipeline mw -> us");
       for (std::size_t i = 0; i < tries.size(); ++i) {
-        json r = {{"T", tries[i].T}, {"splits", tries[i].t.splits}, {"pipeline", tries[i].t.pipeline},
+        json r = {{"T", tries[i].T},
+                  {"splits", tries[i].t.splits},
+                  {"pipeline", tries[i].t.pipeline},
                   {"mma_tiles_per_warp", tries[i].t.mma_tiles_per_warp}};
         try {
           std::unique_ptr<fkv::DecodeKV> k = built[i].get();
@@ -530,14 +567,16 @@ int main(int argc, char** argv) {
           dp.cache_loc = d.cache_loc.ptr();
           dp.k_buffers = d.pk;
           dp.v_buffers = d.pv;
-          r["fused_pool"] = time_graph(s, [&](CUstream st) { k->run_pool(di, dp, st); }, calls, target_ms);
+          r["fused_pool"] = time_graph(
+              s, [&](CUstream st) { k->run_pool(di, dp, st); }, calls, target_ms);
           r["spec"] = k->spec_for(tries[i].T, fkv::OutputMode::Pool).canonical();
-          say("  %3lld %3d %3d %3d -> %8.2f", static_cast<long long>(tries[i].T), tries[i].t.splits, tries[i].t.pipeline,
-              tries[i].t.mma_tiles_per_warp, r["fused_pool"]["median_us"].get<double>());
+          say("  %3lld %3d %3d %3d -> %8.2f", static_cast<long long>(tries[i].T), tries[i].t.splits,
+              tries[i].t.pipeline, tries[i].t.mma_tiles_per_warp,
+              r["fused_pool"]["median_us"].get<double>());
         } catch (const std::exception& e) {
           r["error"] = e.what();
-          say("  %3lld %3d %3d %3d -> not built: %s", static_cast<long long>(tries[i].T), tries[i].t.splits,
-              tries[i].t.pipeline, tries[i].t.mma_tiles_per_warp, e.what());
+          say("  %3lld %3d %3d %3d -> not built: %s", static_cast<long long>(tries[i].T),
+              tries[i].t.splits, tries[i].t.pipeline, tries[i].t.mma_tiles_per_warp, e.what());
         }
         sweep.push_back(r);
       }

@@ -21,9 +21,9 @@
 // A quick tuning run: --only NAME[,NAME...] --skip-compile --skip-host --tag TEXT (stored in
 // the JSON; report.py takes several --fkv files and tabulates them by tag). Stdout gets one
 // line per case: `name fkv_stacked_us copy_us fkv/copy`.
-#include <CLI/CLI.hpp>
-#include <nlohmann/json.hpp>
+#include <unistd.h>
 
+#include <CLI/CLI.hpp>
 #include <algorithm>
 #include <chrono>
 #include <cmath>
@@ -36,10 +36,9 @@
 #include <fstream>
 #include <functional>
 #include <memory>
+#include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
-
-#include <unistd.h>
 
 #include "fkv/arch.hpp"
 #include "fkv/cache.hpp"
@@ -147,9 +146,9 @@ std::int64_t floor_bytes(const Case& c, const Defaults& d, bool pool) {
   const std::int64_t kv = std::int64_t(c.heads) * c.head_dim;
   const std::int64_t elem = fkv::dtype_size(d.dtype);
   std::int64_t total = c.tokens * c.layers * 2 * kv * elem * 2;  // read proj + write K/V
-  total += c.tokens * 8;                                          // positions, int64
-  total += c.tokens * c.rotary_dim * 4;                           // cos/sin rows, fp32
-  if (pool) total += c.tokens * 8;                                // cache_loc, int64
+  total += c.tokens * 8;                                         // positions, int64
+  total += c.tokens * c.rotary_dim * 4;                          // cos/sin rows, fp32
+  if (pool) total += c.tokens * 8;                               // cache_loc, int64
   return total;
 }
 
@@ -189,17 +188,17 @@ json stats(std::vector<double> us, int calls, const std::string& method) {
   double sum = 0;
   for (double x : us) sum += x;
   const std::size_t n = us.size();
-  return {{"median_us", us[n / 2]},       {"mean_us", sum / double(n)},
-          {"min_us", us.front()},         {"p10_us", us[n / 10]},
-          {"p90_us", us[(n * 9) / 10]},   {"samples", n},
-          {"calls_per_sample", calls},    {"method", method}};
+  return {{"median_us", us[n / 2]},     {"mean_us", sum / double(n)},
+          {"min_us", us.front()},       {"p10_us", us[n / 10]},
+          {"p90_us", us[(n * 9) / 10]}, {"samples", n},
+          {"calls_per_sample", calls},  {"method", method}};
 }
 
 fs::path make_temp_dir(const std::string& tag) {
   static int counter = 0;
-  fs::path dir = fs::temp_directory_path() /
-                 ("fkv-bench-" + tag + "-" + std::to_string(::getpid()) + "-" +
-                  std::to_string(counter++));
+  fs::path dir =
+      fs::temp_directory_path() /
+      ("fkv-bench-" + tag + "-" + std::to_string(::getpid()) + "-" + std::to_string(counter++));
   fs::remove_all(dir);
   fs::create_directories(dir);
   fs::permissions(dir, fs::perms::owner_all, fs::perm_options::replace);
@@ -230,8 +229,10 @@ json compile_variant(const fkv::KernelSpec& spec, const fkv::CompileOptions& cop
     image_bytes = k.image.size();
   }
   std::sort(cold.begin(), cold.end());
-  r["nvrtc_cold_ms"] = {{"median", cold[cold.size() / 2]}, {"min", cold.front()},
-                        {"max", cold.back()}, {"runs", cold.size()}};
+  r["nvrtc_cold_ms"] = {{"median", cold[cold.size() / 2]},
+                        {"min", cold.front()},
+                        {"max", cold.back()},
+                        {"runs", cold.size()}};
   r["image_bytes"] = image_bytes;
 
   const fs::path root = make_temp_dir("cache");
@@ -273,8 +274,9 @@ json precompile_config(const fs::path& file, const fkv::CompileOptions& copts) {
     r["groups"] = plan.groups.size();
     r["variants"] = variants;
 
-    for (const auto& [jobs, label] : {std::pair<unsigned, const char*>{1u, "sequential_ms"},
-                                      std::pair<unsigned, const char*>{static_cast<unsigned>(variants), "parallel_ms"}}) {
+    for (const auto& [jobs, label] :
+         {std::pair<unsigned, const char*>{1u, "sequential_ms"},
+          std::pair<unsigned, const char*>{static_cast<unsigned>(variants), "parallel_ms"}}) {
       const fs::path root = make_temp_dir("precompile");
       {
         fkv::KernelCache cache(cache_at(root));
@@ -335,7 +337,8 @@ struct GraphExec {
 };
 
 // Median per-call GPU time of `body` (see the file comment).
-json time_graph(CUstream s, const std::function<void(CUstream)>& body, int calls, double target_ms) {
+json time_graph(CUstream s, const std::function<void(CUstream)>& body, int calls,
+                double target_ms) {
   auto& drv = fkv::Driver::get();
   body(s);  // warm-up outside the capture: errors surface here, not inside it
   body(s);
@@ -378,7 +381,8 @@ json time_graph(CUstream s, const std::function<void(CUstream)>& body, int calls
 void upload_tiled(const fkv::DeviceBuffer& dst, const void* chunk, std::size_t chunk_bytes) {
   for (std::size_t off = 0; off < dst.size(); off += chunk_bytes)
     FKV_CU(cuMemcpyHtoD, dst.get() + off, chunk, std::min(chunk_bytes, dst.size() - off));
-  FKV_CU(cuCtxSynchronize);  // legacy-stream copies may still be in flight; timed streams don't wait
+  FKV_CU(
+      cuCtxSynchronize);  // legacy-stream copies may still be in flight; timed streams don't wait
 }
 
 template <class T>
@@ -491,7 +495,8 @@ struct CaseData {
     double max_err = 0;
     int bad = 0;
     bool v_exact = true;
-    std::vector<std::uint16_t> got_k(static_cast<std::size_t>(D)), got_v(static_cast<std::size_t>(D));
+    std::vector<std::uint16_t> got_k(static_cast<std::size_t>(D)),
+        got_v(static_cast<std::size_t>(D));
     std::vector<double> k(static_cast<std::size_t>(D));
     for (int n = 0; n < rows; ++n) {
       const std::int64_t t = rng.below(c.tokens), l = rng.below(c.layers), h = rng.below(c.heads);
@@ -528,7 +533,8 @@ struct CaseData {
       }
       bool row_ok = true;
       for (int j = 0; j < D; ++j) {
-        const double err = std::fabs(double(bf16_to_float(got_k[std::size_t(j)])) - rot[std::size_t(j)]);
+        const double err =
+            std::fabs(double(bf16_to_float(got_k[std::size_t(j)])) - rot[std::size_t(j)]);
         max_err = std::max(max_err, std::isfinite(err) ? err : 1e30);
         if (!(err <= 2e-2 + 1e-2 * std::fabs(rot[std::size_t(j)]))) row_ok = false;
         const std::uint16_t want_v =
@@ -537,9 +543,9 @@ struct CaseData {
       }
       if (!row_ok) ++bad;
     }
-    return {{"ok", bad == 0},          {"rows_checked", rows},   {"bad_rows", bad},
-            {"k_max_abs_err", max_err}, {"v_exact", v_exact},
-            {"tolerance", "atol 2e-2 + rtol 1e-2 vs float64 host reference"}};
+    return {{"ok", bad == 0},     {"rows_checked", rows},
+            {"bad_rows", bad},    {"k_max_abs_err", max_err},
+            {"v_exact", v_exact}, {"tolerance", "atol 2e-2 + rtol 1e-2 vs float64 host reference"}};
   }
 };
 
@@ -637,8 +643,8 @@ class SmCopy {
 
 // Fills src with `value`, dst with its complement, runs `copy` once and compares the first,
 // middle and last 64 KiB of dst with `value` (the tail loop and the last block included).
-json check_copy(CUdeviceptr dst, CUdeviceptr src, std::size_t bytes, std::uint8_t value,
-                CUstream s, const std::function<void(CUstream)>& copy) {
+json check_copy(CUdeviceptr dst, CUdeviceptr src, std::size_t bytes, std::uint8_t value, CUstream s,
+                const std::function<void(CUstream)>& copy) {
   FKV_CU(cuMemsetD8, src, value, bytes);
   FKV_CU(cuMemsetD8, dst, std::uint8_t(~value), bytes);
   FKV_CU(cuCtxSynchronize);
@@ -735,8 +741,7 @@ json load_json_info(const fkv::LoadedKernel& k) {
   return j;
 }
 
-json run_case(const Case& c, const Defaults& d, const SmCopy* sm, CUstream s,
-              double target_ms) {
+json run_case(const Case& c, const Defaults& d, const SmCopy* sm, CUstream s, double target_ms) {
   json r = {{"name", c.name},
             {"floor_bytes_stacked", floor_bytes(c, d, false)},
             {"floor_bytes_pool", floor_bytes(c, d, true)}};
@@ -748,7 +753,8 @@ json run_case(const Case& c, const Defaults& d, const SmCopy* sm, CUstream s,
   const fkv::LoadedKernel& kp = rt.prepare(make_spec(c, d, fkv::OutputMode::Pool));
   r["kernel_stacked"] = load_json_info(ks);
   r["kernel_pool"] = load_json_info(kp);
-  const fkv::LaunchGrid grid = fkv::launch_grid(ks.spec, ks.tiling, ks.sm_count, c.tokens, c.layers);
+  const fkv::LaunchGrid grid =
+      fkv::launch_grid(ks.spec, ks.tiling, ks.sm_count, c.tokens, c.layers);
   r["grid_stacked"] = {grid.x, grid.y, grid.z};
 
   const fkv::FusedKVInputs in = data.inputs();
@@ -774,7 +780,8 @@ json run_case(const Case& c, const Defaults& d, const SmCopy* sm, CUstream s,
       auto sm_body = [&](CUstream st) { sm->copy(dst.get(), src.get(), copy_n, st); };
       json check = check_copy(dst.get(), src.get(), copy_n, 3, s, sm_body);
       if (!check["ok"].get<bool>())
-        throw std::runtime_error("the SM copy kernel wrote wrong bytes; the copy baseline is broken");
+        throw std::runtime_error(
+            "the SM copy kernel wrote wrong bytes; the copy baseline is broken");
       r["copy"] = time_graph(s, sm_body, calls, target_ms);
       r["copy"].update(sm->describe(copy_n));
       r["copy"]["bytes_copied"] = copy_n;
@@ -783,8 +790,8 @@ json run_case(const Case& c, const Defaults& d, const SmCopy* sm, CUstream s,
       r["copy"] = {{"kind", "sm_kernel"}, {"error", "no SM copy kernel (see copy_ceiling)"}};
     }
     r["copy_memcpy"] = time_graph(
-        s, [&](CUstream st) { FKV_CU(cuMemcpyDtoDAsync, dst.get(), src.get(), copy_n, st); },
-        calls, target_ms);
+        s, [&](CUstream st) { FKV_CU(cuMemcpyDtoDAsync, dst.get(), src.get(), copy_n, st); }, calls,
+        target_ms);
     r["copy_memcpy"]["kind"] = "memcpy";
     r["copy_memcpy"]["bytes_copied"] = copy_n;
   }
@@ -804,7 +811,8 @@ json run_case(const Case& c, const Defaults& d, const SmCopy* sm, CUstream s,
 // paces the host. Reported: median over chunks and mean over all calls, per call.
 json launch_overhead(const Case& c, const Defaults& d, CUstream s, int total_calls) {
   CaseData data(c, d);
-  const fkv::LoadedKernel& k = fkv::Runtime::global().prepare(make_spec(c, d, fkv::OutputMode::Stacked));
+  const fkv::LoadedKernel& k =
+      fkv::Runtime::global().prepare(make_spec(c, d, fkv::OutputMode::Stacked));
   const fkv::FusedKVInputs in = data.inputs();
   const fkv::StackedOutput so = data.stacked();
   const fkv::LaunchGrid grid = fkv::launch_grid(k.spec, k.tiling, k.sm_count, c.tokens, c.layers);
@@ -840,8 +848,8 @@ json launch_overhead(const Case& c, const Defaults& d, CUstream s, int total_cal
       {"fkv_launch", [&] { fkv::launch(k, p, grid.x, grid.y, grid.z, s); }},
       {"bare_cuLaunchKernel",
        [&] {
-         CUresult rc = drv.cuLaunchKernel(k.function, grid.x, grid.y, grid.z,
-                                          block, 1, 1, shared, s, args, nullptr);
+         CUresult rc = drv.cuLaunchKernel(k.function, grid.x, grid.y, grid.z, block, 1, 1, shared,
+                                          s, args, nullptr);
          if (rc != CUDA_SUCCESS) drv.check(rc, "cuLaunchKernel");
        }},
   };
@@ -867,8 +875,9 @@ json launch_overhead(const Case& c, const Defaults& d, CUstream s, int total_cal
             {"chunk", chunk},
             {"grid", {grid.x, grid.y, grid.z}},
             {"block", block},
-            {"method", "host wall time (steady_clock) of chunks of back-to-back calls; stream "
-                       "drained between chunks, untimed"}};
+            {"method",
+             "host wall time (steady_clock) of chunks of back-to-back calls; stream "
+             "drained between chunks, untimed"}};
   for (std::size_t m = 0; m < methods.size(); ++m) {
     std::vector<double> v = per_call[m];
     std::sort(v.begin(), v.end());
@@ -941,8 +950,9 @@ int main(int argc, char** argv) {
   app.add_option("--cases", cases_path, "case list (bench/cases.json)");
   app.add_option("--out", out_path, "JSON result file")->required();
   app.add_flag("--compile-only", compile_only, "only the compile/cache figures; no GPU needed");
-  app.add_option("--arch", arch_text, "target arch for the compile figures (default: the GPU's, "
-                                      "else sm_90)");
+  app.add_option("--arch", arch_text,
+                 "target arch for the compile figures (default: the GPU's, "
+                 "else sm_90)");
   app.add_option("--configs-dir", configs_dir, "model configs to time a full precompile of");
   app.add_option("--target-ms", target_ms, "about how long each GPU measurement samples");
   app.add_option("--launch-calls", launch_calls, "calls per method in the host-cost test");
@@ -981,7 +991,8 @@ int main(int argc, char** argv) {
     else if (!compile_only && fkv::Driver::available())
       arch = fkv::Runtime::device_arch(0);
     else
-      arch = fkv::arch_for_compute_capability(9, 0).arch;  // what the runtime builds on an H100/H200
+      arch =
+          fkv::arch_for_compute_capability(9, 0).arch;  // what the runtime builds on an H100/H200
     out["arch"] = arch.name();
     fkv::CompileOptions copts;
     copts.arch = arch;
@@ -989,7 +1000,8 @@ int main(int argc, char** argv) {
       return only.empty() || std::find(only.begin(), only.end(), c.name) != only.end();
     };
     for (const std::string& n : only)
-      if (std::none_of(cf.cases.begin(), cf.cases.end(), [&](const Case& c) { return c.name == n; })) {
+      if (std::none_of(cf.cases.begin(), cf.cases.end(),
+                       [&](const Case& c) { return c.name == n; })) {
         say("error: --only %s: no such case in %s", n.c_str(), cases_path.c_str());
         ++failures;
       }
@@ -1072,7 +1084,8 @@ int main(int argc, char** argv) {
     if (sm) {
       try {
         out.update(copy_ceiling(*sm, stream.get(), target_ms));
-        say("  ceiling: SM kernel %.1f GB/s (%d blocks/SM cap kept for the cases), memcpy %.1f GB/s",
+        say("  ceiling: SM kernel %.1f GB/s (%d blocks/SM cap kept for the cases), memcpy %.1f "
+            "GB/s",
             out["copy_ceiling"]["GBps"].get<double>(), sm->blocks_per_sm(),
             out["copy_ceiling_memcpy"]["GBps"].get<double>());
       } catch (const std::exception& e) {
@@ -1106,7 +1119,8 @@ int main(int argc, char** argv) {
       }
       r["wall_s"] = ms_since(t0) / 1e3;
       {
-        const double fkv_us = r.contains("fkv_stacked") ? r["fkv_stacked"].value("median_us", NAN) : NAN;
+        const double fkv_us =
+            r.contains("fkv_stacked") ? r["fkv_stacked"].value("median_us", NAN) : NAN;
         const double copy_us = r.contains("copy") ? r["copy"].value("median_us", NAN) : NAN;
         std::printf("%s %.2f %.2f %.3f\n", c.name.c_str(), fkv_us, copy_us, fkv_us / copy_us);
         std::fflush(stdout);
@@ -1116,7 +1130,8 @@ int main(int argc, char** argv) {
     }
 
     if (decode_case && !skip_host) {
-      say("host launch cost: %d calls per method, case %s", launch_calls, decode_case->name.c_str());
+      say("host launch cost: %d calls per method, case %s", launch_calls,
+          decode_case->name.c_str());
       try {
         out["launch"] = launch_overhead(*decode_case, cf.defaults, stream.get(), launch_calls);
         say("  materialize_stacked %.3f us/call, fkv::launch %.3f, bare cuLaunchKernel %.3f",

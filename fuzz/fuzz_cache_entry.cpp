@@ -16,6 +16,7 @@
 // Only CacheError may escape KernelCache (and get() throws it only for a malformed digest,
 // which this target never passes), so any exception is a failure.
 #include <fcntl.h>
+#include <spdlog/spdlog.h>
 #include <stdlib.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -31,20 +32,18 @@
 #include <string>
 #include <string_view>
 
-#include <spdlog/spdlog.h>
-
 #include "fkv/cache.hpp"
 
 namespace fs = std::filesystem;
 
 namespace {
 
-constexpr unsigned kFlagPtx = 1;            // key asks for PTX (".ptx" image)
-constexpr unsigned kFlagImageSymlink = 2;   // the image path is a symlink to the bytes
-constexpr unsigned kFlagMetaSymlink = 4;    // the meta path is a symlink to the text
-constexpr unsigned kFlagNoImage = 8;        // no image file at all
-constexpr unsigned kFlagVerifyFirst = 16;   // KernelCache::verify() before get()
-constexpr unsigned kFlagSkipSubst = 32;     // leave @SUM@ / @LEN@ alone
+constexpr unsigned kFlagPtx = 1;           // key asks for PTX (".ptx" image)
+constexpr unsigned kFlagImageSymlink = 2;  // the image path is a symlink to the bytes
+constexpr unsigned kFlagMetaSymlink = 4;   // the meta path is a symlink to the text
+constexpr unsigned kFlagNoImage = 8;       // no image file at all
+constexpr unsigned kFlagVerifyFirst = 16;  // KernelCache::verify() before get()
+constexpr unsigned kFlagSkipSubst = 32;    // leave @SUM@ / @LEN@ alone
 
 void check(bool ok) {
   if (!ok) __builtin_trap();
@@ -56,9 +55,10 @@ std::string checksum_for(const std::string& meta_text, std::string_view image) {
   nlohmann::json m = nlohmann::json::parse(meta_text, nullptr, false);
   if (m.is_discarded() || !m.is_object()) return {};
   try {
-    return fkv::cache_entry::entry_checksum(m.value("digest", std::string()), m.value("image", std::string()),
-                                            m.value("bytes", std::uint64_t{0}), m.value("lowered_name", std::string()),
-                                            m.value("ptx", false), image);
+    return fkv::cache_entry::entry_checksum(
+        m.value("digest", std::string()), m.value("image", std::string()),
+        m.value("bytes", std::uint64_t{0}), m.value("lowered_name", std::string()),
+        m.value("ptx", false), image);
   } catch (const nlohmann::json::exception&) {
     return {};  // a field of the wrong type: the reader refuses it anyway
   }
@@ -115,7 +115,11 @@ void write_seeds(const fs::path& dir) {
     for (unsigned extra : {0u, kFlagVerifyFirst, kFlagImageSymlink}) {
       fkv::CacheKey key = key_for(ptx);
       std::string meta = meta_template(key, ptx);
-      std::string image = ptx ? std::string(".version 8.0\n.target sm_90\n") : std::string("\x7f" "ELF\x02\x01\x01", 7);
+      std::string image = ptx ? std::string(".version 8.0\n.target sm_90\n")
+                              : std::string(
+                                    "\x7f"
+                                    "ELF\x02\x01\x01",
+                                    7);
       std::string input;
       input += static_cast<char>((ptx ? kFlagPtx : 0) | extra);
       input += static_cast<char>(meta.size() & 0xff);
@@ -167,7 +171,8 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   fs::path dir = g_root / "v1" / "nvrtc-12.8" / "sm_90";
   fs::create_directories(dir);
   fs::permissions(g_root, fs::perms::owner_all, ec);
-  for (const auto& d : {g_root / "v1", g_root / "v1" / "nvrtc-12.8", dir}) fs::permissions(d, fs::perms::owner_all, ec);
+  for (const auto& d : {g_root / "v1", g_root / "v1" / "nvrtc-12.8", dir})
+    fs::permissions(d, fs::perms::owner_all, ec);
   const std::string base = kShortName + "-" + key.digest;
   const fs::path image_path = dir / (base + (ptx ? ".ptx" : ".cubin"));
   const fs::path meta_path = dir / (base + ".meta.json");

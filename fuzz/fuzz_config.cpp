@@ -9,13 +9,13 @@
 //     group whose spec is validate()'s;
 //   - a valid grouped plan builds: kernel specs for every activation dtype (KernelSpec::check
 //     passes) and a RoPE table per group whose entries are finite.
-#include <cstddef>
+#include <spdlog/spdlog.h>
+
 #include <cmath>
+#include <cstddef>
 #include <cstdint>
 #include <set>
 #include <string_view>
-
-#include <spdlog/spdlog.h>
 
 #include "fkv/config.hpp"
 #include "fkv/errors.hpp"

@@ -2,8 +2,6 @@
 //
 // Every entry point runs its body inside guard(), which turns each C++ exception into a status
 // and the thread-local last-error text, so that no exception crosses the C boundary.
-#include "fkv/fkv.h"
-
 #include <algorithm>
 #include <cstring>
 #include <exception>
@@ -21,6 +19,7 @@
 #include "fkv/compiler.hpp"
 #include "fkv/config.hpp"
 #include "fkv/errors.hpp"
+#include "fkv/fkv.h"
 #include "fkv/fused_kv_materializer.hpp"
 #include "fkv/materialize.hpp"
 #include "fkv/precompile.hpp"
@@ -74,8 +73,9 @@ fkv_status guard(F&& body, ConfigErrorIs config_error = ConfigErrorIs::Mismatch)
   try {
     return body();
   } catch (const fkv::ConfigError& e) {
-    return fail(config_error == ConfigErrorIs::Mismatch ? FKV_ERR_CONFIG_MISMATCH : FKV_ERR_BAD_INPUT,
-                e.what());
+    return fail(
+        config_error == ConfigErrorIs::Mismatch ? FKV_ERR_CONFIG_MISMATCH : FKV_ERR_BAD_INPUT,
+        e.what());
   } catch (const fkv::ArgumentError& e) {
     return fail(FKV_ERR_ARGUMENT, e.what());
   } catch (const fkv::CompileError& e) {
@@ -110,9 +110,12 @@ const char* intern(const std::string& s) {
 
 fkv_k_norm to_c(fkv::KNormKind k) {
   switch (k) {
-    case fkv::KNormKind::None: return FKV_K_NORM_NONE;
-    case fkv::KNormKind::Rms: return FKV_K_NORM_RMS;
-    case fkv::KNormKind::RmsOnePlus: return FKV_K_NORM_RMS_ONE_PLUS;
+    case fkv::KNormKind::None:
+      return FKV_K_NORM_NONE;
+    case fkv::KNormKind::Rms:
+      return FKV_K_NORM_RMS;
+    case fkv::KNormKind::RmsOnePlus:
+      return FKV_K_NORM_RMS_ONE_PLUS;
   }
   return FKV_K_NORM_NONE;
 }
@@ -129,12 +132,18 @@ void fill(const fkv::AttentionSpec& s, fkv_attention_info* out) {
 
 fkv::DType to_cpp(fkv_dtype d) {
   switch (d) {
-    case FKV_DTYPE_BF16: return fkv::DType::BF16;
-    case FKV_DTYPE_FP16: return fkv::DType::FP16;
-    case FKV_DTYPE_FP32: return fkv::DType::FP32;
-    case FKV_DTYPE_FP8_E4M3: return fkv::DType::FP8_E4M3;
-    case FKV_DTYPE_FP8_E5M2: return fkv::DType::FP8_E5M2;
-    case FKV_DTYPE_FORCE_INT_: break;
+    case FKV_DTYPE_BF16:
+      return fkv::DType::BF16;
+    case FKV_DTYPE_FP16:
+      return fkv::DType::FP16;
+    case FKV_DTYPE_FP32:
+      return fkv::DType::FP32;
+    case FKV_DTYPE_FP8_E4M3:
+      return fkv::DType::FP8_E4M3;
+    case FKV_DTYPE_FP8_E5M2:
+      return fkv::DType::FP8_E5M2;
+    case FKV_DTYPE_FORCE_INT_:
+      break;
   }
   throw fkv::ArgumentError("invalid fkv_dtype value " + std::to_string(static_cast<int>(d)) +
                            ": use one of the FKV_DTYPE_* constants");
@@ -142,11 +151,16 @@ fkv::DType to_cpp(fkv_dtype d) {
 
 fkv_dtype to_c(fkv::DType d) {
   switch (d) {
-    case fkv::DType::BF16: return FKV_DTYPE_BF16;
-    case fkv::DType::FP16: return FKV_DTYPE_FP16;
-    case fkv::DType::FP32: return FKV_DTYPE_FP32;
-    case fkv::DType::FP8_E4M3: return FKV_DTYPE_FP8_E4M3;
-    case fkv::DType::FP8_E5M2: return FKV_DTYPE_FP8_E5M2;
+    case fkv::DType::BF16:
+      return FKV_DTYPE_BF16;
+    case fkv::DType::FP16:
+      return FKV_DTYPE_FP16;
+    case fkv::DType::FP32:
+      return FKV_DTYPE_FP32;
+    case fkv::DType::FP8_E4M3:
+      return FKV_DTYPE_FP8_E4M3;
+    case fkv::DType::FP8_E5M2:
+      return FKV_DTYPE_FP8_E5M2;
   }
   return FKV_DTYPE_BF16;
 }
@@ -207,7 +221,7 @@ fkv::FusedKVInputs to_inputs(const fkv_inputs& in) {
 // The C weights as fkv::MaterializerWeights; per-layer host vectors get their lengths from
 // the plan (head_dim, this rank's heads), `layers` the model numbers in attention-layer order.
 fkv::MaterializerWeights materializer_weights(const fkv::Plan& plan, const std::vector<int>& layers,
-                                                    const fkv_materializer_weights& w) {
+                                              const fkv_materializer_weights& w) {
   if (w.num_layers < 0) throw fkv::ArgumentError("weights.num_layers must be >= 0");
   require(w.w_kv, "weights.w_kv");
   const auto L = static_cast<std::size_t>(w.num_layers);
@@ -247,15 +261,24 @@ const char* fkv_last_error_log(void) { return t_log.c_str(); }
 
 const char* fkv_status_name(fkv_status status) {
   switch (status) {
-    case FKV_OK: return "FKV_OK";
-    case FKV_ERR_CONFIG_MISMATCH: return "FKV_ERR_CONFIG_MISMATCH";
-    case FKV_ERR_BAD_INPUT: return "FKV_ERR_BAD_INPUT";
-    case FKV_ERR_COMPILE: return "FKV_ERR_COMPILE";
-    case FKV_ERR_CUDA: return "FKV_ERR_CUDA";
-    case FKV_ERR_CACHE: return "FKV_ERR_CACHE";
-    case FKV_ERR_ARGUMENT: return "FKV_ERR_ARGUMENT";
-    case FKV_ERR_OUT_OF_MEMORY: return "FKV_ERR_OUT_OF_MEMORY";
-    case FKV_ERR_INTERNAL: return "FKV_ERR_INTERNAL";
+    case FKV_OK:
+      return "FKV_OK";
+    case FKV_ERR_CONFIG_MISMATCH:
+      return "FKV_ERR_CONFIG_MISMATCH";
+    case FKV_ERR_BAD_INPUT:
+      return "FKV_ERR_BAD_INPUT";
+    case FKV_ERR_COMPILE:
+      return "FKV_ERR_COMPILE";
+    case FKV_ERR_CUDA:
+      return "FKV_ERR_CUDA";
+    case FKV_ERR_CACHE:
+      return "FKV_ERR_CACHE";
+    case FKV_ERR_ARGUMENT:
+      return "FKV_ERR_ARGUMENT";
+    case FKV_ERR_OUT_OF_MEMORY:
+      return "FKV_ERR_OUT_OF_MEMORY";
+    case FKV_ERR_INTERNAL:
+      return "FKV_ERR_INTERNAL";
   }
   return "FKV_ERR_UNKNOWN";
 }
@@ -317,8 +340,9 @@ fkv_status fkv_config_layer(const fkv_config* config, int layer, fkv_layer_info*
     require(out, "out");
     const auto& layers = config->config.layers;
     if (layer < 0 || layer >= static_cast<int>(layers.size()))
-      throw fkv::ArgumentError("layer " + std::to_string(layer) + " is out of range: the model has " +
-                               std::to_string(layers.size()) + " layers");
+      throw fkv::ArgumentError("layer " + std::to_string(layer) +
+                               " is out of range: the model has " + std::to_string(layers.size()) +
+                               " layers");
     const fkv::LayerAttention& l = layers[static_cast<std::size_t>(layer)];
     out->index = l.index;
     out->is_attention = l.is_attention() ? 1 : 0;
@@ -354,8 +378,8 @@ fkv_status fkv_plan_create(const fkv_config* config, int grouped, fkv_plan** out
     *out = nullptr;
     auto p = std::make_unique<fkv_plan>();
     p->grouped = grouped != 0;
-    p->plan = fkv::make_plan(config->config,
-                             p->grouped ? fkv::ValidationMode::Grouped : fkv::ValidationMode::Strict);
+    p->plan = fkv::make_plan(
+        config->config, p->grouped ? fkv::ValidationMode::Grouped : fkv::ValidationMode::Strict);
     p->max_position_embeddings = config->config.max_position_embeddings.value;
     nlohmann::json groups = nlohmann::json::array();
     for (const auto& g : p->plan.groups)
@@ -381,7 +405,8 @@ int fkv_plan_group_num_layers(const fkv_plan* plan, int group) {
 }
 
 fkv_status fkv_plan_group_layers(const fkv_plan* plan, int group, int* layers, size_t capacity) {
-  return guard([&] { return copy_ints(group_of(plan, group).layers, layers, capacity, "group layers"); });
+  return guard(
+      [&] { return copy_ints(group_of(plan, group).layers, layers, capacity, "group layers"); });
 }
 
 fkv_status fkv_plan_group_spec(const fkv_plan* plan, int group, fkv_attention_info* out) {
@@ -418,12 +443,18 @@ fkv_status fkv_dtype_parse(const char* name, fkv_dtype* out) {
 
 const char* fkv_dtype_name(fkv_dtype dtype) {
   switch (dtype) {
-    case FKV_DTYPE_BF16: return "bf16";
-    case FKV_DTYPE_FP16: return "fp16";
-    case FKV_DTYPE_FP32: return "fp32";
-    case FKV_DTYPE_FP8_E4M3: return "fp8_e4m3";
-    case FKV_DTYPE_FP8_E5M2: return "fp8_e5m2";
-    case FKV_DTYPE_FORCE_INT_: break;
+    case FKV_DTYPE_BF16:
+      return "bf16";
+    case FKV_DTYPE_FP16:
+      return "fp16";
+    case FKV_DTYPE_FP32:
+      return "fp32";
+    case FKV_DTYPE_FP8_E4M3:
+      return "fp8_e4m3";
+    case FKV_DTYPE_FP8_E5M2:
+      return "fp8_e5m2";
+    case FKV_DTYPE_FORCE_INT_:
+      break;
   }
   return "?";
 }
@@ -440,9 +471,9 @@ fkv_status fkv_plan_kernel_desc(const fkv_plan* plan, int group, fkv_dtype act, 
                                 int mode_pool, fkv_kernel_desc* out) {
   return guard([&] {
     require(out, "out");
-    const fkv::KernelSpec s = fkv::make_kernel_spec(
-        group_of(plan, group).attn, to_cpp(act), to_cpp(cache),
-        mode_pool ? fkv::OutputMode::Pool : fkv::OutputMode::Stacked);
+    const fkv::KernelSpec s =
+        fkv::make_kernel_spec(group_of(plan, group).attn, to_cpp(act), to_cpp(cache),
+                              mode_pool ? fkv::OutputMode::Pool : fkv::OutputMode::Stacked);
     *out = fkv_kernel_desc{};
     out->num_kv_heads = s.num_kv_heads;
     out->head_dim = s.head_dim;
@@ -482,10 +513,10 @@ fkv_status fkv_plan_cos_sin(const fkv_plan* plan, int group, int64_t max_positio
     if (bytes_needed) *bytes_needed = need;
     if (out == nullptr) return FKV_OK;
     if (out_bytes < need)
-      throw fkv::ArgumentError("the cos/sin buffer holds " + std::to_string(out_bytes) + " bytes, " +
-                               std::to_string(need) + " are needed (" + std::to_string(rows) +
-                               " x " + std::to_string(g.attn.rotary_dim) + " " +
-                               fkv::to_string(dt) + ")");
+      throw fkv::ArgumentError("the cos/sin buffer holds " + std::to_string(out_bytes) +
+                               " bytes, " + std::to_string(need) + " are needed (" +
+                               std::to_string(rows) + " x " + std::to_string(g.attn.rotary_dim) +
+                               " " + fkv::to_string(dt) + ")");
     const std::vector<std::uint8_t> bytes = table.bytes(dt);
     std::memcpy(out, bytes.data(), bytes.size());
     return FKV_OK;
@@ -498,7 +529,8 @@ void fkv_precompile_options_init(fkv_precompile_options* options) {
   if (options) *options = fkv_precompile_options{};
 }
 
-fkv_status fkv_precompile_with_options(const fkv_config* config, const fkv_precompile_options* options,
+fkv_status fkv_precompile_with_options(const fkv_config* config,
+                                       const fkv_precompile_options* options,
                                        fkv_precompile_result* result) {
   return guard([&] {
     require(config, "config");
@@ -506,10 +538,12 @@ fkv_status fkv_precompile_with_options(const fkv_config* config, const fkv_preco
     require(options->arch, "arch");
     auto given = [](const char* s) { return s != nullptr && *s != '\0'; };
     if (options->jobs < 0)
-      throw fkv::ArgumentError("jobs is " + std::to_string(options->jobs) + ": give 0 (one per core) or more");
+      throw fkv::ArgumentError("jobs is " + std::to_string(options->jobs) +
+                               ": give 0 (one per core) or more");
     const fkv::ArchTarget target = fkv::resolve_arch(options->arch).target;
-    const fkv::Plan plan = fkv::make_plan(
-        config->config, options->strict ? fkv::ValidationMode::Strict : fkv::ValidationMode::Grouped);
+    const fkv::Plan plan =
+        fkv::make_plan(config->config, options->strict ? fkv::ValidationMode::Strict
+                                                       : fkv::ValidationMode::Grouped);
     fkv::VariantOptions o;
     o.act = given(options->act_dtype) ? fkv::parse_dtype(options->act_dtype)
                                       : fkv::act_dtype_of(config->config.dtype.value);
@@ -545,10 +579,11 @@ fkv_status fkv_precompile_with_options(const fkv_config* config, const fkv_preco
       std::string names;
       for (const auto& k : r.kernels)
         if (!k.persisted()) names += (names.empty() ? "" : ", ") + k.spec.short_name();
-      throw fkv::CacheError(std::to_string(r.not_persisted()) + " of " + std::to_string(r.kernels.size()) +
-                            " kernels were compiled but not saved to the cache (" +
-                            (cache->memory_only() ? "no usable cache directory" : "publishing failed") +
-                            "; see the log): " + names);
+      throw fkv::CacheError(
+          std::to_string(r.not_persisted()) + " of " + std::to_string(r.kernels.size()) +
+          " kernels were compiled but not saved to the cache (" +
+          (cache->memory_only() ? "no usable cache directory" : "publishing failed") +
+          "; see the log): " + names);
     }
     return FKV_OK;
   });
@@ -603,10 +638,10 @@ fkv_status fkv_materialize_stacked(const fkv_kernel* kernel, const fkv_inputs* i
   });
 }
 
-fkv_status fkv_materialize_pool(const fkv_kernel* kernel, const fkv_inputs* in, const void* cache_loc,
-                                void* const* k_ptrs, void* const* v_ptrs, int64_t num_slots,
-                                int64_t slot_stride, const float* k_scales, const float* v_scales,
-                                void* stream) {
+fkv_status fkv_materialize_pool(const fkv_kernel* kernel, const fkv_inputs* in,
+                                const void* cache_loc, void* const* k_ptrs, void* const* v_ptrs,
+                                int64_t num_slots, int64_t slot_stride, const float* k_scales,
+                                const float* v_scales, void* stream) {
   return guard([&] {
     require(kernel, "kernel");
     require(in, "inputs");
@@ -648,7 +683,8 @@ void fkv_materializer_options_init(fkv_materializer_options* o) {
 }
 
 fkv_status fkv_materializer_create(const fkv_config* config, const fkv_materializer_weights* w,
-                                   const fkv_materializer_options* options, fkv_materializer** out) {
+                                   const fkv_materializer_options* options,
+                                   fkv_materializer** out) {
   return guard([&] {
     require(config, "config");
     require(w, "weights");
@@ -657,11 +693,13 @@ fkv_status fkv_materializer_create(const fkv_config* config, const fkv_materiali
     fkv_materializer_options o;
     fkv_materializer_options_init(&o);
     if (options) o = *options;
-    const fkv::Plan plan = fkv::shard_plan(
-        fkv::make_plan(config->config, o.grouped ? fkv::ValidationMode::Grouped : fkv::ValidationMode::Strict),
-        fkv::TensorParallel{o.tp_size, o.tp_rank});
+    const fkv::Plan plan =
+        fkv::shard_plan(fkv::make_plan(config->config, o.grouped ? fkv::ValidationMode::Grouped
+                                                                 : fkv::ValidationMode::Strict),
+                        fkv::TensorParallel{o.tp_size, o.tp_rank});
     std::vector<int> layers;
-    for (const fkv::LayerAttention* layer : config->config.attention_layers()) layers.push_back(layer->index);
+    for (const fkv::LayerAttention* layer : config->config.attention_layers())
+      layers.push_back(layer->index);
     const fkv::MaterializerWeights mw = materializer_weights(plan, layers, *w);
     fkv::MaterializerOptions mo;
     mo.mode = o.grouped ? fkv::ValidationMode::Grouped : fkv::ValidationMode::Strict;
@@ -710,14 +748,17 @@ fkv_status fkv_materializer_layers(const fkv_materializer* m, int* layers, size_
     return copy_ints(m->m->layers(), layers, capacity, "attention layers");
   });
 }
-const char* fkv_materializer_plan_json(const fkv_materializer* m) { return m ? m->plan_json.c_str() : ""; }
+const char* fkv_materializer_plan_json(const fkv_materializer* m) {
+  return m ? m->plan_json.c_str() : "";
+}
 
 fkv_status fkv_materializer_refresh_weights(fkv_materializer* m, const fkv_materializer_weights* w,
                                             void* stream) {
   return guard([&] {
     require(m, "materializer");
     require(w, "weights");
-    m->m->refresh_weights(materializer_weights(m->m->plan(), m->m->layers(), *w), static_cast<CUstream>(stream));
+    m->m->refresh_weights(materializer_weights(m->m->plan(), m->m->layers(), *w),
+                          static_cast<CUstream>(stream));
     return FKV_OK;
   });
 }
@@ -732,7 +773,8 @@ fkv_status fkv_materializer_stacked(fkv_materializer* m, const fkv_materializer_
     require(v_out, "v_out");
     fkv::MaterializerInput mi{in->hidden, in->num_tokens, in->hidden_stride, in->positions};
     m->m->materialize_stacked(mi, std::span<void* const>(k_out, num_groups),
-                              std::span<void* const>(v_out, num_groups), static_cast<CUstream>(stream));
+                              std::span<void* const>(v_out, num_groups),
+                              static_cast<CUstream>(stream));
     return FKV_OK;
   });
 }
@@ -771,7 +813,8 @@ void* fkv_materializer_error_flag(const fkv_materializer* m) {
   return m ? reinterpret_cast<void*>(static_cast<std::uintptr_t>(m->m->error_flag())) : nullptr;
 }
 
-fkv_status fkv_materializer_take_error_flag(fkv_materializer* m, void* stream, unsigned int* flags) {
+fkv_status fkv_materializer_take_error_flag(fkv_materializer* m, void* stream,
+                                            unsigned int* flags) {
   return guard([&] {
     require(m, "materializer");
     require(flags, "flags");

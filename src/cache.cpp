@@ -40,7 +40,6 @@ double seconds_since(Clock::time_point t0) {
   return std::chrono::duration<double>(Clock::now() - t0).count();
 }
 
-
 }  // namespace
 
 std::optional<std::uint64_t> parse_byte_count(const std::string& text) {
@@ -50,14 +49,17 @@ std::optional<std::uint64_t> parse_byte_count(const std::string& text) {
   const std::uint64_t n = std::stoull(text.substr(0, digits));
   const std::string suffix = text.substr(digits);
   std::uint64_t mul = 0;
-  if (suffix.empty()) mul = 1;
-  else if (suffix == "K" || suffix == "k" || suffix == "KiB") mul = 1ull << 10;
-  else if (suffix == "M" || suffix == "MiB") mul = 1ull << 20;
-  else if (suffix == "G" || suffix == "GiB") mul = 1ull << 30;
+  if (suffix.empty())
+    mul = 1;
+  else if (suffix == "K" || suffix == "k" || suffix == "KiB")
+    mul = 1ull << 10;
+  else if (suffix == "M" || suffix == "MiB")
+    mul = 1ull << 20;
+  else if (suffix == "G" || suffix == "GiB")
+    mul = 1ull << 30;
   if (mul == 0 || n > UINT64_MAX / mul) return std::nullopt;
   return n * mul;
 }
-
 
 // ---- options -----------------------------------------------------------------------------
 
@@ -74,10 +76,14 @@ CacheOptions CacheOptions::from_env() { return from(JitOptions::from_env()); }
 
 std::string to_string(CacheOutcome o) {
   switch (o) {
-    case CacheOutcome::MemoryHit: return "memory";
-    case CacheOutcome::DiskHit: return "disk";
-    case CacheOutcome::ReadOnlyHit: return "readonly";
-    case CacheOutcome::Compiled: return "compiled";
+    case CacheOutcome::MemoryHit:
+      return "memory";
+    case CacheOutcome::DiskHit:
+      return "disk";
+    case CacheOutcome::ReadOnlyHit:
+      return "readonly";
+    case CacheOutcome::Compiled:
+      return "compiled";
   }
   return "unknown";
 }
@@ -101,9 +107,11 @@ struct KernelCache::Impl {
 
   void warn_publish(const std::string& what) {
     if (!publish_warned.exchange(true))
-      spdlog::warn("fkv-jit cache: cannot publish to {}: {}; kernels stay in memory for this process (further "
-                   "failures are logged at debug level)",
-                   options.root.string(), what);
+      spdlog::warn(
+          "fkv-jit cache: cannot publish to {}: {}; kernels stay in memory for this process "
+          "(further "
+          "failures are logged at debug level)",
+          options.root.string(), what);
     else
       spdlog::debug("fkv-jit cache: cannot publish: {}", what);
   }
@@ -154,19 +162,22 @@ struct KernelCache::Impl {
       bool missing = false;
       std::string problem = entry_dir_problem(options.root, wp->dir, false, &missing);
       // Debug only: the publish below fails on the same check and warns (once per process).
-      if (!problem.empty()) spdlog::debug("fkv-jit cache: not reading {}: {}", wp->image.string(), problem);
+      if (!problem.empty())
+        spdlog::debug("fkv-jit cache: not reading {}: {}", wp->image.string(), problem);
       LoadedEntry e;
       if (problem.empty() && !missing) e = load_entry(wp->meta, &key);  // fast path, no lock
       if (e.state == EntryState::Ok) {
         touch(wp->image);
         touch(wp->meta);
-        return {Entry{std::make_shared<const CompiledKernel>(std::move(e.kernel)), wp->image}, CacheOutcome::DiskHit};
+        return {Entry{std::make_shared<const CompiledKernel>(std::move(e.kernel)), wp->image},
+                CacheOutcome::DiskHit};
       }
       if (e.state == EntryState::Bad) {  // re-check under the lock: a writer may be mid-publish
         FileLock lock(wp->lock, kLockTimeout);
         if (auto again = load_writable(*wp, key))
-          return {Entry{std::make_shared<const CompiledKernel>(std::move(again->kernel)), wp->image},
-                  CacheOutcome::DiskHit};
+          return {
+              Entry{std::make_shared<const CompiledKernel>(std::move(again->kernel)), wp->image},
+              CacheOutcome::DiskHit};
       }
     }
 
@@ -182,9 +193,11 @@ struct KernelCache::Impl {
       }
       LoadedEntry e = load_entry(p.meta, &key, true);
       if (e.state == EntryState::Ok)
-        return {Entry{std::make_shared<const CompiledKernel>(std::move(e.kernel)), p.image}, CacheOutcome::ReadOnlyHit};
+        return {Entry{std::make_shared<const CompiledKernel>(std::move(e.kernel)), p.image},
+                CacheOutcome::ReadOnlyHit};
       if (e.state == EntryState::Bad)
-        spdlog::warn("fkv-jit cache: skipping bad entry in read-only root {}: {}", p.image.string(), e.problem);
+        spdlog::warn("fkv-jit cache: skipping bad entry in read-only root {}: {}", p.image.string(),
+                     e.problem);
     }
 
     if (!wp) return {compiled(), CacheOutcome::Compiled};
@@ -200,10 +213,12 @@ struct KernelCache::Impl {
       }
       lock.reset();
       lock.emplace(wp->lock, kLockTimeout);
-      if (!lock->held() && (lock->busy() || fs::is_directory(wp->dir))) break;  // flock unusable or timed out
+      if (!lock->held() && (lock->busy() || fs::is_directory(wp->dir)))
+        break;  // flock unusable or timed out
     }
     if (auto e = load_writable(*wp, key))
-      return {Entry{std::make_shared<const CompiledKernel>(std::move(e->kernel)), wp->image}, CacheOutcome::DiskHit};
+      return {Entry{std::make_shared<const CompiledKernel>(std::move(e->kernel)), wp->image},
+              CacheOutcome::DiskHit};
 
     Entry built = compiled();
     fs::path published = publish(*wp, key, *built.kernel);
@@ -234,7 +249,8 @@ struct KernelCache::Impl {
     if (memory_only) return 0;
     remove_stale_temps(options.root);
     auto entries = scan_root(options.root, false);
-    std::sort(entries.begin(), entries.end(), [](const Scanned& a, const Scanned& b) { return a.mtime < b.mtime; });
+    std::sort(entries.begin(), entries.end(),
+              [](const Scanned& a, const Scanned& b) { return a.mtime < b.mtime; });
     std::uint64_t total = 0, removed = 0;
     for (const auto& s : entries) total += s.info.bytes;
     for (const auto& s : entries) {
@@ -258,27 +274,35 @@ KernelCache::KernelCache(CacheOptions options) : impl_(std::make_unique<Impl>())
   Impl& m = *impl_;
   m.options = std::move(options);
   if (m.options.disabled) {
-    spdlog::debug("fkv-jit cache: disabled (FKV_DISABLE_CACHE): kernels are compiled once per process");
+    spdlog::debug(
+        "fkv-jit cache: disabled (FKV_DISABLE_CACHE): kernels are compiled once per process");
     return;
   }
   for (const auto& ro : m.options.readonly_roots) {
     std::error_code ec;
-    if (!m.options.root.empty() && fs::equivalent(ro, m.options.root, ec)) continue;  // it is the writable root
+    if (!m.options.root.empty() && fs::equivalent(ro, m.options.root, ec))
+      continue;  // it is the writable root
     std::string problem = readonly_dir_problem(ro);
-    if (problem.empty() && fs::exists(layout_dir(ro))) problem = readonly_dir_problem(layout_dir(ro));
-    if (problem.empty()) m.readonly_roots.push_back(ro);
-    else spdlog::warn("fkv-jit cache: ignoring read-only cache root {}: {}", ro.string(), problem);
+    if (problem.empty() && fs::exists(layout_dir(ro)))
+      problem = readonly_dir_problem(layout_dir(ro));
+    if (problem.empty())
+      m.readonly_roots.push_back(ro);
+    else
+      spdlog::warn("fkv-jit cache: ignoring read-only cache root {}: {}", ro.string(), problem);
   }
   if (m.options.root.empty()) {
-    spdlog::warn("fkv-jit cache: no cache directory (set FKV_CACHE_DIR, XDG_CACHE_HOME or HOME); kernels are cached "
-                 "in memory only");
+    spdlog::warn(
+        "fkv-jit cache: no cache directory (set FKV_CACHE_DIR, XDG_CACHE_HOME or HOME); kernels "
+        "are cached "
+        "in memory only");
     return;
   }
   std::string problem = prepare_root(m.options.root);
   if (problem.empty()) problem = ensure_private_dir(layout_dir(m.options.root));
   if (!problem.empty()) {
     CacheError refused("refusing cache root " + m.options.root.string() + ": " + problem +
-                       ". Use a directory owned by this user with mode 0700 (chmod 700 DIR), or set FKV_CACHE_DIR");
+                       ". Use a directory owned by this user with mode 0700 (chmod 700 DIR), or "
+                       "set FKV_CACHE_DIR");
     spdlog::warn("fkv-jit cache: {}; kernels are cached in memory only", refused.what());
     return;
   }
@@ -291,16 +315,19 @@ CacheResult KernelCache::get(const KernelSource& src, const CompileOptions& opti
   return get(src, options, JitOptions::global());
 }
 
-CacheResult KernelCache::get(const KernelSource& src, const CompileOptions& options, const JitOptions& jit) {
+CacheResult KernelCache::get(const KernelSource& src, const CompileOptions& options,
+                             const JitOptions& jit) {
   // The short name only makes the file recognizable; entry_paths() sanitizes it again.
-  const std::string name = src.short_name.empty() ? cache_short_name(src.name_expression) : src.short_name;
+  const std::string name =
+      src.short_name.empty() ? cache_short_name(src.name_expression) : src.short_name;
   return get(CacheKey::make(src, options, jit), name, [&] { return compile(src, options, jit); });
 }
 
 CacheResult KernelCache::get(const CacheKey& key, const std::string& short_name,
                              const std::function<CompiledKernel()>& build) {
   auto t0 = Clock::now();
-  if (!is_cache_digest(key.digest)) throw CacheError("cache key digest '" + key.digest + "' is not 32 hex digits");
+  if (!is_cache_digest(key.digest))
+    throw CacheError("cache key digest '" + key.digest + "' is not 32 hex digits");
   Impl& m = *impl_;
   std::promise<Impl::Entry> promise;
   {
@@ -355,8 +382,10 @@ std::vector<CacheEntryInfo> KernelCache::verify() {
     remove_stale_temps(impl_->options.root);
     for (auto& s : scan_root(impl_->options.root, false)) {
       bool uncommitted = s.meta.empty();
-      if (!s.info.ok && !s.untrusted_dir && (!uncommitted || older_than(s.info.path, kStaleAfter))) {
-        spdlog::warn("fkv-jit cache: removing bad entry {}: {}", s.info.path.string(), s.info.problem);
+      if (!s.info.ok && !s.untrusted_dir &&
+          (!uncommitted || older_than(s.info.path, kStaleAfter))) {
+        spdlog::warn("fkv-jit cache: removing bad entry {}: {}", s.info.path.string(),
+                     s.info.problem);
         remove_entry(s.meta, s.info.path);
         s.info.removed = true;
       }
@@ -394,8 +423,9 @@ std::size_t KernelCache::clear() {
       if (lock.busy()) continue;
       // Meta files first: a clear that is interrupted leaves uncommitted images, never a
       // committed entry without its image. The lock file goes last, while we hold it.
-      std::stable_partition(files.begin(), files.end(),
-                            [](const fs::path& f) { return ends_with(f.filename().string(), kMetaSuffix); });
+      std::stable_partition(files.begin(), files.end(), [](const fs::path& f) {
+        return ends_with(f.filename().string(), kMetaSuffix);
+      });
       for (const auto& f : files) {
         if (ends_with(f.filename().string(), kMetaSuffix)) ++entries;
         if (!ends_with(f.filename().string(), ".lock")) ::unlink(f.c_str());

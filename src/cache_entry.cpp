@@ -25,21 +25,23 @@ constexpr std::uint64_t kMaxMetaBytes = 1ull << 20;
 // image only, leaving lowered_name outside). A format-1 entry is a bad entry: removed and rebuilt.
 constexpr const char* kMetaFormat = "fkv-jit cache entry 2";
 
-std::string describe_field_difference(const CacheKey::Fields& cached, const CacheKey::Fields& wanted) {
+std::string describe_field_difference(const CacheKey::Fields& cached,
+                                      const CacheKey::Fields& wanted) {
   for (std::size_t i = 0; i < std::max(cached.size(), wanted.size()); ++i) {
     if (i >= cached.size()) return "cached key lacks field '" + wanted[i].first + "'";
     if (i >= wanted.size()) return "cached key has extra field '" + cached[i].first + "'";
     if (cached[i] != wanted[i])
-      return "key field '" + wanted[i].first + "' is '" + cached[i].second + "' in the entry, '" + wanted[i].second +
-             "' requested";
+      return "key field '" + wanted[i].first + "' is '" + cached[i].second + "' in the entry, '" +
+             wanted[i].second + "' requested";
   }
   return "key fields differ";
 }
 
-
 }  // namespace
 
-fs::path layout_dir(const fs::path& root) { return root / ("v" + std::to_string(kCacheSchemaVersion)); }
+fs::path layout_dir(const fs::path& root) {
+  return root / ("v" + std::to_string(kCacheSchemaVersion));
+}
 
 EntryPaths entry_paths(const fs::path& root, const CacheKey& key, const std::string& short_name) {
   EntryPaths p;
@@ -54,8 +56,9 @@ EntryPaths entry_paths(const fs::path& root, const CacheKey& key, const std::str
   return p;
 }
 
-std::string entry_checksum(const std::string& digest, const std::string& image_name, std::uint64_t bytes,
-                           const std::string& lowered_name, bool ptx, std::string_view image) {
+std::string entry_checksum(const std::string& digest, const std::string& image_name,
+                           std::uint64_t bytes, const std::string& lowered_name, bool ptx,
+                           std::string_view image) {
   // Labeled and length-prefixed like a key; the key fields are covered through the digest,
   // which they must hash to.
   return CacheKey::from_fields({{"format", kMetaFormat},
@@ -89,8 +92,10 @@ LoadedEntry load_entry(const fs::path& meta_path, const CacheKey* expect, bool r
   std::string image_name, checksum;
   std::uint64_t size = 0;
   try {
-    if (meta.at("format").get<std::string>() != kMetaFormat) return bad("meta file has an unknown format");
-    for (const auto& f : meta.at("key")) key.fields.emplace_back(f.at(0).get<std::string>(), f.at(1).get<std::string>());
+    if (meta.at("format").get<std::string>() != kMetaFormat)
+      return bad("meta file has an unknown format");
+    for (const auto& f : meta.at("key"))
+      key.fields.emplace_back(f.at(0).get<std::string>(), f.at(1).get<std::string>());
     e.digest = meta.at("digest").get<std::string>();
     image_name = meta.at("image").get<std::string>();
     size = meta.at("bytes").get<std::uint64_t>();
@@ -103,29 +108,37 @@ LoadedEntry load_entry(const fs::path& meta_path, const CacheKey* expect, bool r
   e.arch = key.field("arch");
   std::string base = meta_path.filename().string();
   base.resize(base.size() - std::string_view(kMetaSuffix).size());
-  if (CacheKey::from_fields(key.fields).digest != e.digest) return bad("key fields do not hash to the recorded digest");
-  if (base.size() < 33 || base.substr(base.size() - 32) != e.digest) return bad("file name does not match the digest");
-  if (expect && key.fields != expect->fields) return bad(describe_field_difference(key.fields, expect->fields));
+  if (CacheKey::from_fields(key.fields).digest != e.digest)
+    return bad("key fields do not hash to the recorded digest");
+  if (base.size() < 33 || base.substr(base.size() - 32) != e.digest)
+    return bad("file name does not match the digest");
+  if (expect && key.fields != expect->fields)
+    return bad(describe_field_difference(key.fields, expect->fields));
   std::string want_image = base + (e.kernel.is_ptx ? ".ptx" : ".cubin");
-  if (image_name != want_image) return bad("meta file names image '" + image_name + "', expected '" + want_image + "'");
+  if (image_name != want_image)
+    return bad("meta file names image '" + image_name + "', expected '" + want_image + "'");
   if (e.kernel.lowered_name.empty()) return bad("meta file has an empty lowered name");
   e.image = meta_path.parent_path() / image_name;
   auto image = read_file(e.image, kMaxImageBytes, err, &code, trust);
   if (!image) return bad(code == ENOENT ? "image file is missing" : "cannot read image: " + err);
   e.bytes = image->size() + meta_text->size();
   if (image->size() != size)
-    return bad("image is " + std::to_string(image->size()) + " bytes, meta file says " + std::to_string(size) +
-               " (truncated?)");
-  if (entry_checksum(e.digest, image_name, size, e.kernel.lowered_name, e.kernel.is_ptx, *image) != checksum)
+    return bad("image is " + std::to_string(image->size()) + " bytes, meta file says " +
+               std::to_string(size) + " (truncated?)");
+  if (entry_checksum(e.digest, image_name, size, e.kernel.lowered_name, e.kernel.is_ptx, *image) !=
+      checksum)
     return bad("checksum does not match the image and meta fields (corrupted or edited)");
   e.kernel.image = std::move(*image);
   e.state = EntryState::Ok;
   return e;
 }
 
-std::string entry_dir_problem(const fs::path& root, const fs::path& dir, bool readonly, bool* missing) {
+std::string entry_dir_problem(const fs::path& root, const fs::path& dir, bool readonly,
+                              bool* missing) {
   for (const auto& d : {layout_dir(root), dir.parent_path(), dir})
-    if (std::string p = dir_trust_problem(d, readonly, readonly, missing); !p.empty() || (missing && *missing)) return p;
+    if (std::string p = dir_trust_problem(d, readonly, readonly, missing);
+        !p.empty() || (missing && *missing))
+      return p;
   return {};
 }
 
@@ -138,7 +151,8 @@ std::string publish_entry(const EntryPaths& p, const CacheKey& key, const Compil
       {"key", fields},
       {"image", p.image.filename().string()},
       {"bytes", k.image.size()},
-      {"checksum", entry_checksum(key.digest, p.image.filename().string(), k.image.size(), k.lowered_name, k.is_ptx, k.image)},
+      {"checksum", entry_checksum(key.digest, p.image.filename().string(), k.image.size(),
+                                  k.lowered_name, k.is_ptx, k.image)},
       {"lowered_name", k.lowered_name},
       {"ptx", k.is_ptx},
   };
@@ -238,7 +252,8 @@ void remove_stale_temps(const fs::path& root) {
   for (const auto& dir : entry_dirs(root, false)) {
     std::error_code ec;
     for (const auto& f : fs::directory_iterator(dir, ec))
-      if (is_temp_name(f.path().filename().string()) && older_than(f.path(), kStaleAfter)) ::unlink(f.path().c_str());
+      if (is_temp_name(f.path().filename().string()) && older_than(f.path(), kStaleAfter))
+        ::unlink(f.path().c_str());
   }
 }
 

@@ -48,7 +48,8 @@ std::string sanitize(std::string_view in, std::size_t max, bool allow_dot) {
     }
   }
   if (out.size() > max) out.resize(max);
-  while (!out.empty() && (out.back() == '_' || out.back() == '-' || out.back() == '.')) out.pop_back();
+  while (!out.empty() && (out.back() == '_' || out.back() == '-' || out.back() == '.'))
+    out.pop_back();
   return out.empty() ? "kernel" : out;
 }
 
@@ -75,7 +76,8 @@ std::optional<std::string> read_file(const fs::path& path, std::uint64_t max, st
   }
   if (static_cast<std::uint64_t>(st.st_size) > max) {
     ::close(fd);
-    err = "file is " + std::to_string(st.st_size) + " bytes, more than the " + std::to_string(max) + " allowed";
+    err = "file is " + std::to_string(st.st_size) + " bytes, more than the " + std::to_string(max) +
+          " allowed";
     return std::nullopt;
   }
   std::string out(static_cast<std::size_t>(st.st_size), '\0');
@@ -118,7 +120,8 @@ std::string write_atomic(const fs::path& dir, const std::string& name, std::stri
   thread_local std::mt19937_64 rng{std::random_device{}() ^ static_cast<std::uint64_t>(::getpid())};
   for (int attempt = 0; attempt < 64; ++attempt) {
     std::ostringstream tmp_name;
-    tmp_name << name << ".tmp." << ::getpid() << '.' << counter.fetch_add(1) << '.' << std::hex << rng();
+    tmp_name << name << ".tmp." << ::getpid() << '.' << counter.fetch_add(1) << '.' << std::hex
+             << rng();
     fs::path tmp = dir / tmp_name.str();
     int fd = ::open(tmp.c_str(), O_CREAT | O_EXCL | O_NOFOLLOW | O_WRONLY | O_CLOEXEC, 0600);
     if (fd < 0 && errno == EEXIST) continue;
@@ -128,11 +131,15 @@ std::string write_atomic(const fs::path& dir, const std::string& name, std::stri
     while (done < content.size() && err.empty()) {
       ssize_t n = ::write(fd, content.data() + done, content.size() - done);
       if (n < 0 && errno == EINTR) continue;
-      if (n < 0) err = "cannot write " + tmp.string() + ": " + errno_text(errno);
-      else done += static_cast<std::size_t>(n);
+      if (n < 0)
+        err = "cannot write " + tmp.string() + ": " + errno_text(errno);
+      else
+        done += static_cast<std::size_t>(n);
     }
-    if (err.empty() && ::fsync(fd) != 0) err = "cannot fsync " + tmp.string() + ": " + errno_text(errno);
-    if (::close(fd) != 0 && err.empty()) err = "cannot close " + tmp.string() + ": " + errno_text(errno);
+    if (err.empty() && ::fsync(fd) != 0)
+      err = "cannot fsync " + tmp.string() + ": " + errno_text(errno);
+    if (::close(fd) != 0 && err.empty())
+      err = "cannot close " + tmp.string() + ": " + errno_text(errno);
     if (err.empty() && ::rename(tmp.c_str(), (dir / name).c_str()) != 0)
       err = "cannot rename " + tmp.string() + ": " + errno_text(errno);
     if (!err.empty()) ::unlink(tmp.c_str());
@@ -145,7 +152,8 @@ std::string trust_problem(const struct stat& st, bool allow_root_owner) {
   if (!S_ISDIR(st.st_mode)) return "it is not a directory";
   uid_t me = ::geteuid();
   if (st.st_uid != me && !(allow_root_owner && st.st_uid == 0))
-    return "it is owned by uid " + std::to_string(st.st_uid) + ", not by this user (uid " + std::to_string(me) + ")";
+    return "it is owned by uid " + std::to_string(st.st_uid) + ", not by this user (uid " +
+           std::to_string(me) + ")";
   if (st.st_mode & (S_IWGRP | S_IWOTH))
     return "it is writable by group or others (mode " + mode_text(st.st_mode) + ")";
   return {};
@@ -154,13 +162,15 @@ std::string trust_problem(const struct stat& st, bool allow_root_owner) {
 std::string file_trust_problem(const struct stat& st, bool allow_root_owner) {
   uid_t me = ::geteuid();
   if (st.st_uid != me && !(allow_root_owner && st.st_uid == 0))
-    return "it is owned by uid " + std::to_string(st.st_uid) + ", not by this user (uid " + std::to_string(me) + ")";
+    return "it is owned by uid " + std::to_string(st.st_uid) + ", not by this user (uid " +
+           std::to_string(me) + ")";
   if (st.st_mode & (S_IWGRP | S_IWOTH))
     return "it is writable by group or others (mode " + mode_text(st.st_mode) + ")";
   return {};
 }
 
-std::string dir_trust_problem(const fs::path& dir, bool follow, bool allow_root_owner, bool* missing) {
+std::string dir_trust_problem(const fs::path& dir, bool follow, bool allow_root_owner,
+                              bool* missing) {
   struct stat st {};
   if ((follow ? ::stat(dir.c_str(), &st) : ::lstat(dir.c_str(), &st)) != 0) {
     if (errno == ENOENT || errno == ENOTDIR) {
@@ -181,7 +191,8 @@ std::string ensure_private_dir(const fs::path& dir) {
     if (errno != ENOENT) return "cannot access " + dir.string() + ": " + errno_text(errno);
     if (::mkdir(dir.c_str(), 0700) != 0 && errno != EEXIST)
       return "cannot create " + dir.string() + ": " + errno_text(errno);
-    if (::lstat(dir.c_str(), &st) != 0) return "cannot access " + dir.string() + ": " + errno_text(errno);
+    if (::lstat(dir.c_str(), &st) != 0)
+      return "cannot access " + dir.string() + ": " + errno_text(errno);
   }
   if (S_ISLNK(st.st_mode)) return dir.string() + " is a symbolic link";
   std::string p = trust_problem(st, false);
@@ -203,20 +214,22 @@ std::string prepare_root(const fs::path& root) {
     if (::mkdir(it->c_str(), 0700) != 0 && errno != EEXIST)
       return "cannot create " + it->string() + ": " + errno_text(errno);
   struct stat st {};
-  if (::stat(root.c_str(), &st) != 0) return "cannot access " + root.string() + ": " + errno_text(errno);
+  if (::stat(root.c_str(), &st) != 0)
+    return "cannot access " + root.string() + ": " + errno_text(errno);
   if (std::string p = trust_problem(st, false); !p.empty()) return p;
-  if (::access(root.c_str(), W_OK | X_OK) != 0) return root.string() + " is not writable: " + errno_text(errno);
+  if (::access(root.c_str(), W_OK | X_OK) != 0)
+    return root.string() + " is not writable: " + errno_text(errno);
   return {};
 }
 
 // Read-only roots may be owned by root (baked into an image) but not writable by others.
 std::string readonly_dir_problem(const fs::path& dir) {
   struct stat st {};
-  if (::stat(dir.c_str(), &st) != 0) return "cannot access " + dir.string() + ": " + errno_text(errno);
+  if (::stat(dir.c_str(), &st) != 0)
+    return "cannot access " + dir.string() + ": " + errno_text(errno);
   std::string p = trust_problem(st, true);
   return p.empty() ? p : dir.string() + ": " + p;
 }
-
 
 bool older_than(const fs::path& p, std::chrono::seconds age) {
   std::error_code ec;
@@ -245,9 +258,10 @@ FileLock::FileLock(const fs::path& path, std::chrono::seconds timeout) {
     if (::flock(fd_, LOCK_EX | LOCK_NB) == 0) {
       // A lock file is unlinked while locked (prune, clear); whoever waited on the old inode
       // must not count as holding the lock that the path now names: open it again.
-      struct stat held {}, named {};
-      if (::fstat(fd_, &held) == 0 && ::stat(path.c_str(), &named) == 0 && held.st_ino == named.st_ino &&
-          held.st_dev == named.st_dev) {
+      struct stat held {
+      }, named{};
+      if (::fstat(fd_, &held) == 0 && ::stat(path.c_str(), &named) == 0 &&
+          held.st_ino == named.st_ino && held.st_dev == named.st_dev) {
         held_ = true;
         return;
       }
@@ -262,13 +276,15 @@ FileLock::FileLock(const fs::path& path, std::chrono::seconds timeout) {
     int e = errno;
     if (e == EINTR) continue;
     if (e != EWOULDBLOCK) {
-      spdlog::debug("fkv-jit cache: cannot lock {}: {}; compiling without it", path.string(), errno_text(e));
+      spdlog::debug("fkv-jit cache: cannot lock {}: {}; compiling without it", path.string(),
+                    errno_text(e));
       break;
     }
     if (Clock::now() - t0 >= timeout) {
       busy_ = true;
       if (timeout.count() == 0) break;  // a try-lock: the caller decides
-      spdlog::warn("fkv-jit cache: waited {} s for {}; compiling without the lock", timeout.count(), path.string());
+      spdlog::warn("fkv-jit cache: waited {} s for {}; compiling without the lock", timeout.count(),
+                   path.string());
       break;
     }
     std::this_thread::sleep_for(pause);

@@ -35,8 +35,9 @@ std::string xxh3_128_hex(std::string_view bytes) {
 }
 
 bool is_cache_digest(const std::string& s) {
-  return s.size() == 32 &&
-         std::all_of(s.begin(), s.end(), [](char c) { return (c >= '0' && c <= '9') || (c >= 'a' && c <= 'f'); });
+  return s.size() == 32 && std::all_of(s.begin(), s.end(), [](char c) {
+           return (c >= '0' && c <= '9') || (c >= 'a' && c <= 'f');
+         });
 }
 
 CacheKey CacheKey::from_fields(Fields fields) {
@@ -61,7 +62,8 @@ CacheKey CacheKey::make(const KernelSource& src, const CompileOptions& options) 
   return make(src, options, JitOptions::global());
 }
 
-CacheKey CacheKey::make(const KernelSource& src, const CompileOptions& options, const JitOptions& jit) {
+CacheKey CacheKey::make(const KernelSource& src, const CompileOptions& options,
+                        const JitOptions& jit) {
   // Everything NVRTC sees, in this order (a new input gets a field, and kCacheSchemaVersion
   // is bumped, before it may influence an image):
   //   1. schema          kCacheSchemaVersion: meaning of these fields and the entry layout

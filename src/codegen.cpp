@@ -45,7 +45,8 @@ std::string hex128(const XXH128_hash_t& h) {
 bool is_embedded_header(const std::string& include_name) {
   for (std::size_t i = 0; i < detail::kEmbeddedFileCount; ++i) {
     const std::string embedded = detail::kEmbeddedFiles[i].name;
-    if (embedded == include_name && std::filesystem::path(embedded).extension() != ".cu") return true;
+    if (embedded == include_name && std::filesystem::path(embedded).extension() != ".cu")
+      return true;
   }
   return false;
 }
@@ -54,11 +55,16 @@ bool is_embedded_header(const std::string& include_name) {
 
 std::string device_type(DType d) {
   switch (d) {
-    case DType::BF16: return "fkv_kernels::bf16";
-    case DType::FP16: return "fkv_kernels::fp16";
-    case DType::FP32: return "float";
-    case DType::FP8_E4M3: return "fkv_kernels::fp8_e4m3";
-    case DType::FP8_E5M2: return "fkv_kernels::fp8_e5m2";
+    case DType::BF16:
+      return "fkv_kernels::bf16";
+    case DType::FP16:
+      return "fkv_kernels::fp16";
+    case DType::FP32:
+      return "float";
+    case DType::FP8_E4M3:
+      return "fkv_kernels::fp8_e4m3";
+    case DType::FP8_E5M2:
+      return "fkv_kernels::fp8_e5m2";
   }
   return "?";
 }
@@ -75,17 +81,22 @@ void check_template_includes(const std::string& file, const std::string& text) {
     const std::size_t word = line.find_first_not_of(" \t", hash + 1);
     if (word == std::string::npos || line.compare(word, 7, "include") != 0) continue;
     const std::size_t open = line.find_first_of("\"<", word + 7);
-    const std::size_t close = open == std::string::npos ? open : line.find_first_of("\">", open + 1);
-    const std::string target = close == std::string::npos ? "" : line.substr(open + 1, close - open - 1);
+    const std::size_t close =
+        open == std::string::npos ? open : line.find_first_of("\">", open + 1);
+    const std::string target =
+        close == std::string::npos ? "" : line.substr(open + 1, close - open - 1);
     if (!is_embedded_header(target))
-      throw CompileError(file + ":" + std::to_string(number) + ": #include '" + (target.empty() ? line : target) +
-                         "' is not one of the kernel headers fkv-jit hands NVRTC in memory, so the cache key "
-                         "cannot see it. FKV_TEMPLATE_DIR templates may include only the embedded headers "
-                         "(fkv_types.cuh, fkv/kernel_params.h, ...); paste anything else into the template");
+      throw CompileError(
+          file + ":" + std::to_string(number) + ": #include '" + (target.empty() ? line : target) +
+          "' is not one of the kernel headers fkv-jit hands NVRTC in memory, so the cache key "
+          "cannot see it. FKV_TEMPLATE_DIR templates may include only the embedded headers "
+          "(fkv_types.cuh, fkv/kernel_params.h, ...); paste anything else into the template");
   }
 }
 
-std::string template_text(const std::string& name) { return template_text(name, JitOptions::global()); }
+std::string template_text(const std::string& name) {
+  return template_text(name, JitOptions::global());
+}
 
 std::string template_text(const std::string& name, const JitOptions& options) {
   if (!options.template_dir.empty()) {
@@ -145,8 +156,8 @@ KernelSource generate(const KernelSpec& spec, const JitOptions& options) {
        << device_type(spec.cache) << ", " << device_type(spec.cos_sin) << ", "
        << device_type(spec.positions) << ", " << device_type(spec.slots) << ", "
        << (spec.mode == OutputMode::Pool ? "true" : "false") << ", "
-       << (spec.paged ? "true" : "false") << ", " << (spec.kv_bias ? "true" : "false") << ", " << t.vec << ", " << t.loads << ", "
-       << t.warps_per_block << ">";
+       << (spec.paged ? "true" : "false") << ", " << (spec.kv_bias ? "true" : "false") << ", "
+       << t.vec << ", " << t.loads << ", " << t.warps_per_block << ">";
   out.name_expression = expr.str();
 
   const std::string body = read_template(out, kTemplate, kHeaders, options);

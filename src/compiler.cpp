@@ -16,8 +16,8 @@
 #include <sstream>
 
 #include "fkv/errors.hpp"
-#include "fkv/options.hpp"
 #include "fkv/nvrtc_loader.hpp"
+#include "fkv/options.hpp"
 
 namespace fkv {
 namespace {
@@ -74,8 +74,8 @@ ArchName parse_arch_name(const std::string& text) {
   if (const auto dot = s.find('.'); dot != std::string::npos) {
     // "9.0": a compute capability, never with "sm_" or a suffix.
     const std::string maj = s.substr(0, dot), min = s.substr(dot + 1);
-    if (a.suffix || prefixed || !all_digits(maj) || maj.size() > 2 || maj[0] == '0' || !all_digits(min) ||
-        min.size() != 1)
+    if (a.suffix || prefixed || !all_digits(maj) || maj.size() > 2 || maj[0] == '0' ||
+        !all_digits(min) || min.size() != 1)
       not_an_arch(text, "");
     a.major = std::stoi(maj);
     a.minor = min[0] - '0';
@@ -83,7 +83,9 @@ ArchName parse_arch_name(const std::string& text) {
   }
   // Two or three digits, the last one the minor version: sm_80, sm_90, sm_100, sm_120.
   if (!all_digits(s) || s.size() < 2 || s.size() > 3 || s[0] == '0')
-    not_an_arch(text, s.size() == 1 && all_digits(s) ? "one digit: major and minor version are both needed" : "");
+    not_an_arch(text, s.size() == 1 && all_digits(s)
+                          ? "one digit: major and minor version are both needed"
+                          : "");
   a.major = std::stoi(s.substr(0, s.size() - 1));
   a.minor = s.back() - '0';
   return a;
@@ -92,16 +94,18 @@ ArchName parse_arch_name(const std::string& text) {
 Arch Arch::parse(const std::string& text) {
   const ArchName n = parse_arch_name(text);
   if (n.suffix == 'f')
-    throw ArgumentError("'" + text + "' is an arch-family target, not one arch to build: name the arch, sm_" +
-                        std::to_string(n.major * 10 + n.minor) + " (or sm_" + std::to_string(n.major * 10 + n.minor) +
-                        "a for an arch-specific one)");
+    throw ArgumentError("'" + text +
+                        "' is an arch-family target, not one arch to build: name the arch, sm_" +
+                        std::to_string(n.major * 10 + n.minor) + " (or sm_" +
+                        std::to_string(n.major * 10 + n.minor) + "a for an arch-specific one)");
   Arch a{n.major, n.minor, n.suffix == 'a'};
   const auto archs = supported_archs();
   const bool known = std::any_of(archs.begin(), archs.end(),
                                  [&](const Arch& b) { return b.number() == a.number(); });
   if (!known || (a.arch_specific && a.major < 9))
     throw CompileError("arch " + a.name() + " is not supported by this NVRTC (" + nvrtc_version() +
-                       "); supported: " + arch_list() + (a.arch_specific ? " (an 'a' target needs sm_90 or newer)" : ""));
+                       "); supported: " + arch_list() +
+                       (a.arch_specific ? " (an 'a' target needs sm_90 or newer)" : ""));
   return a;
 }
 
@@ -140,8 +144,9 @@ std::string nvrtc_version() {
 std::vector<Arch> supported_archs() {
   if (nvrtc_if_available() == nullptr) {
     std::vector<Arch> out;
-    for (int v : CUDA_VERSION >= 13000 ? std::vector<int>{80, 86, 87, 88, 89, 90, 100, 103, 110, 120, 121}
-                                       : std::vector<int>{80, 86, 87, 89, 90})
+    for (int v : CUDA_VERSION >= 13000
+                     ? std::vector<int>{80, 86, 87, 88, 89, 90, 100, 103, 110, 120, 121}
+                     : std::vector<int>{80, 86, 87, 89, 90})
       out.push_back(Arch{v / 10, v % 10, false});
     return out;
   }
@@ -160,7 +165,8 @@ namespace {
 // created with O_EXCL|O_NOFOLLOW, so a symlink planted at its name is never written through;
 // an earlier dump of the same kernel (a regular file of ours) is replaced. A dump that cannot
 // be written is a warning, never a failed compile.
-void dump_source(const KernelSource& src, const CompileOptions& options, const std::filesystem::path& dir) {
+void dump_source(const KernelSource& src, const CompileOptions& options,
+                 const std::filesystem::path& dir) {
   if (dir.empty()) return;
   std::error_code ec;
   std::filesystem::create_directories(dir, ec);
@@ -176,9 +182,11 @@ void dump_source(const KernelSource& src, const CompileOptions& options, const s
     }
   }
   if (fd < 0) {
-    spdlog::warn("fkv-jit: FKV_DUMP_SOURCE: not writing {}: {} (an existing symlink or another user's file is "
-                 "never written through or replaced)",
-                 path.string(), std::error_code(errno, std::generic_category()).message());
+    spdlog::warn(
+        "fkv-jit: FKV_DUMP_SOURCE: not writing {}: {} (an existing symlink or another user's file "
+        "is "
+        "never written through or replaced)",
+        path.string(), std::error_code(errno, std::generic_category()).message());
     return;
   }
   std::size_t done = 0;
@@ -189,7 +197,8 @@ void dump_source(const KernelSource& src, const CompileOptions& options, const s
     done += static_cast<std::size_t>(n);
   }
   ::close(fd);
-  if (done != src.source.size()) spdlog::warn("fkv-jit: FKV_DUMP_SOURCE: {} is incomplete", path.string());
+  if (done != src.source.size())
+    spdlog::warn("fkv-jit: FKV_DUMP_SOURCE: {} is incomplete", path.string());
 }
 }  // namespace
 
@@ -197,7 +206,8 @@ CompiledKernel compile(const KernelSource& src, const CompileOptions& options) {
   return compile(src, options, JitOptions::global());
 }
 
-CompiledKernel compile(const KernelSource& src, const CompileOptions& options, const JitOptions& jit) {
+CompiledKernel compile(const KernelSource& src, const CompileOptions& options,
+                       const JitOptions& jit) {
   dump_source(src, options, jit.dump_source);
   std::vector<const char*> header_text, header_names;
   for (const auto& [name, text] : src.headers) {
@@ -206,16 +216,18 @@ CompiledKernel compile(const KernelSource& src, const CompileOptions& options, c
   }
   nvrtcProgram raw = nullptr;
   check_nvrtc(nvrtc().nvrtcCreateProgram(&raw, src.source.c_str(), src.template_name.c_str(),
-                                 static_cast<int>(header_text.size()), header_text.data(),
-                                 header_names.data()),
+                                         static_cast<int>(header_text.size()), header_text.data(),
+                                         header_names.data()),
               "nvrtcCreateProgram");
   Program prog(raw);
-  check_nvrtc(nvrtc().nvrtcAddNameExpression(raw, src.name_expression.c_str()), "nvrtcAddNameExpression");
+  check_nvrtc(nvrtc().nvrtcAddNameExpression(raw, src.name_expression.c_str()),
+              "nvrtcAddNameExpression");
 
   const auto opts = nvrtc_options(options, jit);
   std::vector<const char*> argv;
   for (const auto& o : opts) argv.push_back(o.c_str());
-  const nvrtcResult rc = nvrtc().nvrtcCompileProgram(raw, static_cast<int>(argv.size()), argv.data());
+  const nvrtcResult rc =
+      nvrtc().nvrtcCompileProgram(raw, static_cast<int>(argv.size()), argv.data());
 
   CompiledKernel out;
   std::size_t log_size = 0;
@@ -227,11 +239,13 @@ CompiledKernel compile(const KernelSource& src, const CompileOptions& options, c
   }
   if (rc != NVRTC_SUCCESS)
     throw CompileError("NVRTC failed to compile " + src.name_expression + " for " +
-                           options.arch.name() + ": " + nvrtc().nvrtcGetErrorString(rc) + "\n" + out.log,
+                           options.arch.name() + ": " + nvrtc().nvrtcGetErrorString(rc) + "\n" +
+                           out.log,
                        out.log, src.source);
 
   const char* lowered = nullptr;
-  check_nvrtc(nvrtc().nvrtcGetLoweredName(raw, src.name_expression.c_str(), &lowered), "nvrtcGetLoweredName");
+  check_nvrtc(nvrtc().nvrtcGetLoweredName(raw, src.name_expression.c_str(), &lowered),
+              "nvrtcGetLoweredName");
   out.lowered_name = lowered;
   out.is_ptx = options.ptx;
   std::size_t size = 0;

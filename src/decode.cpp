@@ -21,8 +21,9 @@ namespace fkv {
 namespace {
 
 constexpr const char* kTemplate = "fused_proj_kv.cu";
-constexpr const char* kHeaders[] = {"fkv_types.cuh", "decode_params.h"};  // as the template includes them
-constexpr int kDefaultSharedLimit = 48 * 1024;  // above this a kernel must opt in
+constexpr const char* kHeaders[] = {"fkv_types.cuh",
+                                    "decode_params.h"};  // as the template includes them
+constexpr int kDefaultSharedLimit = 48 * 1024;           // above this a kernel must opt in
 
 int index_size(IndexType t) { return t == IndexType::I32 ? 4 : 8; }
 
@@ -55,63 +56,77 @@ int DecodeSpec::shared_bytes() const {
 }
 
 std::size_t DecodeSpec::workspace_bytes() const {
-  return static_cast<std::size_t>(splits) * token_bucket * static_cast<std::size_t>(rows()) * sizeof(float);
+  return static_cast<std::size_t>(splits) * token_bucket * static_cast<std::size_t>(rows()) *
+         sizeof(float);
 }
 
 std::string DecodeSpec::canonical() const {
   std::ostringstream o;
-  o << "decode;hidden=" << hidden << ";L=" << num_layers << ";" << epilogue.canonical() << ";tb=" << token_bucket
-    << ";S=" << splits << ";warps=" << warps << ";mw=" << mma_tiles_per_warp << ";P=" << pipeline
-    << ";ksl=" << k_slice;
+  o << "decode;hidden=" << hidden << ";L=" << num_layers << ";" << epilogue.canonical()
+    << ";tb=" << token_bucket << ";S=" << splits << ";warps=" << warps
+    << ";mw=" << mma_tiles_per_warp << ";P=" << pipeline << ";ksl=" << k_slice;
   return o.str();
 }
 
 std::string DecodeSpec::short_name() const {
   const KernelSpec& e = epilogue;
   std::ostringstream o;
-  o << "fkvdec_h" << e.num_kv_heads << "_d" << e.head_dim << "_r" << e.rotary_dim << (e.neox ? "_neox" : "_gptj")
-    << (e.k_norm ? "_kn" : "") << "_" << to_string(e.act) << "_" << to_string(e.cache) << "_" << to_string(e.mode)
-    << "_L" << num_layers << "_x" << hidden << "_tb" << token_bucket;
+  o << "fkvdec_h" << e.num_kv_heads << "_d" << e.head_dim << "_r" << e.rotary_dim
+    << (e.neox ? "_neox" : "_gptj") << (e.k_norm ? "_kn" : "") << "_" << to_string(e.act) << "_"
+    << to_string(e.cache) << "_" << to_string(e.mode) << "_L" << num_layers << "_x" << hidden
+    << "_tb" << token_bucket;
   return o.str();
 }
 
 std::string decode_unsupported(const KernelSpec& e, int hidden, int num_layers) {
   if (e.act != DType::BF16 && e.act != DType::FP16)
-    return "the decode kernel takes bf16 or fp16 activations (tensor-core MMA), not " + to_string(e.act);
+    return "the decode kernel takes bf16 or fp16 activations (tensor-core MMA), not " +
+           to_string(e.act);
   if (e.head_dim <= 0 || e.head_dim % 16 != 0)
-    return "head_dim " + std::to_string(e.head_dim) + " is not a multiple of 16 (the MMA tile height)";
+    return "head_dim " + std::to_string(e.head_dim) +
+           " is not a multiple of 16 (the MMA tile height)";
   if (hidden <= 0 || hidden % 256 != 0)
     return "hidden size " + std::to_string(hidden) + " is not a multiple of 256";
   if (num_layers < 1 || num_layers > FKV_DECODE_MAX_LAYERS)
     return std::to_string(num_layers) + " layers: the decode kernel covers 1.." +
            std::to_string(FKV_DECODE_MAX_LAYERS) + " layers in one launch";
   if (e.debug_checks) return "device-side debug checks are only in the epilogue-only kernel";
-  if (e.paged || e.kv_bias) return "paged layouts and K/V bias are only in the epilogue-only kernel";
+  if (e.paged || e.kv_bias)
+    return "paged layouts and K/V bias are only in the epilogue-only kernel";
   return "";
 }
 
 void DecodeSpec::check() const {
   epilogue.check();
-  if (const std::string why = decode_unsupported(epilogue, hidden, num_layers); !why.empty()) throw ConfigError(why);
+  if (const std::string why = decode_unsupported(epilogue, hidden, num_layers); !why.empty())
+    throw ConfigError(why);
   if (token_bucket < 8 || token_bucket > kDecodeMaxBucket || token_bucket % 8 != 0)
-    throw ArgumentError("decode token bucket must be a multiple of 8 in [8, 64], got " + std::to_string(token_bucket));
+    throw ArgumentError("decode token bucket must be a multiple of 8 in [8, 64], got " +
+                        std::to_string(token_bucket));
   const int mt = tile_rows();
   auto bad = [&](const std::string& what) {
     throw ArgumentError("decode tiling " + canonical() + ": " + what);
   };
-  if (warps < 1 || warps > 16 || mma_tiles_per_warp < 1 || pipeline < 1 || splits < 1 || k_slice < 32) bad("out of range");
-  if (mt % epilogue.head_dim != 0) bad("a tile of " + std::to_string(mt) + " rows does not cover whole heads");
-  if (rows() % mt != 0) bad(std::to_string(rows()) + " rows are not whole tiles of " + std::to_string(mt));
+  if (warps < 1 || warps > 16 || mma_tiles_per_warp < 1 || pipeline < 1 || splits < 1 ||
+      k_slice < 32)
+    bad("out of range");
+  if (mt % epilogue.head_dim != 0)
+    bad("a tile of " + std::to_string(mt) + " rows does not cover whole heads");
+  if (rows() % mt != 0)
+    bad(std::to_string(rows()) + " rows are not whole tiles of " + std::to_string(mt));
   if (hidden % splits != 0) bad("splits do not divide hidden");
   const int kr = hidden / splits;
-  if (kr % k_slice != 0 || k_slice % 32 != 0) bad("k_slice must be a multiple of 32 dividing hidden / splits");
+  if (kr % k_slice != 0 || k_slice % 32 != 0)
+    bad("k_slice must be a multiple of 32 dividing hidden / splits");
   if ((kr / 32) % pipeline != 0) bad("pipeline must divide the 32-column chunks of a split");
-  if (shared_bytes() > 200 * 1024) bad("needs " + std::to_string(shared_bytes()) + " bytes of shared memory");
+  if (shared_bytes() > 200 * 1024)
+    bad("needs " + std::to_string(shared_bytes()) + " bytes of shared memory");
 }
 
-DecodeSpec make_decode_spec(const KernelSpec& epilogue, int hidden, int num_layers, int token_bucket, int sm_count,
-                            const DecodeTuning& tuning) {
-  if (const std::string why = decode_unsupported(epilogue, hidden, num_layers); !why.empty()) throw ConfigError(why);
+DecodeSpec make_decode_spec(const KernelSpec& epilogue, int hidden, int num_layers,
+                            int token_bucket, int sm_count, const DecodeTuning& tuning) {
+  if (const std::string why = decode_unsupported(epilogue, hidden, num_layers); !why.empty())
+    throw ConfigError(why);
   DecodeSpec s;
   s.epilogue = epilogue;
   s.hidden = hidden;
@@ -128,8 +143,9 @@ DecodeSpec make_decode_spec(const KernelSpec& epilogue, int hidden, int num_laye
     mw = token_bucket >= 32 && n16 % 2 == 0 ? 2 : 1;
     while (n16 / mw > 8 && n16 % (2 * mw) == 0) mw *= 2;
   }
-  if (n16 % mw != 0) throw ArgumentError("mma_tiles_per_warp " + std::to_string(mw) + " does not divide the " +
-                                         std::to_string(n16) + " MMA tiles of a CTA");
+  if (n16 % mw != 0)
+    throw ArgumentError("mma_tiles_per_warp " + std::to_string(mw) + " does not divide the " +
+                        std::to_string(n16) + " MMA tiles of a CTA");
   s.mma_tiles_per_warp = mw;
   s.warps = n16 / mw;
 
@@ -179,20 +195,23 @@ KernelSource generate_decode(const DecodeSpec& spec) {
   out.specialization = spec.canonical();  // the cache key's specialization field
 
   std::ostringstream expr;
-  expr << "fkv_kernels::fused_proj_kv<" << spec.hidden << ", " << spec.num_layers << ", " << e.num_kv_heads << ", "
-       << e.head_dim << ", " << e.rotary_dim << ", " << (e.neox ? "true" : "false") << ", "
-       << (e.k_norm ? "true" : "false") << ", " << device_type(e.act) << ", " << device_type(e.cache) << ", "
-       << device_type(e.cos_sin) << ", " << device_type(e.positions) << ", " << device_type(e.slots) << ", "
-       << (e.mode == OutputMode::Pool ? "true" : "false") << ", " << spec.token_bucket << ", " << spec.splits << ", "
-       << spec.warps << ", " << spec.mma_tiles_per_warp << ", " << spec.pipeline << ", " << spec.k_slice << ">";
+  expr << "fkv_kernels::fused_proj_kv<" << spec.hidden << ", " << spec.num_layers << ", "
+       << e.num_kv_heads << ", " << e.head_dim << ", " << e.rotary_dim << ", "
+       << (e.neox ? "true" : "false") << ", " << (e.k_norm ? "true" : "false") << ", "
+       << device_type(e.act) << ", " << device_type(e.cache) << ", " << device_type(e.cos_sin)
+       << ", " << device_type(e.positions) << ", " << device_type(e.slots) << ", "
+       << (e.mode == OutputMode::Pool ? "true" : "false") << ", " << spec.token_bucket << ", "
+       << spec.splits << ", " << spec.warps << ", " << spec.mma_tiles_per_warp << ", "
+       << spec.pipeline << ", " << spec.k_slice << ">";
   out.name_expression = expr.str();
 
   const std::string body = read_template(out, kTemplate, kHeaders, JitOptions::global());
 
   std::ostringstream src;
   src << "// fkv spec: " << spec.canonical() << "\n"
-      << "// Generated by fkv-jit " << kVersion << " from templates/" << kTemplate << " (" << spec.grid()
-      << " CTAs of " << spec.threads() << " threads, " << spec.shared_bytes() << " bytes of shared memory)\n"
+      << "// Generated by fkv-jit " << kVersion << " from templates/" << kTemplate << " ("
+      << spec.grid() << " CTAs of " << spec.threads() << " threads, " << spec.shared_bytes()
+      << " bytes of shared memory)\n"
       << "#line 1 \"" << kTemplate << "\"\n"
       << body << "\n"
       << "template __global__ void " << out.name_expression << "(const FkvDecodeParams);\n";
@@ -200,7 +219,8 @@ KernelSource generate_decode(const DecodeSpec& spec) {
   return out;
 }
 
-// ---- the host object ------------------------------------------------------------------------------
+// ---- the host object
+// ------------------------------------------------------------------------------
 
 struct DecodeKV::Impl {
   struct Kernel {
@@ -226,8 +246,8 @@ struct DecodeKV::Impl {
     const std::size_t i = slot_of(decode_bucket(tokens));
     if (i >= v.size())
       fail("no kernel prepared for " + std::to_string(tokens) + " tokens in " + to_string(mode) +
-           " mode: construct with DecodeOptions::max_tokens >= " + std::to_string(tokens) + " and " +
-           (mode == OutputMode::Pool ? "pool" : "stacked") + " = true");
+           " mode: construct with DecodeOptions::max_tokens >= " + std::to_string(tokens) +
+           " and " + (mode == OutputMode::Pool ? "pool" : "stacked") + " = true");
     return v[i];
   }
 
@@ -247,8 +267,10 @@ struct DecodeKV::Impl {
     k.module = Module(ctx, image.kernel->image);
     k.function = k.module.function(image.kernel->lowered_name);
     if (spec.shared_bytes() > kDefaultSharedLimit)
-      FKV_CU(cuFuncSetAttribute, k.function, CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, spec.shared_bytes());
-    spdlog::debug("fkv: loaded {} ({}; {})", spec.short_name(), spec.canonical(), to_string(image.outcome));
+      FKV_CU(cuFuncSetAttribute, k.function, CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
+             spec.shared_bytes());
+    spdlog::debug("fkv: loaded {} ({}; {})", spec.short_name(), spec.canonical(),
+                  to_string(image.outcome));
     return k;
   }
 
@@ -278,15 +300,18 @@ struct DecodeKV::Impl {
     if (in.hidden == nullptr) fail("hidden is null");
     const std::int64_t stride = in.hidden_stride ? in.hidden_stride : model.hidden;
     if (stride < model.hidden || stride % 8 != 0)
-      fail("hidden_stride " + std::to_string(stride) + " must be >= hidden (" + std::to_string(model.hidden) +
+      fail("hidden_stride " + std::to_string(stride) + " must be >= hidden (" +
+           std::to_string(model.hidden) +
            ") and a multiple of 8 (rows are read in 16-byte vectors)");
-    if (reinterpret_cast<std::uintptr_t>(in.hidden) % 16 != 0) fail("hidden must be 16-byte aligned");
+    if (reinterpret_cast<std::uintptr_t>(in.hidden) % 16 != 0)
+      fail("hidden must be 16-byte aligned");
     if (model.epilogue.rotary_dim > 0 && in.positions == nullptr) fail("positions is null");
   }
 
   // Launches chunk by chunk of at most 64 tokens; `fill` sets the chunk's outputs.
   template <class Fill>
-  void launch_chunks(const DecodeInput& in, OutputMode mode, FkvDecodeParams p, CUstream stream, Fill fill) {
+  void launch_chunks(const DecodeInput& in, OutputMode mode, FkvDecodeParams p, CUstream stream,
+                     Fill fill) {
     const int act = dtype_size(model.epilogue.act);
     const int pos = index_size(model.epilogue.positions);
     const std::int64_t stride = p.x_stride;
@@ -299,42 +324,53 @@ struct DecodeKV::Impl {
       fill(p, t0);
       void* args[] = {&p};
       Driver& d = Driver::get();
-      const CUresult r = d.cuLaunchKernel(k.function, static_cast<unsigned>(k.spec.grid()), 1, 1,
-                                          static_cast<unsigned>(k.spec.threads()), 1, 1,
-                                          static_cast<unsigned>(k.spec.shared_bytes()), stream, args, nullptr);
+      const CUresult r =
+          d.cuLaunchKernel(k.function, static_cast<unsigned>(k.spec.grid()), 1, 1,
+                           static_cast<unsigned>(k.spec.threads()), 1, 1,
+                           static_cast<unsigned>(k.spec.shared_bytes()), stream, args, nullptr);
       if (r != CUDA_SUCCESS) d.check(r, "cuLaunchKernel");
     }
   }
 };
 
-DecodeKV::DecodeKV(const DecodeModel& model, const DecodeOptions& options) : impl_(std::make_unique<Impl>()) {
+DecodeKV::DecodeKV(const DecodeModel& model, const DecodeOptions& options)
+    : impl_(std::make_unique<Impl>()) {
   Impl& m = *impl_;
   m.model = model;
   m.opt = options;
   const KernelSpec& e = model.epilogue;
-  if (const std::string why = decode_unsupported(e, model.hidden, model.num_layers); !why.empty()) throw ConfigError(why);
+  if (const std::string why = decode_unsupported(e, model.hidden, model.num_layers); !why.empty())
+    throw ConfigError(why);
   if (model.w_kv == nullptr) fail("w_kv is null");
   if (reinterpret_cast<std::uintptr_t>(model.w_kv) % 16 != 0) fail("w_kv must be 16-byte aligned");
   if (e.k_norm && model.k_norm == nullptr) fail("the spec has a K norm but k_norm is null");
   if (e.rotary_dim > 0 && model.cos_sin == nullptr) fail("rotary_dim > 0 but cos_sin is null");
-  if (model.cos_sin_stride != 0 && model.cos_sin_stride < e.rotary_dim) fail("cos_sin_stride is smaller than rotary_dim");
+  if (model.cos_sin_stride != 0 && model.cos_sin_stride < e.rotary_dim)
+    fail("cos_sin_stride is smaller than rotary_dim");
   if (!model.eps.empty() && static_cast<int>(model.eps.size()) != model.num_layers)
-    fail("eps has " + std::to_string(model.eps.size()) + " values for " + std::to_string(model.num_layers) + " layers");
+    fail("eps has " + std::to_string(model.eps.size()) + " values for " +
+         std::to_string(model.num_layers) + " layers");
   if (options.max_tokens <= 0) fail("max_tokens must be positive");
-  if (!options.stacked && !options.pool) fail("neither stacked nor pool is asked for: nothing to prepare");
+  if (!options.stacked && !options.pool)
+    fail("neither stacked nor pool is asked for: nothing to prepare");
   m.kv = std::int64_t{e.num_kv_heads} * e.head_dim;
 
   m.ctx = ensure_context(options.device);
   int sms = options.sm_count;
-  if (sms <= 0) FKV_CU(cuDeviceGetAttribute, &sms, CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT, device_handle(options.device));
+  if (sms <= 0)
+    FKV_CU(cuDeviceGetAttribute, &sms, CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT,
+           device_handle(options.device));
   const int top = decode_bucket(std::min<std::int64_t>(options.max_tokens, kDecodeMaxBucket));
   std::vector<DecodeSpec> specs;
   for (OutputMode mode : {OutputMode::Stacked, OutputMode::Pool}) {
-    if ((mode == OutputMode::Stacked && !options.stacked) || (mode == OutputMode::Pool && !options.pool)) continue;
+    if ((mode == OutputMode::Stacked && !options.stacked) ||
+        (mode == OutputMode::Pool && !options.pool))
+      continue;
     for (int b = 8; b <= top; b *= 2) {
       KernelSpec ke = e;
       ke.mode = mode;
-      if (mode == OutputMode::Stacked) ke.cache = e.act;  // stacked output is in the activation dtype
+      if (mode == OutputMode::Stacked)
+        ke.cache = e.act;  // stacked output is in the activation dtype
       specs.push_back(make_decode_spec(ke, model.hidden, model.num_layers, b, sms, options.tuning));
     }
   }
@@ -391,16 +427,20 @@ void DecodeKV::run_pool(const DecodeInput& in, const DecodePool& pool, CUstream 
   if (pool.k_buffers.size() != L || pool.v_buffers.size() != L)
     fail("pool output takes one K and one V buffer per layer (" + std::to_string(L) + "), got " +
          std::to_string(pool.k_buffers.size()) + " and " + std::to_string(pool.v_buffers.size()));
-  if ((!pool.k_scales.empty() && pool.k_scales.size() != L) || (!pool.v_scales.empty() && pool.v_scales.size() != L))
+  if ((!pool.k_scales.empty() && pool.k_scales.size() != L) ||
+      (!pool.v_scales.empty() && pool.v_scales.size() != L))
     fail("k_scales / v_scales take one value per layer (" + std::to_string(L) + ") or none");
   const std::int64_t slot_stride = pool.slot_stride ? pool.slot_stride : m.kv;
-  if (slot_stride < m.kv) fail("slot_stride " + std::to_string(slot_stride) + " is smaller than H*D = " + std::to_string(m.kv));
+  if (slot_stride < m.kv)
+    fail("slot_stride " + std::to_string(slot_stride) +
+         " is smaller than H*D = " + std::to_string(m.kv));
   if (in.num_tokens == 0) return;
   if (pool.cache_loc == nullptr) fail("cache_loc is null");
   FkvDecodeParams p = m.base_params(in);
   p.slot_stride = slot_stride;
   for (std::size_t l = 0; l < L; ++l) {
-    if (pool.k_buffers[l] == nullptr || pool.v_buffers[l] == nullptr) fail("pool buffer of layer " + std::to_string(l) + " is null");
+    if (pool.k_buffers[l] == nullptr || pool.v_buffers[l] == nullptr)
+      fail("pool buffer of layer " + std::to_string(l) + " is null");
     p.k_pool[l] = pool.k_buffers[l];
     p.v_pool[l] = pool.v_buffers[l];
     if (!pool.k_scales.empty()) p.k_scale[l] = pool.k_scales[l];
@@ -435,9 +475,11 @@ std::int64_t decode_crossover(int device, const JitOptions& options) {
   char name[256] = {};
   FKV_CU(cuDeviceGetName, name, sizeof name - 1, device_handle(device));
   int sms = 0;
-  FKV_CU(cuDeviceGetAttribute, &sms, CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT, device_handle(device));
+  FKV_CU(cuDeviceGetAttribute, &sms, CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT,
+         device_handle(device));
   for (const MeasuredCrossover& m : kMeasured)
-    if (m.sm_count == sms && *m.name_contains && std::strstr(name, m.name_contains)) return m.crossover;
+    if (m.sm_count == sms && *m.name_contains && std::strstr(name, m.name_contains))
+      return m.crossover;
   return 0;
 }
 

@@ -20,12 +20,23 @@ namespace {
 // ---- cuBLASLt, loaded with dlopen (the rest of the library needs only libnvrtc) -------------
 
 struct Lt {
-#define FKV_LT_FNS(X)                                                                      \
-  X(cublasLtCreate) X(cublasLtDestroy) X(cublasLtMatmulDescCreate) X(cublasLtMatmulDescDestroy) \
-  X(cublasLtMatmulDescSetAttribute) X(cublasLtMatrixLayoutCreate) X(cublasLtMatrixLayoutDestroy) \
-  X(cublasLtMatrixLayoutSetAttribute) X(cublasLtMatmulPreferenceCreate)                     \
-  X(cublasLtMatmulPreferenceDestroy) X(cublasLtMatmulPreferenceSetAttribute)                 \
-  X(cublasLtMatmulAlgoGetHeuristic) X(cublasLtMatmul) X(cublasLtGetStatusName)
+// clang-format off
+#define FKV_LT_FNS(X)                     \
+  X(cublasLtCreate)                       \
+  X(cublasLtDestroy)                      \
+  X(cublasLtMatmulDescCreate)             \
+  X(cublasLtMatmulDescDestroy)            \
+  X(cublasLtMatmulDescSetAttribute)       \
+  X(cublasLtMatrixLayoutCreate)           \
+  X(cublasLtMatrixLayoutDestroy)          \
+  X(cublasLtMatrixLayoutSetAttribute)     \
+  X(cublasLtMatmulPreferenceCreate)       \
+  X(cublasLtMatmulPreferenceDestroy)      \
+  X(cublasLtMatmulPreferenceSetAttribute) \
+  X(cublasLtMatmulAlgoGetHeuristic)       \
+  X(cublasLtMatmul)                       \
+  X(cublasLtGetStatusName)
+// clang-format on
 #define FKV_LT_MEMBER(name) decltype(&::name) name = nullptr;
   FKV_LT_FNS(FKV_LT_MEMBER)
 #undef FKV_LT_MEMBER
@@ -59,20 +70,25 @@ struct Lt {
   static void check(cublasStatus_t s, const char* call) {
     if (s == CUBLAS_STATUS_SUCCESS) return;
     const char* name = get().cublasLtGetStatusName(s);
-    throw CudaError(std::string(call) + " failed: " + (name ? name : "?") + " (projection GEMM)", call,
-                    static_cast<int>(s), name ? name : "");
+    throw CudaError(std::string(call) + " failed: " + (name ? name : "?") + " (projection GEMM)",
+                    call, static_cast<int>(s), name ? name : "");
   }
 };
 #define FKV_LT(fn, ...) Lt::check(Lt::get().fn(__VA_ARGS__), #fn)
 
 cudaDataType_t cuda_type(DType d) {
   switch (d) {
-    case DType::BF16: return CUDA_R_16BF;
-    case DType::FP16: return CUDA_R_16F;
-    case DType::FP32: return CUDA_R_32F;
-    default: break;
+    case DType::BF16:
+      return CUDA_R_16BF;
+    case DType::FP16:
+      return CUDA_R_16F;
+    case DType::FP32:
+      return CUDA_R_32F;
+    default:
+      break;
   }
-  throw ArgumentError("the projection GEMM takes bf16, fp16 or fp32 activations, not " + to_string(d));
+  throw ArgumentError("the projection GEMM takes bf16, fp16 or fp32 activations, not " +
+                      to_string(d));
 }
 
 [[noreturn]] void fail(const std::string& what) {
@@ -108,9 +124,9 @@ struct FusedKVMaterializer::Impl {
   std::vector<int> layers;
   std::vector<Group> groups;
   std::int64_t hidden = 0;
-  std::int64_t width = 0;  // N
-  DeviceBuffer w_packed;   // [N, hidden]
-  DeviceBuffer proj;       // [max_tokens, N]
+  std::int64_t width = 0;             // N
+  DeviceBuffer w_packed;              // [N, hidden]
+  DeviceBuffer proj;                  // [max_tokens, N]
   std::vector<DeviceBuffer> retired;  // earlier projection buffers (reserve_tokens)
   DeviceBuffer workspace;
   DeviceBuffer error_word;
@@ -145,8 +161,8 @@ struct FusedKVMaterializer::Impl {
     FKV_LT(cublasLtMatrixLayoutCreate, &d, t, width, opt.max_tokens, width);
     FKV_LT(cublasLtMatmulPreferenceCreate, &pref);
     const std::uint64_t ws = opt.gemm_workspace_bytes;
-    FKV_LT(cublasLtMatmulPreferenceSetAttribute, pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &ws,
-           sizeof ws);
+    FKV_LT(cublasLtMatmulPreferenceSetAttribute, pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES,
+           &ws, sizeof ws);
     workspace = DeviceBuffer(opt.gemm_workspace_bytes);
   }
 
@@ -154,7 +170,9 @@ struct FusedKVMaterializer::Impl {
   void project(const MaterializerInput& in, CUstream stream) {
     const std::int64_t T = in.num_tokens;
     const std::int64_t ld = in.hidden_stride ? in.hidden_stride : hidden;
-    if (ld < hidden) fail("hidden_stride " + std::to_string(ld) + " is smaller than hidden " + std::to_string(hidden));
+    if (ld < hidden)
+      fail("hidden_stride " + std::to_string(ld) + " is smaller than hidden " +
+           std::to_string(hidden));
     const std::uint64_t cols = static_cast<std::uint64_t>(T);
     const std::int64_t ldb = ld;
     FKV_LT(cublasLtMatrixLayoutSetAttribute, b, CUBLASLT_MATRIX_LAYOUT_COLS, &cols, sizeof cols);
@@ -166,9 +184,10 @@ struct FusedKVMaterializer::Impl {
       int found = 0;
       FKV_LT(cublasLtMatmulAlgoGetHeuristic, lt, op, a, b, d, d, pref, 1, &r, &found);
       if (found == 0)
-        throw CudaError("cuBLASLt found no algorithm for the projection GEMM (T=" + std::to_string(T) +
-                            ", N=" + std::to_string(width) + ", hidden=" + std::to_string(hidden) + ")",
-                        "cublasLtMatmulAlgoGetHeuristic");
+        throw CudaError(
+            "cuBLASLt found no algorithm for the projection GEMM (T=" + std::to_string(T) +
+                ", N=" + std::to_string(width) + ", hidden=" + std::to_string(hidden) + ")",
+            "cublasLtMatmulAlgoGetHeuristic");
       if (algos.size() > 4096) algos.clear();
       it = algos.emplace(T * 1'000'003 + ld, r.algo).first;
     }
@@ -198,13 +217,15 @@ struct FusedKVMaterializer::Impl {
   // Checks and the GEMM; false when there is nothing to do.
   bool begin(const MaterializerInput& in, CUstream stream) {
     if (in.num_tokens < 0 || in.num_tokens > opt.max_tokens)
-      fail("num_tokens " + std::to_string(in.num_tokens) + " is outside [0, max_tokens=" +
-           std::to_string(opt.max_tokens) + "]: construct with a larger MaterializerOptions::max_tokens");
+      fail("num_tokens " + std::to_string(in.num_tokens) +
+           " is outside [0, max_tokens=" + std::to_string(opt.max_tokens) +
+           "]: construct with a larger MaterializerOptions::max_tokens");
     if (in.num_tokens == 0) return false;
     if (opt.external_cos_sin)
       for (std::size_t g = 0; g < groups.size(); ++g)
         if (groups[g].plan_group->attn.rotary_dim > 0 && groups[g].cos_sin_external == nullptr)
-          fail("group " + std::to_string(g) + " has no cos/sin table: constructed with external_cos_sin, so "
+          fail("group " + std::to_string(g) +
+               " has no cos/sin table: constructed with external_cos_sin, so "
                "call set_cos_sin() for every group with RoPE before materializing");
     if (in.hidden == nullptr) fail("hidden is null");
     if (in.positions == nullptr) fail("positions is null");
@@ -217,13 +238,14 @@ struct FusedKVMaterializer::Impl {
   std::int64_t check_weights(const MaterializerWeights& w) const {
     const std::size_t L = layers.size();
     if (w.w_kv.size() != L)
-      fail("w_kv has " + std::to_string(w.w_kv.size()) + " layers; the config has " + std::to_string(L) +
-           " attention layers (one W_kv per attention layer, in model order)");
+      fail("w_kv has " + std::to_string(w.w_kv.size()) + " layers; the config has " +
+           std::to_string(L) + " attention layers (one W_kv per attention layer, in model order)");
     if (!w.eps.empty() && w.eps.size() != L)
-      fail("eps has " + std::to_string(w.eps.size()) + " values for " + std::to_string(L) + " layers");
+      fail("eps has " + std::to_string(w.eps.size()) + " values for " + std::to_string(L) +
+           " layers");
     if (!w.kv_bias.empty() && w.kv_bias.size() != L)
-      fail("kv_bias has " + std::to_string(w.kv_bias.size()) + " layers; give one bias per attention layer (" +
-           std::to_string(L) + ") or none");
+      fail("kv_bias has " + std::to_string(w.kv_bias.size()) +
+           " layers; give one bias per attention layer (" + std::to_string(L) + ") or none");
     const std::int64_t row_stride = w.w_kv_row_stride ? w.w_kv_row_stride : hidden;
     if (row_stride < hidden) fail("w_kv_row_stride is smaller than hidden_size");
     return row_stride;
@@ -235,16 +257,19 @@ struct FusedKVMaterializer::Impl {
     for (const Group& g : groups) {
       for (std::size_t j = 0; j < g.members.size(); ++j) {
         const void* src = w.w_kv[g.members[j]];
-        if (src == nullptr) fail("w_kv of layer " + std::to_string(layers[g.members[j]]) + " is null");
-        const CUdeviceptr dst = w_packed.get() + static_cast<CUdeviceptr>((g.offset + j * g.width) * hidden * es);
+        if (src == nullptr)
+          fail("w_kv of layer " + std::to_string(layers[g.members[j]]) + " is null");
+        const CUdeviceptr dst =
+            w_packed.get() + static_cast<CUdeviceptr>((g.offset + j * g.width) * hidden * es);
         if (row_stride == hidden) {
           FKV_CU(cuMemcpyDtoDAsync, dst, reinterpret_cast<CUdeviceptr>(src),
                  static_cast<std::size_t>(g.width * hidden * es), stream);
         } else {
           for (std::int64_t r = 0; r < g.width; ++r)
-            FKV_CU(cuMemcpyDtoDAsync, dst + static_cast<CUdeviceptr>(r * hidden * es),
-                   reinterpret_cast<CUdeviceptr>(src) + static_cast<CUdeviceptr>(r * row_stride * es),
-                   static_cast<std::size_t>(hidden * es), stream);
+            FKV_CU(
+                cuMemcpyDtoDAsync, dst + static_cast<CUdeviceptr>(r * hidden * es),
+                reinterpret_cast<CUdeviceptr>(src) + static_cast<CUdeviceptr>(r * row_stride * es),
+                static_cast<std::size_t>(hidden * es), stream);
         }
       }
     }
@@ -255,14 +280,16 @@ struct FusedKVMaterializer::Impl {
     const AttentionSpec& attn = g.plan_group->attn;
     const std::size_t D = static_cast<std::size_t>(attn.head_dim);
     if (w.k_norm.size() != layers.size())
-      fail("the config has a K norm (" + to_string(attn.k_norm) + "): give k_norm weights for all " +
-           std::to_string(layers.size()) + " attention layers");
+      fail("the config has a K norm (" + to_string(attn.k_norm) +
+           "): give k_norm weights for all " + std::to_string(layers.size()) + " attention layers");
     std::vector<float> folded;
     for (std::size_t i : g.members) {
       if (w.k_norm[i].size() != D)
-        fail("k_norm weight of layer " + std::to_string(layers[i]) + " has " + std::to_string(w.k_norm[i].size()) +
+        fail("k_norm weight of layer " + std::to_string(layers[i]) + " has " +
+             std::to_string(w.k_norm[i].size()) +
              " values, expected head_dim=" + std::to_string(D));
-      for (float v : w.k_norm[i]) folded.push_back(attn.k_norm == KNormKind::RmsOnePlus ? 1.0f + v : v);
+      for (float v : w.k_norm[i])
+        folded.push_back(attn.k_norm == KNormKind::RmsOnePlus ? 1.0f + v : v);
     }
     return folded;
   }
@@ -270,13 +297,17 @@ struct FusedKVMaterializer::Impl {
   // Group g's K/V bias: [L_g, 2*H*D] fp32.
   std::vector<float> packed_bias(const Group& g, const MaterializerWeights& w) const {
     const AttentionSpec& attn = g.plan_group->attn;
-    const std::size_t row = 2 * static_cast<std::size_t>(attn.num_kv_heads) * static_cast<std::size_t>(attn.head_dim);
+    const std::size_t row =
+        2 * static_cast<std::size_t>(attn.num_kv_heads) * static_cast<std::size_t>(attn.head_dim);
     std::vector<float> packed;
     for (std::size_t i : g.members) {
       if (w.kv_bias[i].size() != row)
-        fail("kv_bias of layer " + std::to_string(layers[i]) + " has " + std::to_string(w.kv_bias[i].size()) +
+        fail("kv_bias of layer " + std::to_string(layers[i]) + " has " +
+             std::to_string(w.kv_bias[i].size()) +
              " values, expected 2*H*D=" + std::to_string(row) +
-             (plan.tp_size > 1 ? " (H = this rank's " + std::to_string(attn.num_kv_heads) + " KV heads)" : ""));
+             (plan.tp_size > 1
+                  ? " (H = this rank's " + std::to_string(attn.num_kv_heads) + " KV heads)"
+                  : ""));
       packed.insert(packed.end(), w.kv_bias[i].begin(), w.kv_bias[i].end());
     }
     return packed;
@@ -318,34 +349,42 @@ FusedKVMaterializer::FusedKVMaterializer(const ModelConfig& config, std::int64_t
   m.w_packed = DeviceBuffer(static_cast<std::size_t>(m.width * hidden_size * es));
   m.pack(w, row_stride, setup.get());
 
-  const std::int64_t rows = o.max_position > 0 ? o.max_position : config.max_position_embeddings.value;
+  const std::int64_t rows =
+      o.max_position > 0 ? o.max_position : config.max_position_embeddings.value;
   RopeOptions rope_options;
   rope_options.max_position_embeddings = config.max_position_embeddings.value;
   for (Impl::Group& g : m.groups) {
     const AttentionSpec& attn = g.plan_group->attn;
     for (std::size_t i : g.members)
-      g.eps.push_back(w.eps.empty() ? static_cast<float>(config.layers[static_cast<std::size_t>(m.layers[i])].eps.value)
-                                    : w.eps[i]);
+      g.eps.push_back(
+          w.eps.empty()
+              ? static_cast<float>(config.layers[static_cast<std::size_t>(m.layers[i])].eps.value)
+              : w.eps[i]);
     if (attn.k_norm != KNormKind::None) {
       const std::vector<float> folded = m.folded_norms(g, w);
       g.k_norm = DeviceBuffer(folded.size() * sizeof(float));
-      FKV_CU(cuMemcpyHtoDAsync, g.k_norm.get(), folded.data(), folded.size() * sizeof(float), setup.get());
+      FKV_CU(cuMemcpyHtoDAsync, g.k_norm.get(), folded.data(), folded.size() * sizeof(float),
+             setup.get());
     }
     if (!w.kv_bias.empty()) {
       const std::vector<float> packed = m.packed_bias(g, w);
       g.kv_bias = DeviceBuffer(packed.size() * sizeof(float));
-      FKV_CU(cuMemcpyHtoDAsync, g.kv_bias.get(), packed.data(), packed.size() * sizeof(float), setup.get());
+      FKV_CU(cuMemcpyHtoDAsync, g.kv_bias.get(), packed.data(), packed.size() * sizeof(float),
+             setup.get());
     }
     if (attn.rotary_dim > 0 && !o.external_cos_sin) {
       if (rows <= 0)
-        fail("the config has no max_position_embeddings: set MaterializerOptions::max_position to the "
-             "number of positions the cos/sin tables must cover");
+        fail(
+            "the config has no max_position_embeddings: set MaterializerOptions::max_position to "
+            "the "
+            "number of positions the cos/sin tables must cover");
       const RopeTable table(attn.rope, attn.rotary_dim, rows, rope_options);
       g.cos_sin = DeviceBuffer(table.size_bytes(o.cos_sin));
       g.cos_sin_rows = rows;
       upload(table, o.cos_sin, g.cos_sin.get(), setup.get());
     }
-    KernelSpec spec = make_kernel_spec(attn, o.act, o.act, OutputMode::Stacked, o.cos_sin, o.index, o.index);
+    KernelSpec spec =
+        make_kernel_spec(attn, o.act, o.act, OutputMode::Stacked, o.cos_sin, o.index, o.index);
     spec.debug_checks = o.debug_checks;
     spec.kv_bias = !w.kv_bias.empty();
     if (o.stacked) g.stacked = &Runtime::global().prepare(spec, o.device);
@@ -376,7 +415,8 @@ void FusedKVMaterializer::refresh_weights(const MaterializerWeights& w, CUstream
   const bool has_bias = m.groups.empty() ? false : m.groups.front().kv_bias.size() > 0;
   if (w.kv_bias.empty() == has_bias)
     fail(has_bias ? "refresh_weights: constructed with a K/V bias, so give kv_bias for every layer"
-                  : "refresh_weights: constructed without a K/V bias; a bias cannot be added by a refresh");
+                  : "refresh_weights: constructed without a K/V bias; a bias cannot be added by a "
+                    "refresh");
   // Everything is gathered and checked before the first copy, so an error changes nothing.
   std::vector<std::vector<float>> norms(m.groups.size()), biases(m.groups.size());
   for (std::size_t gi = 0; gi < m.groups.size(); ++gi) {
@@ -384,9 +424,11 @@ void FusedKVMaterializer::refresh_weights(const MaterializerWeights& w, CUstream
     if (!w.eps.empty())
       for (std::size_t j = 0; j < g.members.size(); ++j)
         if (w.eps[g.members[j]] != g.eps[j])
-          fail("refresh_weights: eps of layer " + std::to_string(m.layers[g.members[j]]) + " changed (" +
-               std::to_string(g.eps[j]) + " -> " + std::to_string(w.eps[g.members[j]]) +
-               "); eps is a launch argument, fixed in captured graphs: construct a new materializer");
+          fail("refresh_weights: eps of layer " + std::to_string(m.layers[g.members[j]]) +
+               " changed (" + std::to_string(g.eps[j]) + " -> " +
+               std::to_string(w.eps[g.members[j]]) +
+               "); eps is a launch argument, fixed in captured graphs: construct a new "
+               "materializer");
     if (g.plan_group->attn.k_norm != KNormKind::None) norms[gi] = m.folded_norms(g, w);
     if (has_bias) biases[gi] = m.packed_bias(g, w);
   }
@@ -399,9 +441,11 @@ void FusedKVMaterializer::refresh_weights(const MaterializerWeights& w, CUstream
   for (std::size_t gi = 0; gi < m.groups.size(); ++gi) {
     const Impl::Group& g = m.groups[gi];
     if (!norms[gi].empty())
-      FKV_CU(cuMemcpyHtoDAsync, g.k_norm.get(), norms[gi].data(), norms[gi].size() * sizeof(float), stream);
+      FKV_CU(cuMemcpyHtoDAsync, g.k_norm.get(), norms[gi].data(), norms[gi].size() * sizeof(float),
+             stream);
     if (!biases[gi].empty())
-      FKV_CU(cuMemcpyHtoDAsync, g.kv_bias.get(), biases[gi].data(), biases[gi].size() * sizeof(float), stream);
+      FKV_CU(cuMemcpyHtoDAsync, g.kv_bias.get(), biases[gi].data(),
+             biases[gi].size() * sizeof(float), stream);
   }
 }
 
@@ -439,7 +483,8 @@ std::int64_t FusedKVMaterializer::max_tokens() const { return impl_->opt.max_tok
 CUdeviceptr FusedKVMaterializer::packed_weights() const { return impl_->w_packed.get(); }
 
 CUdeviceptr FusedKVMaterializer::k_norm_weights(std::size_t group) const {
-  if (group >= impl_->groups.size()) fail("k_norm_weights: group " + std::to_string(group) + " is out of range");
+  if (group >= impl_->groups.size())
+    fail("k_norm_weights: group " + std::to_string(group) + " is out of range");
   return impl_->groups[group].k_norm.get();
 }
 
@@ -455,11 +500,13 @@ unsigned int FusedKVMaterializer::take_error_flag(CUstream stream) {
   FKV_CU(cuStreamSynchronize, stream);
   unsigned int value = 0;
   FKV_CU(cuMemcpyDtoH, &value, impl_->error_word.get(), sizeof value);
-  if (value != 0) FKV_CU(cuMemsetD8Async, impl_->error_word.get(), 0, sizeof value, stream);  // in stream order
+  if (value != 0)
+    FKV_CU(cuMemsetD8Async, impl_->error_word.get(), 0, sizeof value, stream);  // in stream order
   return value;
 }
 
-void FusedKVMaterializer::materialize_stacked(const MaterializerInput& in, std::span<void* const> k_out,
+void FusedKVMaterializer::materialize_stacked(const MaterializerInput& in,
+                                              std::span<void* const> k_out,
                                               std::span<void* const> v_out, CUstream stream) {
   Impl& m = *impl_;
   if (!m.opt.stacked) fail("constructed with stacked = false: no stacked kernels were prepared");
@@ -473,23 +520,29 @@ void FusedKVMaterializer::materialize_stacked(const MaterializerInput& in, std::
                              StackedOutput{k_out[g], v_out[g]}, stream);
 }
 
-void FusedKVMaterializer::materialize_pool(const MaterializerInput& in, const Pool& pool, CUstream stream) {
+void FusedKVMaterializer::materialize_pool(const MaterializerInput& in, const Pool& pool,
+                                           CUstream stream) {
   Impl& m = *impl_;
   if (!m.opt.pool) fail("constructed with pool = false: no pool kernels were prepared");
   const std::size_t L = m.layers.size();
   if (pool.k_buffers.size() != L || pool.v_buffers.size() != L)
-    fail("pool output takes one K and one V buffer per attention layer (" + std::to_string(L) + "), got " +
-         std::to_string(pool.k_buffers.size()) + " and " + std::to_string(pool.v_buffers.size()));
-  if ((!pool.k_scales.empty() && pool.k_scales.size() != L) || (!pool.v_scales.empty() && pool.v_scales.size() != L))
-    fail("k_scales / v_scales take one value per attention layer (" + std::to_string(L) + ") or none");
+    fail("pool output takes one K and one V buffer per attention layer (" + std::to_string(L) +
+         "), got " + std::to_string(pool.k_buffers.size()) + " and " +
+         std::to_string(pool.v_buffers.size()));
+  if ((!pool.k_scales.empty() && pool.k_scales.size() != L) ||
+      (!pool.v_scales.empty() && pool.v_scales.size() != L))
+    fail("k_scales / v_scales take one value per attention layer (" + std::to_string(L) +
+         ") or none");
   if (!pool.slot_mappings.empty() && pool.slot_mappings.size() != L)
-    fail("slot_mappings takes one pointer per attention layer (" + std::to_string(L) + ") or none, got " +
-         std::to_string(pool.slot_mappings.size()));
+    fail("slot_mappings takes one pointer per attention layer (" + std::to_string(L) +
+         ") or none, got " + std::to_string(pool.slot_mappings.size()));
   if (pool.k_scales_device || pool.v_scales_device)
     for (const Impl::Group& g : m.groups)
       if (!g.adjacent)
-        fail("device k/v scales index the attention layers in order, but a group of this grouped plan has "
-             "non-adjacent layers; pass host scales, or use a strict plan");
+        fail(
+            "device k/v scales index the attention layers in order, but a group of this grouped "
+            "plan has "
+            "non-adjacent layers; pass host scales, or use a strict plan");
   if (!m.begin(in, stream)) return;
   for (Impl::Group& g : m.groups) {
     for (std::size_t j = 0; j < g.members.size(); ++j) {

@@ -42,10 +42,11 @@ void fill_common(const LoadedKernel& k, const FusedKVInputs& in, FkvKernelParams
   check_not_null(s, in.proj, "proj");
   check_aligned(s, in.proj, vec_bytes, "proj");
   const std::int64_t stride_l = in.proj_stride_layer ? in.proj_stride_layer : 2 * kv;
-  const std::int64_t stride_t = in.proj_stride_token ? in.proj_stride_token : in.num_layers * stride_l;
+  const std::int64_t stride_t =
+      in.proj_stride_token ? in.proj_stride_token : in.num_layers * stride_l;
   if (stride_l < 2 * kv)
-    fail(s, "proj_stride_layer " + std::to_string(stride_l) + " is smaller than 2*H*D = " +
-                std::to_string(2 * kv) + " elements");
+    fail(s, "proj_stride_layer " + std::to_string(stride_l) +
+                " is smaller than 2*H*D = " + std::to_string(2 * kv) + " elements");
   if (stride_t < (in.num_layers - 1) * stride_l + 2 * kv)
     fail(s, "proj_stride_token " + std::to_string(stride_t) + " overlaps the layers of one token");
   if (stride_l % t.vec != 0 || stride_t % t.vec != 0)
@@ -60,8 +61,8 @@ void fill_common(const LoadedKernel& k, const FusedKVInputs& in, FkvKernelParams
       fail(s, "max_position (rows of the cos/sin cache) must be > 0, got " +
                   std::to_string(in.max_position));
     if (in.cos_sin_stride != 0 && in.cos_sin_stride < s.rotary_dim)
-      fail(s, "cos_sin_stride " + std::to_string(in.cos_sin_stride) + " is smaller than rotary_dim " +
-                  std::to_string(s.rotary_dim));
+      fail(s, "cos_sin_stride " + std::to_string(in.cos_sin_stride) +
+                  " is smaller than rotary_dim " + std::to_string(s.rotary_dim));
   }
   if (s.k_norm) {
     check_not_null(s, in.k_norm_weight, "k_norm_weight");
@@ -75,15 +76,17 @@ void fill_common(const LoadedKernel& k, const FusedKVInputs& in, FkvKernelParams
   const std::int64_t bias_stride = in.kv_bias_stride_layer ? in.kv_bias_stride_layer : 2 * kv;
   if (s.kv_bias) {
     if (in.kv_bias == nullptr)
-      fail(s, "kv_bias is null, but this kernel adds a K/V bias; prepare a spec with kv_bias=false "
-              "for a projection without bias");
+      fail(s,
+           "kv_bias is null, but this kernel adds a K/V bias; prepare a spec with kv_bias=false "
+           "for a projection without bias");
     check_aligned(s, in.kv_bias, 16, "kv_bias");
     if (bias_stride < 2 * kv || bias_stride % 4 != 0)
       fail(s, "kv_bias_stride_layer " + std::to_string(bias_stride) + " must be >= 2*H*D = " +
                   std::to_string(2 * kv) + " and a multiple of 4 (16-byte rows)");
   } else if (in.kv_bias != nullptr) {
-    fail(s, "kv_bias is given, but this kernel was prepared without a bias; prepare a spec with "
-            "kv_bias=true");
+    fail(s,
+         "kv_bias is given, but this kernel was prepared without a bias; prepare a spec with "
+         "kv_bias=true");
   }
 
   p.proj = in.proj;
@@ -118,7 +121,8 @@ void launch_chunks(const LoadedKernel& k, const FusedKVInputs& in, FkvKernelPara
                    CUstream stream, F&& per_chunk) {
   const FkvKernelParams base = p;
   for (std::int64_t first = 0; first < in.num_layers; first += FKV_MAX_LAYERS) {
-    const int count = static_cast<int>(std::min<std::int64_t>(FKV_MAX_LAYERS, in.num_layers - first));
+    const int count =
+        static_cast<int>(std::min<std::int64_t>(FKV_MAX_LAYERS, in.num_layers - first));
     p = base;
     p.proj = static_cast<const char*>(base.proj) +
              first * base.proj_stride_layer * dtype_size(k.spec.act);
@@ -167,9 +171,11 @@ void fill_paged_layout(const LoadedKernel& k, const PoolOutput& out, std::int64_
   const KernelSpec& s = k.spec;
   const std::int64_t H = s.num_kv_heads, D = s.head_dim;
   if (!s.paged) {
-    if (out.block_size != 0 || out.block_stride != 0 || out.head_stride != 0 || !out.slot_mappings.empty())
-      fail(s, "block_size, block_stride, head_stride and slot_mappings need a paged kernel: prepare a "
-              "spec with paged=true");
+    if (out.block_size != 0 || out.block_stride != 0 || out.head_stride != 0 ||
+        !out.slot_mappings.empty())
+      fail(s,
+           "block_size, block_stride, head_stride and slot_mappings need a paged kernel: prepare a "
+           "spec with paged=true");
     return;
   }
   const std::int64_t bs = out.block_size ? out.block_size : 1;
@@ -182,19 +188,21 @@ void fill_paged_layout(const LoadedKernel& k, const PoolOutput& out, std::int64_
   const bool hnd = (bs == 1 || slot_stride >= D) && (H == 1 || hs >= (bs - 1) * slot_stride + D);
   if (!nhd && !hnd)
     fail(s, "the paged layout overlaps itself: slot_stride " + std::to_string(slot_stride) +
-                ", head_stride " + std::to_string(hs) + " with block_size " + std::to_string(bs) + ", H=" +
-                std::to_string(H) + ", D=" + std::to_string(D) +
-                "; use slot_stride >= (H-1)*head_stride + D with head_stride >= D (NHD) or head_stride >= "
+                ", head_stride " + std::to_string(hs) + " with block_size " + std::to_string(bs) +
+                ", H=" + std::to_string(H) + ", D=" + std::to_string(D) +
+                "; use slot_stride >= (H-1)*head_stride + D with head_stride >= D (NHD) or "
+                "head_stride >= "
                 "(block_size-1)*slot_stride + D with slot_stride >= D (HND)");
   const std::int64_t extent = (bs - 1) * slot_stride + (H - 1) * hs + D;
   const std::int64_t block_stride = out.block_stride ? out.block_stride : extent;
   if (block_stride < extent)
-    fail(s, "block_stride " + std::to_string(block_stride) + " is smaller than one block's extent " +
-                std::to_string(extent) + " elements");
+    fail(s, "block_stride " + std::to_string(block_stride) +
+                " is smaller than one block's extent " + std::to_string(extent) + " elements");
   const std::int64_t vec = k.tiling.vec;
   if (hs % vec != 0 || block_stride % vec != 0)
-    fail(s, "head_stride " + std::to_string(hs) + " and block_stride " + std::to_string(block_stride) +
-                " must be multiples of " + std::to_string(vec) + " elements (16-byte vectors)");
+    fail(s, "head_stride " + std::to_string(hs) + " and block_stride " +
+                std::to_string(block_stride) + " must be multiples of " + std::to_string(vec) +
+                " elements (16-byte vectors)");
   p.block_size = bs;
   p.block_stride = block_stride;
   p.head_stride = hs;
@@ -214,23 +222,25 @@ void materialize_pool(const LoadedKernel& k, const FusedKVInputs& in, const Pool
   const std::size_t index_align = s.slots == IndexType::I32 ? 4 : 8;
   bool needs_cache_loc = out.slot_mappings.empty();
   for (const void* m : out.slot_mappings) {
-    if (m == nullptr) needs_cache_loc = true;
-    else check_aligned(s, m, index_align, "slot_mappings[l]");
+    if (m == nullptr)
+      needs_cache_loc = true;
+    else
+      check_aligned(s, m, index_align, "slot_mappings[l]");
   }
   if (needs_cache_loc) check_not_null(s, out.cache_loc, "cache_loc");
   if (out.cache_loc) check_aligned(s, out.cache_loc, index_align, "cache_loc");
   if (out.k_buffers.size() != L || out.v_buffers.size() != L)
     fail(s, "pool mode needs one K and one V buffer per layer: got " +
-                std::to_string(out.k_buffers.size()) + " and " + std::to_string(out.v_buffers.size()) +
-                " for " + std::to_string(L) + " layers");
+                std::to_string(out.k_buffers.size()) + " and " +
+                std::to_string(out.v_buffers.size()) + " for " + std::to_string(L) + " layers");
   const std::int64_t hd = std::int64_t{s.num_kv_heads} * s.head_dim;
   const std::int64_t slot_stride = out.slot_stride ? out.slot_stride : hd;
   // The flat layout needs a whole slot per row; the paged one checks its own rows below.
   const std::int64_t min_slot_stride = s.paged ? 0 : hd;
   if (slot_stride < min_slot_stride || slot_stride % k.tiling.vec != 0)
-    fail(s, "slot_stride " + std::to_string(slot_stride) + " must be >= " +
-                (s.paged ? std::string("0") : "H*D = " + std::to_string(hd)) + " and a multiple of " +
-                std::to_string(k.tiling.vec));
+    fail(s, "slot_stride " + std::to_string(slot_stride) +
+                " must be >= " + (s.paged ? std::string("0") : "H*D = " + std::to_string(hd)) +
+                " and a multiple of " + std::to_string(k.tiling.vec));
   if (out.num_slots <= 0) fail(s, "num_slots must be > 0, got " + std::to_string(out.num_slots));
   fill_paged_layout(k, out, slot_stride, p);
   const std::size_t out_align = static_cast<std::size_t>(k.tiling.vec) * dtype_size(s.cache);
@@ -250,7 +260,8 @@ void materialize_pool(const LoadedKernel& k, const FusedKVInputs& in, const Pool
       fail(s, std::string("give ") + name + " as host values or as a device array, not both");
     if (device) check_aligned(s, device, 4, name);
     for (float v : scales)
-      if (!(v > 0) || !std::isfinite(v)) fail(s, std::string(name) + " must be positive and finite");
+      if (!(v > 0) || !std::isfinite(v))
+        fail(s, std::string(name) + " must be positive and finite");
   };
   check_scales(out.k_scales, out.k_scales_device, "k_scales");
   check_scales(out.v_scales, out.v_scales_device, "v_scales");

@@ -58,7 +58,8 @@ const Loaded& load() {
   std::call_once(once, [&] {
     std::string tried;
     void* h = nullptr;
-    if (const std::string explicit_file = jit.nvrtc_library.string(); !explicit_file.empty()) {  // FKV_NVRTC_LIBRARY
+    if (const std::string explicit_file = jit.nvrtc_library.string();
+        !explicit_file.empty()) {  // FKV_NVRTC_LIBRARY
       h = try_open(explicit_file, &tried);
       if (h == nullptr) {
         const char* why = ::dlerror();
@@ -74,13 +75,15 @@ const Loaded& load() {
       return;
     }
     Dl_info info{};
-#define FKV_NVRTC_LOAD(name)                                                                        \
-  if ((loaded.fns.name = reinterpret_cast<decltype(loaded.fns.name)>(::dlsym(h, #name))) == nullptr) \
-    loaded.error = "the NVRTC library found has no entry point " #name ": " + std::string(kInstallHint);
+#define FKV_NVRTC_LOAD(name)                                                                \
+  if ((loaded.fns.name = reinterpret_cast<decltype(loaded.fns.name)>(::dlsym(h, #name))) == \
+      nullptr)                                                                              \
+    loaded.error =                                                                          \
+        "the NVRTC library found has no entry point " #name ": " + std::string(kInstallHint);
     FKV_NVRTC_FNS(FKV_NVRTC_LOAD)
 #undef FKV_NVRTC_LOAD
-    if (loaded.fns.nvrtcVersion && ::dladdr(reinterpret_cast<void*>(loaded.fns.nvrtcVersion), &info) &&
-        info.dli_fname)
+    if (loaded.fns.nvrtcVersion &&
+        ::dladdr(reinterpret_cast<void*>(loaded.fns.nvrtcVersion), &info) && info.dli_fname)
       loaded.fns.path = info.dli_fname;
   });
   return loaded;

@@ -24,13 +24,15 @@ std::optional<std::string> env(const char* name) {
 }
 
 [[noreturn]] void bad(const char* name, const std::string& value, const std::string& expected) {
-  throw ConfigError(std::string(name) + "='" + value + "' is not valid: expected " + expected + " (or unset " +
-                    name + ")");
+  throw ConfigError(std::string(name) + "='" + value + "' is not valid: expected " + expected +
+                    " (or unset " + name + ")");
 }
 
 // An integer in [lo, hi], all of the text (no "12abc", no "+3", no spaces).
-int int_in_range(const char* name, const std::string& v, int lo, int hi, const std::string& expected) {
-  if (v.empty() || v.size() > 9 || v.find_first_not_of("0123456789") != std::string::npos) bad(name, v, expected);
+int int_in_range(const char* name, const std::string& v, int lo, int hi,
+                 const std::string& expected) {
+  if (v.empty() || v.size() > 9 || v.find_first_not_of("0123456789") != std::string::npos)
+    bad(name, v, expected);
   const int n = std::stoi(v);
   if (n < lo || n > hi) bad(name, v, expected);
   return n;
@@ -56,8 +58,10 @@ constexpr Refused kRefused[] = {
     {"-time", "writes a file outside the cache"},
     {"--fdevice-time-trace", "writes a file outside the cache"},
     {"-fdevice-time-trace", "writes a file outside the cache"},
-    {"--gpu-architecture", "changes the target arch: fkv-jit chooses it per device (use --arch with precompile)"},
-    {"-arch", "changes the target arch: fkv-jit chooses it per device (use --arch with precompile)"},
+    {"--gpu-architecture",
+     "changes the target arch: fkv-jit chooses it per device (use --arch with precompile)"},
+    {"-arch",
+     "changes the target arch: fkv-jit chooses it per device (use --arch with precompile)"},
     {"--dlink-time-opt", "makes LTO IR instead of a loadable image"},
     {"-dlto", "makes LTO IR instead of a loadable image"},
     {"--optix-ir", "makes OptiX IR instead of a loadable image"},
@@ -90,29 +94,33 @@ void check_nvrtc_options(const std::vector<std::string>& options, const std::str
   for (const std::string& w : options)
     for (const Refused& r : kRefused)
       if (names_option(w, r.name))
-        throw ConfigError(source + ": NVRTC option '" + w + "' is not allowed: it " + r.why +
-                          ". Remove it; tuning options such as --maxrregcount=64 or -lineinfo are fine");
+        throw ConfigError(
+            source + ": NVRTC option '" + w + "' is not allowed: it " + r.why +
+            ". Remove it; tuning options such as --maxrregcount=64 or -lineinfo are fine");
 }
 
 JitOptions JitOptions::from_env() {
   JitOptions o;
   if (auto v = env("FKV_BLOCK_WARPS"); v && !v->empty())
-    o.block_warps = int_in_range("FKV_BLOCK_WARPS", *v, 1, 32, "warps per block, an integer from 1 to 32");
+    o.block_warps =
+        int_in_range("FKV_BLOCK_WARPS", *v, 1, 32, "warps per block, an integer from 1 to 32");
   if (auto v = env("FKV_LAYERS_PER_BLOCK"); v && !v->empty())
-    o.layers_per_block =
-        int_in_range("FKV_LAYERS_PER_BLOCK", *v, 1, 1 << 20, "layers per block, a positive integer");
+    o.layers_per_block = int_in_range("FKV_LAYERS_PER_BLOCK", *v, 1, 1 << 20,
+                                      "layers per block, a positive integer");
   if (auto v = env("FKV_NVRTC_OPTIONS")) {
     std::istringstream words(*v);
     for (std::string w; words >> w;) o.nvrtc_options.push_back(w);
     check_nvrtc_options(o.nvrtc_options, "FKV_NVRTC_OPTIONS");
   }
   if (auto v = env("FKV_DECODE_CROSSOVER"); v && !v->empty())
-    o.decode_crossover = int_in_range("FKV_DECODE_CROSSOVER", *v, 0, 1 << 30, "a token count >= 0 (0 = never)");
+    o.decode_crossover =
+        int_in_range("FKV_DECODE_CROSSOVER", *v, 0, 1 << 30, "a token count >= 0 (0 = never)");
   if (auto v = env("FKV_TEMPLATE_DIR"); v && !v->empty()) o.template_dir = *v;
   if (auto v = env("FKV_DUMP_SOURCE"); v && !v->empty()) o.dump_source = *v;
   if (auto v = env("FKV_NVRTC_LIBRARY"); v && !v->empty()) o.nvrtc_library = *v;
 
-  if (auto dir = env("FKV_CACHE_DIR"); dir && !dir->empty()) o.cache_dir = *dir;
+  if (auto dir = env("FKV_CACHE_DIR"); dir && !dir->empty())
+    o.cache_dir = *dir;
   else if (auto xdg = env("XDG_CACHE_HOME"); xdg && !xdg->empty() && (*xdg)[0] == '/')
     o.cache_dir = fs::path(*xdg) / "fkv-jit";
   else if (auto home = env("HOME"); home && !home->empty())

@@ -6,8 +6,8 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
-#include <numbers>
 #include <limits>
+#include <numbers>
 #include <optional>
 #include <sstream>
 
@@ -34,8 +34,7 @@ class Params {
   std::optional<double> number(const char* key) const {
     if (!j_.is_object() || !j_.contains(key) || j_.at(key).is_null()) return std::nullopt;
     const json& v = j_.at(key);
-    if (!v.is_number() || !std::isfinite(v.get<double>()))
-      fail(key, "must be a finite number", v);
+    if (!v.is_number() || !std::isfinite(v.get<double>())) fail(key, "must be a finite number", v);
     return v.get<double>();
   }
   double required(const char* key) const {
@@ -61,8 +60,9 @@ class Params {
                         type_ + "' but missing or not a list.");
     const json& a = j_.at(key);
     if (a.size() != expected_size)
-      fail(key, "must have rotary_dim / 2 = " + std::to_string(expected_size) + " entries, has " +
-                    std::to_string(a.size()),
+      fail(key,
+           "must have rotary_dim / 2 = " + std::to_string(expected_size) + " entries, has " +
+               std::to_string(a.size()),
            json());
     std::vector<double> out;
     for (const json& x : a) {
@@ -72,7 +72,8 @@ class Params {
     return out;
   }
   [[noreturn]] void fail(const char* key, const std::string& what, const json& got) const {
-    std::string msg = "RoPE scaling key '" + std::string(key) + "' of rope type '" + type_ + "' " + what;
+    std::string msg =
+        "RoPE scaling key '" + std::string(key) + "' of rope type '" + type_ + "' " + what;
     if (!got.is_null()) msg += ", got " + got.dump();
     throw ConfigError(msg + ".");
   }
@@ -102,14 +103,19 @@ double original_max(const Params& p, const RopeOptions& o, const std::string& ty
 
 double model_max(const RopeOptions& o, const std::string& type) {
   if (o.max_position_embeddings > 0) return static_cast<double>(o.max_position_embeddings);
-  throw ConfigError("rope type '" + type + "' needs the model's max_position_embeddings; it is not set.");
+  throw ConfigError("rope type '" + type +
+                    "' needs the model's max_position_embeddings; it is not set.");
 }
 
 // Shortest round-trip text of a number for messages ("1e-300", "inf").
-std::string show_number(double x) { return std::isfinite(x) ? json(x).dump() : std::isnan(x) ? "nan" : x > 0 ? "inf" : "-inf"; }
+std::string show_number(double x) {
+  return std::isfinite(x) ? json(x).dump() : std::isnan(x) ? "nan" : x > 0 ? "inf" : "-inf";
+}
 
 // yarn's get_mscale: 0.1 * m * ln(s) + 1 for s > 1.
-double yarn_mscale(double scale, double m) { return scale <= 1.0 ? 1.0 : 0.1 * m * std::log(scale) + 1.0; }
+double yarn_mscale(double scale, double m) {
+  return scale <= 1.0 ? 1.0 : 0.1 * m * std::log(scale) + 1.0;
+}
 
 // yarn's find_correction_dim: the dim index whose wavelength makes `rotations` turns over
 // `max_pos` positions.
@@ -153,9 +159,11 @@ RopeTable::RopeTable(const RopeFrequencies& freq, int rotary_dim, std::int64_t m
     throw ConfigError("rotary_dim must be even and >= 2 to build a RoPE table, got " +
                       std::to_string(rotary_dim) + ".");
   if (max_position < 1)
-    throw ConfigError("max_position of a RoPE table must be >= 1, got " + std::to_string(max_position) + ".");
+    throw ConfigError("max_position of a RoPE table must be >= 1, got " +
+                      std::to_string(max_position) + ".");
   if (!(freq.theta > 0.0) || !std::isfinite(freq.theta))
-    throw ConfigError("rope_theta must be a finite number > 0, got " + std::to_string(freq.theta) + ".");
+    throw ConfigError("rope_theta must be a finite number > 0, got " + std::to_string(freq.theta) +
+                      ".");
 
   const int R = rotary_dim;
   const double theta = freq.theta;
@@ -165,7 +173,8 @@ RopeTable::RopeTable(const RopeFrequencies& freq, int rotary_dim, std::int64_t m
   RopeOptions opts = options;
   if (opts.max_position_embeddings <= 0)
     if (auto m = p.number("max_position_embeddings"))
-      opts.max_position_embeddings = static_cast<std::int64_t>(p.positive("max_position_embeddings", *m));
+      opts.max_position_embeddings =
+          static_cast<std::int64_t>(p.positive("max_position_embeddings", *m));
   const double seq_len = static_cast<double>(opts.seq_len > 0 ? opts.seq_len : max_position);
 
   if (type_ == "default") {
@@ -180,9 +189,11 @@ RopeTable::RopeTable(const RopeFrequencies& freq, int rotary_dim, std::int64_t m
     // base' = base * (factor * s / mpe - (factor - 1)) ^ (R / (R - 2)), s = max(seq_len, mpe).
     const double factor = p.positive("factor", p.required("factor"));
     const double mpe = model_max(opts, type_);
-    if (R == 2) throw ConfigError("rope type 'dynamic' needs rotary_dim > 2 (its exponent is R / (R - 2)).");
+    if (R == 2)
+      throw ConfigError("rope type 'dynamic' needs rotary_dim > 2 (its exponent is R / (R - 2)).");
     const double s = std::max(seq_len, mpe);
-    const double base = theta * std::pow((factor * s / mpe) - (factor - 1), static_cast<double>(R) / (R - 2));
+    const double base =
+        theta * std::pow((factor * s / mpe) - (factor - 1), static_cast<double>(R) / (R - 2));
     inv_freq_ = default_inv_freq(base, R);
   } else if (type_ == "llama3") {
     // _compute_llama3_parameters: long wavelengths / factor, short ones kept, smooth between.
@@ -219,10 +230,13 @@ RopeTable::RopeTable(const RopeFrequencies& freq, int rotary_dim, std::int64_t m
                               : yarn_mscale(factor, 1.0);
     }
     // `x or default` in Python: absent, null and 0 all take the default.
-    const double beta_fast = p.number("beta_fast").value_or(0.0) != 0.0 ? *p.number("beta_fast") : 32.0;
-    const double beta_slow = p.number("beta_slow").value_or(0.0) != 0.0 ? *p.number("beta_slow") : 1.0;
+    const double beta_fast =
+        p.number("beta_fast").value_or(0.0) != 0.0 ? *p.number("beta_fast") : 32.0;
+    const double beta_slow =
+        p.number("beta_slow").value_or(0.0) != 0.0 ? *p.number("beta_slow") : 1.0;
     const bool truncate = p.boolean("truncate", true);
-    if (theta == 1.0) throw ConfigError("rope type 'yarn' needs rope_theta != 1 (it divides by ln(theta)).");
+    if (theta == 1.0)
+      throw ConfigError("rope type 'yarn' needs rope_theta != 1 (it divides by ln(theta)).");
 
     double lo = yarn_correction_dim(beta_fast, R, theta, orig);
     double hi = yarn_correction_dim(beta_slow, R, theta, orig);
@@ -241,7 +255,8 @@ RopeTable::RopeTable(const RopeFrequencies& freq, int rotary_dim, std::int64_t m
       const double interpolation = 1.0 / (factor * pos_freq);
       const double ramp = std::clamp((i - lo) / (hi - lo), 0.0, 1.0);
       const double extrapolation_factor = 1 - ramp;
-      inv_freq_[i] = interpolation * (1 - extrapolation_factor) + extrapolation * extrapolation_factor;
+      inv_freq_[i] =
+          interpolation * (1 - extrapolation_factor) + extrapolation * extrapolation_factor;
     }
   } else if (type_ == "longrope") {
     // _compute_longrope_parameters, factors chosen once for seq_len (static form).
@@ -273,15 +288,19 @@ RopeTable::RopeTable(const RopeFrequencies& freq, int rotary_dim, std::int64_t m
   // theta, a huge or cancelling mscale), so they are checked here, once, on the result.
   for (int i = 0; i < R / 2; ++i) {
     if (!std::isfinite(inv_freq_[i]) || inv_freq_[i] < 0.0 || inv_freq_[i] > 1e280)
-      throw ConfigError("RoPE parameters of rope type '" + type_ + "' (theta=" + show_number(theta) +
-                        ") give a non-finite or out-of-range frequency for rotary pair " + std::to_string(i) +
-                        " (inv_freq=" + show_number(inv_freq_[i]) + "); check rope_theta and the scaling factors.");
+      throw ConfigError("RoPE parameters of rope type '" + type_ +
+                        "' (theta=" + show_number(theta) +
+                        ") give a non-finite or out-of-range frequency for rotary pair " +
+                        std::to_string(i) + " (inv_freq=" + show_number(inv_freq_[i]) +
+                        "); check rope_theta and the scaling factors.");
   }
-  if (!std::isfinite(attention_factor_) || !(attention_factor_ > 0.0) || attention_factor_ > 65504.0)
-    throw ConfigError("RoPE parameters of rope type '" + type_ + "' give attention factor " +
-                      show_number(attention_factor_) +
-                      ", which must be finite, > 0 and at most 65504 (the cos/sin table must be finite in fp16); "
-                      "check factor, mscale, mscale_all_dim and attention_factor.");
+  if (!std::isfinite(attention_factor_) || !(attention_factor_ > 0.0) ||
+      attention_factor_ > 65504.0)
+    throw ConfigError(
+        "RoPE parameters of rope type '" + type_ + "' give attention factor " +
+        show_number(attention_factor_) +
+        ", which must be finite, > 0 and at most 65504 (the cos/sin table must be finite in fp16); "
+        "check factor, mscale, mscale_all_dim and attention_factor.");
 }
 
 double RopeTable::cos(std::int64_t pos, int i) const {
@@ -308,12 +327,17 @@ std::vector<double> RopeTable::values() const {
 std::size_t RopeTable::size_bytes(DType dtype) const {
   std::size_t elem = 0;
   switch (dtype) {
-    case DType::FP32: elem = 4; break;
+    case DType::FP32:
+      elem = 4;
+      break;
     case DType::BF16:
-    case DType::FP16: elem = 2; break;
+    case DType::FP16:
+      elem = 2;
+      break;
     default:
-      throw ArgumentError("a RoPE cos/sin table can be fp32, bf16 or fp16; fp8 is not supported "
-                          "(choose cos_sin = fp32 or the activation dtype).");
+      throw ArgumentError(
+          "a RoPE cos/sin table can be fp32, bf16 or fp16; fp8 is not supported "
+          "(choose cos_sin = fp32 or the activation dtype).");
   }
   return static_cast<std::size_t>(max_position_) * rotary_dim_ * elem;
 }
@@ -347,8 +371,9 @@ std::uint32_t fp32_bits(double x) {
     f = std::numeric_limits<float>::quiet_NaN();
   } else {
     const double r = round_to_format(x, 23, -126);
-    f = std::fabs(r) >= 0x1p128 ? std::copysign(std::numeric_limits<float>::infinity(), static_cast<float>(r))
-                                : static_cast<float>(r);  // exact: r is a float value
+    f = std::fabs(r) >= 0x1p128
+            ? std::copysign(std::numeric_limits<float>::infinity(), static_cast<float>(r))
+            : static_cast<float>(r);  // exact: r is a float value
   }
   std::uint32_t b = 0;
   std::memcpy(&b, &f, 4);

@@ -67,8 +67,8 @@ struct Runtime::Impl {
     return *s;
   }
 
-  const LoadedKernel& load(KernelCache& cache, const JitOptions& jit, CUcontext ctx, const KernelSpec& spec,
-                           const std::string& key);
+  const LoadedKernel& load(KernelCache& cache, const JitOptions& jit, CUcontext ctx,
+                           const KernelSpec& spec, const std::string& key);
 };
 
 Runtime::Runtime(KernelCache& cache, const JitOptions& options)
@@ -153,7 +153,8 @@ const LoadedKernel& Runtime::get(const KernelSpec& spec, CUstream stream) {
   if (r == CUDA_ERROR_STREAM_CAPTURE_IMPLICIT ||
       (r == CUDA_SUCCESS && status != CU_STREAM_CAPTURE_STATUS_NONE)) {
     throw CudaError("cannot load kernel " + spec.short_name() +
-                        " while stream is capturing a CUDA graph: call Runtime::prepare() for it before capture "
+                        " while stream is capturing a CUDA graph: call Runtime::prepare() for it "
+                        "before capture "
                         "(a FusedKVMaterializer prepares its kernels when it is constructed)",
                     "cuStreamIsCapturing", CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED,
                     "CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED");
@@ -167,9 +168,9 @@ void launch(const LoadedKernel& k, const FkvKernelParams& params, unsigned grid_
   if (grid_x == 0 || grid_y == 0 || grid_z == 0) return;  // no work (e.g. T = 0)
   void* args[] = {const_cast<FkvKernelParams*>(&params)};
   Driver& d = Driver::get();
-  CUresult r = d.cuLaunchKernel(
-      k.function, grid_x, grid_y, grid_z, static_cast<unsigned>(k.tiling.block_threads), 1, 1,
-      0, stream, args, nullptr);
+  CUresult r = d.cuLaunchKernel(k.function, grid_x, grid_y, grid_z,
+                                static_cast<unsigned>(k.tiling.block_threads), 1, 1, 0, stream,
+                                args, nullptr);
   if (r != CUDA_SUCCESS) d.check(r, "cuLaunchKernel");
 }
 

@@ -11,11 +11,16 @@ namespace fkv {
 
 std::string to_string(DType d) {
   switch (d) {
-    case DType::BF16: return "bf16";
-    case DType::FP16: return "fp16";
-    case DType::FP32: return "fp32";
-    case DType::FP8_E4M3: return "fp8_e4m3";
-    case DType::FP8_E5M2: return "fp8_e5m2";
+    case DType::BF16:
+      return "bf16";
+    case DType::FP16:
+      return "fp16";
+    case DType::FP32:
+      return "fp32";
+    case DType::FP8_E4M3:
+      return "fp8_e4m3";
+    case DType::FP8_E5M2:
+      return "fp8_e5m2";
   }
   return "?";
 }
@@ -38,10 +43,13 @@ DType parse_dtype(const std::string& s) {
 int dtype_size(DType d) {
   switch (d) {
     case DType::BF16:
-    case DType::FP16: return 2;
-    case DType::FP32: return 4;
+    case DType::FP16:
+      return 2;
+    case DType::FP32:
+      return 4;
     case DType::FP8_E4M3:
-    case DType::FP8_E5M2: return 1;
+    case DType::FP8_E5M2:
+      return 1;
   }
   return 0;
 }
@@ -62,16 +70,18 @@ std::string KernelSpec::canonical() const {
 
 std::string KernelSpec::short_name() const {
   std::ostringstream o;
-  o << "fkv_h" << num_kv_heads << "_d" << head_dim << "_r" << rotary_dim << (neox ? "_neox" : "_gptj")
-    << (k_norm ? "_kn" : "") << "_" << to_string(act) << "_" << to_string(cache) << "_"
-    << to_string(mode) << (paged ? "_paged" : "") << (kv_bias ? "_bias" : "");
+  o << "fkv_h" << num_kv_heads << "_d" << head_dim << "_r" << rotary_dim
+    << (neox ? "_neox" : "_gptj") << (k_norm ? "_kn" : "") << "_" << to_string(act) << "_"
+    << to_string(cache) << "_" << to_string(mode) << (paged ? "_paged" : "")
+    << (kv_bias ? "_bias" : "");
   return o.str();
 }
 
 void KernelSpec::check() const {
   if (num_kv_heads <= 0)
     throw ArgumentError("num_kv_heads must be positive, got " + std::to_string(num_kv_heads));
-  if (head_dim <= 0) throw ArgumentError("head_dim must be positive, got " + std::to_string(head_dim));
+  if (head_dim <= 0)
+    throw ArgumentError("head_dim must be positive, got " + std::to_string(head_dim));
   if (rotary_dim < 0 || rotary_dim % 2 != 0 || rotary_dim > head_dim)
     throw ConfigError("Invalid fused KV rotary/head dim pair: rotary_dim=" +
                       std::to_string(rotary_dim) + ", head_dim=" + std::to_string(head_dim) + ".");
@@ -79,26 +89,30 @@ void KernelSpec::check() const {
     throw ArgumentError("activation dtype " + to_string(act) +
                         " is not supported: proj must be bf16, fp16 or fp32");
   if (cache != act && !is_fp8(cache))
-    throw ArgumentError("cache dtype " + to_string(cache) + " with activations in " + to_string(act) +
+    throw ArgumentError("cache dtype " + to_string(cache) + " with activations in " +
+                        to_string(act) +
                         ": the cache must have the activation dtype or be fp8_e4m3 / fp8_e5m2");
   if (cos_sin != DType::FP32 && cos_sin != act)
     throw ArgumentError("cos/sin dtype " + to_string(cos_sin) +
                         ": use fp32 or the activation dtype (" + to_string(act) + ")");
   if (paged && mode != OutputMode::Pool)
-    throw ArgumentError("a paged layout is a pool layout: set mode=pool, or paged=false for stacked output");
+    throw ArgumentError(
+        "a paged layout is a pool layout: set mode=pool, or paged=false for stacked output");
   if (head_dim % 2 != 0)
-    throw ArgumentError("head_dim " + std::to_string(head_dim) + " is odd: the fused kernel needs an even head_dim");
+    throw ArgumentError("head_dim " + std::to_string(head_dim) +
+                        " is odd: the fused kernel needs an even head_dim");
   if (tiling().vec == 0) {
     // The rule tiling() searches: a head is split over at most 32 lanes of one warp, each lane
     // holding e = v * l elements (v a power of two up to 16 bytes, l up to 8 loads), e | head_dim.
     const int max_vec = 16 / dtype_size(act);
-    throw ArgumentError("head_dim " + std::to_string(head_dim) + " cannot be tiled for " + to_string(act) +
-                        " activations: the kernel splits a head over at most 32 lanes of one warp, each lane "
-                        "holding e elements with e dividing head_dim, e = v * l for v a power of two up to " +
-                        std::to_string(max_vec) + " and l up to 8" +
-                        (rotary_dim > 0 && !neox ? " (GPT-J style: e even)" : "") +
-                        "; no such e exists (a multiple of 8 up to 256, of 16 up to 512 or of 32 up to 1024 "
-                        "always works)");
+    throw ArgumentError(
+        "head_dim " + std::to_string(head_dim) + " cannot be tiled for " + to_string(act) +
+        " activations: the kernel splits a head over at most 32 lanes of one warp, each lane "
+        "holding e elements with e dividing head_dim, e = v * l for v a power of two up to " +
+        std::to_string(max_vec) + " and l up to 8" +
+        (rotary_dim > 0 && !neox ? " (GPT-J style: e even)" : "") +
+        "; no such e exists (a multiple of 8 up to 256, of 16 up to 512 or of 32 up to 1024 "
+        "always works)");
   }
 }
 
@@ -137,15 +151,16 @@ Tiling KernelSpec::tiling(const JitOptions& options) const {
   best.idle_lanes = best_idle;
   // FKV_BLOCK_WARPS=<n> (JitOptions::block_warps) overrides the block size (tuning); the name
   // expression carries it, so cache entries of different block sizes never mix.
-  best.warps_per_block = options.block_warps ? options.block_warps : 2;  // 64 threads: fastest in the H200 sweep
+  best.warps_per_block =
+      options.block_warps ? options.block_warps : 2;  // 64 threads: fastest in the H200 sweep
   best.block_threads = 32 * best.warps_per_block;
   best.heads_per_block = best.heads_per_warp * best.warps_per_block;
   best.fixed_layers_per_block = options.layers_per_block;
   return best;
 }
 
-LaunchGrid launch_grid(const KernelSpec& spec, const Tiling& t, int sm_count, std::int64_t num_tokens,
-                       int num_layers) {
+LaunchGrid launch_grid(const KernelSpec& spec, const Tiling& t, int sm_count,
+                       std::int64_t num_tokens, int num_layers) {
   LaunchGrid g;
   if (num_tokens <= 0 || num_layers <= 0) return g;  // nothing to launch
   const std::int64_t pairs = num_tokens * spec.num_kv_heads;
@@ -155,7 +170,8 @@ LaunchGrid launch_grid(const KernelSpec& spec, const Tiling& t, int sm_count, st
   // All layers in one block reads cos/sin once per token and keeps the most loads in flight
   // per lane; split the layers across blocks only when the grid would not fill the GPU once
   // (decode-sized calls). Measured on an H200: splitting at 4096 tokens costs 5-25%.
-  const std::int64_t resident = std::int64_t{std::max(sm_count, 1)} * std::max(1, 2048 / t.block_threads);
+  const std::int64_t resident =
+      std::int64_t{std::max(sm_count, 1)} * std::max(1, 2048 / t.block_threads);
   int lpb = num_layers;
   if (t.fixed_layers_per_block > 0) {
     lpb = std::min(t.fixed_layers_per_block, num_layers);
@@ -200,7 +216,8 @@ std::vector<KernelSpec> kernel_specs_for(const Plan& plan, const VariantOptions&
   };
   for (const LayerGroup& g : plan.groups) {
     if (o.stacked)
-      add(make_kernel_spec(g.attn, o.act, o.cache, OutputMode::Stacked, o.cos_sin, o.index, o.index));
+      add(make_kernel_spec(g.attn, o.act, o.cache, OutputMode::Stacked, o.cos_sin, o.index,
+                           o.index));
     if (o.pool)
       add(make_kernel_spec(g.attn, o.act, o.cache, OutputMode::Pool, o.cos_sin, o.index, o.index));
   }

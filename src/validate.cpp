@@ -156,7 +156,8 @@ void check_buildable(const ModelConfig& config, const AttentionSpec& spec, int l
   RopeOptions options;
   options.max_position_embeddings = config.max_position_embeddings.value;
   try {
-    RopeTable(spec.rope, spec.rotary_dim, std::max<std::int64_t>(1, config.max_position_embeddings.value), options);
+    RopeTable(spec.rope, spec.rotary_dim,
+              std::max<std::int64_t>(1, config.max_position_embeddings.value), options);
   } catch (const ConfigError& e) {
     throw ConfigError(where + e.what());
   }
@@ -264,10 +265,11 @@ Plan make_plan(const ModelConfig& config, ValidationMode mode) {
 KVHeadShard kv_head_shard(int num_kv_heads, const TensorParallel& tp) {
   if (tp.size < 1) throw ArgumentError("tp_size must be >= 1, got " + std::to_string(tp.size));
   if (tp.rank < 0 || tp.rank >= tp.size)
-    throw ArgumentError("tp_rank " + std::to_string(tp.rank) + " is outside [0, tp_size=" +
-                        std::to_string(tp.size) + ")");
+    throw ArgumentError("tp_rank " + std::to_string(tp.rank) +
+                        " is outside [0, tp_size=" + std::to_string(tp.size) + ")");
   if (num_kv_heads <= 0)
-    throw ConfigError("num_kv_heads must be positive to shard it, got " + std::to_string(num_kv_heads));
+    throw ConfigError("num_kv_heads must be positive to shard it, got " +
+                      std::to_string(num_kv_heads));
   KVHeadShard shard;
   shard.total_heads = num_kv_heads;
   if (num_kv_heads % tp.size == 0) {
@@ -279,17 +281,20 @@ KVHeadShard kv_head_shard(int num_kv_heads, const TensorParallel& tp) {
     shard.first_head = tp.rank * num_kv_heads / tp.size;
     shard.replicated = true;
   } else {
-    throw ConfigError("num_kv_heads=" + std::to_string(num_kv_heads) + " cannot be split across tp_size=" +
-                      std::to_string(tp.size) + " ranks: tensor parallelism needs num_kv_heads divisible by "
-                      "tp_size (an even split) or tp_size divisible by num_kv_heads (one replicated head "
-                      "per rank). Choose another tp_size.");
+    throw ConfigError(
+        "num_kv_heads=" + std::to_string(num_kv_heads) +
+        " cannot be split across tp_size=" + std::to_string(tp.size) +
+        " ranks: tensor parallelism needs num_kv_heads divisible by "
+        "tp_size (an even split) or tp_size divisible by num_kv_heads (one replicated head "
+        "per rank). Choose another tp_size.");
   }
   return shard;
 }
 
 Plan shard_plan(const Plan& plan, const TensorParallel& tp) {
   if (plan.tp_size != 1)
-    throw ArgumentError("shard_plan takes an unsharded plan; this one is rank " + std::to_string(plan.tp_rank) +
+    throw ArgumentError("shard_plan takes an unsharded plan; this one is rank " +
+                        std::to_string(plan.tp_rank) +
                         " of tp_size=" + std::to_string(plan.tp_size));
   Plan out = plan;
   out.tp_size = tp.size;

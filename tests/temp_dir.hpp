@@ -23,7 +23,8 @@ struct TempDir {
     std::error_code ec;
     fs::permissions(path, fs::perms::owner_all, ec);
     for (const auto& e : fs::recursive_directory_iterator(path, ec))
-      if (e.is_directory(ec) && !e.is_symlink(ec)) fs::permissions(e.path(), fs::perms::owner_all, ec);
+      if (e.is_directory(ec) && !e.is_symlink(ec))
+        fs::permissions(e.path(), fs::perms::owner_all, ec);
     fs::remove_all(path, ec);
   }
   TempDir(const TempDir&) = delete;

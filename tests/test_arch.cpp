@@ -103,10 +103,11 @@ TEST_CASE("one arch syntax: Arch::parse reads names as resolve_arch does", "[arc
   CHECK(fkv::parse_arch_name("100f").suffix == 'f');
   // Each of these was read by Arch::parse before (as sm_90, sm_90, sm_90, sm_90) while
   // resolve_arch refused them; a syntax error is an ArgumentError saying what is accepted.
-  for (const char* bad : {"compute_90", "sm_9.0", "90.", "9.0a", "sm_90x", "sm_1", "sm_090", "hopper", "",
-                          "sm_", "sm_90aa", "1234", "9.10", "compute_90a"}) {
+  for (const char* bad : {"compute_90", "sm_9.0", "90.", "9.0a", "sm_90x", "sm_1", "sm_090",
+                          "hopper", "", "sm_", "sm_90aa", "1234", "9.10", "compute_90a"}) {
     INFO(bad);
-    CHECK_THROWS_WITH(fkv::parse_arch_name(bad), Contains("is not a GPU arch") && Contains("sm_<major><minor>"));
+    CHECK_THROWS_WITH(fkv::parse_arch_name(bad),
+                      Contains("is not a GPU arch") && Contains("sm_<major><minor>"));
     CHECK_THROWS_AS(Arch::parse(bad), fkv::ArgumentError);
     CHECK_THROWS_AS(fkv::resolve_arch(bad, kNvrtc13), fkv::ArgumentError);
   }

@@ -17,46 +17,45 @@
 static int failures = 0;
 static int checks = 0;
 
-#define CHECK(cond)                                                                   \
-  do {                                                                                \
-    ++checks;                                                                         \
-    if (!(cond)) {                                                                    \
-      ++failures;                                                                     \
-      fprintf(stderr, "%s:%d: CHECK failed: %s\n  last error: %s\n", __FILE__, __LINE__, \
-              #cond, fkv_last_error());                                               \
-    }                                                                                 \
+#define CHECK(cond)                                                                             \
+  do {                                                                                          \
+    ++checks;                                                                                   \
+    if (!(cond)) {                                                                              \
+      ++failures;                                                                               \
+      fprintf(stderr, "%s:%d: CHECK failed: %s\n  last error: %s\n", __FILE__, __LINE__, #cond, \
+              fkv_last_error());                                                                \
+    }                                                                                           \
   } while (0)
 
-#define CHECK_STATUS(expr, expected)                                                        \
-  do {                                                                                      \
-    fkv_status s_ = (expr);                                                                 \
-    ++checks;                                                                               \
-    if (s_ != (expected)) {                                                                 \
-      ++failures;                                                                           \
-      fprintf(stderr, "%s:%d: %s returned %s, expected %s\n  last error: %s\n", __FILE__, \
-              __LINE__, #expr, fkv_status_name(s_), fkv_status_name(expected),              \
-              fkv_last_error());                                                            \
-    }                                                                                       \
+#define CHECK_STATUS(expr, expected)                                                              \
+  do {                                                                                            \
+    fkv_status s_ = (expr);                                                                       \
+    ++checks;                                                                                     \
+    if (s_ != (expected)) {                                                                       \
+      ++failures;                                                                                 \
+      fprintf(stderr, "%s:%d: %s returned %s, expected %s\n  last error: %s\n", __FILE__,         \
+              __LINE__, #expr, fkv_status_name(s_), fkv_status_name(expected), fkv_last_error()); \
+    }                                                                                             \
   } while (0)
 
-#define CHECK_TEXT(expected)                                                              \
-  do {                                                                                    \
-    ++checks;                                                                             \
-    if (strcmp(fkv_last_error(), (expected)) != 0) {                                      \
-      ++failures;                                                                         \
-      fprintf(stderr, "%s:%d: last error\n  got:      %s\n  expected: %s\n", __FILE__, \
-              __LINE__, fkv_last_error(), (expected));                                    \
-    }                                                                                     \
+#define CHECK_TEXT(expected)                                                                     \
+  do {                                                                                           \
+    ++checks;                                                                                    \
+    if (strcmp(fkv_last_error(), (expected)) != 0) {                                             \
+      ++failures;                                                                                \
+      fprintf(stderr, "%s:%d: last error\n  got:      %s\n  expected: %s\n", __FILE__, __LINE__, \
+              fkv_last_error(), (expected));                                                     \
+    }                                                                                            \
   } while (0)
 
-#define CHECK_CONTAINS(needle)                                                                 \
-  do {                                                                                         \
-    ++checks;                                                                                  \
-    if (strstr(fkv_last_error(), (needle)) == NULL) {                                          \
-      ++failures;                                                                              \
+#define CHECK_CONTAINS(needle)                                                                  \
+  do {                                                                                          \
+    ++checks;                                                                                   \
+    if (strstr(fkv_last_error(), (needle)) == NULL) {                                           \
+      ++failures;                                                                               \
       fprintf(stderr, "%s:%d: last error does not contain \"%s\":\n  %s\n", __FILE__, __LINE__, \
-              (needle), fkv_last_error());                                                     \
-    }                                                                                          \
+              (needle), fkv_last_error());                                                      \
+    }                                                                                           \
   } while (0)
 
 static void path_join(char* out, size_t n, const char* dir, const char* file) {
@@ -127,9 +126,9 @@ static void test_bad_input(void) {
   CHECK(cfg == NULL);
   CHECK_CONTAINS("/nonexistent/dir/config.json");
 
-  CHECK_STATUS(fkv_config_from_json("{\"num_hidden_layers\": 2,\n \"hidden_size\": }", "broken.json",
-                                    &cfg),
-               FKV_ERR_BAD_INPUT);
+  CHECK_STATUS(
+      fkv_config_from_json("{\"num_hidden_layers\": 2,\n \"hidden_size\": }", "broken.json", &cfg),
+      FKV_ERR_BAD_INPUT);
   CHECK_CONTAINS("broken.json");
   CHECK_CONTAINS("line 2");
 
@@ -156,11 +155,13 @@ static void test_mismatch_texts(void) {
                    "\"is_neox_style\": true, \"rope_theta\": 10000}");
   if (cfg) {
     CHECK_STATUS(fkv_validate(cfg, NULL), FKV_ERR_CONFIG_MISMATCH);
-    CHECK_TEXT("num_kv_heads mismatch across layers for fused KV path: expected 8, got 4 at layer 1.");
+    CHECK_TEXT(
+        "num_kv_heads mismatch across layers for fused KV path: expected 8, got 4 at layer 1.");
     /* Strict plans fail the same way; grouped plans split the layers. */
     CHECK_STATUS(fkv_plan_create(cfg, 0, &plan), FKV_ERR_CONFIG_MISMATCH);
     CHECK(plan == NULL);
-    CHECK_TEXT("num_kv_heads mismatch across layers for fused KV path: expected 8, got 4 at layer 1.");
+    CHECK_TEXT(
+        "num_kv_heads mismatch across layers for fused KV path: expected 8, got 4 at layer 1.");
     CHECK_STATUS(fkv_plan_create(cfg, 1, &plan), FKV_OK);
     CHECK(fkv_plan_num_groups(plan) == 2);
     CHECK(fkv_plan_group_num_layers(plan, 0) == 1 && fkv_plan_group_num_layers(plan, 1) == 1);
@@ -181,7 +182,8 @@ static void test_mismatch_texts(void) {
                    "\"is_neox_style\": true, \"rope_theta\": 10000}");
   if (cfg) {
     CHECK_STATUS(fkv_validate(cfg, NULL), FKV_ERR_CONFIG_MISMATCH);
-    CHECK_TEXT("head_dim mismatch across layers for fused KV path: expected 128, got 64 at layer 1.");
+    CHECK_TEXT(
+        "head_dim mismatch across layers for fused KV path: expected 128, got 64 at layer 1.");
     fkv_config_free(cfg);
   }
 
@@ -201,7 +203,8 @@ static void test_mismatch_texts(void) {
                    "\"is_neox_style\": true, \"rope_theta\": 500000}");
   if (cfg) {
     CHECK_STATUS(fkv_validate(cfg, NULL), FKV_ERR_CONFIG_MISMATCH);
-    CHECK_CONTAINS("RoPE frequency mismatch across layers for fused KV path: expected (theta=10000.0");
+    CHECK_CONTAINS(
+        "RoPE frequency mismatch across layers for fused KV path: expected (theta=10000.0");
     CHECK_CONTAINS("got (theta=500000.0");
     CHECK_CONTAINS("at layer 1.");
     fkv_config_free(cfg);
@@ -258,7 +261,8 @@ static void test_plan(void) {
       CHECK(fabs(table[p * R + 1] - cos(p * f1)) < 1e-6);
       CHECK(fabs(table[p * R + R / 2 + 1] - sin(p * f1)) < 1e-6);
     }
-    CHECK_STATUS(fkv_plan_cos_sin(plan, 0, P, FKV_DTYPE_FP8_E4M3, NULL, 0, &need), FKV_ERR_ARGUMENT);
+    CHECK_STATUS(fkv_plan_cos_sin(plan, 0, P, FKV_DTYPE_FP8_E4M3, NULL, 0, &need),
+                 FKV_ERR_ARGUMENT);
   }
   fkv_plan_free(plan);
   fkv_config_free(cfg);
@@ -512,7 +516,8 @@ static void test_materializer_arguments(void) {
                    "\"is_neox_style\": true, \"rope_theta\": 10000}");
   if (cfg) {
     CHECK_STATUS(fkv_materializer_create(cfg, &w, &o, &m), FKV_ERR_CONFIG_MISMATCH);
-    CHECK_TEXT("head_dim mismatch across layers for fused KV path: expected 128, got 64 at layer 1.");
+    CHECK_TEXT(
+        "head_dim mismatch across layers for fused KV path: expected 128, got 64 at layer 1.");
     fkv_config_free(cfg);
   }
 

@@ -10,9 +10,6 @@
 
 #include <atomic>
 #include <catch2/catch.hpp>
-
-#include "log_capture.hpp"
-#include "temp_dir.hpp"
 #include <chrono>
 #include <cstdlib>
 #include <fstream>
@@ -24,6 +21,8 @@
 
 #include "fkv/cache.hpp"
 #include "fkv/errors.hpp"
+#include "log_capture.hpp"
+#include "temp_dir.hpp"
 
 namespace fs = std::filesystem;
 using fkv::CacheKey;
@@ -62,7 +61,8 @@ CacheKey test_key(const std::string& variant, const std::string& output = "cubin
 CompiledKernel fake_kernel(const CacheKey& key) {
   CompiledKernel k;
   k.image = "FAKE-CUBIN " + key.digest + " ";
-  for (int i = 0; k.image.size() < 512; ++i) k.image += static_cast<char>('a' + (i * 7 + key.digest[i % 32]) % 26);
+  for (int i = 0; k.image.size() < 512; ++i)
+    k.image += static_cast<char>('a' + (i * 7 + key.digest[i % 32]) % 26);
   k.lowered_name = "_Z18fused_kv_" + key.digest;
   k.is_ptx = key.field("output") == "ptx";
   return k;
@@ -104,7 +104,9 @@ int count_with_suffix(const fs::path& dir, const std::string& suffix) {
   int n = 0;
   for (const auto& f : files_under(dir)) {
     std::string s = f.filename().string();
-    if (s.size() >= suffix.size() && s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0) ++n;
+    if (s.size() >= suffix.size() &&
+        s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0)
+      ++n;
   }
   return n;
 }
@@ -138,13 +140,17 @@ struct EnvGuard {
       const char* v = std::getenv(name.c_str());
       saved[name] = v ? std::optional<std::string>(v) : std::nullopt;
     }
-    if (value) ::setenv(name.c_str(), value->c_str(), 1);
-    else ::unsetenv(name.c_str());
+    if (value)
+      ::setenv(name.c_str(), value->c_str(), 1);
+    else
+      ::unsetenv(name.c_str());
   }
   ~EnvGuard() {
     for (const auto& [name, value] : saved) {
-      if (value) ::setenv(name.c_str(), value->c_str(), 1);
-      else ::unsetenv(name.c_str());
+      if (value)
+        ::setenv(name.c_str(), value->c_str(), 1);
+      else
+        ::unsetenv(name.c_str());
     }
   }
 };
@@ -174,7 +180,8 @@ TEST_CASE("cache key: labeled, length-prefixed, every field counts", "[cache]") 
   }
   // Length prefixes: moving a character across a field boundary changes the digest.
   CHECK(CacheKey::from_fields({{"a", "bc"}}).digest != CacheKey::from_fields({{"ab", "c"}}).digest);
-  CHECK(CacheKey::from_fields({{"x", "ab"}, {"y", ""}}).digest != CacheKey::from_fields({{"x", "a"}, {"y", "b"}}).digest);
+  CHECK(CacheKey::from_fields({{"x", "ab"}, {"y", ""}}).digest !=
+        CacheKey::from_fields({{"x", "a"}, {"y", "b"}}).digest);
   // Order matters.
   auto swapped = fields;
   std::swap(swapped[0], swapped[1]);
@@ -193,7 +200,8 @@ TEST_CASE("cache short names are file-system safe", "[cache]") {
   CHECK(evil.front() != '-');
   std::string long_name = fkv::cache_short_name("k<" + std::string(500, '7') + ">");
   CHECK(long_name.size() <= 64);
-  for (char c : evil + long_name) CHECK((std::isalnum(static_cast<unsigned char>(c)) || c == '_' || c == '-'));
+  for (char c : evil + long_name)
+    CHECK((std::isalnum(static_cast<unsigned char>(c)) || c == '_' || c == '-'));
   CHECK(fkv::to_string(CacheOutcome::DiskHit) == "disk");
 }
 
@@ -210,7 +218,8 @@ TEST_CASE("miss, memory hit, disk hit", "[cache]") {
   CHECK(builder.calls == 1);
   REQUIRE(r1.kernel);
   CHECK(r1.kernel->image == fake_kernel(key).image);
-  CHECK(r1.path == root / "v1" / "nvrtc-12.8" / "sm_90" / ("fused_kv_materialize_a-" + key.digest + ".cubin"));
+  CHECK(r1.path ==
+        root / "v1" / "nvrtc-12.8" / "sm_90" / ("fused_kv_materialize_a-" + key.digest + ".cubin"));
   CHECK(fs::is_regular_file(r1.path));
   CHECK(fs::is_regular_file(meta_of(r1.path)));
   CHECK(mode_of(root / "v1") == 0700);
@@ -218,7 +227,8 @@ TEST_CASE("miss, memory hit, disk hit", "[cache]") {
   CHECK(mode_of(r1.path.parent_path().parent_path()) == 0700);
   CHECK(mode_of(r1.path) == 0600);
   CHECK(count_with_suffix(root, ".lock") <= 1);
-  for (const auto& f : files_under(root)) CHECK(f.filename().string().find(".tmp.") == std::string::npos);
+  for (const auto& f : files_under(root))
+    CHECK(f.filename().string().find(".tmp.") == std::string::npos);
 
   auto meta = nlohmann::json::parse(slurp(meta_of(r1.path)));
   CHECK(meta["digest"] == key.digest);
@@ -383,7 +393,8 @@ TEST_CASE("8 processes fill one empty cache at once", "[cache][processes]") {
     if (pid == 0) {
       ::close(go[1]);
       char byte;
-      (void)!::read(go[0], &byte, 1);  // returns 0 when the parent closes the pipe: all start together
+      (void)!::read(go[0], &byte,
+                    1);  // returns 0 when the parent closes the pipe: all start together
       int status = 0;
       try {
         KernelCache c(options_for(root));
@@ -398,7 +409,8 @@ TEST_CASE("8 processes fill one empty cache at once", "[cache][processes]") {
               return fake_kernel(key);
             });
             CompiledKernel want = fake_kernel(key);
-            if (r.kernel->image != want.image || r.kernel->lowered_name != want.lowered_name) status = 2;
+            if (r.kernel->image != want.image || r.kernel->lowered_name != want.lowered_name)
+              status = 2;
             if (round == 1 && r.outcome != CacheOutcome::MemoryHit) status = 3;
           }
         }
@@ -431,8 +443,11 @@ TEST_CASE("8 processes fill one empty cache at once", "[cache][processes]") {
     CHECK(e.ok);
     CHECK_FALSE(e.removed);
   }
-  for (const auto& f : files_under(root)) CHECK(f.filename().string().find(".tmp.") == std::string::npos);
-  for (const auto& key : keys) CHECK(check.get(key, short_name(key), [&] { return fake_kernel(key); }).outcome == CacheOutcome::DiskHit);
+  for (const auto& f : files_under(root))
+    CHECK(f.filename().string().find(".tmp.") == std::string::npos);
+  for (const auto& key : keys)
+    CHECK(check.get(key, short_name(key), [&] { return fake_kernel(key); }).outcome ==
+          CacheOutcome::DiskHit);
 }
 
 TEST_CASE("read-only roots are used and never written", "[cache]") {
@@ -533,7 +548,10 @@ TEST_CASE("roots writable by others are refused", "[cache][security]") {
   }
   SECTION("world-writable read-only root") {
     fs::path baked = tmp.path / "baked";
-    { KernelCache c(options_for(baked)); c.get(key, short_name(key), builder(key)); }
+    {
+      KernelCache c(options_for(baked));
+      c.get(key, short_name(key), builder(key));
+    }
     ::chmod(baked.c_str(), 0777);
     LogCapture log;
     fkv::CacheOptions o = options_for(tmp.path / "mine");
@@ -618,7 +636,8 @@ TEST_CASE("every read checks entry directories and files", "[cache][security]") 
   }
 }
 
-TEST_CASE("read-only roots: entry files of another user or writable by others are skipped", "[cache][security]") {
+TEST_CASE("read-only roots: entry files of another user or writable by others are skipped",
+          "[cache][security]") {
   TempDir tmp;
   fs::path baked = tmp.path / "baked";
   CountingBuilder builder;
@@ -756,7 +775,8 @@ TEST_CASE("list, verify, prune and clear", "[cache]") {
   CHECK(count_with_suffix(root, ".lock") == 0);
   CHECK(fs::is_directory(root / "v1"));
   // clear() also forgets the in-memory kernels.
-  CHECK(cache.get(keys[0], short_name(keys[0]), builder(keys[0])).outcome == CacheOutcome::Compiled);
+  CHECK(cache.get(keys[0], short_name(keys[0]), builder(keys[0])).outcome ==
+        CacheOutcome::Compiled);
   CHECK(builder.calls == 4);
 }
 
@@ -784,9 +804,11 @@ TEST_CASE("options from the environment", "[cache][env]") {
   env.set("FKV_CACHE_MAX_BYTES", "12345");
   CHECK(fkv::CacheOptions::from_env().max_bytes == 12345);
   // A malformed value is an error, not a silent "no cap" (issue 13 item 8); 0 is refused as
-  // well: unset means no cap, and a cap of N bytes means at most N bytes, as in `prune --max-bytes`.
+  // well: unset means no cap, and a cap of N bytes means at most N bytes, as in `prune
+  // --max-bytes`.
   env.set("FKV_CACHE_MAX_BYTES", "lots");
-  CHECK_THROWS_WITH(fkv::CacheOptions::from_env(), Catch::Contains("FKV_CACHE_MAX_BYTES='lots' is not valid"));
+  CHECK_THROWS_WITH(fkv::CacheOptions::from_env(),
+                    Catch::Contains("FKV_CACHE_MAX_BYTES='lots' is not valid"));
   env.set("FKV_CACHE_MAX_BYTES", "0");
   CHECK_THROWS_AS(fkv::CacheOptions::from_env(), fkv::ConfigError);
   env.set("FKV_CACHE_MAX_BYTES", std::nullopt);
@@ -812,7 +834,10 @@ TEST_CASE("FKV_DISABLE_CACHE=1 touches no disk", "[cache][env]") {
   fs::path baked = tmp.path / "baked";
   CountingBuilder builder;
   CacheKey key = test_key("off");
-  { KernelCache c(options_for(baked)); c.get(key, short_name(key), builder(key)); }
+  {
+    KernelCache c(options_for(baked));
+    c.get(key, short_name(key), builder(key));
+  }
 
   EnvGuard env;
   env.set("FKV_DISABLE_CACHE", "1");
@@ -857,7 +882,8 @@ TEST_CASE("no usable directory: memory only, one warning", "[cache]") {
   }
 }
 
-TEST_CASE("an entry directory that cannot be created: kernel kept in memory, one warning", "[cache]") {
+TEST_CASE("an entry directory that cannot be created: kernel kept in memory, one warning",
+          "[cache]") {
   TempDir tmp;
   fs::path root = tmp.path / "cache";
   KernelCache c(options_for(root));
@@ -884,8 +910,10 @@ TEST_CASE("CacheKey::make sees every compile input", "[cache]") {
   src.short_name = "tiny_3";
   src.name_expression = "tiny<3>";
   src.specialization = "N=3";
-  src.source = "// fkv spec: N=4 (a comment the key does not read)\ntemplate <int N> __global__ void tiny(int* p) { p[threadIdx.x] = N; }\n"
-               "template __global__ void tiny<3>(int*);\n";
+  src.source =
+      "// fkv spec: N=4 (a comment the key does not read)\ntemplate <int N> __global__ void "
+      "tiny(int* p) { p[threadIdx.x] = N; }\n"
+      "template __global__ void tiny<3>(int*);\n";
   src.headers = {{"tiny.cuh", "#pragma once\n"}};
   fkv::CompileOptions opts;
   opts.arch = fkv::Arch{9, 0, false};
@@ -899,18 +927,22 @@ TEST_CASE("CacheKey::make sees every compile input", "[cache]") {
   CHECK(base.field("options").find("sm_90") != std::string::npos);
   CHECK(CacheKey::make(src, opts).digest == base.digest);
 
-  std::vector<std::pair<std::string, std::function<void(fkv::KernelSource&, fkv::CompileOptions&)>>> changes = {
-      {"arch", [](auto&, auto& o) { o.arch = fkv::Arch{8, 0, false}; }},
-      {"arch-specific", [](auto&, auto& o) { o.arch.arch_specific = true; }},
-      {"ptx", [](auto&, auto& o) { o.ptx = true; }},
-      {"template name", [](auto& s, auto&) { s.template_name = "other.cu"; }},
-      {"template hash", [](auto& s, auto&) { s.template_hash[0] = '9'; }},
-      {"source", [](auto& s, auto&) { s.source += "\n"; }},
-      {"header", [](auto& s, auto&) { s.headers[0].second += "// x\n"; }},
-      {"header name", [](auto& s, auto&) { s.headers[0].first = "other.cuh"; }},
-      {"name expression", [](auto& s, auto&) { s.name_expression = "tiny<4>"; }},
-      {"specialization", [](auto& s, auto&) { s.specialization = "N=5"; }},
-  };
+  std::vector<std::pair<std::string, std::function<void(fkv::KernelSource&, fkv::CompileOptions&)>>>
+      changes = {
+          {"arch",
+           [](auto&, auto& o) {
+             o.arch = fkv::Arch{8, 0, false};
+           }},
+          {"arch-specific", [](auto&, auto& o) { o.arch.arch_specific = true; }},
+          {"ptx", [](auto&, auto& o) { o.ptx = true; }},
+          {"template name", [](auto& s, auto&) { s.template_name = "other.cu"; }},
+          {"template hash", [](auto& s, auto&) { s.template_hash[0] = '9'; }},
+          {"source", [](auto& s, auto&) { s.source += "\n"; }},
+          {"header", [](auto& s, auto&) { s.headers[0].second += "// x\n"; }},
+          {"header name", [](auto& s, auto&) { s.headers[0].first = "other.cuh"; }},
+          {"name expression", [](auto& s, auto&) { s.name_expression = "tiny<4>"; }},
+          {"specialization", [](auto& s, auto&) { s.specialization = "N=5"; }},
+      };
   for (const auto& [what, change] : changes) {
     fkv::KernelSource s = src;
     fkv::CompileOptions o = opts;
@@ -932,8 +964,9 @@ TEST_CASE("real NVRTC compile is cached on disk", "[cache][nvrtc]") {
   src.template_hash = "00112233445566778899aabbccddeeff";
   src.short_name = "tiny_3";
   src.name_expression = "tiny<3>";
-  src.source = "template <int N> __global__ void tiny(int* p) { p[threadIdx.x] = N; }\n"
-               "template __global__ void tiny<3>(int*);\n";
+  src.source =
+      "template <int N> __global__ void tiny(int* p) { p[threadIdx.x] = N; }\n"
+      "template __global__ void tiny<3>(int*);\n";
   fkv::CompileOptions opts;
   opts.arch = fkv::Arch{8, 0, false};
   fs::path root = tmp.path / "cache";

@@ -294,8 +294,7 @@ std::string fresh_dir(const std::string& name) {
 
 std::size_t count_files(const std::string& dir, const std::string& ext) {
   std::size_t n = 0;
-  for (const auto& e : fs::recursive_directory_iterator(dir))
-    n += e.path().extension() == ext;
+  for (const auto& e : fs::recursive_directory_iterator(dir)) n += e.path().extension() == ext;
   return n;
 }
 
@@ -303,7 +302,8 @@ const std::string kDraft = "dflash-qwen3-4b-draft";  // one group: 2 kernels (st
 
 }  // namespace
 
-TEST_CASE("precompile --arch sm_90a builds what Hopper loads; cache verify --config finds it", "[cli][nvrtc]") {
+TEST_CASE("precompile --arch sm_90a builds what Hopper loads; cache verify --config finds it",
+          "[cli][nvrtc]") {
   const std::string dir = fresh_dir("baked");
   const Result p = run("precompile " + data(kDraft) + " --arch sm_90a --cache-dir '" + dir + "'");
   INFO(p.out << p.err);
@@ -315,13 +315,15 @@ TEST_CASE("precompile --arch sm_90a builds what Hopper loads; cache verify --con
   CHECK(fs::is_directory(fs::path(dir) / "v1"));
   CHECK(count_files(dir, ".cubin") == 2);
 
-  const Result ok = run("cache verify --config " + data(kDraft) + " --arch sm_90 --cache-dir '" + dir + "'");
+  const Result ok =
+      run("cache verify --config " + data(kDraft) + " --arch sm_90 --cache-dir '" + dir + "'");
   INFO(ok.out << ok.err);
   CHECK(ok.code == 0);
   CHECK(contains(ok.out, "2 kernels needed, 2 present and valid, 0 missing or bad"));
 
   // Kernels for another device, or another variant option, are not there: exit 8.
-  const Result other = run("cache verify --config " + data(kDraft) + " --arch sm_80 --cache-dir '" + dir + "'");
+  const Result other =
+      run("cache verify --config " + data(kDraft) + " --arch sm_80 --cache-dir '" + dir + "'");
   CHECK(other.code == 8);
   CHECK(contains(other.out, "MISSING"));
   const Result int32 = run("cache verify --config " + data(kDraft) +
@@ -334,7 +336,8 @@ TEST_CASE("precompile --arch sm_90a builds what Hopper loads; cache verify --con
       fs::remove(e.path());
       break;
     }
-  const Result gone = run("cache verify --config " + data(kDraft) + " --arch sm_90 --cache-dir '" + dir + "'");
+  const Result gone =
+      run("cache verify --config " + data(kDraft) + " --arch sm_90 --cache-dir '" + dir + "'");
   CHECK(gone.code == 8);
   CHECK(contains(gone.out, "1 missing or bad"));
   CHECK(contains(gone.err, "fkv-jit: error: 1 of 2 kernels"));
@@ -347,7 +350,8 @@ TEST_CASE("precompile exits 8 naming the kernels it could not save", "[cli][nvrt
   // A root writable by others is refused by the cache (docs/cache.md): memory only.
   const std::string dir = fresh_dir("unsafe-root");
   fs::permissions(dir, fs::perms::all);
-  const Result r = run("precompile " + data(kDraft) + " --arch sm_80 --mode stacked --cache-dir '" + dir + "'");
+  const Result r =
+      run("precompile " + data(kDraft) + " --arch sm_80 --mode stacked --cache-dir '" + dir + "'");
   INFO(r.out << r.err);
   CHECK(r.code == 8);
   CHECK(contains(r.out, "NOT SAVED"));
@@ -355,7 +359,8 @@ TEST_CASE("precompile exits 8 naming the kernels it could not save", "[cli][nvrt
   CHECK(contains(r.err, "fkv_h8_d128_r128_neox_kn_bf16_bf16_stacked (sm_80)"));
   CHECK(!fs::exists(fs::path(dir) / "v1"));
 
-  const Result j = run("precompile --json " + data(kDraft) + " --arch sm_80 --mode stacked --cache-dir '" + dir + "'");
+  const Result j = run("precompile --json " + data(kDraft) +
+                       " --arch sm_80 --mode stacked --cache-dir '" + dir + "'");
   CHECK(j.code == 8);
   const json out = json::parse(j.out);  // stdout stays one JSON object; the warning is on stderr
   CHECK(out["ok"] == false);
@@ -367,8 +372,8 @@ TEST_CASE("precompile exits 8 naming the kernels it could not save", "[cli][nvrt
 
 TEST_CASE("precompile --json: one object on stdout, progress and logs on stderr", "[cli][nvrtc]") {
   const std::string dir = fresh_dir("json-root");
-  const Result r = run("--log-level trace precompile --json " + data(kDraft) + " --arch 8.0 --mode pool --cache-dir '" +
-                       dir + "'");
+  const Result r = run("--log-level trace precompile --json " + data(kDraft) +
+                       " --arch 8.0 --mode pool --cache-dir '" + dir + "'");
   INFO(r.out << r.err);
   CHECK(r.code == 0);
   const json out = json::parse(r.out);
@@ -390,7 +395,8 @@ TEST_CASE("--json output is valid JSON for every error, bad UTF-8 included", "[c
     CHECK(contains(j["error"].get<std::string>(), "--frob"));
   }
   SECTION("malformed UTF-8 in the config") {
-    const Result r = run("validate --json " + write("latin1.json", "{\"model_type\": \"caf\xe9\", \"x\": }"));
+    const Result r =
+        run("validate --json " + write("latin1.json", "{\"model_type\": \"caf\xe9\", \"x\": }"));
     CHECK(r.code == 2);
     const json j = json::parse(r.out);
     CHECK(j["ok"] == false);
@@ -412,7 +418,9 @@ TEST_CASE("--json output is valid JSON for every error, bad UTF-8 included", "[c
 }
 
 TEST_CASE("control characters from a config are escaped on the terminal", "[cli]") {
-  const Result r = run("validate " + write("esc.json", R"({"model_type": "x\u001b]0;owned\u0007\r", "num_hidden_layers": 2})"));
+  const Result r = run(
+      "validate " +
+      write("esc.json", R"({"model_type": "x\u001b]0;owned\u0007\r", "num_hidden_layers": 2})"));
   INFO(r.err);
   CHECK(r.code != 0);
   CHECK(r.err.find('\x1b') == std::string::npos);
@@ -437,7 +445,8 @@ TEST_CASE("CLI edges: empty paths, arch names, job counts, indices, unknown comm
            {"source " + cfg + " --index -1", "--index"},
            {"source " + cfg + " --index 2", "out of range"},
            {"frobnicate", "unknown subcommand 'frobnicate' (commands: validate, plan, precompile"},
-           {"cache frob", "unknown subcommand 'frob' for 'cache' (commands: ls, verify, prune, clear)"},
+           {"cache frob",
+            "unknown subcommand 'frob' for 'cache' (commands: ls, verify, prune, clear)"},
        }) {
     INFO("args: " << c.args);
     const Result r = run(c.args);
@@ -453,7 +462,8 @@ TEST_CASE("CLI edges: empty paths, arch names, job counts, indices, unknown comm
 }
 
 TEST_CASE("a bad environment value is bad input (exit 2) for every command", "[cli]") {
-  for (const std::string& args : std::vector<std::string>{"validate " + data(kDraft), "cache ls --cache-dir /tmp"}) {
+  for (const std::string& args :
+       std::vector<std::string>{"validate " + data(kDraft), "cache ls --cache-dir /tmp"}) {
     INFO(args);
     const Result r = run(args, "FKV_CACHE_MAX_BYTES=0");
     CHECK(r.code == 2);

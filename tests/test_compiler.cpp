@@ -1,6 +1,5 @@
 // codegen + compiler: every kind of variant compiles for sm_80, sm_90 and the newest arch.
 #include <catch2/catch.hpp>
-
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
@@ -29,18 +28,70 @@ std::vector<KernelSpec> covering_set() {
     out.push_back(s);
   };
   add([](KernelSpec&) {});
-  add([](KernelSpec& s) { s.head_dim = 64; s.rotary_dim = 64; s.k_norm = false; });
-  add([](KernelSpec& s) { s.num_kv_heads = 32; s.head_dim = 80; s.rotary_dim = 32; });
-  add([](KernelSpec& s) { s.head_dim = 96; s.rotary_dim = 96; s.act = s.cache = s.cos_sin = DType::FP16; });
-  add([](KernelSpec& s) { s.num_kv_heads = 4; s.head_dim = 256; s.rotary_dim = 64; s.neox = false; });
-  add([](KernelSpec& s) { s.rotary_dim = 0; s.mode = OutputMode::Pool; s.slots = IndexType::I32; });
-  add([](KernelSpec& s) { s.cache = DType::FP8_E4M3; s.mode = OutputMode::Pool; s.debug_checks = true; });
-  add([](KernelSpec& s) { s.cache = DType::FP8_E4M3; s.mode = OutputMode::Pool; s.paged = true; s.kv_bias = true; });
-  add([](KernelSpec& s) { s.head_dim = 80; s.rotary_dim = 80; s.mode = OutputMode::Pool; s.paged = true; s.slots = IndexType::I32; });
-  add([](KernelSpec& s) { s.act = s.cache = DType::FP16; s.kv_bias = true; s.neox = false; });
-  add([](KernelSpec& s) { s.act = DType::FP32; s.cache = DType::FP8_E5M2; s.positions = IndexType::I32; });
-  add([](KernelSpec& s) { s.act = s.cache = DType::FP32; s.neox = false; s.rotary_dim = 64; });
-  add([](KernelSpec& s) { s.cos_sin = DType::BF16; s.neox = false; s.mode = OutputMode::Pool; });
+  add([](KernelSpec& s) {
+    s.head_dim = 64;
+    s.rotary_dim = 64;
+    s.k_norm = false;
+  });
+  add([](KernelSpec& s) {
+    s.num_kv_heads = 32;
+    s.head_dim = 80;
+    s.rotary_dim = 32;
+  });
+  add([](KernelSpec& s) {
+    s.head_dim = 96;
+    s.rotary_dim = 96;
+    s.act = s.cache = s.cos_sin = DType::FP16;
+  });
+  add([](KernelSpec& s) {
+    s.num_kv_heads = 4;
+    s.head_dim = 256;
+    s.rotary_dim = 64;
+    s.neox = false;
+  });
+  add([](KernelSpec& s) {
+    s.rotary_dim = 0;
+    s.mode = OutputMode::Pool;
+    s.slots = IndexType::I32;
+  });
+  add([](KernelSpec& s) {
+    s.cache = DType::FP8_E4M3;
+    s.mode = OutputMode::Pool;
+    s.debug_checks = true;
+  });
+  add([](KernelSpec& s) {
+    s.cache = DType::FP8_E4M3;
+    s.mode = OutputMode::Pool;
+    s.paged = true;
+    s.kv_bias = true;
+  });
+  add([](KernelSpec& s) {
+    s.head_dim = 80;
+    s.rotary_dim = 80;
+    s.mode = OutputMode::Pool;
+    s.paged = true;
+    s.slots = IndexType::I32;
+  });
+  add([](KernelSpec& s) {
+    s.act = s.cache = DType::FP16;
+    s.kv_bias = true;
+    s.neox = false;
+  });
+  add([](KernelSpec& s) {
+    s.act = DType::FP32;
+    s.cache = DType::FP8_E5M2;
+    s.positions = IndexType::I32;
+  });
+  add([](KernelSpec& s) {
+    s.act = s.cache = DType::FP32;
+    s.neox = false;
+    s.rotary_dim = 64;
+  });
+  add([](KernelSpec& s) {
+    s.cos_sin = DType::BF16;
+    s.neox = false;
+    s.mode = OutputMode::Pool;
+  });
   return out;
 }
 }  // namespace
@@ -53,15 +104,18 @@ TEST_CASE("arch parsing accepts NVRTC's archs and lists them on error", "[compil
   CHECK(Arch::parse("90").name() == "sm_90");
   CHECK(Arch::parse("9.0").name() == "sm_90");
   CHECK(Arch::parse("sm_90a").arch_specific);
-  CHECK_THROWS_WITH(Arch::parse("sm_50"), Catch::Contains("not supported") && Catch::Contains("sm_80"));
+  CHECK_THROWS_WITH(Arch::parse("sm_50"),
+                    Catch::Contains("not supported") && Catch::Contains("sm_80"));
   CHECK_THROWS_WITH(Arch::parse("hopper"), Catch::Contains("sm_90"));
-  CHECK_THROWS_AS(Arch::parse("compute_90"), ArgumentError);  // one syntax with resolve_arch (test_arch)
+  CHECK_THROWS_AS(Arch::parse("compute_90"),
+                  ArgumentError);  // one syntax with resolve_arch (test_arch)
   CHECK_FALSE(nvrtc_version().empty());
 }
 
 TEST_CASE("name expression and specialized source", "[codegen]") {
   const KernelSource k = generate(base());
-  CHECK(k.name_expression.rfind("fkv_kernels::fused_kv_materialize<8, 128, 128, true, true,", 0) == 0);
+  CHECK(k.name_expression.rfind("fkv_kernels::fused_kv_materialize<8, 128, 128, true, true,", 0) ==
+        0);
   CHECK(k.source.find("// fkv spec: " + base().canonical()) == 0);
   CHECK(k.source.find("template __global__ void " + k.name_expression) != std::string::npos);
   CHECK(k.template_hash.size() == 32);
@@ -79,7 +133,9 @@ TEST_CASE("every kind of variant compiles for sm_80, sm_90 and the newest arch",
       INFO(arch.name() << " " << s.canonical());
       const CompiledKernel c = compile(generate(s), {arch});
       REQUIRE(c.image.size() > 1000);
-      CHECK(c.image.compare(0, 4, "\x7f" "ELF") == 0);
+      CHECK(c.image.compare(0, 4,
+                            "\x7f"
+                            "ELF") == 0);
       CHECK(c.lowered_name.rfind("_ZN11fkv_kernels20fused_kv_materialize", 0) == 0);
       CHECK_FALSE(c.is_ptx);
     }

@@ -1,7 +1,8 @@
 // Tests of the config module (SPEC §2): every shared config in tests/data with its expected
 // facts written down, the architecture rules on synthetic configs, and bad input.
-#include <catch2/catch.hpp>
+#include <unistd.h>
 
+#include <catch2/catch.hpp>
 #include <chrono>
 #include <cstdio>
 #include <filesystem>
@@ -9,20 +10,23 @@
 #include <iterator>
 #include <set>
 #include <string>
-#include <unistd.h>
 
 #include "fkv/config.hpp"
 #include "fkv/errors.hpp"
 
+using Catch::Matchers::Contains;
 using fkv::KNormKind;
 using fkv::LayerKind;
 using fkv::ModelConfig;
-using Catch::Matchers::Contains;
 
 namespace {
 
-ModelConfig load(const std::string& name) { return ModelConfig::from_file(std::string(FKV_TEST_DATA_DIR) + "/" + name); }
-ModelConfig parse(const std::string& text) { return ModelConfig::from_json(std::string_view(text), "test.json"); }
+ModelConfig load(const std::string& name) {
+  return ModelConfig::from_file(std::string(FKV_TEST_DATA_DIR) + "/" + name);
+}
+ModelConfig parse(const std::string& text) {
+  return ModelConfig::from_json(std::string_view(text), "test.json");
+}
 
 std::vector<int> indices_where(const ModelConfig& c, LayerKind k) {
   std::vector<int> out;
@@ -56,7 +60,9 @@ void check_uniform(const ModelConfig& c, const Uniform& u) {
 }
 
 std::string tmp_path(const std::string& leaf) {
-  return (std::filesystem::temp_directory_path() / ("fkv_test_config_" + std::to_string(::getpid()) + "_" + leaf)).string();
+  return (std::filesystem::temp_directory_path() /
+          ("fkv_test_config_" + std::to_string(::getpid()) + "_" + leaf))
+      .string();
 }
 
 }  // namespace
@@ -89,7 +95,8 @@ TEST_CASE("cohere-command-r: GPT-J interleaved by architecture, MHA", "[config][
   check_uniform(c, {64, 128, false, KNormKind::None});
   const auto& l = c.layers[0];
   CHECK(l.rotary_dim.value == 128);
-  CHECK_THAT(l.is_neox_style.source, Contains("architecture rule: cohere") && Contains("modeling_cohere.py"));
+  CHECK_THAT(l.is_neox_style.source,
+             Contains("architecture rule: cohere") && Contains("modeling_cohere.py"));
   CHECK(l.head_dim.source == "derived: hidden_size / num_attention_heads = 8192/64");
   CHECK(l.rope.value.theta == 8000000.0);
   CHECK(l.rope.value.scaling_type == "default");
@@ -106,8 +113,9 @@ TEST_CASE("deepseek-v3 and kimi-k2: MLA is unsupported, naming each layer", "[co
     CHECK(c.num_hidden_layers.value == 61);
     REQUIRE(c.attention_layers().size() == 61);
     for (const auto* l : c.attention_layers()) {
-      CHECK_THAT(l->unsupported, Contains("layer " + std::to_string(l->index) + ":") && Contains("MLA") &&
-                                     Contains("kv_lora_rank=512") && Contains("qk_rope_head_dim=64"));
+      CHECK_THAT(l->unsupported, Contains("layer " + std::to_string(l->index) + ":") &&
+                                     Contains("MLA") && Contains("kv_lora_rank=512") &&
+                                     Contains("qk_rope_head_dim=64"));
       CHECK(l->head_dim.value == 192);  // qk_nope_head_dim 128 + qk_rope_head_dim 64
       CHECK(l->rotary_dim.value == 64);
     }
@@ -177,7 +185,8 @@ TEST_CASE("gemma2: implicit alternation, even layers sliding", "[config][data]")
   CHECK(c.layers[0].rope.value == c.layers[1].rope.value);
 }
 
-TEST_CASE("gemma3: text_config with class defaults, 5 local : 1 global, scaling on global only", "[config][data]") {
+TEST_CASE("gemma3: text_config with class defaults, 5 local : 1 global, scaling on global only",
+          "[config][data]") {
   auto c = load("gemma3-4b-it.json");
   CHECK(c.model_type == "gemma3_text");
   CHECK(c.num_hidden_layers.value == 34);
@@ -205,8 +214,11 @@ TEST_CASE("glm4-moe (GLM-4.5): neox, partial rotary 0.5, RMS K norm", "[config][
   CHECK(c.num_hidden_layers.value == 92);
   check_uniform(c, {8, 128, true, KNormKind::Rms});
   CHECK(c.layers[0].rotary_dim.value == 64);
-  CHECK(c.layers[0].rotary_dim.source == "derived: int(head_dim * partial_rotary_factor) = int(128*0.5) = 64 (truncated, as transformers, vLLM and sglang compute it)");
-  CHECK_THAT(c.layers[0].is_neox_style.source, Contains("glm4_moe") && Contains("modeling_glm4_moe.py"));
+  CHECK(c.layers[0].rotary_dim.source ==
+        "derived: int(head_dim * partial_rotary_factor) = int(128*0.5) = 64 (truncated, as "
+        "transformers, vLLM and sglang compute it)");
+  CHECK_THAT(c.layers[0].is_neox_style.source,
+             Contains("glm4_moe") && Contains("modeling_glm4_moe.py"));
   CHECK_THAT(c.layers[0].k_norm.source, Contains("use_qk_norm = true"));
 }
 
@@ -233,7 +245,8 @@ TEST_CASE("gpt-j in gpt_neo format: interleaved, rotary_dim 64 of 256", "[config
   check_uniform(c, {16, 256, false, KNormKind::None});
   CHECK(c.layers[0].rotary_dim.value == 64);
   CHECK(c.layers[0].rotary_dim.source == "rotary_dim");
-  CHECK_THAT(c.layers[0].is_neox_style.source, Contains("architecture rule: gpt_neo -> GPT-J") && Contains("modeling_gptj.py"));
+  CHECK_THAT(c.layers[0].is_neox_style.source,
+             Contains("architecture rule: gpt_neo -> GPT-J") && Contains("modeling_gptj.py"));
   CHECK(c.layers[0].kind.source == "attention_layers[0] = global");
   CHECK(c.eps.source == "layer_norm_epsilon");
 }
@@ -246,7 +259,8 @@ TEST_CASE("lfm2.5-vl: nested text_config, conv layers skipped", "[config][data]"
   for (const auto* l : c.attention_layers()) attn.push_back(l->index);
   CHECK(attn == std::vector<int>{2, 5, 8, 10, 12, 14});
   check_uniform(c, {8, 64, true, KNormKind::Rms});
-  CHECK(c.layers[2].head_dim.source == "derived: text_config.hidden_size / text_config.num_attention_heads = 2048/32");
+  CHECK(c.layers[2].head_dim.source ==
+        "derived: text_config.hidden_size / text_config.num_attention_heads = 2048/32");
   CHECK(c.layers[2].num_kv_heads.source == "text_config.num_key_value_heads");
   CHECK(c.layers[2].rope.value.theta == 1e6);
   CHECK(c.layers[2].eps.source == "text_config.norm_eps");
@@ -275,8 +289,8 @@ TEST_CASE("olmo3.1: K norm across all heads is unsupported on every layer", "[co
   CHECK(indices_where(c, LayerKind::SlidingAttention).size() == 48);
   CHECK(indices_where(c, LayerKind::FullAttention).size() == 16);
   for (const auto* l : c.attention_layers()) {
-    CHECK_THAT(l->unsupported, Contains("layer " + std::to_string(l->index) + ":") && Contains("across all heads") &&
-                                   Contains("modeling_olmo3.py"));
+    CHECK_THAT(l->unsupported, Contains("layer " + std::to_string(l->index) + ":") &&
+                                   Contains("across all heads") && Contains("modeling_olmo3.py"));
     CHECK(l->head_dim.value == 128);
   }
   CHECK(c.layers[0].rope.value.scaling_type == "yarn");
@@ -287,7 +301,9 @@ TEST_CASE("phi-2: partial_rotary_factor 0.4 of head_dim 80", "[config][data]") {
   auto c = load("phi-phi-2.json");
   check_uniform(c, {32, 80, true, KNormKind::None});
   CHECK(c.layers[0].rotary_dim.value == 32);
-  CHECK(c.layers[0].rotary_dim.source == "derived: int(head_dim * partial_rotary_factor) = int(80*0.4) = 32 (truncated, as transformers, vLLM and sglang compute it)");
+  CHECK(c.layers[0].rotary_dim.source ==
+        "derived: int(head_dim * partial_rotary_factor) = int(80*0.4) = 32 (truncated, as "
+        "transformers, vLLM and sglang compute it)");
   CHECK(c.layers[0].unsupported.empty());  // qk_layernorm false
 }
 
@@ -314,7 +330,8 @@ TEST_CASE("qwen3 32b and 8b: explicit head_dim, RMS K norm", "[config][data]") {
   CHECK(a.layers[0].rope.value == b.layers[0].rope.value);
 }
 
-TEST_CASE("qwen3.5: linear attention skipped, partial rotary in rope_parameters, (1+w) K norm", "[config][data]") {
+TEST_CASE("qwen3.5: linear attention skipped, partial rotary in rope_parameters, (1+w) K norm",
+          "[config][data]") {
   auto c = load("qwen3.5-9b.json");
   CHECK(c.num_hidden_layers.value == 32);
   std::vector<int> attn;
@@ -323,7 +340,8 @@ TEST_CASE("qwen3.5: linear attention skipped, partial rotary in rope_parameters,
   check_uniform(c, {4, 256, true, KNormKind::RmsOnePlus});
   CHECK(c.layers[3].rotary_dim.value == 64);
   CHECK(c.layers[3].rotary_dim.source ==
-        "derived: int(head_dim * text_config.rope_parameters.partial_rotary_factor) = int(256*0.25) = 64 (truncated, as transformers, vLLM and sglang compute it)");
+        "derived: int(head_dim * text_config.rope_parameters.partial_rotary_factor) = "
+        "int(256*0.25) = 64 (truncated, as transformers, vLLM and sglang compute it)");
   CHECK(c.layers[3].rope.value.theta == 1e7);
   CHECK(c.layers[3].rope.value.scaling_type == "default");
   CHECK_THAT(c.layers[3].k_norm.source, Contains("(1 + w)"));
@@ -338,7 +356,8 @@ TEST_CASE("smollm3: no_rope_layers marks every 4th layer NoPE", "[config][data]"
     INFO("layer " << l.index);
     if ((l.index + 1) % 4 == 0) {
       CHECK(l.rotary_dim.value == 0);
-      CHECK_THAT(l.rotary_dim.source, Contains("no_rope_layers[" + std::to_string(l.index) + "] = 0"));
+      CHECK_THAT(l.rotary_dim.source,
+                 Contains("no_rope_layers[" + std::to_string(l.index) + "] = 0"));
     } else {
       CHECK(l.rotary_dim.value == 128);
     }
@@ -351,7 +370,10 @@ TEST_CASE("smollm3: no_rope_layers marks every 4th layer NoPE", "[config][data]"
 
 TEST_CASE("neox rules by architecture and explicit keys", "[config][rules]") {
   auto neox = [](const std::string& extra) {
-    return parse(R"({"num_hidden_layers": 2, "hidden_size": 512, "num_attention_heads": 4)" + extra + "}").layers[0].is_neox_style;
+    return parse(R"({"num_hidden_layers": 2, "hidden_size": 512, "num_attention_heads": 4)" +
+                 extra + "}")
+        .layers[0]
+        .is_neox_style;
   };
   CHECK(neox(R"(, "model_type": "llama")").value);
   CHECK_FALSE(neox(R"(, "model_type": "gptj", "rotary_dim": 64)").value);
@@ -368,16 +390,20 @@ TEST_CASE("neox rules by architecture and explicit keys", "[config][rules]") {
                     Contains("rope_is_neox_style") && Contains("true or false"));
   // A family whose modeling code does not read the key: refused, never silently ignored.
   CHECK_THROWS_WITH(neox(R"(, "model_type": "cohere", "rope_is_neox_style": true)"),
-                    Contains("'rope_is_neox_style'") && Contains("does not read it") && Contains("modeling_cohere.py"));
-  CHECK_THROWS_WITH(neox(R"(, "model_type": "llama", "is_neox_style": false)"), Contains("'is_neox_style'"));
+                    Contains("'rope_is_neox_style'") && Contains("does not read it") &&
+                        Contains("modeling_cohere.py"));
+  CHECK_THROWS_WITH(neox(R"(, "model_type": "llama", "is_neox_style": false)"),
+                    Contains("'is_neox_style'"));
 }
 
 TEST_CASE("glm / chatglm rotate half the head by default", "[config][rules]") {
-  auto g = parse(R"({"model_type": "glm", "num_hidden_layers": 1, "hidden_size": 4096, "num_attention_heads": 32,
+  auto g = parse(
+      R"({"model_type": "glm", "num_hidden_layers": 1, "hidden_size": 4096, "num_attention_heads": 32,
                      "num_key_value_heads": 2, "head_dim": 128})");
   CHECK(g.layers[0].rotary_dim.value == 64);
   CHECK_THAT(g.layers[0].rotary_dim.source, Contains("configuration_glm.py"));
-  auto c = parse(R"({"model_type": "chatglm", "num_layers": 2, "hidden_size": 4096, "num_attention_heads": 32,
+  auto c = parse(
+      R"({"model_type": "chatglm", "num_layers": 2, "hidden_size": 4096, "num_attention_heads": 32,
                      "kv_channels": 128, "multi_query_attention": true, "multi_query_group_num": 2,
                      "rope_ratio": 500, "layernorm_epsilon": 1e-5})");
   CHECK(c.layers[0].num_kv_heads.value == 2);
@@ -387,14 +413,18 @@ TEST_CASE("glm / chatglm rotate half the head by default", "[config][rules]") {
   CHECK_FALSE(c.layers[0].is_neox_style.value);
   CHECK(c.layers[0].rope.value.theta == 5e6);
   CHECK(c.eps.source == "layernorm_epsilon");
-  CHECK_THROWS_WITH(parse(R"({"model_type": "chatglm", "num_layers": 1, "hidden_size": 64, "num_attention_heads": 2,
+  CHECK_THROWS_WITH(
+      parse(
+          R"({"model_type": "chatglm", "num_layers": 1, "hidden_size": 64, "num_attention_heads": 2,
                               "multi_query_attention": true})"),
-                    Contains("multi_query_group_num is missing"));
+      Contains("multi_query_group_num is missing"));
 }
 
 TEST_CASE("K norm kinds and unsupported norms", "[config][rules]") {
   auto knorm = [](const std::string& extra) {
-    return parse(R"({"num_hidden_layers": 1, "hidden_size": 512, "num_attention_heads": 4)" + extra + "}").layers[0];
+    return parse(R"({"num_hidden_layers": 1, "hidden_size": 512, "num_attention_heads": 4)" +
+                 extra + "}")
+        .layers[0];
   };
   CHECK(knorm(R"(, "model_type": "qwen3_moe")").k_norm.value == KNormKind::Rms);
   CHECK(knorm(R"(, "model_type": "qwen3_next")").k_norm.value == KNormKind::RmsOnePlus);
@@ -402,87 +432,115 @@ TEST_CASE("K norm kinds and unsupported norms", "[config][rules]") {
   CHECK(knorm(R"(, "model_type": "llama")").k_norm.value == KNormKind::None);
   CHECK(knorm(R"(, "model_type": "cohere")").unsupported.empty());
   auto co = knorm(R"(, "model_type": "cohere", "use_qk_norm": true)");
-  CHECK_THAT(co.unsupported, Contains("layer 0") && Contains("use_qk_norm") && Contains("LayerNorm"));
+  CHECK_THAT(co.unsupported,
+             Contains("layer 0") && Contains("use_qk_norm") && Contains("LayerNorm"));
   auto o2 = knorm(R"(, "model_type": "olmo2")");
   CHECK_THAT(o2.unsupported, Contains("across all heads") && Contains("modeling_olmo2.py"));
   auto ph = knorm(R"(, "model_type": "phi", "qk_layernorm": true)");
   CHECK_THAT(ph.unsupported, Contains("qk_layernorm"));
   CHECK_THROWS_WITH(knorm(R"(, "model_type": "mystery", "use_qk_norm": true)"),
-                    Contains("\"mystery\"") && Contains("not in the architecture registry") && Contains("explicit schema"));
+                    Contains("\"mystery\"") && Contains("not in the architecture registry") &&
+                        Contains("explicit schema"));
   // A qk-norm key a family does not read is refused, not taken as "no K norm".
-  CHECK_THROWS_WITH(knorm(R"(, "model_type": "llama", "use_qk_norm": true)"), Contains("'use_qk_norm'"));
+  CHECK_THROWS_WITH(knorm(R"(, "model_type": "llama", "use_qk_norm": true)"),
+                    Contains("'use_qk_norm'"));
   CHECK(knorm(R"(, "model_type": "llama", "use_qk_norm": false)").k_norm.value == KNormKind::None);
-  CHECK(knorm(R"(, "model_type": "glm4_moe", "use_qk_norm": false)").k_norm.value == KNormKind::None);
+  CHECK(knorm(R"(, "model_type": "glm4_moe", "use_qk_norm": false)").k_norm.value ==
+        KNormKind::None);
 }
 
-TEST_CASE("hybrid layer patterns: Nemotron-H, Jamba, DeciLM, layers_block_type", "[config][rules]") {
-  auto nh = parse(R"({"model_type": "nemotron_h", "num_hidden_layers": 6, "hidden_size": 1024, "num_attention_heads": 8,
+TEST_CASE("hybrid layer patterns: Nemotron-H, Jamba, DeciLM, layers_block_type",
+          "[config][rules]") {
+  auto nh = parse(
+      R"({"model_type": "nemotron_h", "num_hidden_layers": 6, "hidden_size": 1024, "num_attention_heads": 8,
                       "num_key_value_heads": 2, "head_dim": 128, "hybrid_override_pattern": "M-M*-*"})");
   CHECK(indices_where(nh, LayerKind::FullAttention) == std::vector<int>{3, 5});
   CHECK(nh.layers[3].rotary_dim.value == 0);  // Nemotron-H attention has no RoPE
   CHECK_THAT(nh.layers[3].kind.source, Contains("hybrid_override_pattern[3] = '*'"));
-  CHECK_THROWS_WITH(parse(R"({"model_type": "nemotron_h", "num_hidden_layers": 3, "hidden_size": 64, "num_attention_heads": 2,
+  CHECK_THROWS_WITH(
+      parse(
+          R"({"model_type": "nemotron_h", "num_hidden_layers": 3, "hidden_size": 64, "num_attention_heads": 2,
                               "hybrid_override_pattern": "M*"})"),
-                    Contains("hybrid_override_pattern") && Contains("2 characters") && Contains("3 layers"));
-  CHECK_THROWS_WITH(parse(R"({"model_type": "nemotron_h", "num_hidden_layers": 2, "hidden_size": 64, "num_attention_heads": 2,
+      Contains("hybrid_override_pattern") && Contains("2 characters") && Contains("3 layers"));
+  CHECK_THROWS_WITH(
+      parse(
+          R"({"model_type": "nemotron_h", "num_hidden_layers": 2, "hidden_size": 64, "num_attention_heads": 2,
                               "hybrid_override_pattern": "MX"})"),
-                    Contains("unknown character 'X'"));
+      Contains("unknown character 'X'"));
 
-  auto jb = parse(R"({"model_type": "jamba", "num_hidden_layers": 8, "hidden_size": 512, "num_attention_heads": 4,
+  auto jb = parse(
+      R"({"model_type": "jamba", "num_hidden_layers": 8, "hidden_size": 512, "num_attention_heads": 4,
                       "num_key_value_heads": 2, "attn_layer_period": 4, "attn_layer_offset": 2})");
   CHECK(indices_where(jb, LayerKind::FullAttention) == std::vector<int>{2, 6});
   CHECK(jb.layers[2].num_kv_heads.value == 2);
 
   // DeciLM / Nemotron-NAS (block_configs) and layers_block_type families have no registry entry.
-  CHECK_THROWS_WITH(parse(R"({"model_type": "nemotron-nas", "num_hidden_layers": 1, "hidden_size": 4096,
+  CHECK_THROWS_WITH(
+      parse(R"({"model_type": "nemotron-nas", "num_hidden_layers": 1, "hidden_size": 4096,
                               "num_attention_heads": 32, "block_configs": [{"attention": {"n_heads_in_group": 8}}]})"),
-                    Contains("\"nemotron-nas\"") && Contains("not in the architecture registry"));
-  CHECK_THROWS_WITH(parse(R"({"model_type": "llama", "num_hidden_layers": 3, "hidden_size": 512, "num_attention_heads": 4,
+      Contains("\"nemotron-nas\"") && Contains("not in the architecture registry"));
+  CHECK_THROWS_WITH(
+      parse(
+          R"({"model_type": "llama", "num_hidden_layers": 3, "hidden_size": 512, "num_attention_heads": 4,
                               "layers_block_type": ["mamba", "attention", "mamba"]})"),
-                    Contains("'layers_block_type'") && Contains("does not read it"));
-  CHECK_THROWS_WITH(parse(R"({"model_type": "qwen3", "num_hidden_layers": 2, "hidden_size": 512, "num_attention_heads": 4,
+      Contains("'layers_block_type'") && Contains("does not read it"));
+  CHECK_THROWS_WITH(
+      parse(
+          R"({"model_type": "qwen3", "num_hidden_layers": 2, "hidden_size": 512, "num_attention_heads": 4,
                               "layer_types": ["full_attention", "telepathy"]})"),
-                    Contains("layer_types[1]") && Contains("telepathy"));
+      Contains("layer_types[1]") && Contains("telepathy"));
 }
 
 TEST_CASE("cohere2: global layers are NoPE, pattern from class default", "[config][rules]") {
-  auto c = parse(R"({"model_type": "cohere2", "num_hidden_layers": 8, "hidden_size": 1024, "num_attention_heads": 8,
+  auto c = parse(
+      R"({"model_type": "cohere2", "num_hidden_layers": 8, "hidden_size": 1024, "num_attention_heads": 8,
                      "sliding_window": 4096})");
   CHECK(indices_where(c, LayerKind::FullAttention) == std::vector<int>{3, 7});
   CHECK(c.layers[3].rotary_dim.value == 0);
-  CHECK_THAT(c.layers[3].rotary_dim.source, Contains("architecture rule: cohere2") && Contains("NoPE"));
+  CHECK_THAT(c.layers[3].rotary_dim.source,
+             Contains("architecture rule: cohere2") && Contains("NoPE"));
   CHECK(c.layers[0].rotary_dim.value == 128);
   CHECK(c.layers[0].sliding_window == 4096);
   CHECK_FALSE(c.layers[0].is_neox_style.value);
 }
 
-TEST_CASE("per-layer head lists (OpenELM) are refused: no registry entry reads them", "[config][rules]") {
-  CHECK_THROWS_WITH(parse(R"({"model_type": "openelm", "num_transformer_layers": 3, "model_dim": 1280, "head_dim": 64,
+TEST_CASE("per-layer head lists (OpenELM) are refused: no registry entry reads them",
+          "[config][rules]") {
+  CHECK_THROWS_WITH(
+      parse(
+          R"({"model_type": "openelm", "num_transformer_layers": 3, "model_dim": 1280, "head_dim": 64,
                               "num_query_heads": [12, 16, 20], "num_kv_heads": [3, 4, 5]})"),
-                    Contains("\"openelm\"") && Contains("explicit schema"));
-  CHECK_THROWS_WITH(parse(R"({"model_type": "llama", "num_hidden_layers": 2, "hidden_size": 64, "num_attention_heads": 2,
+      Contains("\"openelm\"") && Contains("explicit schema"));
+  CHECK_THROWS_WITH(
+      parse(
+          R"({"model_type": "llama", "num_hidden_layers": 2, "hidden_size": 64, "num_attention_heads": 2,
                               "num_kv_heads": [1, 1]})"),
-                    Contains("'num_kv_heads'") && Contains("KV heads per layer"));
+      Contains("'num_kv_heads'") && Contains("KV heads per layer"));
 }
 
 TEST_CASE("NoPE by interval, Llama4 style", "[config][rules]") {
-  auto c = parse(R"({"model_type": "llama4_text", "num_hidden_layers": 8, "hidden_size": 512, "num_attention_heads": 4,
+  auto c = parse(
+      R"({"model_type": "llama4_text", "num_hidden_layers": 8, "hidden_size": 512, "num_attention_heads": 4,
                      "no_rope_layers": [], "nope_layer_interval": 4})");
   CHECK(c.layers[3].rotary_dim.value == 0);
   CHECK(c.layers[7].rotary_dim.value == 0);
   CHECK(c.layers[2].rotary_dim.value == 128);
   CHECK_THAT(c.layers[3].rotary_dim.source, Contains("nope_layer_interval=4"));
-  auto q = parse(R"({"model_type": "llama4_text", "num_hidden_layers": 4, "hidden_size": 512, "num_attention_heads": 4,
+  auto q = parse(
+      R"({"model_type": "llama4_text", "num_hidden_layers": 4, "hidden_size": 512, "num_attention_heads": 4,
                      "no_rope_layers": [1, 1, 1, 0], "use_qk_norm": true})");
   CHECK_THAT(q.layers[0].unsupported, Contains("L2"));
   CHECK(q.layers[3].unsupported.empty());  // the L2 norm is applied on RoPE layers only
-  CHECK_THROWS_WITH(parse(R"({"model_type": "smollm3", "num_hidden_layers": 2, "hidden_size": 64, "num_attention_heads": 2,
+  CHECK_THROWS_WITH(
+      parse(
+          R"({"model_type": "smollm3", "num_hidden_layers": 2, "hidden_size": 64, "num_attention_heads": 2,
                               "no_rope_layers": [1, 2]})"),
-                    Contains("no_rope_layers[1]") && Contains("1 (RoPE) or 0 (NoPE)"));
+      Contains("no_rope_layers[1]") && Contains("1 (RoPE) or 0 (NoPE)"));
 }
 
 TEST_CASE("rope_parameters keyed by layer type", "[config][rules]") {
-  auto c = parse(R"({"model_type": "gpt_oss", "num_hidden_layers": 2, "hidden_size": 512, "num_attention_heads": 4,
+  auto c = parse(
+      R"({"model_type": "gpt_oss", "num_hidden_layers": 2, "hidden_size": 512, "num_attention_heads": 4,
                      "layer_types": ["sliding_attention", "full_attention"], "sliding_window": 512,
                      "rope_parameters": {"full_attention": {"rope_type": "linear", "factor": 8.0, "rope_theta": 1000000},
                                          "sliding_attention": {"rope_type": "default", "rope_theta": 10000}}})");
@@ -492,14 +550,18 @@ TEST_CASE("rope_parameters keyed by layer type", "[config][rules]") {
   CHECK(c.layers[1].rope.value.theta == 1e6);
   CHECK(c.layers[1].rope.value.scaling_type == "linear");
   CHECK(c.layers[1].rope.value.scaling["factor"] == 8.0);
-  CHECK_THROWS_WITH(parse(R"({"model_type": "gpt_oss", "num_hidden_layers": 1, "hidden_size": 512, "num_attention_heads": 4,
+  CHECK_THROWS_WITH(
+      parse(
+          R"({"model_type": "gpt_oss", "num_hidden_layers": 1, "hidden_size": 512, "num_attention_heads": 4,
                               "layer_types": ["full_attention"],
                               "rope_parameters": {"sliding_attention": {"rope_theta": 10000}}})"),
-                    Contains("no entry for \"full_attention\""));
+      Contains("no entry for \"full_attention\""));
 }
 
-TEST_CASE("qwen2-style use_sliding_window slides layers from max_window_layers", "[config][rules]") {
-  auto c = parse(R"({"model_type": "qwen2", "num_hidden_layers": 4, "hidden_size": 512, "num_attention_heads": 4,
+TEST_CASE("qwen2-style use_sliding_window slides layers from max_window_layers",
+          "[config][rules]") {
+  auto c = parse(
+      R"({"model_type": "qwen2", "num_hidden_layers": 4, "hidden_size": 512, "num_attention_heads": 4,
                      "use_sliding_window": true, "sliding_window": 256, "max_window_layers": 2})");
   CHECK(indices_where(c, LayerKind::SlidingAttention) == std::vector<int>{2, 3});
   CHECK(c.layers[2].sliding_window == 256);
@@ -510,19 +572,24 @@ TEST_CASE("RopeFrequencies::canonical is stable and normalizes numbers", "[confi
   a.theta = 1e6;
   b.theta = 1000000;
   a.scaling_type = b.scaling_type = "yarn";
-  a.scaling = nlohmann::json::parse(R"({"factor": 32, "beta_fast": 32.0, "original_max_position_embeddings": 4096})");
-  b.scaling = nlohmann::json::parse(R"({"original_max_position_embeddings": 4096.0, "beta_fast": 32, "factor": 3.2e1})");
+  a.scaling = nlohmann::json::parse(
+      R"({"factor": 32, "beta_fast": 32.0, "original_max_position_embeddings": 4096})");
+  b.scaling = nlohmann::json::parse(
+      R"({"original_max_position_embeddings": 4096.0, "beta_fast": 32, "factor": 3.2e1})");
   CHECK(a.canonical() == b.canonical());
   CHECK(a == b);
-  CHECK(a.canonical() ==
-        R"({"scaling":{"beta_fast":32.0,"factor":32.0,"original_max_position_embeddings":4096.0},"theta":1000000.0,"type":"yarn"})");
+  CHECK(
+      a.canonical() ==
+      R"({"scaling":{"beta_fast":32.0,"factor":32.0,"original_max_position_embeddings":4096.0},"theta":1000000.0,"type":"yarn"})");
   b.scaling["factor"] = 40;
   CHECK_FALSE(a == b);
   fkv::RopeFrequencies d;
   CHECK(d.canonical() == R"({"scaling":{},"theta":10000.0,"type":"default"})");
   // The same table read from 1e6 and 1000000 in two configs.
-  auto x = parse(R"({"model_type": "llama", "num_hidden_layers": 1, "hidden_size": 512, "num_attention_heads": 4, "rope_theta": 1e6})");
-  auto y = parse(R"({"model_type": "llama", "num_hidden_layers": 1, "hidden_size": 512, "num_attention_heads": 4, "rope_theta": 1000000})");
+  auto x = parse(
+      R"({"model_type": "llama", "num_hidden_layers": 1, "hidden_size": 512, "num_attention_heads": 4, "rope_theta": 1e6})");
+  auto y = parse(
+      R"({"model_type": "llama", "num_hidden_layers": 1, "hidden_size": 512, "num_attention_heads": 4, "rope_theta": 1000000})");
   CHECK(x.layers[0].rope.value == y.layers[0].rope.value);
 }
 
@@ -558,7 +625,8 @@ TEST_CASE("explicit per-layer schema", "[config][explicit]") {
 }
 
 TEST_CASE("explicit schema under fkv overrides inference", "[config][explicit]") {
-  auto c = parse(R"({"model_type": "olmo3", "num_hidden_layers": 2, "hidden_size": 512, "num_attention_heads": 4,
+  auto c = parse(
+      R"({"model_type": "olmo3", "num_hidden_layers": 2, "hidden_size": 512, "num_attention_heads": 4,
                      "fkv": {"layers": [{"k_norm": "rms", "rope_theta": 500000}, {"kind": "none"}]}})");
   CHECK(c.layers[0].k_norm.value == KNormKind::Rms);
   CHECK(c.layers[0].k_norm.source == "fkv.layers[0].k_norm");
@@ -566,25 +634,32 @@ TEST_CASE("explicit schema under fkv overrides inference", "[config][explicit]")
   CHECK(c.layers[0].head_dim.value == 128);  // inferred, not overridden
   CHECK(c.layers[0].rope.value.theta == 500000.0);
   CHECK_FALSE(c.layers[1].is_attention());
-  CHECK_THROWS_WITH(parse(R"({"model_type": "llama", "num_hidden_layers": 2, "hidden_size": 512, "num_attention_heads": 4,
+  CHECK_THROWS_WITH(
+      parse(
+          R"({"model_type": "llama", "num_hidden_layers": 2, "hidden_size": 512, "num_attention_heads": 4,
                               "fkv": {"layers": [{"k_norm": "rms"}]}})"),
-                    Contains("fkv.layers") && Contains("1 entries") && Contains("2 layers"));
+      Contains("fkv.layers") && Contains("1 entries") && Contains("2 layers"));
 }
 
 TEST_CASE("explicit schema errors", "[config][explicit][errors]") {
   CHECK_THROWS_WITH(parse(R"({"layers": []})"), Contains("layers") && Contains("empty"));
-  CHECK_THROWS_WITH(parse(R"({"layers": [{"head_dim": 128}]})"), Contains("layers[0]") && Contains("num_kv_heads"));
-  CHECK_THROWS_WITH(parse(R"({"layers": [{"num_kv_heads": 8, "head_dim": 128, "k_norm": "layernorm"}]})"),
-                    Contains("layers[0].k_norm") && Contains("layernorm"));
+  CHECK_THROWS_WITH(parse(R"({"layers": [{"head_dim": 128}]})"),
+                    Contains("layers[0]") && Contains("num_kv_heads"));
+  CHECK_THROWS_WITH(
+      parse(R"({"layers": [{"num_kv_heads": 8, "head_dim": 128, "k_norm": "layernorm"}]})"),
+      Contains("layers[0].k_norm") && Contains("layernorm"));
   CHECK_THROWS_WITH(parse(R"({"layers": [{"num_kv_heads": 8, "head_dim": 128, "rotary": 64}]})"),
                     Contains("layers[0].rotary") && Contains("unknown key"));
-  CHECK_THROWS_WITH(parse(R"({"layers": [{"num_kv_heads": 8, "head_dim": 128, "rotary_dim": 63}]})"),
-                    Contains("layers[0].rotary_dim") && Contains("odd"));
-  CHECK_THROWS_WITH(parse(R"({"layers": [{"num_kv_heads": 8, "head_dim": 128, "rotary_dim": 256}]})"),
-                    Contains("larger than head_dim 128"));
+  CHECK_THROWS_WITH(
+      parse(R"({"layers": [{"num_kv_heads": 8, "head_dim": 128, "rotary_dim": 63}]})"),
+      Contains("layers[0].rotary_dim") && Contains("odd"));
+  CHECK_THROWS_WITH(
+      parse(R"({"layers": [{"num_kv_heads": 8, "head_dim": 128, "rotary_dim": 256}]})"),
+      Contains("larger than head_dim 128"));
   CHECK_THROWS_WITH(parse(R"({"layers": [{"num_kv_heads": 0, "head_dim": 128}]})"),
                     Contains("layers[0].num_kv_heads") && Contains("positive"));
-  CHECK_THROWS_WITH(parse(R"({"fkv": {"layer": []}})"), Contains("fkv") && Contains("no \"layers\""));
+  CHECK_THROWS_WITH(parse(R"({"fkv": {"layer": []}})"),
+                    Contains("fkv") && Contains("no \"layers\""));
 }
 
 // ------------------------------------------------------------------------------------------------
@@ -607,35 +682,54 @@ TEST_CASE("malformed JSON reports byte offset, line and column", "[config][error
 }
 
 TEST_CASE("non-object top level and bad text_config", "[config][errors]") {
-  CHECK_THROWS_WITH(parse("[1, 2, 3]"), Contains("test.json") && Contains("top level must be a JSON object"));
+  CHECK_THROWS_WITH(parse("[1, 2, 3]"),
+                    Contains("test.json") && Contains("top level must be a JSON object"));
   CHECK_THROWS_WITH(parse("42"), Contains("top level"));
-  CHECK_THROWS_WITH(parse(R"({"text_config": [1]})"), Contains("'text_config'") && Contains("object"));
-  CHECK_THROWS_WITH(parse(R"({"hidden_size": 512})"), Contains("num_hidden_layers") && Contains("missing"));
+  CHECK_THROWS_WITH(parse(R"({"text_config": [1]})"),
+                    Contains("'text_config'") && Contains("object"));
+  CHECK_THROWS_WITH(parse(R"({"hidden_size": 512})"),
+                    Contains("num_hidden_layers") && Contains("missing"));
 }
 
-TEST_CASE("wrong types, negative and zero values are errors naming file and key", "[config][errors]") {
+TEST_CASE("wrong types, negative and zero values are errors naming file and key",
+          "[config][errors]") {
   auto with = [](const std::string& extra) {
-    return parse(R"({"model_type": "llama", "num_hidden_layers": 2, "hidden_size": 512, "num_attention_heads": 4)" + extra + "}");
+    return parse(
+        R"({"model_type": "llama", "num_hidden_layers": 2, "hidden_size": 512, "num_attention_heads": 4)" +
+        extra + "}");
   };
-  CHECK_THROWS_WITH(with(R"(, "head_dim": 128.5)"), Contains("test.json") && Contains("'head_dim'") && Contains("integer") &&
-                                                          Contains("128.5"));
+  CHECK_THROWS_WITH(with(R"(, "head_dim": 128.5)"), Contains("test.json") &&
+                                                        Contains("'head_dim'") &&
+                                                        Contains("integer") && Contains("128.5"));
   CHECK_THROWS_WITH(with(R"(, "head_dim": "128")"), Contains("'head_dim'") && Contains("a string"));
   CHECK_THROWS_WITH(with(R"(, "head_dim": -128)"), Contains("'head_dim'") && Contains("positive"));
   CHECK_THROWS_WITH(with(R"(, "head_dim": 0)"), Contains("'head_dim'") && Contains("positive"));
-  CHECK_THROWS_WITH(with(R"(, "num_key_value_heads": -2)"), Contains("'num_key_value_heads'") && Contains("positive"));
-  CHECK_THROWS_WITH(with(R"(, "num_key_value_heads": true)"), Contains("'num_key_value_heads'") && Contains("boolean"));
+  CHECK_THROWS_WITH(with(R"(, "num_key_value_heads": -2)"),
+                    Contains("'num_key_value_heads'") && Contains("positive"));
+  CHECK_THROWS_WITH(with(R"(, "num_key_value_heads": true)"),
+                    Contains("'num_key_value_heads'") && Contains("boolean"));
   CHECK_THROWS_WITH(with(R"(, "rope_theta": 0)"), Contains("'rope_theta'") && Contains("positive"));
-  CHECK_THROWS_WITH(with(R"(, "rope_theta": "1e6")"), Contains("'rope_theta'") && Contains("number"));
+  CHECK_THROWS_WITH(with(R"(, "rope_theta": "1e6")"),
+                    Contains("'rope_theta'") && Contains("number"));
   CHECK_THROWS_WITH(with(R"(, "rms_norm_eps": -1e-6)"), Contains("'rms_norm_eps'"));
-  CHECK_THROWS_WITH(with(R"(, "rope_scaling": "yarn")"), Contains("'rope_scaling'") && Contains("object"));
-  CHECK_THROWS_WITH(with(R"(, "rope_scaling": {"rope_type": "linear", "factor": 0})"), Contains("rope_scaling.factor"));
-  CHECK_THROWS_WITH(with(R"(, "torch_dtype": 16)"), Contains("'torch_dtype'") && Contains("string"));
-  CHECK_THROWS_WITH(parse(R"({"model_type": "llama", "num_hidden_layers": 0, "hidden_size": 512, "num_attention_heads": 4})"),
-                    Contains("'num_hidden_layers'") && Contains("positive"));
-  CHECK_THROWS_WITH(parse(R"({"model_type": "llama", "num_hidden_layers": 2.5, "hidden_size": 512, "num_attention_heads": 4})"),
-                    Contains("'num_hidden_layers'") && Contains("integer"));
-  CHECK_THROWS_WITH(parse(R"({"text_config": {"model_type": "llama", "num_hidden_layers": 2, "hidden_size": 512, "num_attention_heads": -4}})"),
-                    Contains("'text_config.num_attention_heads'"));
+  CHECK_THROWS_WITH(with(R"(, "rope_scaling": "yarn")"),
+                    Contains("'rope_scaling'") && Contains("object"));
+  CHECK_THROWS_WITH(with(R"(, "rope_scaling": {"rope_type": "linear", "factor": 0})"),
+                    Contains("rope_scaling.factor"));
+  CHECK_THROWS_WITH(with(R"(, "torch_dtype": 16)"),
+                    Contains("'torch_dtype'") && Contains("string"));
+  CHECK_THROWS_WITH(
+      parse(
+          R"({"model_type": "llama", "num_hidden_layers": 0, "hidden_size": 512, "num_attention_heads": 4})"),
+      Contains("'num_hidden_layers'") && Contains("positive"));
+  CHECK_THROWS_WITH(
+      parse(
+          R"({"model_type": "llama", "num_hidden_layers": 2.5, "hidden_size": 512, "num_attention_heads": 4})"),
+      Contains("'num_hidden_layers'") && Contains("integer"));
+  CHECK_THROWS_WITH(
+      parse(
+          R"({"text_config": {"model_type": "llama", "num_hidden_layers": 2, "hidden_size": 512, "num_attention_heads": -4}})"),
+      Contains("'text_config.num_attention_heads'"));
   // Integral floats are integers; null means "not set".
   CHECK(with(R"(, "head_dim": 64.0)").layers[0].head_dim.value == 64);
   CHECK(with(R"(, "head_dim": null)").layers[0].head_dim.value == 128);
@@ -643,47 +737,66 @@ TEST_CASE("wrong types, negative and zero values are errors naming file and key"
 
 TEST_CASE("rotary_dim and partial_rotary_factor validation", "[config][errors]") {
   auto with = [](const std::string& type, const std::string& extra) {
-    return parse(R"({"model_type": ")" + type + R"(", "num_hidden_layers": 1, "hidden_size": 512, "num_attention_heads": 4)" +
+    return parse(R"({"model_type": ")" + type +
+                 R"(", "num_hidden_layers": 1, "hidden_size": 512, "num_attention_heads": 4)" +
                  extra + "}");
   };
-  CHECK_THROWS_WITH(with("gptj", R"(, "rotary_dim": 63)"), Contains("'rotary_dim'") && Contains("odd"));
-  CHECK_THROWS_WITH(with("gptj", R"(, "rotary_dim": 256)"), Contains("'rotary_dim'") && Contains("larger than head_dim 128"));
-  CHECK_THROWS_WITH(with("gptj", R"(, "rotary_dim": 0)"), Contains("'rotary_dim'") && Contains("positive"));
-  CHECK_THROWS_WITH(with("phi", R"(, "partial_rotary_factor": 1.5)"), Contains("'partial_rotary_factor'") && Contains("(0, 1]"));
-  CHECK_THROWS_WITH(with("phi", R"(, "partial_rotary_factor": 0)"), Contains("'partial_rotary_factor'") && Contains("(0, 1]"));
+  CHECK_THROWS_WITH(with("gptj", R"(, "rotary_dim": 63)"),
+                    Contains("'rotary_dim'") && Contains("odd"));
+  CHECK_THROWS_WITH(with("gptj", R"(, "rotary_dim": 256)"),
+                    Contains("'rotary_dim'") && Contains("larger than head_dim 128"));
+  CHECK_THROWS_WITH(with("gptj", R"(, "rotary_dim": 0)"),
+                    Contains("'rotary_dim'") && Contains("positive"));
+  CHECK_THROWS_WITH(with("phi", R"(, "partial_rotary_factor": 1.5)"),
+                    Contains("'partial_rotary_factor'") && Contains("(0, 1]"));
+  CHECK_THROWS_WITH(with("phi", R"(, "partial_rotary_factor": 0)"),
+                    Contains("'partial_rotary_factor'") && Contains("(0, 1]"));
   CHECK_THROWS_WITH(with("phi", R"(, "partial_rotary_factor": -0.5)"), Contains("(0, 1]"));
   CHECK_THROWS_WITH(with("phi", R"(, "partial_rotary_factor": 0.0390625)"), Contains("odd"));  // 5
   // Engine arithmetic: int(head_dim * factor), truncated, as transformers, vLLM and sglang do.
-  const auto inexact = with("phi", R"(, "partial_rotary_factor": 0.334)").layers[0].rotary_dim;  // 42.752
+  const auto inexact =
+      with("phi", R"(, "partial_rotary_factor": 0.334)").layers[0].rotary_dim;  // 42.752
   CHECK(inexact.value == 42);
   CHECK(inexact.source ==
-        "derived: int(head_dim * partial_rotary_factor) = int(128*0.334) = 42 (truncated, as transformers, vLLM and "
+        "derived: int(head_dim * partial_rotary_factor) = int(128*0.334) = 42 (truncated, as "
+        "transformers, vLLM and "
         "sglang compute it)");
   CHECK(with("phi", R"(, "partial_rotary_factor": 0.3)").layers[0].rotary_dim.value == 38);  // 38.4
-  CHECK(with("nemotron", R"(, "partial_rotary_factor": 0.29, "head_dim": 100)").layers[0].rotary_dim.value == 28);  // 28.999...
-  CHECK(with("phi", R"(, "rope_parameters": {"rope_theta": 1e4, "partial_rotary_factor": 0.5})").layers[0].rotary_dim.value ==
-        64);
+  CHECK(with("nemotron", R"(, "partial_rotary_factor": 0.29, "head_dim": 100)")
+            .layers[0]
+            .rotary_dim.value == 28);  // 28.999...
+  CHECK(with("phi", R"(, "rope_parameters": {"rope_theta": 1e4, "partial_rotary_factor": 0.5})")
+            .layers[0]
+            .rotary_dim.value == 64);
   // Families whose modeling code rotates the whole head refuse a partial factor, also nested.
-  CHECK_THROWS_WITH(with("llama", R"(, "partial_rotary_factor": 0.5)"), Contains("'partial_rotary_factor'"));
-  CHECK_THROWS_WITH(with("llama", R"(, "rope_parameters": {"rope_theta": 1e4, "partial_rotary_factor": 0.5})"),
-                    Contains("'rope_parameters.partial_rotary_factor'"));
+  CHECK_THROWS_WITH(with("llama", R"(, "partial_rotary_factor": 0.5)"),
+                    Contains("'partial_rotary_factor'"));
+  CHECK_THROWS_WITH(
+      with("llama", R"(, "rope_parameters": {"rope_theta": 1e4, "partial_rotary_factor": 0.5})"),
+      Contains("'rope_parameters.partial_rotary_factor'"));
   CHECK_THROWS_WITH(with("llama", R"(, "rotary_pct": 0.25)"), Contains("'rotary_pct'"));
 }
 
 TEST_CASE("head_dim must divide exactly", "[config][errors]") {
-  CHECK_THROWS_WITH(parse(R"({"model_type": "llama", "num_hidden_layers": 1, "hidden_size": 5120, "num_attention_heads": 96})"),
-                    Contains("test.json") && Contains("'hidden_size'") && Contains("not divisible") &&
-                        Contains("num_attention_heads 96") && Contains("head_dim"));
-  CHECK_THROWS_WITH(parse(R"({"model_type": "llama", "num_hidden_layers": 1, "num_attention_heads": 8})"),
-                    Contains("'hidden_size'") && Contains("missing"));
+  CHECK_THROWS_WITH(
+      parse(
+          R"({"model_type": "llama", "num_hidden_layers": 1, "hidden_size": 5120, "num_attention_heads": 96})"),
+      Contains("test.json") && Contains("'hidden_size'") && Contains("not divisible") &&
+          Contains("num_attention_heads 96") && Contains("head_dim"));
+  CHECK_THROWS_WITH(
+      parse(R"({"model_type": "llama", "num_hidden_layers": 1, "num_attention_heads": 8})"),
+      Contains("'hidden_size'") && Contains("missing"));
 }
 
 TEST_CASE("empty layer lists are clear errors", "[config][errors]") {
   auto base = [](const std::string& type) {
-    return R"({"model_type": ")" + type + R"(", "num_hidden_layers": 2, "hidden_size": 512, "num_attention_heads": 4, )";
+    return R"({"model_type": ")" + type +
+           R"(", "num_hidden_layers": 2, "hidden_size": 512, "num_attention_heads": 4, )";
   };
-  CHECK_THROWS_WITH(parse(base("qwen3") + R"("layer_types": []})"), Contains("'layer_types'") && Contains("empty"));
-  CHECK_THROWS_WITH(parse(base("smollm3") + R"("no_rope_layers": []})"), Contains("'no_rope_layers'") && Contains("empty"));
+  CHECK_THROWS_WITH(parse(base("qwen3") + R"("layer_types": []})"),
+                    Contains("'layer_types'") && Contains("empty"));
+  CHECK_THROWS_WITH(parse(base("smollm3") + R"("no_rope_layers": []})"),
+                    Contains("'no_rope_layers'") && Contains("empty"));
   CHECK_THROWS_WITH(parse(base("nemotron_h") + R"("hybrid_override_pattern": ""})"),
                     Contains("hybrid_override_pattern") && Contains("empty"));
   CHECK_THROWS_WITH(parse(base("qwen3") + R"("layer_types": ["full_attention"]})"),
@@ -692,15 +805,18 @@ TEST_CASE("empty layer lists are clear errors", "[config][errors]") {
 
 TEST_CASE("from_file names the path and the OS reason", "[config][errors]") {
   const std::string missing = tmp_path("does_not_exist.json");
-  CHECK_THROWS_WITH(ModelConfig::from_file(missing), Contains(missing) && Contains("No such file or directory"));
-  CHECK_THROWS_WITH(ModelConfig::from_file(std::filesystem::temp_directory_path()), Contains("directory"));
+  CHECK_THROWS_WITH(ModelConfig::from_file(missing),
+                    Contains(missing) && Contains("No such file or directory"));
+  CHECK_THROWS_WITH(ModelConfig::from_file(std::filesystem::temp_directory_path()),
+                    Contains("directory"));
 
   const std::string bad = tmp_path("bad.json");
   {
     std::ofstream f(bad);
     f << "{\n\"num_hidden_layers\": 2\n\"x\": 1}\n";
   }
-  CHECK_THROWS_WITH(ModelConfig::from_file(bad), Contains(bad) && Contains("line 3") && Contains("column 3"));
+  CHECK_THROWS_WITH(ModelConfig::from_file(bad),
+                    Contains(bad) && Contains("line 3") && Contains("column 3"));
   if (::geteuid() != 0) {  // root reads anything
     std::filesystem::permissions(bad, std::filesystem::perms::none);
     CHECK_THROWS_WITH(ModelConfig::from_file(bad), Contains(bad) && Contains("Permission denied"));
@@ -720,7 +836,8 @@ TEST_CASE("to_string of kinds", "[config]") {
 // ------------------------------------------------------------------------------------------------
 // The architecture registry: never guess.
 
-TEST_CASE("every registry entry cites the modeling code it was checked against", "[config][registry]") {
+TEST_CASE("every registry entry cites the modeling code it was checked against",
+          "[config][registry]") {
   std::set<std::string> types;
   for (const fkv::Architecture& a : fkv::architectures()) {
     INFO(a.name);
@@ -739,7 +856,8 @@ TEST_CASE("every registry entry cites the modeling code it was checked against",
   }
 }
 
-TEST_CASE("docs/config-rules.md lists every registry entry with its citation", "[config][registry][docs]") {
+TEST_CASE("docs/config-rules.md lists every registry entry with its citation",
+          "[config][registry][docs]") {
   const std::string path = std::string(FKV_TEST_DATA_DIR) + "/../../docs/config-rules.md";
   std::ifstream in(path);
   REQUIRE(in.good());
@@ -751,63 +869,75 @@ TEST_CASE("docs/config-rules.md lists every registry entry with its citation", "
     FAIL("docs/config-rules.md does not hold the registry table; the current one is in " + out +
          " (paste it between the architecture-table markers)");
   }
-  for (const fkv::Architecture& a : fkv::architectures()) CHECK(doc.find(a.citation) != std::string::npos);
+  for (const fkv::Architecture& a : fkv::architectures())
+    CHECK(doc.find(a.citation) != std::string::npos);
 }
 
-TEST_CASE("an unknown model_type is refused, naming it and showing the explicit schema", "[config][registry]") {
+TEST_CASE("an unknown model_type is refused, naming it and showing the explicit schema",
+          "[config][registry]") {
   try {
-    parse(R"({"model_type": "mystery_lm", "num_hidden_layers": 2, "hidden_size": 512, "num_attention_heads": 4})");
+    parse(
+        R"({"model_type": "mystery_lm", "num_hidden_layers": 2, "hidden_size": 512, "num_attention_heads": 4})");
     FAIL("expected a ConfigError");
   } catch (const fkv::ConfigError& e) {
     const std::string w = e.what();
     CHECK_THAT(w, Contains("test.json") && Contains("'model_type'") && Contains("\"mystery_lm\"") &&
-                      Contains("does not guess") && Contains("{\"fkv\": {\"layers\": [{\"num_kv_heads\"") &&
-                      Contains("qwen3"));
+                      Contains("does not guess") &&
+                      Contains("{\"fkv\": {\"layers\": [{\"num_kv_heads\"") && Contains("qwen3"));
   }
   // Nested: the name as written, with its path.
   CHECK_THROWS_WITH(parse(R"({"model_type": "llava", "text_config": {"model_type": "mystery_text",
                               "num_hidden_layers": 2, "hidden_size": 512, "num_attention_heads": 4}})"),
                     Contains("'text_config.model_type'") && Contains("\"mystery_text\""));
   // No model_type at all is no better.
-  CHECK_THROWS_WITH(parse(R"({"num_hidden_layers": 2, "hidden_size": 512, "num_attention_heads": 4})"),
-                    Contains("no model_type") && Contains("explicit schema"));
+  CHECK_THROWS_WITH(
+      parse(R"({"num_hidden_layers": 2, "hidden_size": 512, "num_attention_heads": 4})"),
+      Contains("no model_type") && Contains("explicit schema"));
   // The explicit schema needs no entry: it states every fact itself.
   auto c = parse(R"({"model_type": "mystery_lm", "num_hidden_layers": 2, "fkv": {"layers": [
       {"num_kv_heads": 4, "head_dim": 64, "k_norm": "rms"}, {"num_kv_heads": 4, "head_dim": 64, "k_norm": "rms"}]}})");
   CHECK(c.family == "explicit schema");
   CHECK(c.layers[1].k_norm.value == KNormKind::Rms);
-  CHECK_THROWS_WITH(parse(R"({"model_type": "mystery_lm", "num_hidden_layers": 3, "fkv": {"layers": [
+  CHECK_THROWS_WITH(
+      parse(R"({"model_type": "mystery_lm", "num_hidden_layers": 3, "fkv": {"layers": [
       {"num_kv_heads": 4, "head_dim": 64}]}})"),
-                    Contains("fkv.layers") && Contains("1 entries") && Contains("3 layers"));
+      Contains("fkv.layers") && Contains("1 entries") && Contains("3 layers"));
 }
 
 TEST_CASE("a layout key the family does not read is refused, naming it", "[config][registry]") {
-  const std::string base = R"({"model_type": "qwen3", "num_hidden_layers": 2, "hidden_size": 512, "num_attention_heads": 4, )";
-  for (const char* key : {R"("global_head_dim": 256)", R"("v_head_dim": 64)", R"("attention_k_eq_v": true)",
-                          R"("cross_attention_layers": [1])", R"("linear_attn_config": {"kda_layers": [1]})",
-                          R"("kv_lora_rank": 512)", R"("swa_num_key_value_heads": 2)", R"("no_rope_layers": [1, 0])",
-                          R"("rope_local_base_freq": 10000)", R"("num_kv_shared_layers": 1)"}) {
+  const std::string base =
+      R"({"model_type": "qwen3", "num_hidden_layers": 2, "hidden_size": 512, "num_attention_heads": 4, )";
+  for (const char* key :
+       {R"("global_head_dim": 256)", R"("v_head_dim": 64)", R"("attention_k_eq_v": true)",
+        R"("cross_attention_layers": [1])", R"("linear_attn_config": {"kda_layers": [1]})",
+        R"("kv_lora_rank": 512)", R"("swa_num_key_value_heads": 2)", R"("no_rope_layers": [1, 0])",
+        R"("rope_local_base_freq": 10000)", R"("num_kv_shared_layers": 1)"}) {
     const std::string text = base + key + "}";
     const std::string name = std::string(key).substr(1, std::string(key).find('"', 1) - 1);
     INFO(text);
-    CHECK_THROWS_WITH(parse(text), Contains("'" + name + "'") && Contains("changes the attention layout") &&
+    CHECK_THROWS_WITH(parse(text), Contains("'" + name + "'") &&
+                                       Contains("changes the attention layout") &&
                                        Contains("modeling_qwen3.py"));
   }
   // In a nested config, with its path; false / empty values state nothing and pass.
-  CHECK_THROWS_WITH(parse(R"({"model_type": "x", "text_config": {"model_type": "llama", "num_hidden_layers": 1,
+  CHECK_THROWS_WITH(
+      parse(R"({"model_type": "x", "text_config": {"model_type": "llama", "num_hidden_layers": 1,
                               "hidden_size": 512, "num_attention_heads": 4, "use_sliding_window": true}})"),
-                    Contains("'text_config.use_sliding_window'"));
+      Contains("'text_config.use_sliding_window'"));
   CHECK_NOTHROW(parse(base + R"("attention_k_eq_v": false, "cross_attention_layers": []})"));
   // Every listed key is refused by an entry that reads none of them (GPT-J reads only rotary_dim).
   for (const fkv::LayoutKey& k : fkv::layout_keys()) {
     if (k.key == "rotary_dim") continue;
     INFO(k.key);
-    CHECK_THROWS_WITH(parse(R"({"model_type": "gptj", "n_layer": 1, "n_embd": 512, "n_head": 4, ")" + k.key + R"(": 1})"),
-                      Contains("'" + k.key + "'"));
+    CHECK_THROWS_WITH(
+        parse(R"({"model_type": "gptj", "n_layer": 1, "n_embd": 512, "n_head": 4, ")" + k.key +
+              R"(": 1})"),
+        Contains("'" + k.key + "'"));
   }
 }
 
-TEST_CASE("speculators format: the layer config under transformer_layer_config", "[config][registry][nested]") {
+TEST_CASE("speculators format: the layer config under transformer_layer_config",
+          "[config][registry][nested]") {
   auto c = load("speculators-dflash-qwen3-8b.json");
   CHECK(c.family == "DFlash draft");
   CHECK(c.model_type == "qwen3");
@@ -820,21 +950,27 @@ TEST_CASE("speculators format: the layer config under transformer_layer_config",
   CHECK(c.dtype.value == "bfloat16");
   // Without model_type the speculators class default (Qwen3Config for dflash, LlamaConfig for
   // eagle3) names the layers.
-  auto e = parse(R"({"speculators_model_type": "eagle3", "transformer_layer_config": {"num_hidden_layers": 1,
+  auto e = parse(
+      R"({"speculators_model_type": "eagle3", "transformer_layer_config": {"num_hidden_layers": 1,
                      "hidden_size": 4096, "num_attention_heads": 32, "num_key_value_heads": 8}})");
   CHECK(e.family == "Llama");
   CHECK(e.model_type == "llama");
   check_uniform(e, {8, 128, true, KNormKind::None});
-  CHECK_THROWS_WITH(parse(R"({"speculators_model_type": "eagle3", "transformer_layer_config": {"model_type": "qwen3",
+  CHECK_THROWS_WITH(
+      parse(
+          R"({"speculators_model_type": "eagle3", "transformer_layer_config": {"model_type": "qwen3",
                               "num_hidden_layers": 1, "hidden_size": 4096, "num_attention_heads": 32}})"),
-                    Contains("eagle3") && Contains("\"qwen3\""));
-  CHECK_THROWS_WITH(parse(R"({"speculators_model_type": "medusa", "transformer_layer_config": {}})"),
-                    Contains("'speculators_model_type'") && Contains("medusa"));
-  CHECK_THROWS_WITH(parse(R"({"speculators_model_type": "dflash"})"), Contains("'transformer_layer_config'"));
+      Contains("eagle3") && Contains("\"qwen3\""));
+  CHECK_THROWS_WITH(
+      parse(R"({"speculators_model_type": "medusa", "transformer_layer_config": {}})"),
+      Contains("'speculators_model_type'") && Contains("medusa"));
+  CHECK_THROWS_WITH(parse(R"({"speculators_model_type": "dflash"})"),
+                    Contains("'transformer_layer_config'"));
 }
 
 TEST_CASE("llm_config nesting (InternVL-style)", "[config][registry][nested]") {
-  auto c = parse(R"({"model_type": "internvl_chat", "llm_config": {"model_type": "qwen2", "num_hidden_layers": 2,
+  auto c = parse(
+      R"({"model_type": "internvl_chat", "llm_config": {"model_type": "qwen2", "num_hidden_layers": 2,
                      "hidden_size": 896, "num_attention_heads": 14, "num_key_value_heads": 2, "rope_theta": 1000000}})");
   CHECK(c.family == "Qwen2 / Qwen2.5");
   CHECK(c.layers[0].num_kv_heads.source == "llm_config.num_key_value_heads");
@@ -844,8 +980,10 @@ TEST_CASE("llm_config nesting (InternVL-style)", "[config][registry][nested]") {
 // ------------------------------------------------------------------------------------------------
 // Families used as draft or target models, each against its real-shaped config in tests/data.
 
-TEST_CASE("ernie 4.5: GPT-J interleaved over the whole head, class defaults only where transformers has them",
-          "[config][data][registry]") {
+TEST_CASE(
+    "ernie 4.5: GPT-J interleaved over the whole head, class defaults only where transformers has "
+    "them",
+    "[config][data][registry]") {
   auto dense = load("ernie4.5-0.3b.json");
   CHECK(dense.family == "ERNIE 4.5");
   CHECK(dense.attention_layers().size() == 18);
@@ -865,7 +1003,9 @@ TEST_CASE("ernie 4.5: GPT-J interleaved over the whole head, class defaults only
 
   auto minimal = [](const std::string& type, const std::string& extra) {
     return parse(R"({"model_type": ")" + type + R"(", "num_hidden_layers": 1, "hidden_size": 1024,
-                    "num_attention_heads": 16, "num_key_value_heads": 2)" + extra + "}").layers[0];
+                    "num_attention_heads": 16, "num_key_value_heads": 2)" +
+                 extra + "}")
+        .layers[0];
   };
   // Ernie4_5Config defaults head_dim to 128 and rope_theta to 500000 when the keys are absent.
   auto absent = minimal("ernie4_5", "");
@@ -879,10 +1019,12 @@ TEST_CASE("ernie 4.5: GPT-J interleaved over the whole head, class defaults only
   // Ernie4_5_MoeConfig has no head_dim default.
   CHECK(minimal("ernie4_5_moe", "").head_dim.value == 64);
   CHECK(minimal("ernie4_5_moe", "").rope.value.theta == 500000.0);
-  CHECK_THROWS_WITH(minimal("ernie4_5", R"(, "partial_rotary_factor": 0.5)"), Contains("'partial_rotary_factor'"));
+  CHECK_THROWS_WITH(minimal("ernie4_5", R"(, "partial_rotary_factor": 0.5)"),
+                    Contains("'partial_rotary_factor'"));
 }
 
-TEST_CASE("hunyuan: the K norm follows RoPE, so every attention layer is unsupported", "[config][data][registry]") {
+TEST_CASE("hunyuan: the K norm follows RoPE, so every attention layer is unsupported",
+          "[config][data][registry]") {
   for (const char* file : {"hunyuan-a13b-instruct.json", "hunyuan-7b-v1-dense.json"}) {
     INFO(file);
     auto c = load(file);
@@ -890,31 +1032,43 @@ TEST_CASE("hunyuan: the K norm follows RoPE, so every attention layer is unsuppo
     REQUIRE(c.attention_layers().size() == 32);
     check_uniform(c, {8, 128, true, KNormKind::None});
     for (const auto* l : c.attention_layers()) {
-      CHECK_THAT(l->unsupported, Contains("layer " + std::to_string(l->index) + ": K norm after RoPE") &&
-                                     Contains("HunYuanDenseV1Attention") && Contains("before RoPE only"));
+      CHECK_THAT(l->unsupported,
+                 Contains("layer " + std::to_string(l->index) + ": K norm after RoPE") &&
+                     Contains("HunYuanDenseV1Attention") && Contains("before RoPE only"));
       CHECK_THAT(l->k_norm.source, Contains("after RoPE"));
     }
   }
   CHECK(load("hunyuan-a13b-instruct.json").model_type == "hunyuan");  // the hub remote-code name
   // Cross-layer KV sharing is not read by the transformers port: refused when switched on.
-  CHECK_THROWS_WITH(parse(R"({"model_type": "hunyuan_v1_dense", "num_hidden_layers": 2, "hidden_size": 4096,
+  CHECK_THROWS_WITH(
+      parse(R"({"model_type": "hunyuan_v1_dense", "num_hidden_layers": 2, "hidden_size": 4096,
                               "num_attention_heads": 32, "num_key_value_heads": 8, "use_cla": true})"),
-                    Contains("'use_cla'") && Contains("changes the attention layout"));
+      Contains("'use_cla'") && Contains("changes the attention layout"));
 }
 
-TEST_CASE("RoPE scaling with alpha (NTK-alpha) is no type the table builder knows", "[config][rope]") {
-  auto l = parse(R"({"model_type": "llama", "num_hidden_layers": 1, "hidden_size": 4096, "num_attention_heads": 32,
-                     "rope_scaling": {"type": "dynamic", "factor": 1.0, "alpha": 1000.0}})").layers[0];
-  CHECK_THAT(l.unsupported, Contains("layer 0") && Contains("\"alpha\"") && Contains("rope_scaling.type = dynamic"));
-  CHECK(parse(R"({"model_type": "llama", "num_hidden_layers": 1, "hidden_size": 4096, "num_attention_heads": 32,
-                  "rope_scaling": {"type": "dynamic", "factor": 2.0}})").layers[0].unsupported.empty());
+TEST_CASE("RoPE scaling with alpha (NTK-alpha) is no type the table builder knows",
+          "[config][rope]") {
+  auto l =
+      parse(
+          R"({"model_type": "llama", "num_hidden_layers": 1, "hidden_size": 4096, "num_attention_heads": 32,
+                     "rope_scaling": {"type": "dynamic", "factor": 1.0, "alpha": 1000.0}})")
+          .layers[0];
+  CHECK_THAT(l.unsupported, Contains("layer 0") && Contains("\"alpha\"") &&
+                                Contains("rope_scaling.type = dynamic"));
+  CHECK(
+      parse(
+          R"({"model_type": "llama", "num_hidden_layers": 1, "hidden_size": 4096, "num_attention_heads": 32,
+                  "rope_scaling": {"type": "dynamic", "factor": 2.0}})")
+          .layers[0]
+          .unsupported.empty());
 }
 
 TEST_CASE("minimax-text-01: attn_type_list 1 = softmax, 0 = linear; partial rotary from rotary_dim",
           "[config][data][registry]") {
   auto c = load("minimax-text-01.json");
   CHECK(c.family == "MiniMax-Text-01 / M1");
-  CHECK(indices_where(c, LayerKind::FullAttention) == std::vector<int>{7, 15, 23, 31, 39, 47, 55, 63, 71, 79});
+  CHECK(indices_where(c, LayerKind::FullAttention) ==
+        std::vector<int>{7, 15, 23, 31, 39, 47, 55, 63, 71, 79});
   CHECK(indices_where(c, LayerKind::NoAttention).size() == 70);
   CHECK(c.layers[0].kind.source == "attn_type_list[0] = 0 (linear attention: no KV)");
   check_uniform(c, {8, 128, true, KNormKind::None});
@@ -927,7 +1081,9 @@ TEST_CASE("minimax-text-01: attn_type_list 1 = softmax, 0 = linear; partial rota
   const std::string base = R"({"model_type": "minimax", "num_hidden_layers": 4, "hidden_size": 6144,
                                "num_attention_heads": 64, "num_key_value_heads": 8, "head_dim": 128)";
   // transformers' form: layer_types and partial_rotary_factor.
-  auto hf = parse(base + R"(, "partial_rotary_factor": 0.5, "layer_types": ["linear_attention", "full_attention",
+  auto hf =
+      parse(base +
+            R"(, "partial_rotary_factor": 0.5, "layer_types": ["linear_attention", "full_attention",
                              "linear_attention", "full_attention"]})");
   CHECK(indices_where(hf, LayerKind::FullAttention) == std::vector<int>{1, 3});
   CHECK(hf.layers[1].rotary_dim.value == 64);
@@ -937,27 +1093,32 @@ TEST_CASE("minimax-text-01: attn_type_list 1 = softmax, 0 = linear; partial rota
   // Without a layer-kind key transformers alternates and vLLM uses softmax everywhere: refused.
   CHECK_THROWS_WITH(parse(base + "}"), Contains("'layer_types'") && Contains("attn_type_list") &&
                                            Contains("engines disagree"));
-  CHECK_THROWS_WITH(parse(base + R"(, "attn_type_list": [0, 2, 0, 1]})"),
-                    Contains("'attn_type_list[1]'") && Contains("expected 1 (softmax attention) or 0"));
-  CHECK_THROWS_WITH(parse(base + R"(, "attn_type_list": [0, 1]})"), Contains("'attn_type_list'") && Contains("4 layers"));
+  CHECK_THROWS_WITH(
+      parse(base + R"(, "attn_type_list": [0, 2, 0, 1]})"),
+      Contains("'attn_type_list[1]'") && Contains("expected 1 (softmax attention) or 0"));
+  CHECK_THROWS_WITH(parse(base + R"(, "attn_type_list": [0, 1]})"),
+                    Contains("'attn_type_list'") && Contains("4 layers"));
   // A family that does not read attn_type_list refuses it.
   CHECK_THROWS_WITH(parse(R"({"model_type": "llama", "num_hidden_layers": 2, "hidden_size": 512,
                               "num_attention_heads": 4, "attn_type_list": [1, 0]})"),
                     Contains("'attn_type_list'"));
 }
 
-TEST_CASE("minimax-m2: K norm over all heads is unsupported; rotary_dim 64 of 128", "[config][data][registry]") {
+TEST_CASE("minimax-m2: K norm over all heads is unsupported; rotary_dim 64 of 128",
+          "[config][data][registry]") {
   auto c = load("minimax-m2.json");
   CHECK(c.family == "MiniMax-M2");
   CHECK(c.attention_layers().size() == 62);
   check_uniform(c, {8, 128, true, KNormKind::None});
   for (const auto* l : c.attention_layers()) {
     CHECK(l->rotary_dim.value == 64);
-    CHECK_THAT(l->unsupported, Contains("K norm across all heads") && Contains("modular_minimax_m2.py"));
+    CHECK_THAT(l->unsupported,
+               Contains("K norm across all heads") && Contains("modular_minimax_m2.py"));
   }
 }
 
-TEST_CASE("exaone 3, internlm3, starcoder2: llama-like neox attention without K norm", "[config][data][registry]") {
+TEST_CASE("exaone 3, internlm3, starcoder2: llama-like neox attention without K norm",
+          "[config][data][registry]") {
   auto ex = load("exaone3.0-7.8b-instruct.json");
   CHECK(ex.family == "EXAONE 3 / 3.5");
   CHECK(ex.num_hidden_layers.value == 32);
@@ -986,16 +1147,19 @@ TEST_CASE("exaone 3, internlm3, starcoder2: llama-like neox attention without K 
   }
   // Mistral slides every layer by the same rule; a null window means full attention.
   auto mi = [](const std::string& window) {
-    return parse(R"({"model_type": "mistral", "num_hidden_layers": 2, "hidden_size": 4096, "num_attention_heads": 32,
-                    "num_key_value_heads": 8, "sliding_window": )" + window + "}");
+    return parse(
+        R"({"model_type": "mistral", "num_hidden_layers": 2, "hidden_size": 4096, "num_attention_heads": 32,
+                    "num_key_value_heads": 8, "sliding_window": )" +
+        window + "}");
   };
   CHECK(indices_where(mi("4096"), LayerKind::SlidingAttention) == std::vector<int>{0, 1});
   CHECK(mi("4096").layers[1].sliding_window == 4096);
   CHECK(indices_where(mi("null"), LayerKind::FullAttention) == std::vector<int>{0, 1});
 }
 
-TEST_CASE("qwen2-vl / qwen2.5-vl text: mrope is plain RoPE at text positions; head_dim always derived",
-          "[config][data][registry][nested]") {
+TEST_CASE(
+    "qwen2-vl / qwen2.5-vl text: mrope is plain RoPE at text positions; head_dim always derived",
+    "[config][data][registry][nested]") {
   auto flat = load("qwen2-vl-7b-instruct.json");
   CHECK(flat.family == "Qwen2-VL / Qwen2.5-VL (text)");
   CHECK(flat.attention_layers().size() == 28);
@@ -1004,7 +1168,8 @@ TEST_CASE("qwen2-vl / qwen2.5-vl text: mrope is plain RoPE at text positions; he
     CHECK(l->rotary_dim.value == 128);
     CHECK(l->kind.value == LayerKind::FullAttention);  // use_sliding_window: false
     CHECK(l->rope.value.scaling_type == "mrope");
-    CHECK_THAT(l->rope.source, Contains("mrope: exact for text tokens") && Contains("3-D positions"));
+    CHECK_THAT(l->rope.source,
+               Contains("mrope: exact for text tokens") && Contains("3-D positions"));
   }
   auto nested = load("qwen2.5-vl-3b-instruct.json");
   CHECK(nested.family == "Qwen2-VL / Qwen2.5-VL (text)");
@@ -1019,14 +1184,17 @@ TEST_CASE("qwen2-vl / qwen2.5-vl text: mrope is plain RoPE at text positions; he
                     Contains("'head_dim'") && Contains("modeling_qwen2_5_vl.py"));
 }
 
-TEST_CASE("a per-layer-type partial rotary factor is refused by a family that rotates the whole head",
-          "[config][registry]") {
+TEST_CASE(
+    "a per-layer-type partial rotary factor is refused by a family that rotates the whole head",
+    "[config][registry]") {
   CHECK_THROWS_WITH(
-      parse(R"({"model_type": "gpt_oss", "num_hidden_layers": 2, "hidden_size": 2880, "num_attention_heads": 64,
+      parse(
+          R"({"model_type": "gpt_oss", "num_hidden_layers": 2, "hidden_size": 2880, "num_attention_heads": 64,
                 "num_key_value_heads": 8, "head_dim": 64, "layer_types": ["sliding_attention", "full_attention"],
                 "rope_parameters": {"full_attention": {"rope_theta": 1e6, "partial_rotary_factor": 0.5},
                                     "sliding_attention": {"rope_theta": 1e4}}})"),
-      Contains("'rope_parameters.full_attention.partial_rotary_factor'") && Contains("rotates the whole head"));
+      Contains("'rope_parameters.full_attention.partial_rotary_factor'") &&
+          Contains("rotates the whole head"));
 }
 
 // ------------------------------------------------------------------------------------------------
@@ -1034,23 +1202,31 @@ TEST_CASE("a per-layer-type partial rotary factor is refused by a family that ro
 
 TEST_CASE("JSON nesting beyond the depth limit is a ConfigError, not a crash", "[config][limits]") {
   const auto nest = [](int depth) {
-    return std::string(R"({"model_type": "llama", "num_hidden_layers": 1, "hidden_size": 64, "num_attention_heads": 1,)"
-                       R"( "rope_scaling": {"rope_type": "default", "x": )") +
+    return std::string(
+               R"({"model_type": "llama", "num_hidden_layers": 1, "hidden_size": 64, "num_attention_heads": 1,)"
+               R"( "rope_scaling": {"rope_type": "default", "x": )") +
            std::string(depth, '[') + std::string(depth, ']') + "}}";
   };
-  CHECK_THROWS_WITH(parse(nest(100000)), Contains("nested more than") && Contains(std::to_string(fkv::kMaxJsonDepth)));
-  CHECK_THROWS_WITH(parse(nest(fkv::kMaxJsonDepth)), Contains("nested more than"));  // 2 levels above it
-  CHECK_NOTHROW(parse(nest(fkv::kMaxJsonDepth - 2)));                               // exactly the limit
+  CHECK_THROWS_WITH(parse(nest(100000)),
+                    Contains("nested more than") && Contains(std::to_string(fkv::kMaxJsonDepth)));
+  CHECK_THROWS_WITH(parse(nest(fkv::kMaxJsonDepth)),
+                    Contains("nested more than"));     // 2 levels above it
+  CHECK_NOTHROW(parse(nest(fkv::kMaxJsonDepth - 2)));  // exactly the limit
   // An already-parsed document is checked too (from_json(json)), without recursion.
   nlohmann::json deep = nlohmann::json::array();
   for (int i = 0; i < 200; ++i) deep = nlohmann::json::array({deep});
-  nlohmann::json doc = {{"model_type", "llama"}, {"num_hidden_layers", 1}, {"hidden_size", 64},
-                        {"num_attention_heads", 1}, {"extra", deep}};
-  CHECK_THROWS_WITH(ModelConfig::from_json(doc, "deep.json"), Contains("deep.json") && Contains("nested more than"));
+  nlohmann::json doc = {{"model_type", "llama"},
+                        {"num_hidden_layers", 1},
+                        {"hidden_size", 64},
+                        {"num_attention_heads", 1},
+                        {"extra", deep}};
+  CHECK_THROWS_WITH(ModelConfig::from_json(doc, "deep.json"),
+                    Contains("deep.json") && Contains("nested more than"));
 }
 
 TEST_CASE("input size, file kind and layer count are capped", "[config][limits]") {
-  CHECK_THROWS_WITH(ModelConfig::from_file("/dev/zero"), Contains("/dev/zero") && Contains("not a regular file"));
+  CHECK_THROWS_WITH(ModelConfig::from_file("/dev/zero"),
+                    Contains("/dev/zero") && Contains("not a regular file"));
   const std::string big = tmp_path("big.json");
   {
     std::ofstream f(big);
@@ -1058,17 +1234,21 @@ TEST_CASE("input size, file kind and layer count are capped", "[config][limits]"
     f << std::string(fkv::kMaxConfigBytes, 'x');
     f << "\"}";
   }
-  CHECK_THROWS_WITH(ModelConfig::from_file(big), Contains("bytes") && Contains(std::to_string(fkv::kMaxConfigBytes)));
+  CHECK_THROWS_WITH(ModelConfig::from_file(big),
+                    Contains("bytes") && Contains(std::to_string(fkv::kMaxConfigBytes)));
   std::filesystem::remove(big);
 
   const auto start = std::chrono::steady_clock::now();
-  CHECK_THROWS_WITH(parse(R"({"model_type": "llama", "num_hidden_layers": 1000000, "hidden_size": 512,
+  CHECK_THROWS_WITH(
+      parse(R"({"model_type": "llama", "num_hidden_layers": 1000000, "hidden_size": 512,
                               "num_attention_heads": 4})"),
-                    Contains("'num_hidden_layers'") && Contains("at most " + std::to_string(fkv::kMaxLayers)));
+      Contains("'num_hidden_layers'") && Contains("at most " + std::to_string(fkv::kMaxLayers)));
   // The largest accepted model reads in well under 100 ms.
-  auto c = parse(R"({"model_type": "qwen3", "num_hidden_layers": )" + std::to_string(fkv::kMaxLayers) +
-                 R"(, "hidden_size": 4096, "num_attention_heads": 32, "num_key_value_heads": 8, "head_dim": 128})");
-  const double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
+  auto c = parse(
+      R"({"model_type": "qwen3", "num_hidden_layers": )" + std::to_string(fkv::kMaxLayers) +
+      R"(, "hidden_size": 4096, "num_attention_heads": 32, "num_key_value_heads": 8, "head_dim": 128})");
+  const double ms =
+      std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
   CHECK(c.layers.size() == (std::size_t)fkv::kMaxLayers);
   CHECK(ms < 100.0);
 }

@@ -1,7 +1,6 @@
 // decode: spec, tiling and codegen of the decode-size kernel, and NVRTC compiles of a covering set
 // of specializations for sm_80 and sm_90 with ptxas' own report (no spills). No GPU needed.
 #include <catch2/catch.hpp>
-
 #include <regex>
 #include <set>
 #include <string>
@@ -113,15 +112,18 @@ TEST_CASE("decode_unsupported names what keeps a model on the cuBLASLt path") {
   CHECK_THROWS_AS(fkv::make_decode_spec(f, 4096, 5, 8, 132), fkv::ConfigError);
 }
 
-TEST_CASE("generate_decode: one explicit instantiation, the spec on the first line, distinct keys") {
+TEST_CASE(
+    "generate_decode: one explicit instantiation, the spec on the first line, distinct keys") {
   const fkv::DecodeSpec s = fkv::make_decode_spec(qwen3_epilogue(), 4096, 5, 8, 132);
   const fkv::KernelSource src = fkv::generate_decode(s);
   CHECK(src.template_name == "fused_proj_kv.cu");
   CHECK(src.source.rfind("// fkv spec: " + s.canonical() + "\n", 0) == 0);
-  CHECK(src.name_expression.rfind("fkv_kernels::fused_proj_kv<4096, 5, 8, 128, 128, true, true, fkv_kernels::bf16, "
-                                  "fkv_kernels::bf16, float, long long, long long, false, 8, ", 0) == 0);
-  CHECK(src.source.find("template __global__ void " + src.name_expression + "(const FkvDecodeParams);") !=
-        std::string::npos);
+  CHECK(src.name_expression.rfind(
+            "fkv_kernels::fused_proj_kv<4096, 5, 8, 128, 128, true, true, fkv_kernels::bf16, "
+            "fkv_kernels::bf16, float, long long, long long, false, 8, ",
+            0) == 0);
+  CHECK(src.source.find("template __global__ void " + src.name_expression +
+                        "(const FkvDecodeParams);") != std::string::npos);
   REQUIRE(src.headers.size() == 2);
   CHECK(src.template_hash.size() == 32);
 
@@ -170,7 +172,8 @@ TEST_CASE("decode kernels compile for sm_80 and sm_90 without spills") {
     cases.push_back({"fp16 gptj fp8", e, 1024, 2, 16, "sm_80"});
   }
   {
-    fkv::KernelSpec e = qwen3_epilogue(fkv::OutputMode::Pool);  // partial rotary, head_dim 256, e5m2
+    fkv::KernelSpec e =
+        qwen3_epilogue(fkv::OutputMode::Pool);  // partial rotary, head_dim 256, e5m2
     e.num_kv_heads = 2;
     e.head_dim = 256;
     e.rotary_dim = 64;
@@ -179,7 +182,8 @@ TEST_CASE("decode kernels compile for sm_80 and sm_90 without spills") {
     cases.push_back({"d256 partial rotary e5m2", e, 2048, 3, 32, "sm_80"});
   }
   {
-    fkv::KernelSpec e = qwen3_epilogue();  // head_dim 80: five MMA tiles per CTA, a partly idle second pair per lane
+    fkv::KernelSpec e = qwen3_epilogue();  // head_dim 80: five MMA tiles per CTA, a partly idle
+                                           // second pair per lane
     e.num_kv_heads = 2;
     e.head_dim = 80;
     e.rotary_dim = 80;
@@ -188,7 +192,8 @@ TEST_CASE("decode kernels compile for sm_80 and sm_90 without spills") {
 
   fkv::JitOptions verbose = fkv::JitOptions::global();
   verbose.nvrtc_options.push_back("--ptxas-options=-v");
-  const std::regex spills(R"((\d+) bytes stack frame, (\d+) bytes spill stores, (\d+) bytes spill loads)");
+  const std::regex spills(
+      R"((\d+) bytes stack frame, (\d+) bytes spill stores, (\d+) bytes spill loads)");
   const std::regex regs(R"(Used (\d+) registers)");
   for (const Case& c : cases) {
     if (!arch_supported(c.arch)) {
@@ -217,7 +222,7 @@ TEST_CASE("decode kernels compile for sm_80 and sm_90 without spills") {
     const int used = std::stoi(r[1]);
     // Registers per thread must leave room for the CTA (65536 per SM).
     CHECK(used * s.threads() <= 65536);
-    WARN(c.what << " " << c.arch << " tb=" << c.tb << ": " << used << " registers, " << s.threads() << " threads, "
-                << s.shared_bytes() << " B shared, grid " << s.grid());
+    WARN(c.what << " " << c.arch << " tb=" << c.tb << ": " << used << " registers, " << s.threads()
+                << " threads, " << s.shared_bytes() << " B shared, grid " << s.grid());
   }
 }

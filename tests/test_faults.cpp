@@ -16,9 +16,6 @@
 
 #include <atomic>
 #include <catch2/catch.hpp>
-
-#include "log_capture.hpp"
-#include "temp_dir.hpp"
 #include <chrono>
 #include <cstdlib>
 #include <fstream>
@@ -28,6 +25,8 @@
 
 #include "fkv/cache.hpp"
 #include "fkv/errors.hpp"
+#include "log_capture.hpp"
+#include "temp_dir.hpp"
 
 namespace fs = std::filesystem;
 using fkv::CacheKey;
@@ -60,7 +59,8 @@ CompiledKernel fake_kernel(const CacheKey& key, std::size_t bytes = 2048) {
   CompiledKernel k;
   k.image = "FAKE-CUBIN " + key.digest + " ";
   for (std::size_t i = 0; k.image.size() < bytes; ++i)
-    k.image += static_cast<char>('a' + (i * 13 + static_cast<unsigned char>(key.digest[i % 32])) % 26);
+    k.image +=
+        static_cast<char>('a' + (i * 13 + static_cast<unsigned char>(key.digest[i % 32])) % 26);
   k.lowered_name = "_Z8fused_kv_" + key.digest;
   return k;
 }
@@ -91,7 +91,8 @@ std::vector<fs::path> files_under(const fs::path& dir) {
 
 int count_named(const fs::path& dir, const std::string& needle) {
   int n = 0;
-  for (const auto& f : files_under(dir)) n += f.filename().string().find(needle) != std::string::npos;
+  for (const auto& f : files_under(dir))
+    n += f.filename().string().find(needle) != std::string::npos;
   return n;
 }
 
@@ -131,17 +132,20 @@ std::string in_child(const std::function<std::string()>& body) {
   ::close(fds[1]);
   std::string report;
   char buf[4096];
-  for (ssize_t n; (n = ::read(fds[0], buf, sizeof buf)) > 0;) report.append(buf, static_cast<std::size_t>(n));
+  for (ssize_t n; (n = ::read(fds[0], buf, sizeof buf)) > 0;)
+    report.append(buf, static_cast<std::size_t>(n));
   ::close(fds[0]);
   int status = 0;
   REQUIRE(::waitpid(pid, &status, 0) == pid);
-  if (!WIFEXITED(status)) return "child died with signal " + std::to_string(WTERMSIG(status)) + " " + report;
-  if (WEXITSTATUS(status) != 0 && report.empty()) return "child exited " + std::to_string(WEXITSTATUS(status));
+  if (!WIFEXITED(status))
+    return "child died with signal " + std::to_string(WTERMSIG(status)) + " " + report;
+  if (WEXITSTATUS(status) != 0 && report.empty())
+    return "child exited " + std::to_string(WEXITSTATUS(status));
   return report;
 }
 
-#define CHILD_CHECK(cond)                                               \
-  do {                                                                  \
+#define CHILD_CHECK(cond)                                                                         \
+  do {                                                                                            \
     if (!(cond)) return std::string("failed: " #cond " (line ") + std::to_string(__LINE__) + ")"; \
   } while (0)
 
@@ -206,7 +210,8 @@ TEST_CASE("SIGKILL at random points while compiling and publishing", "[faults][k
         c.clear();
         for (const auto& key : keys)
           c.get(key, short_name(key), [&] {
-            if (crng() % 4 == 0) std::this_thread::sleep_for(std::chrono::microseconds(crng() % 3000));
+            if (crng() % 4 == 0)
+              std::this_thread::sleep_for(std::chrono::microseconds(crng() % 3000));
             return fake_kernel(key);
           });
       }
@@ -239,24 +244,28 @@ TEST_CASE("SIGKILL at random points while compiling and publishing", "[faults][k
       CHECK(is_expected(r, key));
       recovered_hits += r.outcome == CacheOutcome::DiskHit;
     }
-    slowest_recovery = std::max(slowest_recovery, std::chrono::duration<double>(Clock::now() - t0).count());
+    slowest_recovery =
+        std::max(slowest_recovery, std::chrono::duration<double>(Clock::now() - t0).count());
     CHECK(log.text().empty());  // a killed writer leaves nothing that a reader must complain about
   }
   CHECK(slowest_recovery < 5.0);
 
   // Ten minutes later, verify() sweeps what the crashes left behind (temp files and
   // uncommitted images); committed entries stay.
-  for (const auto& f : files_under(root)) set_mtime(f, std::chrono::system_clock::now() - std::chrono::minutes(11));
+  for (const auto& f : files_under(root))
+    set_mtime(f, std::chrono::system_clock::now() - std::chrono::minutes(11));
   KernelCache sweep(options_for(root));
   for (const auto& e : sweep.verify()) CHECK(e.ok);
   CHECK(count_named(root, ".tmp.") == 0);
   CHECK(sweep.list().size() == keys.size());
-  WARN("SIGKILL: " << kKills << " kills; seen after them: " << committed_seen << " committed entries (all verified), "
-                   << orphans_seen << " uncommitted images, " << temps_seen << " temp files; " << recovered_hits
+  WARN("SIGKILL: " << kKills << " kills; seen after them: " << committed_seen
+                   << " committed entries (all verified), " << orphans_seen
+                   << " uncommitted images, " << temps_seen << " temp files; " << recovered_hits
                    << " disk hits on recovery; slowest recovery " << slowest_recovery << " s");
 }
 
-TEST_CASE("a process killed while holding a key's lock does not stall the next one", "[faults][kill]") {
+TEST_CASE("a process killed while holding a key's lock does not stall the next one",
+          "[faults][kill]") {
   TempDir tmp;
   const fs::path root = tmp.path / "cache";
   const fs::path started = tmp.path / "compiling";
@@ -274,7 +283,8 @@ TEST_CASE("a process killed while holding a key's lock does not stall the next o
     ::_exit(4);
   }
   auto deadline = Clock::now() + std::chrono::seconds(20);
-  while (!fs::exists(started) && Clock::now() < deadline) std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  while (!fs::exists(started) && Clock::now() < deadline)
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
   REQUIRE(fs::exists(started));
   REQUIRE(::kill(pid, SIGKILL) == 0);
   int status = 0;
@@ -289,7 +299,8 @@ TEST_CASE("a process killed while holding a key's lock does not stall the next o
   CHECK(waited < 2.0);  // flock is released with the process, no 60 s lock timeout
 }
 
-TEST_CASE("disk full (RLIMIT_FSIZE): clear warning, correct kernel from memory, no leftovers", "[faults][disk]") {
+TEST_CASE("disk full (RLIMIT_FSIZE): clear warning, correct kernel from memory, no leftovers",
+          "[faults][disk]") {
   TempDir tmp;
   const fs::path root = tmp.path / "cache";
   // The image (4 KiB) does not fit: the first write fails.
@@ -328,8 +339,9 @@ TEST_CASE("disk full (RLIMIT_FSIZE): clear warning, correct kernel from memory, 
       CHECK(r.outcome == CacheOutcome::Compiled);
       CHECK(!r.path.empty());
       KernelCache later(options_for(root));
-      CHECK(later.get(key, short_name(key), [&] { return fake_kernel(key, image_bytes); }).outcome ==
-            CacheOutcome::DiskHit);
+      CHECK(
+          later.get(key, short_name(key), [&] { return fake_kernel(key, image_bytes); }).outcome ==
+          CacheOutcome::DiskHit);
     }
   }
 }
@@ -344,7 +356,9 @@ TEST_CASE("read-only root: at start and mid-run", "[faults][readonly]") {
             CacheOutcome::Compiled);
   }
   if (::geteuid() == 0 && !give_to_nobody(tmp.path)) {
-    WARN("running as root and cannot chown to uid 65534: read-only root test skipped (root ignores modes)");
+    WARN(
+        "running as root and cannot chown to uid 65534: read-only root test skipped (root ignores "
+        "modes)");
     return;
   }
 
@@ -365,7 +379,8 @@ TEST_CASE("read-only root: at start and mid-run", "[faults][readonly]") {
     });
     CHECK(report == "");
   }
-  SECTION("entry directory made read-only mid-run: old entries still hit, new ones stay in memory") {
+  SECTION(
+      "entry directory made read-only mid-run: old entries still hit, new ones stay in memory") {
     std::string report = in_child([&]() -> std::string {
       if (auto e = drop_root(); !e.empty()) return e;
       LogCapture log;
@@ -378,18 +393,21 @@ TEST_CASE("read-only root: at start and mid-run", "[faults][readonly]") {
       auto r = c.get(new_key, short_name(new_key), [&] { return fake_kernel(new_key); });
       CHILD_CHECK(r.outcome == CacheOutcome::Compiled);
       CHILD_CHECK(is_expected(r, new_key));
-      if (!log.has("cannot publish") || !log.has("Permission denied")) return "warning: " + log.text();
+      if (!log.has("cannot publish") || !log.has("Permission denied"))
+        return "warning: " + log.text();
       KernelCache other(options_for(root));  // another process: the old entry is still served
       auto again = other.get(old_key, short_name(old_key), [&] { return fake_kernel(old_key); });
       CHILD_CHECK(again.outcome == CacheOutcome::DiskHit);
       CHILD_CHECK(is_expected(again, old_key));
       CHILD_CHECK(::chmod(dir.c_str(), 0700) == 0);
       KernelCache fixed(options_for(root));  // writable again: the next run publishes
-      CHILD_CHECK(fixed.get(new_key, short_name(new_key), [&] { return fake_kernel(new_key); }).outcome ==
-                  CacheOutcome::Compiled);
+      CHILD_CHECK(
+          fixed.get(new_key, short_name(new_key), [&] { return fake_kernel(new_key); }).outcome ==
+          CacheOutcome::Compiled);
       KernelCache later(options_for(root));
-      CHILD_CHECK(later.get(new_key, short_name(new_key), [&] { return fake_kernel(new_key); }).outcome ==
-                  CacheOutcome::DiskHit);
+      CHILD_CHECK(
+          later.get(new_key, short_name(new_key), [&] { return fake_kernel(new_key); }).outcome ==
+          CacheOutcome::DiskHit);
       return {};
     });
     CHECK(report == "");
@@ -402,7 +420,8 @@ TEST_CASE("a root that vanishes between calls", "[faults][vanish]") {
   CacheKey a = key_of("vanish-a"), b = key_of("vanish-b");
   LogCapture log;
   KernelCache c(options_for(root));
-  REQUIRE(c.get(a, short_name(a), [&] { return fake_kernel(a); }).outcome == CacheOutcome::Compiled);
+  REQUIRE(c.get(a, short_name(a), [&] { return fake_kernel(a); }).outcome ==
+          CacheOutcome::Compiled);
   fs::remove_all(root);
 
   auto rb = c.get(b, short_name(b), [&] { return fake_kernel(b); });
@@ -422,9 +441,11 @@ TEST_CASE("a root that vanishes between calls", "[faults][vanish]") {
   // The next run recreates the root and publishes again.
   KernelCache next(options_for(root));
   CHECK_FALSE(next.memory_only());
-  CHECK(next.get(a, short_name(a), [&] { return fake_kernel(a); }).outcome == CacheOutcome::Compiled);
+  CHECK(next.get(a, short_name(a), [&] { return fake_kernel(a); }).outcome ==
+        CacheOutcome::Compiled);
   KernelCache later(options_for(root));
-  CHECK(later.get(a, short_name(a), [&] { return fake_kernel(a); }).outcome == CacheOutcome::DiskHit);
+  CHECK(later.get(a, short_name(a), [&] { return fake_kernel(a); }).outcome ==
+        CacheOutcome::DiskHit);
 }
 
 TEST_CASE("planted symlinks are never followed", "[faults][symlink]") {
@@ -468,7 +489,9 @@ TEST_CASE("planted symlinks are never followed", "[faults][symlink]") {
     CHECK(slurp(victim) == good_meta);
     CHECK_FALSE(fs::is_symlink(meta));
   }
-  SECTION("final paths of a new entry and its lock file planted as symlinks: nothing written through them") {
+  SECTION(
+      "final paths of a new entry and its lock file planted as symlinks: nothing written through "
+      "them") {
     CacheKey fresh = key_of("symlink-fresh");
     fs::path dir = image.parent_path();
     std::string base = short_name(fresh) + "-" + fresh.digest;
@@ -479,8 +502,9 @@ TEST_CASE("planted symlinks are never followed", "[faults][symlink]") {
     auto r = c.get(fresh, short_name(fresh), [&] { return fake_kernel(fresh); });
     CHECK(r.outcome == CacheOutcome::Compiled);
     CHECK(is_expected(r, fresh));
-    CHECK(slurp(victim) == victim_text);               // rename replaced the link, not its target
-    CHECK_FALSE(fs::exists(tmp.path / "lock-target"));  // O_NOFOLLOW: the lock was not created there
+    CHECK(slurp(victim) == victim_text);  // rename replaced the link, not its target
+    CHECK_FALSE(
+        fs::exists(tmp.path / "lock-target"));  // O_NOFOLLOW: the lock was not created there
     CHECK_FALSE(fs::is_symlink(dir / (base + ".cubin")));
     KernelCache later(options_for(root));
     auto hit = later.get(fresh, short_name(fresh), [&] { return fake_kernel(fresh); });
@@ -504,7 +528,8 @@ TEST_CASE("planted symlinks are never followed", "[faults][symlink]") {
   }
 }
 
-TEST_CASE("entries of another NVRTC or library version are misses, never hits", "[faults][versions]") {
+TEST_CASE("entries of another NVRTC or library version are misses, never hits",
+          "[faults][versions]") {
   TempDir tmp;
   const fs::path root = tmp.path / "cache";
   CacheKey now = key_of("ver", "0.1.0", "12.8");
@@ -514,8 +539,9 @@ TEST_CASE("entries of another NVRTC or library version are misses, never hits", 
   {
     KernelCache c(options_for(root));
     old_image = c.get(old_lib, short_name(old_lib), [&] { return fake_kernel(old_lib); }).path;
-    REQUIRE(c.get(old_nvrtc, short_name(old_nvrtc), [&] { return fake_kernel(old_nvrtc); }).outcome ==
-            CacheOutcome::Compiled);
+    REQUIRE(c.get(old_nvrtc, short_name(old_nvrtc), [&] {
+               return fake_kernel(old_nvrtc);
+             }).outcome == CacheOutcome::Compiled);
   }
   {
     KernelCache c(options_for(root));
@@ -529,7 +555,8 @@ TEST_CASE("entries of another NVRTC or library version are misses, never hits", 
     fs::path new_image = old_image.parent_path() / (short_name(now) + "-" + now.digest + ".cubin");
     fs::copy_file(old_image, new_image, fs::copy_options::overwrite_existing);
     std::string meta = slurp(meta_of(old_image));
-    for (std::size_t at; (at = meta.find(old_lib.digest)) != std::string::npos;) meta.replace(at, 32, now.digest);
+    for (std::size_t at; (at = meta.find(old_lib.digest)) != std::string::npos;)
+      meta.replace(at, 32, now.digest);
     spill(meta_of(new_image), meta);
     LogCapture log;
     KernelCache fresh(options_for(root));
@@ -546,7 +573,8 @@ TEST_CASE("entries of another NVRTC or library version are misses, never hits", 
   for (const auto& e : c.verify()) CHECK(e.ok);
 }
 
-TEST_CASE("clock skew: entries stamped in the future or the past; prune keeps the cap", "[faults][clock]") {
+TEST_CASE("clock skew: entries stamped in the future or the past; prune keeps the cap",
+          "[faults][clock]") {
   TempDir tmp;
   const fs::path root = tmp.path / "cache";
   std::vector<CacheKey> keys;
@@ -555,7 +583,8 @@ TEST_CASE("clock skew: entries stamped in the future or the past; prune keeps th
     KernelCache c(options_for(root));
     for (int i = 0; i < 8; ++i) {
       keys.push_back(key_of("clock" + std::to_string(i)));
-      auto r = c.get(keys.back(), short_name(keys.back()), [&] { return fake_kernel(keys.back()); });
+      auto r =
+          c.get(keys.back(), short_name(keys.back()), [&] { return fake_kernel(keys.back()); });
       REQUIRE(!r.path.empty());
       entry_bytes = fs::file_size(r.path) + fs::file_size(meta_of(r.path));
     }
@@ -571,7 +600,8 @@ TEST_CASE("clock skew: entries stamped in the future or the past; prune keeps th
   }
   // An uncommitted image (a crashed publisher's) stamped in the future as well.
   fs::path dir = files_under(root).front().parent_path();
-  spill(dir / ("fused_kv_materialize-" + std::string(32, 'e') + ".cubin"), std::string(entry_bytes * 4, 'x'));
+  spill(dir / ("fused_kv_materialize-" + std::string(32, 'e') + ".cubin"),
+        std::string(entry_bytes * 4, 'x'));
   set_mtime(dir / ("fused_kv_materialize-" + std::string(32, 'e') + ".cubin"), future);
 
   const std::uint64_t cap = entry_bytes * 4 + entry_bytes / 2;
@@ -585,6 +615,7 @@ TEST_CASE("clock skew: entries stamped in the future or the past; prune keeps th
     CHECK(fs::exists(r.path));        // the entry just published is never the one pruned
   }
   // Hits on old entries still return the right bytes (or a rebuild if pruned).
-  for (const auto& k : keys) CHECK(is_expected(c.get(k, short_name(k), [&] { return fake_kernel(k); }), k));
+  for (const auto& k : keys)
+    CHECK(is_expected(c.get(k, short_name(k), [&] { return fake_kernel(k); }), k));
   for (const auto& e : KernelCache(options_for(root)).verify()) CHECK(e.ok);
 }

@@ -2,7 +2,6 @@
 // shapes). The GEMM + kernel path is exercised on a GPU by examples/embed_cpp and
 // tests/gpu/test_python_gpu.py.
 #include <catch2/catch.hpp>
-
 #include <functional>
 #include <string>
 
@@ -13,10 +12,11 @@ namespace {
 
 fkv::ModelConfig two_layers(int kv0, int kv1) {
   auto layer = [](int kv) {
-    return nlohmann::json{{"num_kv_heads", kv}, {"head_dim", 128}, {"rotary_dim", 128},
+    return nlohmann::json{{"num_kv_heads", kv},    {"head_dim", 128},     {"rotary_dim", 128},
                           {"is_neox_style", true}, {"rope_theta", 10000}, {"k_norm", "rms"}};
   };
-  return fkv::ModelConfig::from_json(nlohmann::json{{"fkv", {{"layers", {layer(kv0), layer(kv1)}}}}});
+  return fkv::ModelConfig::from_json(
+      nlohmann::json{{"fkv", {{"layers", {layer(kv0), layer(kv1)}}}}});
 }
 
 std::string what_of(const std::function<void()>& f) {
@@ -77,15 +77,19 @@ TEST_CASE("tensor parallelism and bias are checked before any GPU work") {
   fkv::MaterializerOptions o;
   o.tp_size = 3;  // 8 KV heads do not split over 3 ranks
   CHECK_THROWS_AS(fkv::FusedKVMaterializer(cfg, 1024, w, o), fkv::ConfigError);
-  CHECK(what_of([&] { fkv::FusedKVMaterializer m(cfg, 1024, w, o); })
-            .find("num_kv_heads=8 cannot be split across tp_size=3 ranks") == 0);
+  CHECK(what_of([&] {
+          fkv::FusedKVMaterializer m(cfg, 1024, w, o);
+        }).find("num_kv_heads=8 cannot be split across tp_size=3 ranks") == 0);
   o.tp_size = 2;
   o.tp_rank = 2;
   CHECK_THROWS_AS(fkv::FusedKVMaterializer(cfg, 1024, w, o), fkv::ArgumentError);
-  CHECK(what_of([&] { fkv::FusedKVMaterializer m(cfg, 1024, w, o); }).find("tp_rank 2 is outside [0, tp_size=2)") !=
-        std::string::npos);
+  CHECK(what_of([&] {
+          fkv::FusedKVMaterializer m(cfg, 1024, w, o);
+        }).find("tp_rank 2 is outside [0, tp_size=2)") != std::string::npos);
   o.tp_rank = 0;
   w.kv_bias = {std::vector<float>(2 * 4 * 128)};  // one bias for two layers
-  CHECK(what_of([&] { fkv::FusedKVMaterializer m(cfg, 1024, w, o); })
-            .find("kv_bias has 1 layers; give one bias per attention layer (2) or none") != std::string::npos);
+  CHECK(what_of([&] {
+          fkv::FusedKVMaterializer m(cfg, 1024, w, o);
+        }).find("kv_bias has 1 layers; give one bias per attention layer (2) or none") !=
+        std::string::npos);
 }

@@ -1,8 +1,8 @@
 // materialize without a GPU: the host-side argument checks (each names the argument and the fix)
-// (the launch geometry is the spec module's: tests/test_spec.cpp). A call that passes every check reaches the launch, which needs a
-// driver: here that is a CudaError, proving the checks let it through.
+// (the launch geometry is the spec module's: tests/test_spec.cpp). A call that passes every check
+// reaches the launch, which needs a driver: here that is a CudaError, proving the checks let it
+// through.
 #include <catch2/catch.hpp>
-
 #include <cstdint>
 #include <vector>
 
@@ -89,7 +89,8 @@ TEST_CASE("stacked: each bad argument is named", "[materialize]") {
   expect(a.in, StackedOutput{addr(0x50000008), out.v_out}, "k_out must be 16-byte aligned");
   expect(a.in, StackedOutput{out.k_out, nullptr}, "v_out is null");
   const LoadedKernel pool = fake_kernel(OutputMode::Pool);
-  CHECK_THROWS_WITH(materialize_stacked(pool, a.in, out, nullptr), Contains("prepared for pool output"));
+  CHECK_THROWS_WITH(materialize_stacked(pool, a.in, out, nullptr),
+                    Contains("prepared for pool output"));
 }
 
 TEST_CASE("pool: buffers, slots and scales are checked", "[materialize]") {
@@ -162,7 +163,8 @@ TEST_CASE("bias, error flag and device scales are checked", "[materialize]") {
   expect(kb, in, "kv_bias_stride_layer 2047 must be >= 2*H*D = 2048 and a multiple of 4");
   in.kv_bias_stride_layer = 2050;
   expect(kb, in, "kv_bias_stride_layer 2050");
-  in.kv_bias_stride_layer = 2052;  // padded rows are fine: past every check, the launch needs a driver
+  in.kv_bias_stride_layer =
+      2052;  // padded rows are fine: past every check, the launch needs a driver
   CHECK_THROWS_AS(materialize_stacked(kb, in, out, nullptr), CudaError);
 
   // Device scales: fp8 only, not together with host scales, 4-byte aligned.
@@ -183,12 +185,14 @@ TEST_CASE("bias, error flag and device scales are checked", "[materialize]") {
                     Contains("give k_scales as host values or as a device array, not both"));
   o = po;
   o.v_scales_device = static_cast<const float*>(addr(0xc0000102));
-  CHECK_THROWS_WITH(materialize_pool(fp8, a.in, o, nullptr), Contains("v_scales must be 4-byte aligned"));
+  CHECK_THROWS_WITH(materialize_pool(fp8, a.in, o, nullptr),
+                    Contains("v_scales must be 4-byte aligned"));
   const LoadedKernel bf16 = fake_kernel(OutputMode::Pool);
   CHECK_THROWS_WITH(materialize_pool(bf16, a.in, po, nullptr), Contains("fp8 caches only"));
 }
 
-TEST_CASE("paged layouts: strides, overlap and per-layer slot mappings are checked", "[materialize]") {
+TEST_CASE("paged layouts: strides, overlap and per-layer slot mappings are checked",
+          "[materialize]") {
   Args a;  // H = 8, D = 128, bf16: vectors of 8 elements
   LoadedKernel flat = fake_kernel(OutputMode::Pool);
   LoadedKernel k = fake_kernel(OutputMode::Pool);
@@ -264,4 +268,3 @@ TEST_CASE("valid arguments reach the launch; T = 0 launches nothing", "[material
   // fake kernel does not have).
   CHECK_THROWS_AS(materialize_stacked(k, a.in, out, nullptr), CudaError);
 }
-

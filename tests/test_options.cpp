@@ -33,13 +33,17 @@ struct EnvGuard {
       const char* v = std::getenv(name.c_str());
       saved[name] = v ? std::optional<std::string>(v) : std::nullopt;
     }
-    if (value) ::setenv(name.c_str(), value->c_str(), 1);
-    else ::unsetenv(name.c_str());
+    if (value)
+      ::setenv(name.c_str(), value->c_str(), 1);
+    else
+      ::unsetenv(name.c_str());
   }
   ~EnvGuard() {
     for (const auto& [name, value] : saved) {
-      if (value) ::setenv(name.c_str(), value->c_str(), 1);
-      else ::unsetenv(name.c_str());
+      if (value)
+        ::setenv(name.c_str(), value->c_str(), 1);
+      else
+        ::unsetenv(name.c_str());
     }
   }
 };
@@ -49,7 +53,9 @@ std::string slurp(const fs::path& p) {
   return std::string(std::istreambuf_iterator<char>(in), {});
 }
 
-void spill(const fs::path& p, const std::string& text) { std::ofstream(p, std::ios::binary) << text; }
+void spill(const fs::path& p, const std::string& text) {
+  std::ofstream(p, std::ios::binary) << text;
+}
 
 fkv::KernelSpec small_spec() {
   fkv::KernelSpec s;
@@ -63,7 +69,8 @@ fkv::KernelSpec small_spec() {
 
 TEST_CASE("tuning knobs: defaults, good values, garbage refused", "[options]") {
   EnvGuard env;
-  for (const char* v : {"FKV_BLOCK_WARPS", "FKV_LAYERS_PER_BLOCK", "FKV_NVRTC_OPTIONS", "FKV_LOG_LEVEL"})
+  for (const char* v :
+       {"FKV_BLOCK_WARPS", "FKV_LAYERS_PER_BLOCK", "FKV_NVRTC_OPTIONS", "FKV_LOG_LEVEL"})
     env.set(v, std::nullopt);
   JitOptions d = JitOptions::from_env();
   CHECK(d.block_warps == 0);
@@ -82,8 +89,9 @@ TEST_CASE("tuning knobs: defaults, good values, garbage refused", "[options]") {
   for (const char* bad : {"abc", "0", "33", "-1", "4x", " 4", "99999999999"}) {
     INFO(bad);
     env.set("FKV_BLOCK_WARPS", bad);
-    CHECK_THROWS_WITH(JitOptions::from_env(), Catch::Contains("FKV_BLOCK_WARPS='" + std::string(bad) + "'") &&
-                                                  Catch::Contains("1 to 32"));
+    CHECK_THROWS_WITH(JitOptions::from_env(),
+                      Catch::Contains("FKV_BLOCK_WARPS='" + std::string(bad) + "'") &&
+                          Catch::Contains("1 to 32"));
   }
   env.set("FKV_BLOCK_WARPS", std::nullopt);
   for (const char* bad : {"0", "many", "-2"}) {
@@ -97,7 +105,8 @@ TEST_CASE("tuning knobs: defaults, good values, garbage refused", "[options]") {
   CHECK(JitOptions::from_env().log_level == "debug");
 }
 
-TEST_CASE("generate() tiles with the JitOptions it is given, not the process's", "[options][codegen]") {
+TEST_CASE("generate() tiles with the JitOptions it is given, not the process's",
+          "[options][codegen]") {
   JitOptions jit;
   jit.block_warps = 4;  // as FKV_BLOCK_WARPS=4
   const fkv::KernelSource four = fkv::generate(small_spec(), jit);
@@ -109,7 +118,8 @@ TEST_CASE("generate() tiles with the JitOptions it is given, not the process's",
   CHECK(four.specialization == two.specialization);  // the block size is in the name, not the spec
 }
 
-TEST_CASE("a cache lookup keys and compiles with the JitOptions it is given", "[options][cache][nvrtc]") {
+TEST_CASE("a cache lookup keys and compiles with the JitOptions it is given",
+          "[options][cache][nvrtc]") {
   fkv::KernelCache cache(fkv::CacheOptions{});  // memory only
   JitOptions plain;
   JitOptions tuned;
@@ -123,11 +133,13 @@ TEST_CASE("a cache lookup keys and compiles with the JitOptions it is given", "[
   CHECK_THAT(b.field("options"), Catch::Contains("--maxrregcount=64"));
   CHECK_THAT(a.field("options"), !Catch::Contains("--maxrregcount"));
   CHECK(cache.get(src, co, plain).outcome == fkv::CacheOutcome::Compiled);
-  CHECK(cache.get(src, co, tuned).outcome == fkv::CacheOutcome::Compiled);  // another key: built again
+  CHECK(cache.get(src, co, tuned).outcome ==
+        fkv::CacheOutcome::Compiled);  // another key: built again
   CHECK(cache.get(src, co, tuned).outcome == fkv::CacheOutcome::MemoryHit);
 }
 
-TEST_CASE("FKV_DECODE_CROSSOVER and FKV_NVRTC_LIBRARY are read here, not where they are used", "[options]") {
+TEST_CASE("FKV_DECODE_CROSSOVER and FKV_NVRTC_LIBRARY are read here, not where they are used",
+          "[options]") {
   EnvGuard env;
   env.set("FKV_DECODE_CROSSOVER", std::nullopt);
   env.set("FKV_NVRTC_LIBRARY", std::nullopt);
@@ -142,25 +154,28 @@ TEST_CASE("FKV_DECODE_CROSSOVER and FKV_NVRTC_LIBRARY are read here, not where t
   for (const char* bad : {"-1", "many", "8 ", "1e3"}) {
     INFO(bad);
     env.set("FKV_DECODE_CROSSOVER", bad);
-    CHECK_THROWS_WITH(JitOptions::from_env(), Catch::Contains("FKV_DECODE_CROSSOVER='" + std::string(bad) + "'") &&
-                                                  Catch::Contains("token count"));
+    CHECK_THROWS_WITH(JitOptions::from_env(),
+                      Catch::Contains("FKV_DECODE_CROSSOVER='" + std::string(bad) + "'") &&
+                          Catch::Contains("token count"));
   }
   env.set("FKV_DECODE_CROSSOVER", std::nullopt);
   env.set("FKV_NVRTC_LIBRARY", "/opt/cuda/lib64/libnvrtc.so.13");
   CHECK(JitOptions::from_env().nvrtc_library == "/opt/cuda/lib64/libnvrtc.so.13");
 }
 
-TEST_CASE("FKV_NVRTC_OPTIONS that read or write files or change the target are refused", "[options][security]") {
+TEST_CASE("FKV_NVRTC_OPTIONS that read or write files or change the target are refused",
+          "[options][security]") {
   EnvGuard env;
   // Each of these escaped the cache key or the cache before (issue 13 item 6).
-  for (const char* bad : {"-include /tmp/evil.h", "--pre-include=/tmp/evil.h", "-I/tmp", "-I /tmp",
-                          "--include-path=/tmp", "--time=/tmp/t.csv", "--time /tmp/t.csv",
-                          "--gpu-architecture=sm_80", "-arch=compute_80", "-arch sm_80", "-dlto",
-                          "--fdevice-time-trace=/tmp/trace.json", "--pch-dir=/tmp", "--create-pch=/tmp/x.pch"}) {
+  for (const char* bad :
+       {"-include /tmp/evil.h", "--pre-include=/tmp/evil.h", "-I/tmp", "-I /tmp",
+        "--include-path=/tmp", "--time=/tmp/t.csv", "--time /tmp/t.csv", "--gpu-architecture=sm_80",
+        "-arch=compute_80", "-arch sm_80", "-dlto", "--fdevice-time-trace=/tmp/trace.json",
+        "--pch-dir=/tmp", "--create-pch=/tmp/x.pch"}) {
     INFO(bad);
     env.set("FKV_NVRTC_OPTIONS", std::string("--maxrregcount=64 ") + bad);
-    CHECK_THROWS_WITH(JitOptions::from_env(),
-                      Catch::Contains("FKV_NVRTC_OPTIONS: NVRTC option") && Catch::Contains("is not allowed"));
+    CHECK_THROWS_WITH(JitOptions::from_env(), Catch::Contains("FKV_NVRTC_OPTIONS: NVRTC option") &&
+                                                  Catch::Contains("is not allowed"));
   }
   // A JitOptions filled in by hand is checked where the options are used.
   JitOptions jit;
@@ -171,10 +186,12 @@ TEST_CASE("FKV_NVRTC_OPTIONS that read or write files or change the target are r
   jit.nvrtc_options = {"--maxrregcount=64"};
   const auto opts = fkv::nvrtc_options(co, jit);
   CHECK(opts.back() == "--maxrregcount=64");
-  CHECK(opts.front() == "--gpu-architecture=sm_90");  // fkv-jit's own arch option stays first and alone
+  CHECK(opts.front() ==
+        "--gpu-architecture=sm_90");  // fkv-jit's own arch option stays first and alone
 }
 
-TEST_CASE("FKV_TEMPLATE_DIR templates may include only the embedded headers", "[options][security]") {
+TEST_CASE("FKV_TEMPLATE_DIR templates may include only the embedded headers",
+          "[options][security]") {
   fkv_test::TempDir tmp;
   const fs::path dir = tmp.path / "templates";
   fs::create_directories(dir);
@@ -185,8 +202,9 @@ TEST_CASE("FKV_TEMPLATE_DIR templates may include only the embedded headers", "[
   CHECK(fkv::template_text("fused_kv.cu", jit) == good);  // its includes are the embedded headers
 
   spill(dir / "fused_kv.cu", "#include \"secret.h\"\n" + good);
-  CHECK_THROWS_WITH(fkv::template_text("fused_kv.cu", jit),
-                    Catch::Contains("fused_kv.cu:1: #include 'secret.h'") && Catch::Contains("cache key"));
+  CHECK_THROWS_WITH(
+      fkv::template_text("fused_kv.cu", jit),
+      Catch::Contains("fused_kv.cu:1: #include 'secret.h'") && Catch::Contains("cache key"));
   spill(dir / "fused_kv.cu", good + "\n  #  include </etc/passwd>\n");
   CHECK_THROWS_AS(fkv::template_text("fused_kv.cu", jit), fkv::CompileError);
   spill(dir / "fused_kv.cu", "#include \"fused_kv.cu\"\n");  // a template is not a header
@@ -228,8 +246,10 @@ TEST_CASE("FKV_DUMP_SOURCE never writes through a planted symlink", "[options][s
 // below, since JitOptions::global() is read once per process: the host installed no logger, and
 // the first library call (the process-wide cache; a stub build instead of NVRTC, the cache
 // disabled) logs its debug line "compiled <name>" through the logger the library set up.
-TEST_CASE("FKV_LOG_LEVEL child: a stub build through the process-wide cache", "[.fkv_log_level_child]") {
-  fkv::CacheKey::Fields fields = {{"schema", "1"}, {"arch", "sm_90"}, {"nvrtc", "13.0"}, {"output", "cubin"}};
+TEST_CASE("FKV_LOG_LEVEL child: a stub build through the process-wide cache",
+          "[.fkv_log_level_child]") {
+  fkv::CacheKey::Fields fields = {
+      {"schema", "1"}, {"arch", "sm_90"}, {"nvrtc", "13.0"}, {"output", "cubin"}};
   const fkv::CacheKey key = fkv::CacheKey::from_fields(fields);
   const fkv::CacheResult r = fkv::KernelCache::global().get(key, "log_probe", [] {
     fkv::CompiledKernel k;
@@ -240,13 +260,14 @@ TEST_CASE("FKV_LOG_LEVEL child: a stub build through the process-wide cache", "[
   CHECK(r.outcome == fkv::CacheOutcome::Compiled);
 }
 
-TEST_CASE("the library logs to stderr at FKV_LOG_LEVEL without a host logger (stub build)", "[options][logging]") {
+TEST_CASE("the library logs to stderr at FKV_LOG_LEVEL without a host logger (stub build)",
+          "[options][logging]") {
   const std::string self = fs::read_symlink("/proc/self/exe").string();
   // stderr only: the library's messages; the test runner's report goes to stdout, dropped.
   auto stderr_of = [&](const std::string& level) {
     const std::string cmd = "env -u FKV_LOG_LEVEL FKV_DISABLE_CACHE=1 " +
-                            (level.empty() ? std::string() : "FKV_LOG_LEVEL=" + level + " ") + "'" + self +
-                            "' '[.fkv_log_level_child]' 2>&1 1>/dev/null";
+                            (level.empty() ? std::string() : "FKV_LOG_LEVEL=" + level + " ") + "'" +
+                            self + "' '[.fkv_log_level_child]' 2>&1 1>/dev/null";
     FILE* pipe = ::popen(cmd.c_str(), "r");
     REQUIRE(pipe != nullptr);
     std::string out;

@@ -1,9 +1,6 @@
 // The CPU reference: number formats against known bit patterns and independent conversions,
 // K norm and RoPE against hand-computed cases, and the comparison's tolerance rules.
-#include "fkv/reference.hpp"
-
 #include <catch2/catch.hpp>
-
 #include <cmath>
 #include <cstring>
 #include <limits>
@@ -11,6 +8,7 @@
 #include <vector>
 
 #include "fkv/errors.hpp"
+#include "fkv/reference.hpp"
 
 using fkv::decode;
 using fkv::DType;
@@ -45,9 +43,7 @@ fkv::KernelSpec small_spec(int heads, int dim, int rotary, bool neox, bool k_nor
 }
 
 // Reference K of a single token, layer and head.
-std::vector<double> k_of(const fkv::ReferenceInputs& in) {
-  return fkv::reference_k(in).value;
-}
+std::vector<double> k_of(const fkv::ReferenceInputs& in) { return fkv::reference_k(in).value; }
 
 fkv::CompareOptions options(bool exact, std::span<const std::uint8_t> mask = {}) {
   fkv::CompareOptions o;
@@ -78,7 +74,8 @@ TEST_CASE("bf16 encodes and decodes known bit patterns", "[reference][format]") 
   CHECK((round_to(DType::BF16, std::numeric_limits<double>::quiet_NaN()) & 0x7fffu) == 0x7fc0);
 }
 
-TEST_CASE("bf16 rounding agrees with the integer RNE trick on random floats", "[reference][format]") {
+TEST_CASE("bf16 rounding agrees with the integer RNE trick on random floats",
+          "[reference][format]") {
   std::mt19937 rng(1234);
   std::uniform_int_distribution<std::uint32_t> bits;
   int checked = 0;
@@ -100,10 +97,10 @@ TEST_CASE("fp16 encodes and decodes known bit patterns", "[reference][format]") 
   CHECK(round_to(DType::FP16, 65504.0) == 0x7bff);
   CHECK(round_to(DType::FP16, 65519.0) == 0x7bff);
   CHECK(round_to(DType::FP16, 65520.0) == 0x7c00);  // the tie with 2^16 goes to inf (even)
-  CHECK(round_to(DType::FP16, std::ldexp(1.0, -24)) == 0x0001);       // smallest subnormal
-  CHECK(round_to(DType::FP16, std::ldexp(1.0, -25)) == 0x0000);       // tie -> even (zero)
-  CHECK(round_to(DType::FP16, 3 * std::ldexp(1.0, -26)) == 0x0001);   // above the tie
-  CHECK(round_to(DType::FP16, 3 * std::ldexp(1.0, -25)) == 0x0002);   // tie 1|2 -> 2
+  CHECK(round_to(DType::FP16, std::ldexp(1.0, -24)) == 0x0001);      // smallest subnormal
+  CHECK(round_to(DType::FP16, std::ldexp(1.0, -25)) == 0x0000);      // tie -> even (zero)
+  CHECK(round_to(DType::FP16, 3 * std::ldexp(1.0, -26)) == 0x0001);  // above the tie
+  CHECK(round_to(DType::FP16, 3 * std::ldexp(1.0, -25)) == 0x0002);  // tie 1|2 -> 2
   CHECK(round_to(DType::FP16, -0.0) == 0x8000);
   CHECK(decode(DType::FP16, 0x3c00) == 1.0);
   CHECK(decode(DType::FP16, 0x0400) == std::ldexp(1.0, -14));
@@ -139,8 +136,8 @@ TEST_CASE("fp8 e4m3fn encodes, saturates and decodes", "[reference][format]") {
   CHECK(round_to(DType::FP8_E4M3, -1e6) == 0xfe);
   CHECK(round_to(DType::FP8_E4M3, std::numeric_limits<double>::infinity()) == 0x7e);
   CHECK(round_to(DType::FP8_E4M3, std::numeric_limits<double>::quiet_NaN()) == 0x7f);
-  CHECK(round_to(DType::FP8_E4M3, 1.0625) == 0x38);  // tie 1.0|1.125 -> even
-  CHECK(round_to(DType::FP8_E4M3, 1.1875) == 0x3a);  // tie 1.125|1.25 -> even
+  CHECK(round_to(DType::FP8_E4M3, 1.0625) == 0x38);               // tie 1.0|1.125 -> even
+  CHECK(round_to(DType::FP8_E4M3, 1.1875) == 0x3a);               // tie 1.125|1.25 -> even
   CHECK(round_to(DType::FP8_E4M3, std::ldexp(1.0, -9)) == 0x01);  // smallest subnormal
   CHECK(round_to(DType::FP8_E4M3, std::ldexp(1.0, -11)) == 0x00);
   CHECK(decode(DType::FP8_E4M3, 0x7e) == 448.0);
@@ -195,7 +192,7 @@ TEST_CASE("ulp is the spacing at a magnitude", "[reference][format]") {
 TEST_CASE("RoPE: neox and GPT-J pairs give different hand-computed results", "[reference][rope]") {
   // D = R = 4, one token at position 1. Row 0 holds values that would show a wrong row.
   const std::vector<float> proj = {1, 2, 3, 4, /*v*/ 5, 6, 7, 8};
-  const std::vector<float> cos_sin = {9, 9, 9, 9,            // row 0
+  const std::vector<float> cos_sin = {9,    9, 9,     9,   // row 0
                                       0.5f, 0, 0.75f, 1};  // row 1: cos = [0.5, 0], sin = [0.75, 1]
   const std::int64_t position = 1;
   fkv::ReferenceInputs in;
@@ -284,14 +281,18 @@ TEST_CASE("layout: strides, heads, layers, index types, act dtypes", "[reference
   // T = 2, L = 2, H = 2, D = 4, padded strides; element value encodes its coordinates.
   const int T = 2, L = 2, H = 2, D = 4, KV = H * D;
   const std::int64_t stride_layer = 2 * KV + 3, stride_token = L * stride_layer + 5;
-  std::vector<std::uint16_t> proj(static_cast<std::size_t>(T * stride_token), 0xffff);  // NaN padding
-  auto value = [](int t, int l, int kv, int h, int d) { return t * 16 + l * 8 + kv * 4 + h * 2 + d * 0.25; };
+  std::vector<std::uint16_t> proj(static_cast<std::size_t>(T * stride_token),
+                                  0xffff);  // NaN padding
+  auto value = [](int t, int l, int kv, int h, int d) {
+    return t * 16 + l * 8 + kv * 4 + h * 2 + d * 0.25;
+  };
   for (int t = 0; t < T; ++t)
     for (int l = 0; l < L; ++l)
       for (int kv = 0; kv < 2; ++kv)
         for (int h = 0; h < H; ++h)
           for (int d = 0; d < D; ++d)
-            proj[static_cast<std::size_t>(t * stride_token + l * stride_layer + kv * KV + h * D + d)] =
+            proj[static_cast<std::size_t>(t * stride_token + l * stride_layer + kv * KV + h * D +
+                                          d)] =
                 static_cast<std::uint16_t>(round_to(DType::BF16, value(t, l, kv, h, d)));
   fkv::ReferenceInputs in;
   in.spec = small_spec(H, D, 0, true, false);
@@ -308,8 +309,10 @@ TEST_CASE("layout: strides, heads, layers, index types, act dtypes", "[reference
     for (int t = 0; t < T; ++t)
       for (int h = 0; h < H; ++h)
         for (int d = 0; d < D; ++d) {
-          CHECK(k.value[k.index(l, t, h, d)] == decode(DType::BF16, round_to(DType::BF16, value(t, l, 0, h, d))));
-          CHECK(v.value[v.index(l, t, h, d)] == decode(DType::BF16, round_to(DType::BF16, value(t, l, 1, h, d))));
+          CHECK(k.value[k.index(l, t, h, d)] ==
+                decode(DType::BF16, round_to(DType::BF16, value(t, l, 0, h, d))));
+          CHECK(v.value[v.index(l, t, h, d)] ==
+                decode(DType::BF16, round_to(DType::BF16, value(t, l, 1, h, d))));
         }
 
   // int32 and int64 positions, fp32 and bf16 cos/sin give the same result for exact values.
@@ -385,7 +388,7 @@ TEST_CASE("compare: one ulp passes, two fail, NaN never passes", "[reference][co
   CHECK(r.ok());
   CHECK_FALSE(fkv::compare(DType::BF16, gpu.data(), ref, options(true)).ok());
 
-  gpu[5] += 2;  // two ulps off
+  gpu[5] += 2;      // two ulps off
   gpu[7] = 0x7fc0;  // NaN
   r = fkv::compare(DType::BF16, gpu.data(), ref);
   CHECK(r.mismatches == 2);
@@ -470,7 +473,8 @@ TEST_CASE("pool_offset follows the flat and paged layouts", "[reference][layout]
   nhd.block_stride = 2 * 16 * 8;
   CHECK(fkv::pool_offset(nhd, H, D, 17, 1) == 256 + 8 + 4);
   fkv::PoolLayout hnd;  // FlashInfer [blocks, 2, H, 16, D]
-  hnd.block_size = 16, hnd.slot_stride = D, hnd.head_stride = 16 * D, hnd.block_stride = 2 * H * 16 * D;
+  hnd.block_size = 16, hnd.slot_stride = D, hnd.head_stride = 16 * D,
+  hnd.block_stride = 2 * H * 16 * D;
   CHECK(fkv::pool_offset(hnd, H, D, 17, 1) == 256 + 1 * 4 + 64);
   hnd.block_stride = 0;  // default: one block's extent, 15*4 + 1*64 + 4 = 128
   CHECK(fkv::pool_offset(hnd, H, D, 16, 0) == 128);

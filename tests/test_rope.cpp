@@ -2,7 +2,6 @@
 // (tests/data/rope/gen_rope_refs.py, pure-Python float64 from transformers' formulas), plus
 // layout, dtype conversion and error cases.
 #include <catch2/catch.hpp>
-
 #include <cmath>
 #include <cstring>
 #include <fstream>
@@ -88,7 +87,8 @@ void check_against(const RopeTable& t, const json& c) {
 RopeFrequencies freq_from_hf(const json& cfg, double theta_default = 10000.0) {
   RopeFrequencies f;
   f.theta = cfg.value("rope_theta", theta_default);
-  json sc = cfg.contains("rope_scaling") && cfg["rope_scaling"].is_object() ? cfg["rope_scaling"] : json::object();
+  json sc = cfg.contains("rope_scaling") && cfg["rope_scaling"].is_object() ? cfg["rope_scaling"]
+                                                                            : json::object();
   f.scaling_type = sc.value("rope_type", sc.value("type", std::string("default")));
   sc.erase("rope_type");
   sc.erase("type");
@@ -129,7 +129,8 @@ TEST_CASE("rope: real configs read by hand give the reference tables", "[rope]")
     const auto f = freq_from_hf(cfg);
     RopeTable t(f, 3072 / 32, 131072, {131072, 0});
     check_against(t, ref_case("phi3.5-longrope-long"));
-    CHECK(t.attention_factor() == Approx(std::sqrt(1 + std::log(32.0) / std::log(4096.0))).epsilon(1e-15));
+    CHECK(t.attention_factor() ==
+          Approx(std::sqrt(1 + std::log(32.0) / std::log(4096.0))).epsilon(1e-15));
     // A table no longer than the original context uses the short factors.
     RopeTable s(f, 96, 4096, {131072, 0});
     check_against(s, ref_case("phi3.5-longrope-short"));
@@ -143,7 +144,8 @@ TEST_CASE("rope: real configs read by hand give the reference tables", "[rope]")
   }
   SECTION("gemma3-4b: linear factor 8 on global layers, default on sliding layers") {
     const json cfg = load_json(dir + "/gemma3-4b-it.json").at("text_config");
-    // text_config omits theta and head_dim: Gemma3TextConfig defaults (rope_theta 1e6, head_dim 256).
+    // text_config omits theta and head_dim: Gemma3TextConfig defaults (rope_theta 1e6, head_dim
+    // 256).
     RopeTable global(freq_from_hf(cfg, 1000000.0), 256, 131072, {131072, 0});
     check_against(global, ref_case("gemma3-4b-global"));
     RopeTable local(RopeFrequencies{10000.0, "default", json::object()}, 256, 131072);
@@ -151,7 +153,8 @@ TEST_CASE("rope: real configs read by hand give the reference tables", "[rope]")
   }
 }
 
-TEST_CASE("rope: config -> RopeTable through ModelConfig gives the reference tables", "[rope][config]") {
+TEST_CASE("rope: config -> RopeTable through ModelConfig gives the reference tables",
+          "[rope][config]") {
   // (config file, model layer, reference case): the refs that name a config, plus default-rope
   // models whose tables equal a synthetic case (partial rotary, mrope sections).
   std::vector<std::tuple<std::string, int, std::string>> uses;
@@ -174,9 +177,11 @@ TEST_CASE("rope: config -> RopeTable through ModelConfig gives the reference tab
   }
 }
 
-TEST_CASE("rope: layout is [max_position, R], cos in the first R/2 columns, sin in the last", "[rope]") {
-  const RopeFrequencies f{150000.0, "yarn",
-                          json{{"factor", 32.0}, {"original_max_position_embeddings", 4096}, {"truncate", false}}};
+TEST_CASE("rope: layout is [max_position, R], cos in the first R/2 columns, sin in the last",
+          "[rope]") {
+  const RopeFrequencies f{
+      150000.0, "yarn",
+      json{{"factor", 32.0}, {"original_max_position_embeddings", 4096}, {"truncate", false}}};
   const RopeTable t(f, 16, 37, {131072, 0});
   const auto v = t.values();
   REQUIRE(v.size() == 37u * 16u);
@@ -199,7 +204,8 @@ TEST_CASE("rope: layout is [max_position, R], cos in the first R/2 columns, sin 
 }
 
 TEST_CASE("rope: position 0 is cos = attention factor, sin = 0", "[rope]") {
-  for (const char* name : {"default-128", "gpt-oss-20b", "phi3.5-longrope-long", "yarn-deepseek-mscale"}) {
+  for (const char* name :
+       {"default-128", "gpt-oss-20b", "phi3.5-longrope-long", "yarn-deepseek-mscale"}) {
     INFO(name);
     const RopeTable t = table_of(ref_case(name));
     const auto v = t.values();
@@ -260,9 +266,10 @@ TEST_CASE("rope: dtype conversion rounds once to nearest even", "[rope]") {
   CHECK(fkv::bf16_bits(-2.0) == 0xc000);
   CHECK(fkv::bf16_bits(0.0) == 0x0000);
   CHECK(fkv::bf16_bits(-0.0) == 0x8000);
-  CHECK(fkv::bf16_bits(1.0 + 0x1p-8) == 0x3f80);        // tie -> even
-  CHECK(fkv::bf16_bits(1.0 + 3 * 0x1p-8) == 0x3f82);    // tie -> even (up)
-  CHECK(fkv::bf16_bits(1.0 + 0x1p-8 + 0x1p-40) == 0x3f81);  // above the tie: no double rounding via float
+  CHECK(fkv::bf16_bits(1.0 + 0x1p-8) == 0x3f80);      // tie -> even
+  CHECK(fkv::bf16_bits(1.0 + 3 * 0x1p-8) == 0x3f82);  // tie -> even (up)
+  CHECK(fkv::bf16_bits(1.0 + 0x1p-8 + 0x1p-40) ==
+        0x3f81);  // above the tie: no double rounding via float
   CHECK(fkv::bf16_bits(std::nan("")) == 0x7fc0);
   CHECK(fkv::bf16_bits(1e300) == 0x7f80);
 
@@ -273,9 +280,9 @@ TEST_CASE("rope: dtype conversion rounds once to nearest even", "[rope]") {
   CHECK(fkv::fp16_bits(0x1p-24) == 0x0001);  // smallest subnormal
   CHECK(fkv::fp16_bits(0x1p-25) == 0x0000);  // tie -> even (zero)
   CHECK(fkv::fp16_bits(0x1.8p-25) == 0x0001);
-  CHECK(fkv::fp16_bits(0x1p-14) == 0x0400);  // smallest normal
-  CHECK(fkv::fp16_bits(1.0 + 0x1p-11) == 0x3c00);              // tie -> even
-  CHECK(fkv::fp16_bits(1.0 + 0x1p-11 + 0x1p-40) == 0x3c01);    // above the tie
+  CHECK(fkv::fp16_bits(0x1p-14) == 0x0400);                  // smallest normal
+  CHECK(fkv::fp16_bits(1.0 + 0x1p-11) == 0x3c00);            // tie -> even
+  CHECK(fkv::fp16_bits(1.0 + 0x1p-11 + 0x1p-40) == 0x3c01);  // above the tie
   CHECK(fkv::fp16_bits(0.333333333333) == 0x3555);
 
   CHECK(fkv::fp32_bits(1.0) == 0x3f800000u);
@@ -309,32 +316,47 @@ TEST_CASE("rope: bad input is a ConfigError that names the problem", "[rope]") {
     }
     return "<no ConfigError>";
   };
-  const std::string unknown = message([] { RopeTable(RopeFrequencies{10000.0, "su", json::object()}, 64, 8); });
+  const std::string unknown = message([] {
+    RopeTable(RopeFrequencies{10000.0, "su", json::object()}, 64, 8);
+  });
   CHECK_THAT(unknown, Catch::Contains("'su'") && Catch::Contains("not supported"));
   for (const auto& t : RopeTable::supported_types()) CHECK_THAT(unknown, Catch::Contains(t));
 
-  CHECK_THAT(message([] { RopeTable(RopeFrequencies{10000.0, "linear", json::object()}, 64, 8); }),
+  CHECK_THAT(message([] {
+               RopeTable(RopeFrequencies{10000.0, "linear", json::object()}, 64, 8);
+             }),
              Catch::Contains("'factor'") && Catch::Contains("linear"));
-  CHECK_THAT(message([] { RopeTable(RopeFrequencies{10000.0, "linear", json{{"factor", "8"}}}, 64, 8); }),
+  CHECK_THAT(message([] {
+               RopeTable(RopeFrequencies{10000.0, "linear", json{{"factor", "8"}}}, 64, 8);
+             }),
              Catch::Contains("'factor'") && Catch::Contains("number"));
-  CHECK_THAT(message([] { RopeTable(RopeFrequencies{10000.0, "linear", json{{"factor", -1}}}, 64, 8); }),
+  CHECK_THAT(message([] {
+               RopeTable(RopeFrequencies{10000.0, "linear", json{{"factor", -1}}}, 64, 8);
+             }),
              Catch::Contains("> 0"));
   CHECK_THAT(message([] {
-               RopeTable(RopeFrequencies{10000.0, "llama3", json{{"factor", 8.0}, {"high_freq_factor", 4.0}}}, 64, 8);
+               RopeTable(RopeFrequencies{10000.0, "llama3",
+                                         json{{"factor", 8.0}, {"high_freq_factor", 4.0}}},
+                         64, 8);
              }),
              Catch::Contains("low_freq_factor"));
   CHECK_THAT(message([] {
                RopeTable(RopeFrequencies{10000.0, "longrope",
-                                         json{{"short_factor", {1.0, 1.0}}, {"long_factor", {1.0, 1.0}},
+                                         json{{"short_factor", {1.0, 1.0}},
+                                              {"long_factor", {1.0, 1.0}},
                                               {"original_max_position_embeddings", 4096}}},
                          64, 8, {8192, 0});
              }),
              Catch::Contains("short_factor") && Catch::Contains("32"));
-  CHECK_THAT(message([] { RopeTable(RopeFrequencies{10000.0, "yarn", json{{"factor", 4.0}}}, 64, 8); }),
+  CHECK_THAT(message([] {
+               RopeTable(RopeFrequencies{10000.0, "yarn", json{{"factor", 4.0}}}, 64, 8);
+             }),
              Catch::Contains("original_max_position_embeddings"));
   CHECK_THAT(message([] { RopeTable(RopeFrequencies{}, 63, 8); }), Catch::Contains("rotary_dim"));
   CHECK_THAT(message([] { RopeTable(RopeFrequencies{}, 64, 0); }), Catch::Contains("max_position"));
-  CHECK_THAT(message([] { RopeTable(RopeFrequencies{-1.0, "default", json::object()}, 64, 8); }),
+  CHECK_THAT(message([] {
+               RopeTable(RopeFrequencies{-1.0, "default", json::object()}, 64, 8);
+             }),
              Catch::Contains("rope_theta"));
 }
 
@@ -349,23 +371,31 @@ TEST_CASE("rope: parameters whose table would not be finite are refused", "[rope
   // A tiny theta or linear factor: frequencies near 1e300, position * inv_freq overflows.
   CHECK_THROWS_WITH(RopeTable(make(1e-300, "default", json::object()), 128, 16),
                     Catch::Contains("frequency") && Catch::Contains("rope_theta"));
-  CHECK_THROWS_WITH(RopeTable(make(1e6, "linear", {{"factor", 1e-300}}), 128, 16), Catch::Contains("frequency"));
+  CHECK_THROWS_WITH(RopeTable(make(1e6, "linear", {{"factor", 1e-300}}), 128, 16),
+                    Catch::Contains("frequency"));
   // yarn: mscale_all_dim chosen so that 0.1 * m * ln(4) + 1 == 0 -> attention factor inf or huge.
   const double cancel = -10.0 / std::log(4.0);
-  CHECK_THROWS_WITH(RopeTable(make(1e6, "yarn", {{"factor", 4.0}, {"original_max_position_embeddings", 4096},
-                                                  {"mscale", 1.0}, {"mscale_all_dim", cancel}}),
+  CHECK_THROWS_WITH(RopeTable(make(1e6, "yarn",
+                                   {{"factor", 4.0},
+                                    {"original_max_position_embeddings", 4096},
+                                    {"mscale", 1.0},
+                                    {"mscale_all_dim", cancel}}),
                               128, 16),
                     Catch::Contains("attention factor"));
   // An explicit attention factor beyond fp16's range, and a negative one.
-  CHECK_THROWS_WITH(RopeTable(make(1e6, "yarn", {{"factor", 4.0}, {"original_max_position_embeddings", 4096},
-                                                  {"attention_factor", 1e5}}),
+  CHECK_THROWS_WITH(RopeTable(make(1e6, "yarn",
+                                   {{"factor", 4.0},
+                                    {"original_max_position_embeddings", 4096},
+                                    {"attention_factor", 1e5}}),
                               128, 16),
                     Catch::Contains("65504"));
   // A huge factor is fine: the frequencies only get smaller.
   const RopeTable ok(make(1e6, "linear", {{"factor", 1e300}}), 128, 16);
   for (double x : ok.values()) CHECK(std::isfinite(x));
   // The limits themselves build (65504 exactly).
-  CHECK_NOTHROW(RopeTable(make(1e6, "yarn", {{"factor", 4.0}, {"original_max_position_embeddings", 4096},
-                                              {"attention_factor", 65504.0}}),
+  CHECK_NOTHROW(RopeTable(make(1e6, "yarn",
+                               {{"factor", 4.0},
+                                {"original_max_position_embeddings", 4096},
+                                {"attention_factor", 65504.0}}),
                           128, 16));
 }

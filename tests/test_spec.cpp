@@ -1,5 +1,4 @@
 #include <catch2/catch.hpp>
-
 #include <set>
 
 #include "fkv/errors.hpp"
@@ -19,21 +18,55 @@ static KernelSpec base() {
 TEST_CASE("canonical text changes with every field", "[spec]") {
   const KernelSpec b = base();
   std::vector<KernelSpec> variants;
-  auto v = b; v.num_kv_heads = 4; variants.push_back(v);
-  v = b; v.head_dim = 256; variants.push_back(v);
-  v = b; v.rotary_dim = 64; variants.push_back(v);
-  v = b; v.neox = false; variants.push_back(v);
-  v = b; v.k_norm = false; variants.push_back(v);
-  v = b; v.act = DType::FP16; v.cache = DType::FP16; variants.push_back(v);
-  v = b; v.cache = DType::FP8_E4M3; variants.push_back(v);
-  v = b; v.cos_sin = DType::BF16; variants.push_back(v);
-  v = b; v.positions = IndexType::I32; variants.push_back(v);
-  v = b; v.slots = IndexType::I32; variants.push_back(v);
-  v = b; v.mode = OutputMode::Pool; variants.push_back(v);
-  v = b; v.debug_checks = true; variants.push_back(v);
-  v = b; v.kv_bias = true; variants.push_back(v);
-  v = b; v.mode = OutputMode::Pool; v.paged = true; variants.push_back(v);
-  v = b; v.mode = OutputMode::Pool; v.paged = true; v.kv_bias = true; variants.push_back(v);
+  auto v = b;
+  v.num_kv_heads = 4;
+  variants.push_back(v);
+  v = b;
+  v.head_dim = 256;
+  variants.push_back(v);
+  v = b;
+  v.rotary_dim = 64;
+  variants.push_back(v);
+  v = b;
+  v.neox = false;
+  variants.push_back(v);
+  v = b;
+  v.k_norm = false;
+  variants.push_back(v);
+  v = b;
+  v.act = DType::FP16;
+  v.cache = DType::FP16;
+  variants.push_back(v);
+  v = b;
+  v.cache = DType::FP8_E4M3;
+  variants.push_back(v);
+  v = b;
+  v.cos_sin = DType::BF16;
+  variants.push_back(v);
+  v = b;
+  v.positions = IndexType::I32;
+  variants.push_back(v);
+  v = b;
+  v.slots = IndexType::I32;
+  variants.push_back(v);
+  v = b;
+  v.mode = OutputMode::Pool;
+  variants.push_back(v);
+  v = b;
+  v.debug_checks = true;
+  variants.push_back(v);
+  v = b;
+  v.kv_bias = true;
+  variants.push_back(v);
+  v = b;
+  v.mode = OutputMode::Pool;
+  v.paged = true;
+  variants.push_back(v);
+  v = b;
+  v.mode = OutputMode::Pool;
+  v.paged = true;
+  v.kv_bias = true;
+  variants.push_back(v);
   std::set<std::string> seen{b.canonical()};
   for (const auto& s : variants) {
     INFO(s.canonical());
@@ -41,7 +74,8 @@ TEST_CASE("canonical text changes with every field", "[spec]") {
     CHECK_FALSE(s == b);
   }
   CHECK(b.canonical() ==
-        "H=8;D=128;R=128;neox=1;knorm=1;act=bf16;cache=bf16;cs=fp32;pos=int64;slot=int64;mode=stacked;debug=0");
+        "H=8;D=128;R=128;neox=1;knorm=1;act=bf16;cache=bf16;cs=fp32;pos=int64;slot=int64;mode="
+        "stacked;debug=0");
 }
 
 TEST_CASE("tiling invariants hold over head counts, head dims and dtypes", "[spec]") {
@@ -95,7 +129,7 @@ TEST_CASE("16-byte loads and few idle lanes for the common shapes", "[spec]") {
   s.rotary_dim = 96;
   t = s.tiling();
   CHECK(t.vec == 8);
-  CHECK(t.loads == 2);       // 6 lanes of 16 elements: 5 heads per warp
+  CHECK(t.loads == 2);  // 6 lanes of 16 elements: 5 heads per warp
   CHECK(t.idle_lanes == 2);
   s.head_dim = 512;
   s.rotary_dim = 64;
@@ -180,8 +214,9 @@ TEST_CASE("FKV_LAYERS_PER_BLOCK pins the layer chunk for every call size", "[spe
 TEST_CASE("invalid specs are refused with the fix", "[spec]") {
   KernelSpec s = base();
   s.rotary_dim = 130;
-  CHECK_THROWS_MATCHES(s.check(), ConfigError,
-                       Catch::Message("Invalid fused KV rotary/head dim pair: rotary_dim=130, head_dim=128."));
+  CHECK_THROWS_MATCHES(
+      s.check(), ConfigError,
+      Catch::Message("Invalid fused KV rotary/head dim pair: rotary_dim=130, head_dim=128."));
   s.rotary_dim = 63;
   CHECK_THROWS_AS(s.check(), ConfigError);
   s = base();
@@ -236,8 +271,9 @@ TEST_CASE("paged and bias specs: names, keys and checks", "[spec]") {
   s.paged = true;
   s.kv_bias = true;
   // Appended only when set, so the keys of existing specs stay what they were.
-  CHECK(s.canonical() == "H=8;D=128;R=128;neox=1;knorm=1;act=bf16;cache=bf16;cs=fp32;pos=int64;slot=int64;"
-                         "mode=pool;debug=0;paged=1;bias=1");
+  CHECK(s.canonical() ==
+        "H=8;D=128;R=128;neox=1;knorm=1;act=bf16;cache=bf16;cs=fp32;pos=int64;slot=int64;"
+        "mode=pool;debug=0;paged=1;bias=1");
   CHECK(s.short_name() == "fkv_h8_d128_r128_neox_kn_bf16_bf16_pool_paged_bias");
   CHECK_NOTHROW(s.check());
   s.mode = OutputMode::Stacked;  // a paged layout is a pool layout

@@ -15,8 +15,6 @@
 
 #include <atomic>
 #include <catch2/catch.hpp>
-
-#include "temp_dir.hpp"
 #include <chrono>
 #include <fstream>
 #include <map>
@@ -25,6 +23,7 @@
 #include <thread>
 
 #include "fkv/cache.hpp"
+#include "temp_dir.hpp"
 
 namespace fs = std::filesystem;
 using fkv::CacheKey;
@@ -65,7 +64,8 @@ CompiledKernel kernel_of(const CacheKey& key, int i) {
 
 // One process: kThreads threads share one KernelCache, each walks the process's keys in its
 // own order, twice. Returns the number of wrong results.
-int run_process(const fs::path& root, const fs::path& compile_log, int p, const std::vector<CacheKey>& keys) {
+int run_process(const fs::path& root, const fs::path& compile_log, int p,
+                const std::vector<CacheKey>& keys) {
   spdlog::set_level(spdlog::level::warn);
   KernelCache cache([&] {
     fkv::CacheOptions o;
@@ -90,7 +90,9 @@ int run_process(const fs::path& root, const fs::path& compile_log, int p, const 
               return kernel_of(key, i);
             });
             CompiledKernel want = kernel_of(key, i);
-            if (!r.kernel || r.kernel->image != want.image || r.kernel->lowered_name != want.lowered_name) ++wrong;
+            if (!r.kernel || r.kernel->image != want.image ||
+                r.kernel->lowered_name != want.lowered_name)
+              ++wrong;
             if (pass == 1 && r.outcome != CacheOutcome::MemoryHit) ++wrong;
           } catch (...) {
             ++wrong;
@@ -110,7 +112,8 @@ std::map<int, int> compiles_per_key(const fs::path& log) {
 
 }  // namespace
 
-TEST_CASE("stub builder: 16 processes x 4 threads, overlapping keys, cold cache, repeated", "[stress][processes]") {
+TEST_CASE("stub builder: 16 processes x 4 threads, overlapping keys, cold cache, repeated",
+          "[stress][processes]") {
   TempDir tmp;
   const fs::path root = tmp.path / "cache";
   std::vector<CacheKey> keys;
@@ -120,7 +123,8 @@ TEST_CASE("stub builder: 16 processes x 4 threads, overlapping keys, cold cache,
   auto t_all = Clock::now();
 
   for (int round = 0; round <= kColdRounds; ++round) {
-    const bool warm = round == kColdRounds;  // the last round reuses what the previous one published
+    const bool warm =
+        round == kColdRounds;  // the last round reuses what the previous one published
     if (!warm) KernelCache(fkv::CacheOptions{root, {}, 0, false}).clear();
     const fs::path log = tmp.path / ("compiles-" + std::to_string(round));
     int go[2];
@@ -181,13 +185,14 @@ TEST_CASE("stub builder: 16 processes x 4 threads, overlapping keys, cold cache,
     for (const auto& f : fs::recursive_directory_iterator(root))
       temps += f.path().filename().string().find(".tmp.") != std::string::npos;
     CHECK(temps == 0);
-    report << "round " << round << (warm ? " (warm)" : " (cold)") << ": " << seconds << " s, " << round_compiles
-           << " compiles, at most " << most << " per key; ";
+    report << "round " << round << (warm ? " (warm)" : " (cold)") << ": " << seconds << " s, "
+           << round_compiles << " compiles, at most " << most << " per key; ";
   }
   double all = std::chrono::duration<double>(Clock::now() - t_all).count();
-  WARN("stress (stub builder, 15 ms per build): " << kProcesses << " processes x " << kThreads << " threads, " << kKeys << " keys ("
-                  << kKeysPerProcess << " per process), " << total_requests << " requests, " << total_compiles
-                  << " compiles in " << all << " s. " << report.str());
+  WARN("stress (stub builder, 15 ms per build): "
+       << kProcesses << " processes x " << kThreads << " threads, " << kKeys << " keys ("
+       << kKeysPerProcess << " per process), " << total_requests << " requests, " << total_compiles
+       << " compiles in " << all << " s. " << report.str());
 }
 
 // ---- real NVRTC, through the CLI ---------------------------------------------------------
@@ -253,7 +258,8 @@ std::map<std::string, int> nvrtc_compiles(const std::vector<fs::path>& logs) {
 //   round 2:     with `cache clear` looping beside them: no process fails, no entry is torn
 //                (verify is clean), nothing is left half-written; then a last round without
 //                clear compiles exactly the keys the clears removed, each once.
-TEST_CASE("real NVRTC: concurrent fkv-jit precompile with cache prune and clear", "[stress][processes][nvrtc]") {
+TEST_CASE("real NVRTC: concurrent fkv-jit precompile with cache prune and clear",
+          "[stress][processes][nvrtc]") {
   TempDir tmp;
   const fs::path root = tmp.path / "cache";
   const std::string data = FKV_TEST_DATA_DIR;
@@ -276,8 +282,8 @@ TEST_CASE("real NVRTC: concurrent fkv-jit precompile with cache prune and clear"
     std::vector<fs::path> logs;
     for (int p = 0; p < kPrecompilers; ++p) {
       logs.push_back(next_log());
-      pids.push_back(spawn_cli({"precompile", configs[p % configs.size()], "--arch", "sm_80", "--cache-dir",
-                                root.string(), "-j", "1"},
+      pids.push_back(spawn_cli({"precompile", configs[p % configs.size()], "--arch", "sm_80",
+                                "--cache-dir", root.string(), "-j", "1"},
                                logs.back()));
     }
     std::vector<int> rcs(kPrecompilers, -1);
@@ -325,7 +331,8 @@ TEST_CASE("real NVRTC: concurrent fkv-jit precompile with cache prune and clear"
     cli_ok({"cache", "clear", "--cache-dir", root.string()});
     auto t0 = Clock::now();
     int prunes = 0;
-    auto compiles = run_round({"cache", "prune", "--max-bytes", "1G", "--cache-dir", root.string()}, prunes);
+    auto compiles =
+        run_round({"cache", "prune", "--max-bytes", "1G", "--cache-dir", root.string()}, prunes);
     const double seconds = std::chrono::duration<double>(Clock::now() - t0).count();
     INFO("round " << r);
     CHECK(compiles.size() == 4);  // 2 kernels (stacked, pool) x 2 distinct KV layouts
@@ -338,8 +345,8 @@ TEST_CASE("real NVRTC: concurrent fkv-jit precompile with cache prune and clear"
     CHECK(verify_clean() == compiled);
     if (r == 0) all_keys = compiled;
     CHECK(compiled == all_keys);
-    report << "round " << r << ": " << seconds << " s, " << compiles.size() << " NVRTC compiles, " << prunes
-           << " prunes beside; ";
+    report << "round " << r << ": " << seconds << " s, " << compiles.size() << " NVRTC compiles, "
+           << prunes << " prunes beside; ";
   }
 
   cli_ok({"cache", "clear", "--cache-dir", root.string()});
@@ -365,10 +372,9 @@ TEST_CASE("real NVRTC: concurrent fkv-jit precompile with cache prune and clear"
   CHECK(refilled.size() + left.size() == all_keys.size());
   CHECK(verify_clean() == all_keys);
   report << "clear round: " << seconds << " s, " << clears << " clears beside, " << raced_total
-         << " NVRTC compiles, " << left.size() << " of " << all_keys.size() << " keys left, " << refilled.size()
-         << " compiled again";
-  WARN("stress (real NVRTC via fkv-jit precompile, " << kPrecompilers << " processes, "
-                                                      << all_keys.size() << " keys) in "
-                                                      << std::chrono::duration<double>(Clock::now() - t_all).count()
-                                                      << " s: " << report.str());
+         << " NVRTC compiles, " << left.size() << " of " << all_keys.size() << " keys left, "
+         << refilled.size() << " compiled again";
+  WARN("stress (real NVRTC via fkv-jit precompile, "
+       << kPrecompilers << " processes, " << all_keys.size() << " keys) in "
+       << std::chrono::duration<double>(Clock::now() - t_all).count() << " s: " << report.str());
 }

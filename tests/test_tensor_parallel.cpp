@@ -1,7 +1,6 @@
 // Tensor parallelism on the config path (validate.hpp): how KV heads split across ranks, the
 // errors for degrees that do not split, and the per-rank plans and kernel specs.
 #include <catch2/catch.hpp>
-
 #include <set>
 
 #include "fkv/config.hpp"
@@ -42,14 +41,16 @@ TEST_CASE("degrees that do not split are a ConfigError naming both numbers", "[v
   CHECK_THROWS_AS(kv_head_shard(6, {4, 0}), ConfigError);
   CHECK_THROWS_WITH(kv_head_shard(6, {4, 0}), Contains("num_kv_heads=6") && Contains("tp_size=4"));
   CHECK_THROWS_WITH(kv_head_shard(3, {4, 1}), Contains("num_kv_heads=3") && Contains("tp_size=4"));
-  CHECK_THROWS_WITH(kv_head_shard(8, {3, 0}), Contains("num_kv_heads=8 cannot be split across tp_size=3"));
+  CHECK_THROWS_WITH(kv_head_shard(8, {3, 0}),
+                    Contains("num_kv_heads=8 cannot be split across tp_size=3"));
   CHECK_THROWS_AS(kv_head_shard(8, {0, 0}), ArgumentError);
   CHECK_THROWS_WITH(kv_head_shard(8, {2, 2}), Contains("tp_rank 2 is outside [0, tp_size=2)"));
   CHECK_THROWS_AS(kv_head_shard(8, {2, -1}), ArgumentError);
 }
 
 TEST_CASE("a rank's plan has its share of the heads; its kernels follow", "[validate][tp]") {
-  const ModelConfig config = ModelConfig::from_file(FKV_TEST_DATA_DIR "/dflash-qwen3-4b-draft.json");
+  const ModelConfig config =
+      ModelConfig::from_file(FKV_TEST_DATA_DIR "/dflash-qwen3-4b-draft.json");
   const Plan full = make_plan(config);
   REQUIRE(full.groups.size() == 1);
   const int H = full.groups[0].attn.num_kv_heads;

@@ -4,20 +4,20 @@
 // layer of a random-length model, with random non-attention layers mixed in so that model
 // numbering differs from attention order. The seed is printed; set FKV_TEST_SEED to replay.
 #include <algorithm>
-#include <cmath>
-#include <filesystem>
-#include <map>
 #include <catch2/catch.hpp>
+#include <cmath>
 #include <cstdlib>
+#include <filesystem>
 #include <iostream>
+#include <map>
 #include <nlohmann/json.hpp>
 #include <random>
 #include <regex>
 #include <string>
 #include <vector>
 
-#include "fkv/config.hpp"
 #include "fkv/codegen.hpp"
+#include "fkv/config.hpp"
 #include "fkv/errors.hpp"
 #include "fkv/rope.hpp"
 #include "fkv/spec.hpp"
@@ -493,79 +493,103 @@ const std::map<std::string, Verdict>& verdicts() {
   static const std::map<std::string, Verdict> v = {
       {"DFlash draft", {"dflash-qwen3-4b-draft.json", 8, 128, 128, true, K::Rms, ""}},
       {"Llama", {"llama3.1-8b-instruct.json", 8, 128, 128, true, K::None, ""}},
-      {"Mistral", {R"({"model_type": "mistral", "num_hidden_layers": 2, "hidden_size": 4096, "num_attention_heads": 32,
+      {"Mistral",
+       {R"({"model_type": "mistral", "num_hidden_layers": 2, "hidden_size": 4096, "num_attention_heads": 32,
                       "num_key_value_heads": 8, "head_dim": null, "sliding_window": 4096, "rope_theta": 10000.0,
-                      "max_position_embeddings": 32768})", 8, 128, 128, true, K::None, ""}},
-      {"Mixtral", {R"({"model_type": "mixtral", "num_hidden_layers": 2, "hidden_size": 4096, "num_attention_heads": 32,
+                      "max_position_embeddings": 32768})",
+        8, 128, 128, true, K::None, ""}},
+      {"Mixtral",
+       {R"({"model_type": "mixtral", "num_hidden_layers": 2, "hidden_size": 4096, "num_attention_heads": 32,
                       "num_key_value_heads": 8, "rope_theta": 1000000.0, "max_position_embeddings": 32768})",
-                   8, 128, 128, true, K::None, ""}},
-      {"Qwen2 / Qwen2.5", {R"({"model_type": "qwen2", "num_hidden_layers": 2, "hidden_size": 4096, "num_attention_heads": 32,
+        8, 128, 128, true, K::None, ""}},
+      {"Qwen2 / Qwen2.5",
+       {R"({"model_type": "qwen2", "num_hidden_layers": 2, "hidden_size": 4096, "num_attention_heads": 32,
                               "num_key_value_heads": 32, "use_sliding_window": false, "max_window_layers": 28,
                               "rope_theta": 10000.0, "max_position_embeddings": 32768})",
-                           32, 128, 128, true, K::None, ""}},
+        32, 128, 128, true, K::None, ""}},
       {"Qwen3", {"qwen3-8b.json", 8, 128, 128, true, K::Rms, ""}},
       {"Qwen3-Next / Qwen3.5", {"qwen3.5-9b.json", 4, 256, 64, true, K::RmsOnePlus, ""}},
-      {"Gemma", {R"({"model_type": "gemma", "num_hidden_layers": 2, "hidden_size": 3072, "num_attention_heads": 16,
+      {"Gemma",
+       {R"({"model_type": "gemma", "num_hidden_layers": 2, "hidden_size": 3072, "num_attention_heads": 16,
                     "num_key_value_heads": 16, "head_dim": 256, "rope_theta": 10000.0, "max_position_embeddings": 8192})",
-                 16, 256, 256, true, K::None, ""}},
+        16, 256, 256, true, K::None, ""}},
       {"Gemma 2", {"gemma2-9b-it.json", 8, 256, 256, true, K::None, ""}},
       {"Gemma 3", {"gemma3-4b-it.json", 0, 0, 0, true, K::None, "RoPE frequency mismatch"}},
       {"Phi", {"phi-phi-2.json", 32, 80, 32, true, K::None, ""}},
       {"Phi-3", {"phi3-phi-3.5-vision-text.json", 32, 96, 96, true, K::None, ""}},
-      {"StableLM", {R"({"model_type": "stablelm", "num_hidden_layers": 2, "hidden_size": 2560, "num_attention_heads": 32,
+      {"StableLM",
+       {R"({"model_type": "stablelm", "num_hidden_layers": 2, "hidden_size": 2560, "num_attention_heads": 32,
                        "num_key_value_heads": 32, "partial_rotary_factor": 0.25, "qk_layernorm": false,
                        "rope_theta": 10000, "max_position_embeddings": 4096})",
-                    32, 80, 20, true, K::None, ""}},
-      {"GLM / GLM-4", {R"({"model_type": "glm", "num_hidden_layers": 2, "hidden_size": 4096, "num_attention_heads": 32,
+        32, 80, 20, true, K::None, ""}},
+      {"GLM / GLM-4",
+       {R"({"model_type": "glm", "num_hidden_layers": 2, "hidden_size": 4096, "num_attention_heads": 32,
                           "num_key_value_heads": 2, "head_dim": 128, "rope_theta": 10000.0, "max_position_embeddings": 131072})",
-                       2, 128, 64, false, K::None, ""}},
+        2, 128, 64, false, K::None, ""}},
       {"GLM-4.5 (MoE)", {"glm4-moe-glm-4.5.json", 8, 128, 64, true, K::Rms, ""}},
-      {"ChatGLM", {R"({"model_type": "chatglm", "num_layers": 2, "hidden_size": 4096, "num_attention_heads": 32,
+      {"ChatGLM",
+       {R"({"model_type": "chatglm", "num_layers": 2, "hidden_size": 4096, "num_attention_heads": 32,
                       "kv_channels": 128, "multi_query_attention": true, "multi_query_group_num": 2, "seq_length": 32768})",
-                   2, 128, 64, false, K::None, ""}},
+        2, 128, 64, false, K::None, ""}},
       {"Cohere (Command R)", {"cohere-command-r-v01.json", 64, 128, 128, false, K::None, ""}},
-      {"Cohere2 (Command R7B / A)", {R"({"model_type": "cohere2", "num_hidden_layers": 4, "hidden_size": 4096,
+      {"Cohere2 (Command R7B / A)",
+       {R"({"model_type": "cohere2", "num_hidden_layers": 4, "hidden_size": 4096,
                                         "num_attention_heads": 32, "num_key_value_heads": 8, "sliding_window": 4096,
                                         "rope_theta": 50000, "max_position_embeddings": 8192})",
-                                     0, 0, 0, true, K::None, "RoPE config mismatch"}},
+        0, 0, 0, true, K::None, "RoPE config mismatch"}},
       {"DeepSeek-V2/V3, Kimi-K2 (MLA)", {"kimi-k2.json", 0, 0, 0, true, K::None, "MLA"}},
-      {"OLMo", {R"({"model_type": "olmo", "num_hidden_layers": 2, "hidden_size": 4096, "num_attention_heads": 32,
-                   "rope_theta": 10000.0, "max_position_embeddings": 2048})", 32, 128, 128, true, K::None, ""}},
-      {"OLMo 2 / OLMo 3", {"olmo3.1-32b-instruct.json", 0, 0, 0, true, K::None, "across all heads"}},
-      {"Granite", {R"({"model_type": "granite", "num_hidden_layers": 2, "hidden_size": 4096, "num_attention_heads": 32,
+      {"OLMo",
+       {R"({"model_type": "olmo", "num_hidden_layers": 2, "hidden_size": 4096, "num_attention_heads": 32,
+                   "rope_theta": 10000.0, "max_position_embeddings": 2048})",
+        32, 128, 128, true, K::None, ""}},
+      {"OLMo 2 / OLMo 3",
+       {"olmo3.1-32b-instruct.json", 0, 0, 0, true, K::None, "across all heads"}},
+      {"Granite",
+       {R"({"model_type": "granite", "num_hidden_layers": 2, "hidden_size": 4096, "num_attention_heads": 32,
                       "num_key_value_heads": 8, "rope_theta": 10000.0, "max_position_embeddings": 2048})",
-                   8, 128, 128, true, K::None, ""}},
-      {"Nemotron", {R"({"model_type": "nemotron", "num_hidden_layers": 2, "hidden_size": 6144, "num_attention_heads": 48,
+        8, 128, 128, true, K::None, ""}},
+      {"Nemotron",
+       {R"({"model_type": "nemotron", "num_hidden_layers": 2, "hidden_size": 6144, "num_attention_heads": 48,
                        "num_key_value_heads": 8, "head_dim": 128, "partial_rotary_factor": 0.5, "rope_theta": 10000.0,
-                       "max_position_embeddings": 4096})", 8, 128, 64, true, K::None, ""}},
-      {"Nemotron-H", {R"({"model_type": "nemotron_h", "num_hidden_layers": 4, "hidden_size": 4096, "num_attention_heads": 32,
+                       "max_position_embeddings": 4096})",
+        8, 128, 64, true, K::None, ""}},
+      {"Nemotron-H",
+       {R"({"model_type": "nemotron_h", "num_hidden_layers": 4, "hidden_size": 4096, "num_attention_heads": 32,
                          "num_key_value_heads": 8, "head_dim": 128, "hybrid_override_pattern": "M*M*"})",
-                      8, 128, 0, true, K::None, ""}},
-      {"Jamba", {R"({"model_type": "jamba", "num_hidden_layers": 8, "hidden_size": 4096, "num_attention_heads": 32,
+        8, 128, 0, true, K::None, ""}},
+      {"Jamba",
+       {R"({"model_type": "jamba", "num_hidden_layers": 8, "hidden_size": 4096, "num_attention_heads": 32,
                     "num_key_value_heads": 8, "attn_layer_period": 8, "attn_layer_offset": 4})",
-                 8, 128, 0, true, K::None, ""}},
-      {"InternLM2", {R"({"model_type": "internlm2", "num_hidden_layers": 2, "hidden_size": 4096, "num_attention_heads": 32,
+        8, 128, 0, true, K::None, ""}},
+      {"InternLM2",
+       {R"({"model_type": "internlm2", "num_hidden_layers": 2, "hidden_size": 4096, "num_attention_heads": 32,
                         "num_key_value_heads": 8, "rope_theta": 1000000, "max_position_embeddings": 32768})",
-                     8, 128, 128, true, K::None, ""}},
+        8, 128, 128, true, K::None, ""}},
       {"gpt-oss", {"gpt-oss-20b.json", 8, 64, 64, true, K::None, ""}},
       {"SmolLM3", {"smollm3-3b.json", 0, 0, 0, true, K::None, "RoPE config mismatch"}},
-      {"Llama 4", {R"({"model_type": "llama4_text", "num_hidden_layers": 4, "hidden_size": 5120, "num_attention_heads": 40,
+      {"Llama 4",
+       {R"({"model_type": "llama4_text", "num_hidden_layers": 4, "hidden_size": 5120, "num_attention_heads": 40,
                       "num_key_value_heads": 8, "head_dim": 128, "no_rope_layers": [1, 1, 1, 0], "use_qk_norm": true,
                       "rope_theta": 500000.0, "max_position_embeddings": 131072})",
-                   0, 0, 0, true, K::None, "L2 norm"}},
-      {"EXAONE 4", {R"({"model_type": "exaone4", "num_hidden_layers": 4, "hidden_size": 5120, "num_attention_heads": 40,
+        0, 0, 0, true, K::None, "L2 norm"}},
+      {"EXAONE 4",
+       {R"({"model_type": "exaone4", "num_hidden_layers": 4, "hidden_size": 5120, "num_attention_heads": 40,
                        "num_key_value_heads": 8, "head_dim": 128, "sliding_window": 4096,
                        "layer_types": ["sliding_attention", "sliding_attention", "sliding_attention", "full_attention"],
                        "rope_theta": 1000000.0, "max_position_embeddings": 131072})",
-                    0, 0, 0, true, K::None, "RoPE config mismatch"}},
+        0, 0, 0, true, K::None, "RoPE config mismatch"}},
       {"LFM2", {"lfm2.5-vl-1.6b.json", 8, 64, 64, true, K::Rms, ""}},
-      {"GPT-J", {R"({"model_type": "gptj", "n_layer": 2, "n_embd": 4096, "n_head": 16, "rotary_dim": 64,
-                    "n_positions": 2048})", 16, 256, 64, false, K::None, ""}},
+      {"GPT-J",
+       {R"({"model_type": "gptj", "n_layer": 2, "n_embd": 4096, "n_head": 16, "rotary_dim": 64,
+                    "n_positions": 2048})",
+        16, 256, 64, false, K::None, ""}},
       {"GPT-J (gpt_neo format)", {"gptj-6b-neo-format.json", 16, 256, 64, false, K::None, ""}},
-      {"Qwen2-VL / Qwen2.5-VL (text)", {"qwen2-vl-7b-instruct.json", 4, 128, 128, true, K::None, ""}},
+      {"Qwen2-VL / Qwen2.5-VL (text)",
+       {"qwen2-vl-7b-instruct.json", 4, 128, 128, true, K::None, ""}},
       {"ERNIE 4.5", {"ernie4.5-0.3b.json", 2, 128, 128, false, K::None, ""}},
       {"ERNIE 4.5 MoE", {"ernie4.5-21b-a3b.json", 4, 128, 128, false, K::None, ""}},
-      {"Hunyuan (dense / MoE)", {"hunyuan-a13b-instruct.json", 0, 0, 0, true, K::None, "K norm after RoPE"}},
+      {"Hunyuan (dense / MoE)",
+       {"hunyuan-a13b-instruct.json", 0, 0, 0, true, K::None, "K norm after RoPE"}},
       {"MiniMax-Text-01 / M1", {"minimax-text-01.json", 8, 128, 64, true, K::None, ""}},
       {"MiniMax-M2", {"minimax-m2.json", 0, 0, 0, true, K::None, "K norm across all heads"}},
       {"EXAONE 3 / 3.5", {"exaone3.0-7.8b-instruct.json", 8, 128, 128, true, K::None, ""}},
@@ -606,7 +630,8 @@ TEST_CASE("every registry entry has a config with its expected verdict", "[valid
 
 // Every config in tests/data, not only one per registry entry, keeps its strict verdict: a file
 // added without a row here fails, so a new config cannot slip in unexamined.
-TEST_CASE("every config in tests/data has its expected strict verdict", "[validate][registry][data]") {
+TEST_CASE("every config in tests/data has its expected strict verdict",
+          "[validate][registry][data]") {
   // file -> {kv, head_dim, rotary_dim, neox, k_norm, error}
   static const std::map<std::string, Verdict> expected = {
       {"cohere-command-r-v01.json", {"", 64, 128, 128, false, K::None, ""}},
@@ -681,8 +706,10 @@ TEST_CASE("validate refuses what codegen refuses: head_dim tiling", "[validate][
     CHECK_THAT(w, Catch::Contains("synthetic: layer 0: head_dim 74 cannot be tiled") &&
                       Catch::Contains("32 lanes") && !Catch::Contains("too large"));
   }
-  CHECK_THROWS_WITH(fkv::make_plan(load(layers), ValidationMode::Grouped), Catch::Contains("head_dim 74"));
-  // 96 tiles (3 loads of 8 bf16, or 3 x 4 fp32), 264 = 8 * 33 tiles (e = 12), 296 = 8 * 37 does not.
+  CHECK_THROWS_WITH(fkv::make_plan(load(layers), ValidationMode::Grouped),
+                    Catch::Contains("head_dim 74"));
+  // 96 tiles (3 loads of 8 bf16, or 3 x 4 fp32), 264 = 8 * 33 tiles (e = 12), 296 = 8 * 37 does
+  // not.
   for (int hd : {96, 264}) {
     for (auto& l : layers) l.hd = hd, l.rd = hd;
     CHECK_NOTHROW(fkv::validate(load(layers)));
@@ -699,17 +726,37 @@ TEST_CASE("validate refuses RoPE parameters the table builder refuses", "[valida
   };
   const std::vector<Case> cases = {
       {{{"rope_type", "linear"}, {"factor", -2.0}}, 1e6, "factor"},
-      {{{"rope_type", "llama3"}, {"factor", 8.0}, {"low_freq_factor", 4.0}, {"high_freq_factor", 4.0},
-        {"original_max_position_embeddings", 8192}}, 5e5, "high_freq_factor"},
-      {{{"rope_type", "llama3"}, {"factor", 8.0}, {"low_freq_factor", 0.0}, {"high_freq_factor", 4.0},
-        {"original_max_position_embeddings", 8192}}, 5e5, "low_freq_factor"},
-      {{{"rope_type", "yarn"}, {"factor", 4.0}, {"original_max_position_embeddings", 0}}, 1e6,
+      {{{"rope_type", "llama3"},
+        {"factor", 8.0},
+        {"low_freq_factor", 4.0},
+        {"high_freq_factor", 4.0},
+        {"original_max_position_embeddings", 8192}},
+       5e5,
+       "high_freq_factor"},
+      {{{"rope_type", "llama3"},
+        {"factor", 8.0},
+        {"low_freq_factor", 0.0},
+        {"high_freq_factor", 4.0},
+        {"original_max_position_embeddings", 8192}},
+       5e5,
+       "low_freq_factor"},
+      {{{"rope_type", "yarn"}, {"factor", 4.0}, {"original_max_position_embeddings", 0}},
+       1e6,
        "original_max_position_embeddings"},
-      {{{"rope_type", "longrope"}, {"short_factor", {1.0, 1.0}}, {"long_factor", "x"},
-        {"original_max_position_embeddings", 4096}}, 1e4, "long_factor"},
+      {{{"rope_type", "longrope"},
+        {"short_factor", {1.0, 1.0}},
+        {"long_factor", "x"},
+        {"original_max_position_embeddings", 4096}},
+       1e4,
+       "long_factor"},
       {{{"rope_type", "ntk-by-parts"}}, 1e4, "ntk-by-parts"},
-      {{{"rope_type", "yarn"}, {"factor", 4.0}, {"original_max_position_embeddings", 4096}, {"mscale", 1.0},
-        {"mscale_all_dim", -1e6}}, 1e6, "attention factor"},
+      {{{"rope_type", "yarn"},
+        {"factor", 4.0},
+        {"original_max_position_embeddings", 4096},
+        {"mscale", 1.0},
+        {"mscale_all_dim", -1e6}},
+       1e6,
+       "attention factor"},
       {{{"rope_type", "linear"}, {"factor", 1e-300}}, 1e6, "frequency"},
       {nullptr, 1e-300, "frequency"},  // a tiny theta: inv_freq ~ 1e300
   };
@@ -726,7 +773,8 @@ TEST_CASE("validate refuses RoPE parameters the table builder refuses", "[valida
       CHECK_THAT(e.what(), Catch::Contains(c.what));  // refused while reading: as good
       continue;
     }
-    CHECK_THROWS_WITH(fkv::validate(config), Catch::Contains("synthetic: layer 0: ") && Catch::Contains(c.what));
+    CHECK_THROWS_WITH(fkv::validate(config),
+                      Catch::Contains("synthetic: layer 0: ") && Catch::Contains(c.what));
     CHECK_THROWS_WITH(fkv::make_plan(config, ValidationMode::Grouped), Catch::Contains(c.what));
   }
 }
@@ -747,13 +795,15 @@ void check_buildable_property(const std::filesystem::path& file) {
   for (fkv::DType act : {fkv::DType::BF16, fkv::DType::FP16, fkv::DType::FP32}) {
     fkv::VariantOptions o;
     o.act = o.cache = act;
-    for (const fkv::KernelSpec& k : fkv::kernel_specs_for(plan, o)) CHECK_FALSE(fkv::generate(k).source.empty());
+    for (const fkv::KernelSpec& k : fkv::kernel_specs_for(plan, o))
+      CHECK_FALSE(fkv::generate(k).source.empty());
   }
   fkv::RopeOptions ro;
   ro.max_position_embeddings = config.max_position_embeddings.value;
   for (const fkv::LayerGroup& g : plan.groups) {
     if (g.attn.rotary_dim == 0) continue;
-    const std::int64_t rows = std::min<std::int64_t>(std::max(1, config.max_position_embeddings.value), 2048);
+    const std::int64_t rows =
+        std::min<std::int64_t>(std::max(1, config.max_position_embeddings.value), 2048);
     const fkv::RopeTable table(g.attn.rope, g.attn.rotary_dim, rows, ro);
     for (double x : table.values()) REQUIRE(std::isfinite(x));
     for (fkv::DType d : {fkv::DType::BF16, fkv::DType::FP16}) {
@@ -769,9 +819,11 @@ void check_buildable_property(const std::filesystem::path& file) {
 
 }  // namespace
 
-TEST_CASE("property over the fuzz corpus: valid means every variant builds and every table is finite",
-          "[validate][buildable][fuzz]") {
-  const std::filesystem::path root = std::filesystem::path(FKV_TEST_DATA_DIR) / "../../fuzz/regressions/fuzz_config";
+TEST_CASE(
+    "property over the fuzz corpus: valid means every variant builds and every table is finite",
+    "[validate][buildable][fuzz]") {
+  const std::filesystem::path root =
+      std::filesystem::path(FKV_TEST_DATA_DIR) / "../../fuzz/regressions/fuzz_config";
   std::vector<std::filesystem::path> files;
   for (const auto& dir : {root, std::filesystem::path(FKV_TEST_DATA_DIR)})
     for (const auto& e : std::filesystem::directory_iterator(dir))

@@ -47,8 +47,9 @@ void precompile(const fkv::Plan& plan, const Args& a) {
   if (!request.note.empty()) std::printf("  note: %s\n", request.note.c_str());
   const fkv::PrecompileResult r = fkv::precompile(plan, variants, {request.target}, cache);
   for (const fkv::PrecompiledKernel& k : r.kernels)
-    std::printf("  %-48s %-9s %7.1f ms  %s\n", k.spec.short_name().c_str(), fkv::to_string(k.outcome).c_str(),
-                k.seconds * 1e3, k.persisted() ? k.path.c_str() : "(memory)");
+    std::printf("  %-48s %-9s %7.1f ms  %s\n", k.spec.short_name().c_str(),
+                fkv::to_string(k.outcome).c_str(), k.seconds * 1e3,
+                k.persisted() ? k.path.c_str() : "(memory)");
 }
 
 std::vector<std::uint16_t> random_bf16(std::size_t n, double scale, std::mt19937& rng) {
@@ -87,7 +88,8 @@ bool run_on_gpu(const fkv::ModelConfig& config, const Args& a) {
   std::vector<fkv::DeviceBuffer> w_dev;
   fkv::MaterializerWeights weights;
   for (const fkv::LayerAttention* l : attn_layers) {
-    const std::size_t rows = 2 * static_cast<std::size_t>(l->num_kv_heads.value * l->head_dim.value);
+    const std::size_t rows =
+        2 * static_cast<std::size_t>(l->num_kv_heads.value * l->head_dim.value);
     w_host.push_back(random_bf16(rows * hidden, 1.0 / std::sqrt(double(hidden)), rng));
     w_dev.push_back(to_device(w_host.back()));
     weights.w_kv.push_back(w_dev.back().ptr());
@@ -159,8 +161,8 @@ bool run_on_gpu(const fkv::ModelConfig& config, const Args& a) {
       col += rows;
     }
   }
-  std::printf("projection: %lld of %lld elements outside one bf16 ulp\n", static_cast<long long>(bad),
-              static_cast<long long>(T * N));
+  std::printf("projection: %lld of %lld elements outside one bf16 ulp\n",
+              static_cast<long long>(bad), static_cast<long long>(T * N));
   ok &= bad == 0;
 
   // 2. Each group's K/V against the CPU reference on the GPU's own projection.
@@ -179,7 +181,8 @@ bool run_on_gpu(const fkv::ModelConfig& config, const Args& a) {
     if (g.attn.rotary_dim > 0) {
       fkv::RopeOptions ro;
       ro.max_position_embeddings = config.max_position_embeddings.value;
-      const fkv::RopeTable rope(g.attn.rope, g.attn.rotary_dim, config.max_position_embeddings.value, ro);
+      const fkv::RopeTable rope(g.attn.rope, g.attn.rotary_dim,
+                                config.max_position_embeddings.value, ro);
       table = rope.bytes(fkv::DType::FP32);
       ref.cos_sin = table.data();
       ref.max_position = rope.max_position();
@@ -215,20 +218,27 @@ int main(int argc, char** argv) {
   for (int i = 1; i < argc; ++i) {
     const std::string s = argv[i];
     auto next = [&]() -> std::string { return i + 1 < argc ? argv[++i] : ""; };
-    if (s == "--arch") a.arch = next();
-    else if (s == "--cache-dir") a.cache_dir = next();
-    else if (s == "--tokens") a.tokens = std::stoll(next());
-    else if (s == "--grouped") a.grouped = true;
-    else a.config = s;
+    if (s == "--arch")
+      a.arch = next();
+    else if (s == "--cache-dir")
+      a.cache_dir = next();
+    else if (s == "--tokens")
+      a.tokens = std::stoll(next());
+    else if (s == "--grouped")
+      a.grouped = true;
+    else
+      a.config = s;
   }
   if (a.config.empty()) {
-    std::fprintf(stderr, "usage: embed_cpp CONFIG [--arch sm_90] [--cache-dir DIR] [--tokens N] [--grouped]\n");
+    std::fprintf(
+        stderr,
+        "usage: embed_cpp CONFIG [--arch sm_90] [--cache-dir DIR] [--tokens N] [--grouped]\n");
     return 2;
   }
   try {
     const fkv::ModelConfig config = fkv::ModelConfig::from_file(a.config);
-    const fkv::Plan plan =
-        fkv::make_plan(config, a.grouped ? fkv::ValidationMode::Grouped : fkv::ValidationMode::Strict);
+    const fkv::Plan plan = fkv::make_plan(
+        config, a.grouped ? fkv::ValidationMode::Grouped : fkv::ValidationMode::Strict);
     for (const fkv::LayerGroup& g : plan.groups)
       std::printf("group: %zu layers, %s\n", g.layers.size(), fkv::to_json(g.attn).dump().c_str());
     std::printf("precompiling for %s:\n", a.arch.c_str());

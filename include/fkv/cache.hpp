@@ -76,12 +76,12 @@ class KernelCache {
                   const std::function<CompiledKernel()>& build);
 
   const CacheOptions& options() const;
-  bool memory_only() const;  // true when no writable root could be used
-  std::vector<CacheEntryInfo> list() const;   // entries of every root
-  std::vector<CacheEntryInfo> verify();       // checks each entry; removes bad ones in the writable root
+  bool memory_only() const;                  // true when no writable root could be used
+  std::vector<CacheEntryInfo> list() const;  // entries of every root
+  std::vector<CacheEntryInfo> verify();  // checks each entry; removes bad ones in the writable root
   std::uint64_t prune(std::uint64_t max_bytes);  // LRU; returns bytes removed
-  std::size_t clear();                        // removes every entry of the writable root
-                                              // and empties the in-memory map
+  std::size_t clear();                           // removes every entry of the writable root
+                                                 // and empties the in-memory map
 
   // The process-wide cache, configured from JitOptions::global() on first use.
   static KernelCache& global();

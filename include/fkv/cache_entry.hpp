@@ -25,9 +25,9 @@ struct CacheEntryInfo {
   std::string arch;
   std::uint64_t bytes = 0;  // image + meta file
   bool ok = true;
-  std::string problem;     // why it is not ok
-  bool readonly = false;   // found in a read-only root
-  bool removed = false;    // verify() removed it
+  std::string problem;                          // why it is not ok
+  bool readonly = false;                        // found in a read-only root
+  bool removed = false;                         // verify() removed it
   std::filesystem::file_time_type last_used{};  // image mtime: publish time, touched on hits
 };
 
@@ -46,7 +46,8 @@ struct EntryPaths {
 
 // Where the entry for `key` lives below `root`: the directory comes from the key's "nvrtc"
 // and "arch" fields, the extension from its "output" field; every part is sanitized.
-EntryPaths entry_paths(const std::filesystem::path& root, const CacheKey& key, const std::string& short_name);
+EntryPaths entry_paths(const std::filesystem::path& root, const CacheKey& key,
+                       const std::string& short_name);
 
 enum class EntryState { Ok, Missing, Bad };
 
@@ -66,20 +67,22 @@ struct LoadedEntry {
 // others; the checksum covers the image and every meta field. A missing meta file is Missing
 // (not committed), anything wrong is Bad with the reason. The caller checks the directories
 // first (entry_dir_problem).
-LoadedEntry load_entry(const std::filesystem::path& meta_path, const CacheKey* expect, bool readonly = false);
+LoadedEntry load_entry(const std::filesystem::path& meta_path, const CacheKey* expect,
+                       bool readonly = false);
 
 // The checks a publish makes on the directories of an entry, made before every read:
 // layout_dir(root), the nvrtc directory and `dir` (the arch directory) must be real
 // directories (symlinks allowed in read-only roots only) owned by this user (or root, in
 // read-only roots) and not writable by group or others. "" when trusted; a directory that does
 // not exist sets *missing (when given) and is no problem.
-std::string entry_dir_problem(const std::filesystem::path& root, const std::filesystem::path& dir, bool readonly,
-                              bool* missing);
+std::string entry_dir_problem(const std::filesystem::path& root, const std::filesystem::path& dir,
+                              bool readonly, bool* missing);
 
 // The checksum a meta file records: XXH3-128 over the format, digest, image name, size,
 // lowered name, PTX flag and the image's own XXH3-128, labeled and length-prefixed.
-std::string entry_checksum(const std::string& digest, const std::string& image_name, std::uint64_t bytes,
-                           const std::string& lowered_name, bool ptx, std::string_view image);
+std::string entry_checksum(const std::string& digest, const std::string& image_name,
+                           std::uint64_t bytes, const std::string& lowered_name, bool ptx,
+                           std::string_view image);
 
 // Writes the image, then the meta file (each atomically). Returns "" or what went wrong, in
 // which case nothing of the entry is left behind.

@@ -32,8 +32,9 @@ enum class FileTrust {
 // Reads a regular file without following a symlink in its last component, at most `max`
 // bytes, checking its owner and mode on the open descriptor (no race with a rename). Returns
 // std::nullopt and sets `err` (errno in `code`) on failure.
-std::optional<std::string> read_file(const std::filesystem::path& path, std::uint64_t max, std::string& err,
-                                     int* code = nullptr, FileTrust trust = FileTrust::Any);
+std::optional<std::string> read_file(const std::filesystem::path& path, std::uint64_t max,
+                                     std::string& err, int* code = nullptr,
+                                     FileTrust trust = FileTrust::Any);
 
 // Whether a regular file may be handed to the driver: owned by this user (or, with
 // allow_root_owner, by root) and not writable by group or others. "" when it may.
@@ -44,7 +45,8 @@ bool fsync_dir(const std::filesystem::path& dir);
 // Publishes `content` as dir/name: unique temp file in the same directory (O_CREAT|O_EXCL|
 // O_NOFOLLOW, 0600) -> write -> fsync -> rename. A reader sees the old file, no file, or the
 // whole new file, never a torn one. Returns "" or what went wrong (temp file removed).
-std::string write_atomic(const std::filesystem::path& dir, const std::string& name, std::string_view content);
+std::string write_atomic(const std::filesystem::path& dir, const std::string& name,
+                         std::string_view content);
 
 // Whether a directory may hold cache entries that this process will hand to the driver:
 // owned by this user (or, with allow_root_owner, by root) and not writable by group/others.
@@ -53,7 +55,8 @@ std::string trust_problem(const struct stat& st, bool allow_root_owner);
 // Checks an existing directory as ensure_private_dir() does (no symlink unless `follow`,
 // trust_problem), without creating it. A directory that does not exist sets *missing and is
 // no problem: nothing can be read from it.
-std::string dir_trust_problem(const std::filesystem::path& dir, bool follow, bool allow_root_owner, bool* missing);
+std::string dir_trust_problem(const std::filesystem::path& dir, bool follow, bool allow_root_owner,
+                              bool* missing);
 
 // Creates `dir` (0700) if missing; it must then be a real directory (no symlink) we trust.
 std::string ensure_private_dir(const std::filesystem::path& dir);
@@ -79,7 +82,8 @@ bool ends_with(std::string_view s, std::string_view suffix);
 // without it. A timeout of 0 tries once.
 class FileLock {
  public:
-  explicit FileLock(const std::filesystem::path& path, std::chrono::seconds timeout = std::chrono::seconds(60));
+  explicit FileLock(const std::filesystem::path& path,
+                    std::chrono::seconds timeout = std::chrono::seconds(60));
   ~FileLock();
   FileLock(const FileLock&) = delete;
   FileLock& operator=(const FileLock&) = delete;

@@ -21,8 +21,10 @@ struct CacheKey {
   Fields fields;       // labeled, in key order
   std::string digest;  // 32 lowercase hex chars
   // The key of `src` built with `options` and jit's NVRTC options (nvrtc_options(options, jit)).
-  static CacheKey make(const KernelSource& src, const CompileOptions& options, const JitOptions& jit);
-  static CacheKey make(const KernelSource& src, const CompileOptions& options);  // JitOptions::global()
+  static CacheKey make(const KernelSource& src, const CompileOptions& options,
+                       const JitOptions& jit);
+  static CacheKey make(const KernelSource& src,
+                       const CompileOptions& options);  // JitOptions::global()
   // The digest of explicit fields (labels and values are hashed length-prefixed, in order).
   // make() builds its fields and calls this; tests and tools use it directly.
   static CacheKey from_fields(Fields fields);

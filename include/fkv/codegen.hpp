@@ -16,12 +16,12 @@
 namespace fkv {
 
 struct KernelSource {
-  std::string template_name;     // e.g. "fused_kv.cu"
-  std::string short_name;        // KernelSpec::short_name(), file-system safe
-  std::string specialization;    // KernelSpec::canonical(): part of the cache key
-  std::string template_hash;     // XXH3-128 hex of the template and every header it includes
-  std::string name_expression;   // "fkv_kernels::fused_kv_materialize<...>", for NVRTC
-  std::string source;            // the specialized translation unit (explicit instantiation)
+  std::string template_name;    // e.g. "fused_kv.cu"
+  std::string short_name;       // KernelSpec::short_name(), file-system safe
+  std::string specialization;   // KernelSpec::canonical(): part of the cache key
+  std::string template_hash;    // XXH3-128 hex of the template and every header it includes
+  std::string name_expression;  // "fkv_kernels::fused_kv_materialize<...>", for NVRTC
+  std::string source;           // the specialized translation unit (explicit instantiation)
   // In-memory headers handed to NVRTC: (include name, content).
   std::vector<std::pair<std::string, std::string>> headers;
 };

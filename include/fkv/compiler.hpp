@@ -49,20 +49,22 @@ struct CompiledKernel {
   std::string image;         // CUBIN (or PTX text) bytes
   std::string lowered_name;  // mangled name to pass to cuModuleGetFunction
   bool is_ptx = false;
-  std::string log;           // NVRTC log (warnings), may be empty
+  std::string log;  // NVRTC log (warnings), may be empty
 };
 
 // Compiles with NVRTC; throws CompileError carrying the log and the specialized source.
 // Thread-safe (NVRTC programs are independent).
-CompiledKernel compile(const KernelSource& src, const CompileOptions& options, const JitOptions& jit);
-CompiledKernel compile(const KernelSource& src, const CompileOptions& options);  // JitOptions::global()
+CompiledKernel compile(const KernelSource& src, const CompileOptions& options,
+                       const JitOptions& jit);
+CompiledKernel compile(const KernelSource& src,
+                       const CompileOptions& options);  // JitOptions::global()
 
 // The exact NVRTC options used for these CompileOptions (part of cache keys): fkv-jit's own,
 // then jit.nvrtc_options (FKV_NVRTC_OPTIONS), which must pass check_nvrtc_options.
 std::vector<std::string> nvrtc_options(const CompileOptions& options, const JitOptions& jit);
 std::vector<std::string> nvrtc_options(const CompileOptions& options);  // with JitOptions::global()
 
-std::string nvrtc_version();         // "13.0"
+std::string nvrtc_version();          // "13.0"
 std::vector<Arch> supported_archs();  // real archs this NVRTC can build CUBIN for, >= sm_80
 
 }  // namespace fkv

@@ -7,11 +7,10 @@
 
 #include <cstddef>
 #include <filesystem>
+#include <nlohmann/json.hpp>
 #include <string>
 #include <string_view>
 #include <vector>
-
-#include <nlohmann/json.hpp>
 
 namespace fkv {
 
@@ -64,7 +63,7 @@ struct LayerAttention {
 };
 
 struct ModelConfig {
-  std::string path;  // the file it came from, or the name given to from_json
+  std::string path;          // the file it came from, or the name given to from_json
   std::string architecture;  // architectures[0], or "" when absent
   std::string model_type;
   std::string family;  // the registry entry's name ("Qwen3"), or "explicit schema"
@@ -118,10 +117,10 @@ enum class RotaryDefault {
 };
 
 enum class NopeRule {
-  None,                     // NoPE only where a consumed key (no_rope_layers, ...) says so
-  FullLayers,               // full-attention layers never rotate (Cohere2)
-  FullLayersIfSliding,      // full-attention layers skip RoPE when a sliding window is set (EXAONE 4)
-  WithoutRotaryFlag,        // no RoPE unless "rotary": true (gpt_neo format)
+  None,                 // NoPE only where a consumed key (no_rope_layers, ...) says so
+  FullLayers,           // full-attention layers never rotate (Cohere2)
+  FullLayersIfSliding,  // full-attention layers skip RoPE when a sliding window is set (EXAONE 4)
+  WithoutRotaryFlag,    // no RoPE unless "rotary": true (gpt_neo format)
 };
 
 enum class KindDefault {
@@ -129,7 +128,7 @@ enum class KindDefault {
   AlternateEvenSliding,  // even layers sliding (Gemma 2)
   SlidingWindowPattern,  // sliding iff (i + 1) % sliding_window_pattern != 0 (Gemma 3, Cohere2)
   AllSlidingIfWindow,    // every layer slides when sliding_window is set (Mistral, Starcoder2)
-  KeyRequired,           // the engines' defaults disagree: a layer-kind key must be present (MiniMax)
+  KeyRequired,  // the engines' defaults disagree: a layer-kind key must be present (MiniMax)
 };
 
 struct Architecture {
@@ -170,7 +169,7 @@ std::string architectures_markdown();
 
 // Limits on what from_file / from_json read; beyond them a ConfigError says which.
 inline constexpr std::size_t kMaxConfigBytes = 1u << 20;  // 1 MiB: real config.json files are KBs
-inline constexpr int kMaxJsonDepth = 64;                   // nested arrays/objects
-inline constexpr int kMaxLayers = 4096;                    // num_hidden_layers and lists
+inline constexpr int kMaxJsonDepth = 64;                  // nested arrays/objects
+inline constexpr int kMaxLayers = 4096;                   // num_hidden_layers and lists
 
 }  // namespace fkv

@@ -64,7 +64,8 @@ struct DecodeSpec {
   // "decode;hidden=4096;L=5;<KernelSpec::canonical()>;tb=8;S=8;warps=8;mw=1;P=8;ksl=512": part
   // of the cache key.
   std::string canonical() const;
-  std::string short_name() const;  // e.g. "fkvdec_h8_d128_r128_neox_kn_bf16_bf16_stacked_L5_x4096_tb8"
+  std::string short_name()
+      const;  // e.g. "fkvdec_h8_d128_r128_neox_kn_bf16_bf16_stacked_L5_x4096_tb8"
   // Throws ConfigError (shape the kernel cannot take) or ArgumentError (bad tiling).
   void check() const;
 };
@@ -77,8 +78,8 @@ std::string decode_unsupported(const KernelSpec& epilogue, int hidden, int num_l
 // The spec for one token bucket, tiled for a GPU with `sm_count` SMs (enough CTAs to cover
 // the SMs several times; few enough splits to keep the partials small). Throws ConfigError
 // when decode_unsupported() says so, ArgumentError for an impossible tuning override.
-DecodeSpec make_decode_spec(const KernelSpec& epilogue, int hidden, int num_layers, int token_bucket,
-                            int sm_count, const DecodeTuning& tuning = {});
+DecodeSpec make_decode_spec(const KernelSpec& epilogue, int hidden, int num_layers,
+                            int token_bucket, int sm_count, const DecodeTuning& tuning = {});
 
 // The specialized source: templates/fused_proj_kv.cu plus one explicit instantiation; its
 // first line is "// fkv spec: " + spec.canonical(), which is also its specialization (cache key).
@@ -116,10 +117,10 @@ struct DecodeInput {
 };
 
 struct DecodePool {
-  const void* cache_loc = nullptr;  // [T] epilogue.slots; < 0 skipped
+  const void* cache_loc = nullptr;   // [T] epilogue.slots; < 0 skipped
   std::span<void* const> k_buffers;  // one per layer, [slots, slot_stride] in epilogue.cache
   std::span<void* const> v_buffers;
-  std::int64_t slot_stride = 0;  // 0 = H*D
+  std::int64_t slot_stride = 0;     // 0 = H*D
   std::span<const float> k_scales;  // fp8 caches, one per layer; empty = 1.0
   std::span<const float> v_scales;
 };

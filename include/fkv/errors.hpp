@@ -29,8 +29,12 @@ struct CompileError : std::runtime_error {
 // A CUDA driver call failed (or the driver is missing). `call` names the entry point and
 // `code_name` is cuGetErrorName's answer (e.g. "CUDA_ERROR_INVALID_VALUE").
 struct CudaError : std::runtime_error {
-  CudaError(const std::string& what, std::string call_ = {}, int code_ = 0, std::string code_name_ = {})
-      : std::runtime_error(what), call(std::move(call_)), code(code_), code_name(std::move(code_name_)) {}
+  CudaError(const std::string& what, std::string call_ = {}, int code_ = 0,
+            std::string code_name_ = {})
+      : std::runtime_error(what),
+        call(std::move(call_)),
+        code(code_),
+        code_name(std::move(code_name_)) {}
   std::string call;
   int code;
   std::string code_name;

@@ -65,8 +65,8 @@ typedef struct fkv_config fkv_config;
 
 typedef enum fkv_k_norm {
   FKV_K_NORM_NONE = 0,
-  FKV_K_NORM_RMS = 1,          /* k * rsqrt(mean(k^2) + eps) * w */
-  FKV_K_NORM_RMS_ONE_PLUS = 2  /* the same with (1 + w): fold it into w before a launch */
+  FKV_K_NORM_RMS = 1,         /* k * rsqrt(mean(k^2) + eps) * w */
+  FKV_K_NORM_RMS_ONE_PLUS = 2 /* the same with (1 + w): fold it into w before a launch */
 } fkv_k_norm;
 
 /* Reads a HuggingFace config.json or the explicit per-layer schema. FKV_ERR_BAD_INPUT names the
@@ -90,13 +90,13 @@ typedef struct fkv_layer_info {
   int is_sliding;
   int num_kv_heads;
   int head_dim;
-  int rotary_dim;   /* 0 on NoPE layers */
+  int rotary_dim; /* 0 on NoPE layers */
   int is_neox_style;
   fkv_k_norm k_norm;
   double eps;
   double rope_theta;
   int sliding_window;
-  int unsupported;  /* 1 when this attention layer cannot use the fused path */
+  int unsupported; /* 1 when this attention layer cannot use the fused path */
 } fkv_layer_info;
 
 /* FKV_ERR_ARGUMENT when `layer` is out of range. */
@@ -157,7 +157,7 @@ typedef enum fkv_dtype {
  * "fp8_e4m3", "float8_e4m3fn", "fp8_e5m2", ... */
 FKV_API fkv_status fkv_dtype_parse(const char* name, fkv_dtype* out);
 FKV_API const char* fkv_dtype_name(fkv_dtype dtype); /* "bf16", ...; "?" when invalid */
-FKV_API int fkv_dtype_size(fkv_dtype dtype);          /* bytes; 0 when invalid */
+FKV_API int fkv_dtype_size(fkv_dtype dtype);         /* bytes; 0 when invalid */
 
 /* One kernel specialization (fkv::KernelSpec). */
 typedef struct fkv_kernel_desc {
@@ -234,9 +234,9 @@ FKV_API fkv_status fkv_precompile_with_options(const fkv_config* config,
 
 /* The earlier form: fkv_precompile_with_options with the given arch, dtypes and cache_dir and
  * every other option at its default (both output modes, fp32 cos/sin, int64 indices). */
-FKV_API fkv_status fkv_precompile(const fkv_config* config, const char* arch,
-                                  const char* act_dtype, const char* kv_dtype,
-                                  const char* cache_dir, size_t* n_variants, size_t* n_compiled);
+FKV_API fkv_status fkv_precompile(const fkv_config* config, const char* arch, const char* act_dtype,
+                                  const char* kv_dtype, const char* cache_dir, size_t* n_variants,
+                                  size_t* n_compiled);
 
 /* ---- kernels and launches (SPEC §4, §6) ------------------------------------------------- */
 
@@ -257,20 +257,20 @@ FKV_API const char* fkv_kernel_arch(const fkv_kernel* kernel);
 
 /* The inputs both output modes share (fkv::FusedKVInputs). Device pointers unless noted. */
 typedef struct fkv_inputs {
-  const void* proj;          /* [T, L, 2*H*D] in desc.act; last dim contiguous */
-  int64_t num_tokens;        /* T; 0 launches nothing */
-  int64_t num_layers;        /* L */
-  int64_t proj_stride_token; /* 0 = L*2*H*D */
-  int64_t proj_stride_layer; /* 0 = 2*H*D */
-  const void* positions;     /* [T] int32/int64 (desc.positions_i64) */
-  const void* cos_sin;       /* [max_position, R] in desc.cos_sin; unused when R = 0 */
-  int64_t max_position;      /* rows of cos_sin */
-  int64_t cos_sin_stride;    /* 0 = R */
+  const void* proj;           /* [T, L, 2*H*D] in desc.act; last dim contiguous */
+  int64_t num_tokens;         /* T; 0 launches nothing */
+  int64_t num_layers;         /* L */
+  int64_t proj_stride_token;  /* 0 = L*2*H*D */
+  int64_t proj_stride_layer;  /* 0 = 2*H*D */
+  const void* positions;      /* [T] int32/int64 (desc.positions_i64) */
+  const void* cos_sin;        /* [max_position, R] in desc.cos_sin; unused when R = 0 */
+  int64_t max_position;       /* rows of cos_sin */
+  int64_t cos_sin_stride;     /* 0 = R */
   const float* k_norm_weight; /* [L, D] fp32, (1+w) folded; required iff desc.k_norm */
-  const float* eps;          /* HOST [L]; NULL = 1e-6 each */
-  unsigned int* error_flag;  /* device word or NULL: tokens with a position outside [0,
-                                max_position) or a slot >= num_slots are skipped in every
-                                build and OR 1 / 2 into it; required when desc.debug */
+  const float* eps;           /* HOST [L]; NULL = 1e-6 each */
+  unsigned int* error_flag;   /* device word or NULL: tokens with a position outside [0,
+                                 max_position) or a slot >= num_slots are skipped in every
+                                 build and OR 1 / 2 into it; required when desc.debug */
 } fkv_inputs;
 
 /* Stacked output: k_out, v_out [L, T, H, D] contiguous in desc.cache (device). No allocation,
@@ -284,9 +284,8 @@ FKV_API fkv_status fkv_materialize_stacked(const fkv_kernel* kernel, const fkv_i
  * (= 1.0). slot_stride 0 = H*D. Capturable like the stacked variant. */
 FKV_API fkv_status fkv_materialize_pool(const fkv_kernel* kernel, const fkv_inputs* in,
                                         const void* cache_loc, void* const* k_ptrs,
-                                        void* const* v_ptrs, int64_t num_slots,
-                                        int64_t slot_stride, const float* k_scales,
-                                        const float* v_scales, void* stream);
+                                        void* const* v_ptrs, int64_t num_slots, int64_t slot_stride,
+                                        const float* k_scales, const float* v_scales, void* stream);
 
 /* ---- the materializer: projection GEMM + fused kernels for one draft model ------------- */
 /* fkv::FusedKVMaterializer (include/fkv/fused_kv_materializer.hpp): built once (weights packed,
@@ -308,10 +307,10 @@ typedef struct fkv_materializer_options {
   int64_t max_position; /* rows of each cos/sin table; 0 = max_position_embeddings. Must cover
                            the largest position (context length + block size) */
   int device;
-  int stacked;          /* prepare the stacked-output kernels */
-  int pool;             /* prepare the pool kernels */
-  int paged;            /* pool kernels for paged layouts (fkv_materializer_pool_output) */
-  int tp_size;          /* tensor parallelism: this rank's share of the KV heads */
+  int stacked; /* prepare the stacked-output kernels */
+  int pool;    /* prepare the pool kernels */
+  int paged;   /* pool kernels for paged layouts (fkv_materializer_pool_output) */
+  int tp_size; /* tensor parallelism: this rank's share of the KV heads */
   int tp_rank;
 } fkv_materializer_options;
 
@@ -321,7 +320,7 @@ FKV_API void fkv_materializer_options_init(fkv_materializer_options* options);
 
 typedef struct fkv_materializer_weights {
   int64_t hidden_size;
-  int num_layers;              /* attention layers: the length of every array below */
+  int num_layers; /* attention layers: the length of every array below */
   /* DEVICE [2*H*D, hidden] row-major in options.act per layer: the K rows then the V rows
    * (under tensor parallelism: the rank's heads only). Copied by create. */
   const void* const* w_kv;
@@ -376,19 +375,19 @@ FKV_API fkv_status fkv_materializer_stacked(fkv_materializer* m, const fkv_mater
  * table are skipped and set fkv_materializer_error_flag(). Arrays marked HOST have num_layers
  * entries. */
 typedef struct fkv_materializer_pool_output {
-  const void* cache_loc;       /* DEVICE [T]; may be NULL when every layer has a slot mapping */
-  void* const* k_buffers;      /* HOST [num_layers] DEVICE pointers */
+  const void* cache_loc;  /* DEVICE [T]; may be NULL when every layer has a slot mapping */
+  void* const* k_buffers; /* HOST [num_layers] DEVICE pointers */
   void* const* v_buffers;
   int num_layers;
-  int64_t num_slots;           /* slots per layer buffer (paged: num_blocks * block_size) */
-  int64_t slot_stride;         /* 0 = H*D */
-  const float* k_scales;       /* HOST [num_layers], fp8 only; NULL = 1.0 */
+  int64_t num_slots;     /* slots per layer buffer (paged: num_blocks * block_size) */
+  int64_t slot_stride;   /* 0 = H*D */
+  const float* k_scales; /* HOST [num_layers], fp8 only; NULL = 1.0 */
   const float* v_scales;
   const float* k_scales_device; /* DEVICE [num_layers] fp32, fp8 only, read at run time */
   const float* v_scales_device;
-  int64_t block_size;          /* paged only; 0 = 1 */
-  int64_t block_stride;        /* paged only; 0 = one block's extent */
-  int64_t head_stride;         /* paged only; 0 = D */
+  int64_t block_size;               /* paged only; 0 = 1 */
+  int64_t block_stride;             /* paged only; 0 = one block's extent */
+  int64_t head_stride;              /* paged only; 0 = D */
   const void* const* slot_mappings; /* paged only: HOST [num_layers] DEVICE [T] (NULL entry =
                                        cache_loc); NULL = cache_loc for all */
 } fkv_materializer_pool_output;

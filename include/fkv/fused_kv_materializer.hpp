@@ -145,7 +145,8 @@ class FusedKVMaterializer {
   // in size while launches (and graphs captured with it) may read it. Positions >= rows are
   // skipped and flagged (error_flag()). A later call replaces the table for later launches
   // only. Throws ArgumentError.
-  void set_cos_sin(std::size_t group, const void* table, std::int64_t rows, std::int64_t row_stride = 0);
+  void set_cos_sin(std::size_t group, const void* table, std::int64_t rows,
+                   std::int64_t row_stride = 0);
 
   // Grows the projection buffer to `max_tokens` rows (nothing when it has them already), for
   // engines whose largest call is known only at run time. It allocates, so not while a stream

@@ -31,11 +31,24 @@ void* open_cuda_library(const std::string& stem, std::string* tried = nullptr);
 
 // The NVRTC entry points fkv-jit calls.
 struct Nvrtc {
-#define FKV_NVRTC_FNS(X)                                                                   \
-  X(nvrtcGetErrorString) X(nvrtcVersion) X(nvrtcGetNumSupportedArchs) X(nvrtcGetSupportedArchs) \
-  X(nvrtcCreateProgram) X(nvrtcDestroyProgram) X(nvrtcAddNameExpression) X(nvrtcCompileProgram) \
-  X(nvrtcGetProgramLogSize) X(nvrtcGetProgramLog) X(nvrtcGetLoweredName) X(nvrtcGetPTXSize)     \
-  X(nvrtcGetPTX) X(nvrtcGetCUBINSize) X(nvrtcGetCUBIN)
+// clang-format off
+#define FKV_NVRTC_FNS(X)       \
+  X(nvrtcGetErrorString)       \
+  X(nvrtcVersion)              \
+  X(nvrtcGetNumSupportedArchs) \
+  X(nvrtcGetSupportedArchs)    \
+  X(nvrtcCreateProgram)        \
+  X(nvrtcDestroyProgram)       \
+  X(nvrtcAddNameExpression)    \
+  X(nvrtcCompileProgram)       \
+  X(nvrtcGetProgramLogSize)    \
+  X(nvrtcGetProgramLog)        \
+  X(nvrtcGetLoweredName)       \
+  X(nvrtcGetPTXSize)           \
+  X(nvrtcGetPTX)               \
+  X(nvrtcGetCUBINSize)         \
+  X(nvrtcGetCUBIN)
+// clang-format on
 #define FKV_NVRTC_MEMBER(name) decltype(&::name) name = nullptr;
   FKV_NVRTC_FNS(FKV_NVRTC_MEMBER)
 #undef FKV_NVRTC_MEMBER

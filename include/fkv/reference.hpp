@@ -119,7 +119,8 @@ struct CompareResult {
   double max_ulp_error = 0;  // |gpu - ref| / ulp(dtype, ref)
   std::vector<Mismatch> first;
   bool ok() const { return mismatches == 0; }
-  // One line of statistics, then one line per listed mismatch: "k[l=0,t=3,h=1,d=5] gpu=... ref=...".
+  // One line of statistics, then one line per listed mismatch: "k[l=0,t=3,h=1,d=5] gpu=...
+  // ref=...".
   std::string summary(const std::string& what = "out") const;
 };
 

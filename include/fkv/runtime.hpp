@@ -35,7 +35,8 @@ class Runtime {
   // `options` (copied) are the tuning knobs and NVRTC options of every kernel this runtime
   // loads: the tiling (FKV_BLOCK_WARPS, FKV_LAYERS_PER_BLOCK), the templates
   // (FKV_TEMPLATE_DIR), the NVRTC options (FKV_NVRTC_OPTIONS, part of the cache key).
-  explicit Runtime(KernelCache& cache = KernelCache::global(), const JitOptions& options = JitOptions::global());
+  explicit Runtime(KernelCache& cache = KernelCache::global(),
+                   const JitOptions& options = JitOptions::global());
   ~Runtime();
   Runtime(const Runtime&) = delete;
   Runtime& operator=(const Runtime&) = delete;

@@ -30,9 +30,9 @@ enum class DType { BF16, FP16, FP32, FP8_E4M3, FP8_E5M2 };
 enum class IndexType { I32, I64 };
 enum class OutputMode { Stacked, Pool };
 
-std::string to_string(DType);       // "bf16", "fp16", "fp32", "fp8_e4m3", "fp8_e5m2"
-std::string to_string(IndexType);   // "int32", "int64"
-std::string to_string(OutputMode);  // "stacked", "pool"
+std::string to_string(DType);           // "bf16", "fp16", "fp32", "fp8_e4m3", "fp8_e5m2"
+std::string to_string(IndexType);       // "int32", "int64"
+std::string to_string(OutputMode);      // "stacked", "pool"
 DType parse_dtype(const std::string&);  // accepts the names above and torch-style aliases
 int dtype_size(DType);
 bool is_fp8(DType);
@@ -49,9 +49,9 @@ struct Tiling {
   int lanes_per_head = 0;    // head_dim / elems_per_thread, <= 32
   int heads_per_warp = 0;    // 32 / lanes_per_head; the other lanes of a warp idle
   int warps_per_block = 0;
-  int block_threads = 0;     // 32 * warps_per_block
-  int heads_per_block = 0;   // (token, head) pairs per block
-  int idle_lanes = 0;        // per warp: 32 - heads_per_warp * lanes_per_head
+  int block_threads = 0;    // 32 * warps_per_block
+  int heads_per_block = 0;  // (token, head) pairs per block
+  int idle_lanes = 0;       // per warp: 32 - heads_per_warp * lanes_per_head
   // Layers per block pinned by FKV_LAYERS_PER_BLOCK; 0 = launch_grid chooses per call. A launch
   // parameter, not a template argument: kernels of any value are the same cache entry.
   int fixed_layers_per_block = 0;
@@ -60,9 +60,9 @@ struct Tiling {
 struct KernelSpec {
   int num_kv_heads = 0;
   int head_dim = 0;
-  int rotary_dim = 0;  // 0 = no RoPE
-  bool neox = true;    // false = GPT-J interleaved pairs (AttentionSpec::is_neox_style)
-  bool k_norm = false;  // per-head RMS norm of K: AttentionSpec::k_norm != KNormKind::None
+  int rotary_dim = 0;           // 0 = no RoPE
+  bool neox = true;             // false = GPT-J interleaved pairs (AttentionSpec::is_neox_style)
+  bool k_norm = false;          // per-head RMS norm of K: AttentionSpec::k_norm != KNormKind::None
   DType act = DType::BF16;      // proj dtype (bf16, fp16, fp32)
   DType cache = DType::BF16;    // output dtype: act, fp8_e4m3 or fp8_e5m2
   DType cos_sin = DType::FP32;  // fp32 or act
@@ -80,7 +80,8 @@ struct KernelSpec {
   bool kv_bias = false;
 
   // Canonical text, stable across versions of this struct's field order; part of cache keys.
-  // e.g. "H=8;D=128;R=128;neox=1;knorm=1;act=bf16;cache=bf16;cs=fp32;pos=int64;slot=int64;mode=stacked;debug=0"
+  // e.g.
+  // "H=8;D=128;R=128;neox=1;knorm=1;act=bf16;cache=bf16;cs=fp32;pos=int64;slot=int64;mode=stacked;debug=0"
   // (";paged=1" and ";bias=1" are appended only when set, so older keys stay the same).
   std::string canonical() const;
   // A short file-system-safe name, e.g. "fkv_h8_d128_r128_neox_kn_bf16_bf16_stacked"
@@ -113,10 +114,8 @@ LaunchGrid launch_grid(const KernelSpec& spec, const Tiling& tiling, int sm_coun
 
 // The kernel spec for a validated group, with the dtypes chosen by the caller.
 KernelSpec make_kernel_spec(const AttentionSpec& attn, DType act, DType cache,
-                            OutputMode mode = OutputMode::Stacked,
-                            DType cos_sin = DType::FP32,
-                            IndexType positions = IndexType::I64,
-                            IndexType slots = IndexType::I64);
+                            OutputMode mode = OutputMode::Stacked, DType cos_sin = DType::FP32,
+                            IndexType positions = IndexType::I64, IndexType slots = IndexType::I64);
 
 // The dtypes and modes a deployment uses; with a Plan they give every kernel it needs.
 struct VariantOptions {

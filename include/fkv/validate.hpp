@@ -23,9 +23,9 @@ struct AttentionSpec {
 
 // The KV heads one tensor-parallel rank holds, in the model's head numbering.
 struct KVHeadShard {
-  int first_head = 0;    // the rank holds heads [first_head, first_head + num_heads)
+  int first_head = 0;  // the rank holds heads [first_head, first_head + num_heads)
   int num_heads = 0;
-  int total_heads = 0;   // the model's num_kv_heads
+  int total_heads = 0;      // the model's num_kv_heads
   bool replicated = false;  // num_kv_heads < tp_size: this head is also held by other ranks
 };
 
@@ -48,8 +48,8 @@ enum class ValidationMode { Strict, Grouped };
 
 // Strict mode: the reference is the first attention layer; each attention layer is checked in
 // order for num_kv_heads, head_dim, (rotary_dim, neox), RoPE frequencies. Throws ConfigError
-// with exactly the seed's texts (docs/cli.md lists them). Also throws for unsupported layers and for a model with no
-// attention layer.
+// with exactly the seed's texts (docs/cli.md lists them). Also throws for unsupported layers and
+// for a model with no attention layer.
 AttentionSpec validate(const ModelConfig& config);
 
 // Strict: one group (validate() must pass). Grouped: attention layers partitioned into uniform

@@ -12,7 +12,6 @@
 // which fkv_jit maps to its Python exception types.
 #include <cuda.h>
 #include <dlpack/dlpack.h>
-#include <nlohmann/json.hpp>
 #include <tvm/ffi/container/array.h>
 #include <tvm/ffi/container/map.h>
 #include <tvm/ffi/container/tensor.h>
@@ -25,6 +24,7 @@
 #include <cstring>
 #include <memory>
 #include <mutex>
+#include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
 
@@ -51,17 +51,33 @@ void check(fkv_status s) {
   if (s == FKV_OK) return;
   const char* kind = "FkvError";
   switch (s) {
-    case FKV_ERR_CONFIG_MISMATCH: kind = "ConfigMismatchError"; break;
-    case FKV_ERR_BAD_INPUT: kind = "BadInputError"; break;
-    case FKV_ERR_ARGUMENT: kind = "ArgumentError"; break;
-    case FKV_ERR_COMPILE: kind = "CompileError"; break;
-    case FKV_ERR_CUDA: kind = "CudaError"; break;
-    case FKV_ERR_CACHE: kind = "CacheError"; break;
-    case FKV_ERR_OUT_OF_MEMORY: kind = "MemoryError"; break;
-    default: break;
+    case FKV_ERR_CONFIG_MISMATCH:
+      kind = "ConfigMismatchError";
+      break;
+    case FKV_ERR_BAD_INPUT:
+      kind = "BadInputError";
+      break;
+    case FKV_ERR_ARGUMENT:
+      kind = "ArgumentError";
+      break;
+    case FKV_ERR_COMPILE:
+      kind = "CompileError";
+      break;
+    case FKV_ERR_CUDA:
+      kind = "CudaError";
+      break;
+    case FKV_ERR_CACHE:
+      kind = "CacheError";
+      break;
+    case FKV_ERR_OUT_OF_MEMORY:
+      kind = "MemoryError";
+      break;
+    default:
+      break;
   }
   std::string text = fkv_last_error();
-  if (s == FKV_ERR_COMPILE && *fkv_last_error_log()) text += "\n" + std::string(fkv_last_error_log());
+  if (s == FKV_ERR_COMPILE && *fkv_last_error_log())
+    text += "\n" + std::string(fkv_last_error_log());
   raise(kind, text);
 }
 
@@ -77,7 +93,8 @@ auto guarded(F&& body, const char* config_error_kind = "ConfigMismatchError") {
   } catch (const fkv::ArgumentError& e) {
     raise("ArgumentError", e.what());
   } catch (const fkv::CompileError& e) {
-    raise("CompileError", e.log.empty() ? std::string(e.what()) : std::string(e.what()) + "\n" + e.log);
+    raise("CompileError",
+          e.log.empty() ? std::string(e.what()) : std::string(e.what()) + "\n" + e.log);
   } catch (const fkv::CudaError& e) {
     raise("CudaError", e.what());
   } catch (const fkv::CacheError& e) {
@@ -94,7 +111,8 @@ auto guarded(F&& body, const char* config_error_kind = "ConfigMismatchError") {
 struct ConfigHandle {
   fkv_config* c = nullptr;
   ConfigHandle(const std::string& source, bool is_path, const std::string& name) {
-    check(is_path ? fkv_config_load(source.c_str(), &c) : fkv_config_from_json(source.c_str(), name.c_str(), &c));
+    check(is_path ? fkv_config_load(source.c_str(), &c)
+                  : fkv_config_from_json(source.c_str(), name.c_str(), &c));
   }
   ~ConfigHandle() { fkv_config_free(c); }
   ConfigHandle(const ConfigHandle&) = delete;
@@ -103,7 +121,9 @@ struct ConfigHandle {
 
 struct PlanHandle {
   fkv_plan* p = nullptr;
-  PlanHandle(const ConfigHandle& c, bool grouped) { check(fkv_plan_create(c.c, grouped ? 1 : 0, &p)); }
+  PlanHandle(const ConfigHandle& c, bool grouped) {
+    check(fkv_plan_create(c.c, grouped ? 1 : 0, &p));
+  }
   ~PlanHandle() { fkv_plan_free(p); }
   PlanHandle(const PlanHandle&) = delete;
   PlanHandle& operator=(const PlanHandle&) = delete;
@@ -111,16 +131,22 @@ struct PlanHandle {
 
 const char* k_norm_name(fkv_k_norm k) {
   switch (k) {
-    case FKV_K_NORM_RMS: return "rms";
-    case FKV_K_NORM_RMS_ONE_PLUS: return "rms_one_plus";
-    default: return "none";
+    case FKV_K_NORM_RMS:
+      return "rms";
+    case FKV_K_NORM_RMS_ONE_PLUS:
+      return "rms_one_plus";
+    default:
+      return "none";
   }
 }
 
 json attention_json(const fkv_attention_info& a) {
-  return {{"num_kv_heads", a.num_kv_heads}, {"head_dim", a.head_dim},
-          {"rotary_dim", a.rotary_dim},     {"is_neox_style", a.is_neox_style != 0},
-          {"k_norm", k_norm_name(a.k_norm)}, {"rope_theta", a.rope_theta},
+  return {{"num_kv_heads", a.num_kv_heads},
+          {"head_dim", a.head_dim},
+          {"rotary_dim", a.rotary_dim},
+          {"is_neox_style", a.is_neox_style != 0},
+          {"k_norm", k_norm_name(a.k_norm)},
+          {"rope_theta", a.rope_theta},
           {"rope_scaling_type", a.rope_scaling_type ? a.rope_scaling_type : ""}};
 }
 
@@ -130,10 +156,17 @@ ffi::String config_info(ffi::String source, bool is_path, ffi::String name) {
   for (int i = 0; i < fkv_config_num_layers(c.c); ++i) {
     fkv_layer_info l{};
     check(fkv_config_layer(c.c, i, &l));
-    layers.push_back({{"index", l.index}, {"is_attention", l.is_attention != 0}, {"is_sliding", l.is_sliding != 0},
-                      {"num_kv_heads", l.num_kv_heads}, {"head_dim", l.head_dim}, {"rotary_dim", l.rotary_dim},
-                      {"is_neox_style", l.is_neox_style != 0}, {"k_norm", k_norm_name(l.k_norm)}, {"eps", l.eps},
-                      {"rope_theta", l.rope_theta}, {"sliding_window", l.sliding_window},
+    layers.push_back({{"index", l.index},
+                      {"is_attention", l.is_attention != 0},
+                      {"is_sliding", l.is_sliding != 0},
+                      {"num_kv_heads", l.num_kv_heads},
+                      {"head_dim", l.head_dim},
+                      {"rotary_dim", l.rotary_dim},
+                      {"is_neox_style", l.is_neox_style != 0},
+                      {"k_norm", k_norm_name(l.k_norm)},
+                      {"eps", l.eps},
+                      {"rope_theta", l.rope_theta},
+                      {"sliding_window", l.sliding_window},
                       {"unsupported", l.unsupported != 0}});
   }
   return json{{"num_layers", fkv_config_num_layers(c.c)},
@@ -178,11 +211,18 @@ ffi::String kernel_desc(ffi::String source, bool is_path, ffi::String name, bool
   PlanHandle p(c, grouped);
   fkv_kernel_desc d{};
   check(fkv_plan_kernel_desc(p.p, group, parse(act), parse(cache), pool ? 1 : 0, &d));
-  return json{{"num_kv_heads", d.num_kv_heads}, {"head_dim", d.head_dim}, {"rotary_dim", d.rotary_dim},
-              {"neox", d.neox != 0}, {"k_norm", d.k_norm != 0}, {"act", dtype_name(d.act)},
-              {"cache", dtype_name(d.cache)}, {"cos_sin", dtype_name(d.cos_sin)},
-              {"positions_i64", d.positions_i64 != 0}, {"slots_i64", d.slots_i64 != 0},
-              {"pool", d.mode_pool != 0}, {"debug", d.debug != 0}}
+  return json{{"num_kv_heads", d.num_kv_heads},
+              {"head_dim", d.head_dim},
+              {"rotary_dim", d.rotary_dim},
+              {"neox", d.neox != 0},
+              {"k_norm", d.k_norm != 0},
+              {"act", dtype_name(d.act)},
+              {"cache", dtype_name(d.cache)},
+              {"cos_sin", dtype_name(d.cos_sin)},
+              {"positions_i64", d.positions_i64 != 0},
+              {"slots_i64", d.slots_i64 != 0},
+              {"pool", d.mode_pool != 0},
+              {"debug", d.debug != 0}}
       .dump();
 }
 
@@ -203,7 +243,8 @@ ffi::Array<int64_t> precompile(ffi::String source, bool is_path, ffi::String nam
   ConfigHandle c(source, is_path, name);
   std::size_t variants = 0, compiled = 0;
   auto opt = [](const ffi::String& s) { return s.size() ? s.c_str() : nullptr; };
-  check(fkv_precompile(c.c, arch.c_str(), opt(dtype), opt(kv_dtype), opt(cache_dir), &variants, &compiled));
+  check(fkv_precompile(c.c, arch.c_str(), opt(dtype), opt(kv_dtype), opt(cache_dir), &variants,
+                       &compiled));
   return ffi::Array<int64_t>{static_cast<int64_t>(variants), static_cast<int64_t>(compiled)};
 }
 
@@ -256,27 +297,41 @@ ffi::Array<ffi::String> nvrtc_status() {
 
 // ---- tensors ---------------------------------------------------------------------------------
 
-bool is(const DLDataType& t, uint8_t code, uint8_t bits) { return t.code == code && t.bits == bits && t.lanes == 1; }
+bool is(const DLDataType& t, uint8_t code, uint8_t bits) {
+  return t.code == code && t.bits == bits && t.lanes == 1;
+}
 
 std::string dl_name(const DLDataType& t) {
   switch (t.code) {
-    case kDLInt: return "int" + std::to_string(t.bits);
-    case kDLUInt: return "uint" + std::to_string(t.bits);
-    case kDLFloat: return "float" + std::to_string(t.bits);
-    case kDLBfloat: return "bfloat16";
-    case kDLFloat8_e4m3fn: return "float8_e4m3fn";
-    case kDLFloat8_e5m2: return "float8_e5m2";
-    default: return "dtype code " + std::to_string(t.code) + " bits " + std::to_string(t.bits);
+    case kDLInt:
+      return "int" + std::to_string(t.bits);
+    case kDLUInt:
+      return "uint" + std::to_string(t.bits);
+    case kDLFloat:
+      return "float" + std::to_string(t.bits);
+    case kDLBfloat:
+      return "bfloat16";
+    case kDLFloat8_e4m3fn:
+      return "float8_e4m3fn";
+    case kDLFloat8_e5m2:
+      return "float8_e5m2";
+    default:
+      return "dtype code " + std::to_string(t.code) + " bits " + std::to_string(t.bits);
   }
 }
 
 bool matches(const DLDataType& t, fkv::DType d) {
   switch (d) {
-    case fkv::DType::BF16: return is(t, kDLBfloat, 16);
-    case fkv::DType::FP16: return is(t, kDLFloat, 16);
-    case fkv::DType::FP32: return is(t, kDLFloat, 32);
-    case fkv::DType::FP8_E4M3: return is(t, kDLFloat8_e4m3fn, 8) || is(t, kDLUInt, 8);
-    case fkv::DType::FP8_E5M2: return is(t, kDLFloat8_e5m2, 8) || is(t, kDLUInt, 8);
+    case fkv::DType::BF16:
+      return is(t, kDLBfloat, 16);
+    case fkv::DType::FP16:
+      return is(t, kDLFloat, 16);
+    case fkv::DType::FP32:
+      return is(t, kDLFloat, 32);
+    case fkv::DType::FP8_E4M3:
+      return is(t, kDLFloat8_e4m3fn, 8) || is(t, kDLUInt, 8);
+    case fkv::DType::FP8_E5M2:
+      return is(t, kDLFloat8_e5m2, 8) || is(t, kDLUInt, 8);
   }
   return false;
 }
@@ -320,17 +375,19 @@ struct State {
     check_device(hidden_t, "ctx_hidden");
     check_device(pos, "positions");
     if (hidden_t.ndim() != 2 || hidden_t.size(1) != hidden || hidden_t.stride(1) != 1)
-      raise("ValueError", "ctx_hidden must be [num_tokens, " + std::to_string(hidden) + "] with contiguous rows");
+      raise("ValueError",
+            "ctx_hidden must be [num_tokens, " + std::to_string(hidden) + "] with contiguous rows");
     if (!matches(hidden_t.dtype(), opt.act))
-      raise("TypeError", "ctx_hidden dtype " + dl_name(hidden_t.dtype()) + " differs from the weights' " +
-                             fkv::to_string(opt.act));
+      raise("TypeError", "ctx_hidden dtype " + dl_name(hidden_t.dtype()) +
+                             " differs from the weights' " + fkv::to_string(opt.act));
     const std::int64_t T = hidden_t.size(0);
     if (pos.ndim() != 1 || pos.size(0) != T)
       raise("ValueError",
             "positions must match ctx_hidden token count for fused KV materialization: positions=" +
                 std::to_string(pos.numel()) + ", total_ctx=" + std::to_string(T) + ".");
     if (!is(pos.dtype(), kDLInt, 64) || !contiguous(pos))
-      raise("TypeError", "positions must be a contiguous int64 tensor, got " + dl_name(pos.dtype()));
+      raise("TypeError",
+            "positions must be a contiguous int64 tensor, got " + dl_name(pos.dtype()));
     fkv::MaterializerInput in;
     in.hidden = data(hidden_t);
     in.num_tokens = T;
@@ -340,8 +397,8 @@ struct State {
   }
 
   static void same_layout(BoundPool& p, bool first, const std::string& what, std::int64_t slots,
-                          std::int64_t slot_stride, std::int64_t block_size, std::int64_t block_stride,
-                          std::int64_t head_stride) {
+                          std::int64_t slot_stride, std::int64_t block_size,
+                          std::int64_t block_stride, std::int64_t head_stride) {
     if (first) {
       p.num_slots = slots;
       p.slot_stride = slot_stride;
@@ -350,14 +407,18 @@ struct State {
       p.head_stride = head_stride;
     } else if (slots != p.num_slots || slot_stride != p.slot_stride || block_size != p.block_size ||
                block_stride != p.block_stride || head_stride != p.head_stride) {
-      raise("ValueError", what + ": every pool buffer must have the same layout (slots, block size and strides) as "
-                                 "k_buffers[0]: " + std::to_string(p.num_slots) + " slots, slot stride " +
-                                 std::to_string(p.slot_stride) + "; got " + std::to_string(slots) + ", " +
-                                 std::to_string(slot_stride));
+      raise("ValueError",
+            what +
+                ": every pool buffer must have the same layout (slots, block size and strides) as "
+                "k_buffers[0]: " +
+                std::to_string(p.num_slots) + " slots, slot stride " +
+                std::to_string(p.slot_stride) + "; got " + std::to_string(slots) + ", " +
+                std::to_string(slot_stride));
     }
   }
 
-  void bind_flat(BoundPool& p, const ffi::TensorView& tv, const std::string& what, std::size_t i, bool first) const {
+  void bind_flat(BoundPool& p, const ffi::TensorView& tv, const std::string& what, std::size_t i,
+                 bool first) const {
     std::int64_t inner = 1;
     for (int d = 1; d < tv.ndim(); ++d) inner *= tv.size(d);
     bool rows_contiguous = tv.ndim() >= 2;
@@ -373,12 +434,19 @@ struct State {
     same_layout(p, first, what, tv.size(0), stride, 0, 0, 0);
   }
 
-  void bind_paged(BoundPool& p, const ffi::TensorView& tv, const std::string& what, std::size_t i, bool first) const {
+  void bind_paged(BoundPool& p, const ffi::TensorView& tv, const std::string& what, std::size_t i,
+                  bool first) const {
     if (tv.ndim() != 4 || tv.size(2) * tv.size(3) != layer_width[i] || tv.stride(3) != 1)
-      raise("ValueError", what + " must be a [num_blocks, block_size, num_kv_heads, head_dim] view with a contiguous "
-                                 "last dim (H*D = " + std::to_string(layer_width[i]) + "); for an HND cache pass "
-                                 "its .transpose(1, 2)");
-    same_layout(p, first, what, tv.size(0) * tv.size(1), tv.stride(1), tv.size(1), tv.stride(0), tv.stride(2));
+      raise(
+          "ValueError",
+          what +
+              " must be a [num_blocks, block_size, num_kv_heads, head_dim] view with a contiguous "
+              "last dim (H*D = " +
+              std::to_string(layer_width[i]) +
+              "); for an HND cache pass "
+              "its .transpose(1, 2)");
+    same_layout(p, first, what, tv.size(0) * tv.size(1), tv.stride(1), tv.size(1), tv.stride(0),
+                tv.stride(2));
   }
 
   // Flat pools: [num_slots, H, D] or [num_slots, H*D] with contiguous rows. Paged pools
@@ -391,13 +459,16 @@ struct State {
                          const ffi::Array<ffi::Tensor>& scales_device) {
     const std::size_t L = layer_width.size();
     if (k.size() != L || v.size() != L)
-      raise("ValueError", "k_buffers and v_buffers need one buffer per attention layer (" + std::to_string(L) +
-                              "), got " + std::to_string(k.size()) + " and " + std::to_string(v.size()));
+      raise("ValueError", "k_buffers and v_buffers need one buffer per attention layer (" +
+                              std::to_string(L) + "), got " + std::to_string(k.size()) + " and " +
+                              std::to_string(v.size()));
     if ((ks.size() != 0 && ks.size() != L) || (vs.size() != 0 && vs.size() != L))
-      raise("ValueError", "k_scales / v_scales take one value per attention layer (" + std::to_string(L) + ") or none");
+      raise("ValueError", "k_scales / v_scales take one value per attention layer (" +
+                              std::to_string(L) + ") or none");
     const bool fp8 = opt.cache == fkv::DType::FP8_E4M3 || opt.cache == fkv::DType::FP8_E5M2;
     if (!fp8 && (ks.size() != 0 || vs.size() != 0))
-      raise("ValueError", "k_scales / v_scales apply to fp8 pools only; this pool is " + fkv::to_string(opt.cache));
+      raise("ValueError", "k_scales / v_scales apply to fp8 pools only; this pool is " +
+                              fkv::to_string(opt.cache));
     BoundPool p;
     const ffi::Array<ffi::Tensor>* sides[2] = {&k, &v};
     const char* names[2] = {"k_buffers", "v_buffers"};
@@ -408,8 +479,8 @@ struct State {
         const ffi::TensorView tv(t);
         check_device(tv, what.c_str());
         if (!matches(tv.dtype(), opt.cache))
-          raise("TypeError", what + " is " + dl_name(tv.dtype()) + "; the helper writes " + fkv::to_string(opt.cache) +
-                                 " pools (kv_cache_dtype)");
+          raise("TypeError", what + " is " + dl_name(tv.dtype()) + "; the helper writes " +
+                                 fkv::to_string(opt.cache) + " pools (kv_cache_dtype)");
         if (opt.paged) {
           bind_paged(p, tv, what, i, s == 0 && i == 0);
         } else {
@@ -423,17 +494,23 @@ struct State {
     for (double x : ks) p.k_scales.push_back(static_cast<float>(x));
     for (double x : vs) p.v_scales.push_back(static_cast<float>(x));
     if (scales_device.size() != 0) {
-      if (scales_device.size() != 2) raise("ValueError", "device scales come as a pair: k_scales, v_scales");
-      if (!fp8) raise("ValueError", "k_scales / v_scales apply to fp8 pools only; this pool is " + fkv::to_string(opt.cache));
+      if (scales_device.size() != 2)
+        raise("ValueError", "device scales come as a pair: k_scales, v_scales");
+      if (!fp8)
+        raise("ValueError", "k_scales / v_scales apply to fp8 pools only; this pool is " +
+                                fkv::to_string(opt.cache));
       if (ks.size() != 0 || vs.size() != 0)
-        raise("ValueError", "give k_scales / v_scales either as floats or as device tensors, not both");
+        raise("ValueError",
+              "give k_scales / v_scales either as floats or as device tensors, not both");
       const float** dst[2] = {&p.k_scales_device, &p.v_scales_device};
       for (int s = 0; s < 2; ++s) {
         const ffi::TensorView t(scales_device[s]);
         const std::string what = s == 0 ? "k_scales" : "v_scales";
         check_device(t, what.c_str());
-        if (!is(t.dtype(), kDLFloat, 32) || !contiguous(t) || t.numel() != static_cast<std::int64_t>(L))
-          raise("ValueError", what + " as a tensor must be a contiguous float32 tensor of " + std::to_string(L) +
+        if (!is(t.dtype(), kDLFloat, 32) || !contiguous(t) ||
+            t.numel() != static_cast<std::int64_t>(L))
+          raise("ValueError", what + " as a tensor must be a contiguous float32 tensor of " +
+                                  std::to_string(L) +
                                   " values (one per attention layer) on the helper's device");
         *dst[s] = static_cast<const float*>(data(t));
       }
@@ -446,22 +523,26 @@ struct State {
   void check_slots(const ffi::TensorView& loc, const std::string& what, std::int64_t T) const {
     check_device(loc, what.c_str());
     if (loc.ndim() != 1 || loc.size(0) != T)
-      raise("ValueError", what + " has " + std::to_string(loc.numel()) + " entries for " + std::to_string(T) + " tokens");
+      raise("ValueError", what + " has " + std::to_string(loc.numel()) + " entries for " +
+                              std::to_string(T) + " tokens");
     if (!is(loc.dtype(), kDLInt, 64) || !contiguous(loc))
       raise("TypeError", what + " must be a contiguous int64 tensor, got " + dl_name(loc.dtype()));
   }
 
   // slot_maps: empty, or one [T] int64 tensor per attention layer (paged pools only).
-  void materialize_pool(const ffi::TensorView& hidden_t, const ffi::TensorView& pos, const ffi::TensorView& loc,
-                        std::int64_t pool_id, const ffi::Array<ffi::Tensor>& slot_maps) {
+  void materialize_pool(const ffi::TensorView& hidden_t, const ffi::TensorView& pos,
+                        const ffi::TensorView& loc, std::int64_t pool_id,
+                        const ffi::Array<ffi::Tensor>& slot_maps) {
     const fkv::MaterializerInput in = input(hidden_t, pos);
     check_slots(loc, "cache_loc", in.num_tokens);
     std::vector<const void*> maps;
     if (slot_maps.size() != 0) {
-      if (!opt.paged) raise("ValueError", "per-layer slot mappings need a helper constructed with paged=True");
+      if (!opt.paged)
+        raise("ValueError", "per-layer slot mappings need a helper constructed with paged=True");
       if (slot_maps.size() != layer_width.size())
         raise("ValueError", "slot_mappings takes one [T] tensor per attention layer (" +
-                                std::to_string(layer_width.size()) + "), got " + std::to_string(slot_maps.size()));
+                                std::to_string(layer_width.size()) + "), got " +
+                                std::to_string(slot_maps.size()));
       for (std::size_t i = 0; i < slot_maps.size(); ++i) {
         const ffi::TensorView t(slot_maps[i]);
         check_slots(t, "slot_mappings[" + std::to_string(i) + "]", in.num_tokens);
@@ -490,10 +571,12 @@ struct State {
 
   // out: contiguous, act dtype, T * stacked_elems elements: per group g, K [L_g, T, H_g, D_g]
   // then V of the same shape.
-  void materialize_stacked(const ffi::TensorView& hidden_t, const ffi::TensorView& pos, const ffi::TensorView& out) {
+  void materialize_stacked(const ffi::TensorView& hidden_t, const ffi::TensorView& pos,
+                           const ffi::TensorView& out) {
     const fkv::MaterializerInput in = input(hidden_t, pos);
     check_device(out, "out");
-    if (!matches(out.dtype(), opt.act) || !contiguous(out) || out.numel() != in.num_tokens * stacked_elems)
+    if (!matches(out.dtype(), opt.act) || !contiguous(out) ||
+        out.numel() != in.num_tokens * stacked_elems)
       raise("ValueError", "out must be a contiguous " + fkv::to_string(opt.act) + " tensor of " +
                               std::to_string(in.num_tokens * stacked_elems) + " elements");
     std::vector<void*> k, v;
@@ -515,12 +598,15 @@ struct State {
       raise("ValueError", "group " + std::to_string(group) + " is out of range");
     const int R = group_rotary[static_cast<std::size_t>(group)];
     if (!matches(t.dtype(), opt.cos_sin))
-      raise("TypeError", "cos_sin_cache is " + dl_name(t.dtype()) + "; the helper reads " + fkv::to_string(opt.cos_sin));
+      raise("TypeError", "cos_sin_cache is " + dl_name(t.dtype()) + "; the helper reads " +
+                             fkv::to_string(opt.cos_sin));
     if (t.ndim() != 2 || t.size(1) != R || t.stride(1) != 1)
       raise("ValueError", "cos_sin_cache must be [max_position, rotary_dim=" + std::to_string(R) +
-                              "] with a contiguous last dim, got " + std::to_string(t.ndim()) + " dims");
+                              "] with a contiguous last dim, got " + std::to_string(t.ndim()) +
+                              " dims");
     fkv::ensure_context(opt.device);
-    m->set_cos_sin(static_cast<std::size_t>(group), data(t), t.size(0), t.size(0) > 1 ? t.stride(0) : R);
+    m->set_cos_sin(static_cast<std::size_t>(group), data(t), t.size(0),
+                   t.size(0) > 1 ? t.stride(0) : R);
   }
 
   CUstream stream() const { return static_cast<CUstream>(TVMFFIEnvGetStream(kDLCUDA, opt.device)); }
@@ -541,12 +627,14 @@ struct State {
 };
 
 // Host fp32 vectors from contiguous float32 CPU tensors (K-norm weights, K/V biases).
-std::vector<std::vector<float>> host_vectors(const ffi::Array<ffi::Tensor>& tensors, const char* what) {
+std::vector<std::vector<float>> host_vectors(const ffi::Array<ffi::Tensor>& tensors,
+                                             const char* what) {
   std::vector<std::vector<float>> out;
   for (std::size_t i = 0; i < tensors.size(); ++i) {
     const ffi::TensorView t(tensors[i]);
     if (t.device().device_type != kDLCPU || !is(t.dtype(), kDLFloat, 32) || !contiguous(t))
-      raise("TypeError", std::string(what) + " reach the binding as contiguous float32 CPU tensors");
+      raise("TypeError",
+            std::string(what) + " reach the binding as contiguous float32 CPU tensors");
     const float* p = static_cast<const float*>(data(t));
     out.emplace_back(p, p + t.numel());
   }
@@ -554,7 +642,8 @@ std::vector<std::vector<float>> host_vectors(const ffi::Array<ffi::Tensor>& tens
 }
 
 fkv::MaterializerWeights weights_of(const State& st, const ffi::Array<ffi::Tensor>& w_kv,
-                                    const ffi::Array<ffi::Tensor>& k_norm, const ffi::Array<ffi::Tensor>& kv_bias,
+                                    const ffi::Array<ffi::Tensor>& k_norm,
+                                    const ffi::Array<ffi::Tensor>& kv_bias,
                                     const ffi::Array<double>& eps) {
   fkv::MaterializerWeights w;
   std::int64_t row_stride = 0;
@@ -563,12 +652,14 @@ fkv::MaterializerWeights weights_of(const State& st, const ffi::Array<ffi::Tenso
     const std::string what = "kv_weights[" + std::to_string(i) + "]";
     st.check_device(t, what.c_str());
     if (!matches(t.dtype(), st.opt.act))
-      raise("TypeError", what + " is " + dl_name(t.dtype()) + ", expected " + fkv::to_string(st.opt.act));
+      raise("TypeError",
+            what + " is " + dl_name(t.dtype()) + ", expected " + fkv::to_string(st.opt.act));
     if (t.ndim() != 2 || t.size(1) != st.hidden || t.stride(1) != 1)
-      raise("ValueError", what + " must be [2 * num_kv_heads * head_dim, " + std::to_string(st.hidden) +
-                              "] with contiguous rows");
+      raise("ValueError", what + " must be [2 * num_kv_heads * head_dim, " +
+                              std::to_string(st.hidden) + "] with contiguous rows");
     const std::int64_t rs = t.size(0) > 1 ? t.stride(0) : st.hidden;
-    if (i > 0 && rs != row_stride) raise("ValueError", "every kv_weights tensor must have the same row stride");
+    if (i > 0 && rs != row_stride)
+      raise("ValueError", "every kv_weights tensor must have the same row stride");
     row_stride = rs;
     w.w_kv.push_back(data(t));
   }
@@ -589,28 +680,34 @@ struct BorrowedAlloc {
 
 DLDataType dl_type(fkv::DType d) {
   switch (d) {
-    case fkv::DType::BF16: return DLDataType{kDLBfloat, 16, 1};
-    case fkv::DType::FP16: return DLDataType{kDLFloat, 16, 1};
-    default: return DLDataType{kDLFloat, 32, 1};
+    case fkv::DType::BF16:
+      return DLDataType{kDLBfloat, 16, 1};
+    case fkv::DType::FP16:
+      return DLDataType{kDLFloat, 16, 1};
+    default:
+      return DLDataType{kDLFloat, 32, 1};
   }
 }
 
-ffi::Tensor borrowed(const std::shared_ptr<State>& st, CUdeviceptr ptr, std::vector<std::int64_t> shape,
-                     DLDataType dtype) {
-  return ffi::Tensor::FromNDAlloc(BorrowedAlloc{st, reinterpret_cast<void*>(static_cast<std::uintptr_t>(ptr))},
-                                  ffi::ShapeView(shape.data(), shape.size()), dtype,
-                                  DLDevice{kDLCUDA, st->opt.device});
+ffi::Tensor borrowed(const std::shared_ptr<State>& st, CUdeviceptr ptr,
+                     std::vector<std::int64_t> shape, DLDataType dtype) {
+  return ffi::Tensor::FromNDAlloc(
+      BorrowedAlloc{st, reinterpret_cast<void*>(static_cast<std::uintptr_t>(ptr))},
+      ffi::ShapeView(shape.data(), shape.size()), dtype, DLDevice{kDLCUDA, st->opt.device});
 }
 
 // Returns a map of closures over one fkv::FusedKVMaterializer (see fkv_jit/materializer.py).
-ffi::Map<ffi::String, ffi::Any> materializer_create(ffi::String source, bool is_path, ffi::String name,
-                                                    ffi::String options_json, ffi::Array<ffi::Tensor> w_kv,
-                                                    ffi::Array<ffi::Tensor> k_norm, ffi::Array<ffi::Tensor> kv_bias,
+ffi::Map<ffi::String, ffi::Any> materializer_create(ffi::String source, bool is_path,
+                                                    ffi::String name, ffi::String options_json,
+                                                    ffi::Array<ffi::Tensor> w_kv,
+                                                    ffi::Array<ffi::Tensor> k_norm,
+                                                    ffi::Array<ffi::Tensor> kv_bias,
                                                     ffi::Array<double> eps) {
   return guarded([&] {
     const json o = json::parse(std::string(options_json));
     auto st = std::make_shared<State>();
-    st->opt.mode = o.at("grouped").get<bool>() ? fkv::ValidationMode::Grouped : fkv::ValidationMode::Strict;
+    st->opt.mode =
+        o.at("grouped").get<bool>() ? fkv::ValidationMode::Grouped : fkv::ValidationMode::Strict;
     st->opt.act = fkv::parse_dtype(o.at("act"));
     st->opt.cache = fkv::parse_dtype(o.at("cache"));
     st->opt.index = fkv::IndexType::I64;
@@ -626,8 +723,10 @@ ffi::Map<ffi::String, ffi::Any> materializer_create(ffi::String source, bool is_
     st->opt.external_cos_sin = o.value("external_cos_sin", false);
     st->opt.cos_sin = fkv::parse_dtype(o.value("cos_sin", std::string("fp32")));
     st->hidden = o.at("hidden");
-    const fkv::ModelConfig config = is_path ? fkv::ModelConfig::from_file(std::string(source))
-                                            : fkv::ModelConfig::from_json(std::string_view(source.data(), source.size()), std::string(name));
+    const fkv::ModelConfig config =
+        is_path ? fkv::ModelConfig::from_file(std::string(source))
+                : fkv::ModelConfig::from_json(std::string_view(source.data(), source.size()),
+                                              std::string(name));
     fkv::ensure_context(st->opt.device);
     const fkv::MaterializerWeights w = weights_of(*st, w_kv, k_norm, kv_bias, eps);
     st->m = std::make_unique<fkv::FusedKVMaterializer>(config, st->hidden, w, st->opt);
@@ -639,32 +738,39 @@ ffi::Map<ffi::String, ffi::Any> materializer_create(ffi::String source, bool is_
       st->group_elems.push_back(hd * static_cast<std::int64_t>(g.layers.size()));
       st->stacked_elems += 2 * st->group_elems.back();
     }
-    for (int l : st->m->layers()) st->layer_width.push_back(width_of_layer[static_cast<std::size_t>(l)]);
+    for (int l : st->m->layers())
+      st->layer_width.push_back(width_of_layer[static_cast<std::size_t>(l)]);
     for (const fkv::LayerGroup& g : plan.groups) {
       st->group_rotary.push_back(g.attn.rotary_dim);
-      st->group_norm.push_back(g.attn.k_norm != fkv::KNormKind::None
-                                   ? std::vector<std::int64_t>{static_cast<std::int64_t>(g.layers.size()), g.attn.head_dim}
-                                   : std::vector<std::int64_t>{});
+      st->group_norm.push_back(
+          g.attn.k_norm != fkv::KNormKind::None
+              ? std::vector<std::int64_t>{static_cast<std::int64_t>(g.layers.size()),
+                                          g.attn.head_dim}
+              : std::vector<std::int64_t>{});
     }
 
     ffi::Map<ffi::String, ffi::Any> fns;
-    fns.Set("bind_pool", ffi::Function::FromTyped([st](ffi::Array<ffi::Tensor> k, ffi::Array<ffi::Tensor> v,
-                                                       ffi::Array<double> ks, ffi::Array<double> vs,
-                                                       ffi::Array<ffi::Tensor> scales_device) {
+    fns.Set("bind_pool",
+            ffi::Function::FromTyped([st](ffi::Array<ffi::Tensor> k, ffi::Array<ffi::Tensor> v,
+                                          ffi::Array<double> ks, ffi::Array<double> vs,
+                                          ffi::Array<ffi::Tensor> scales_device) {
               return guarded([&] { return st->bind_pool(k, v, ks, vs, scales_device); });
             }));
-    fns.Set("materialize_pool", ffi::Function::FromTyped([st](ffi::TensorView h, ffi::TensorView p, ffi::TensorView loc,
-                                                              int64_t id, ffi::Array<ffi::Tensor> maps) {
+    fns.Set("materialize_pool",
+            ffi::Function::FromTyped([st](ffi::TensorView h, ffi::TensorView p, ffi::TensorView loc,
+                                          int64_t id, ffi::Array<ffi::Tensor> maps) {
               guarded([&] { st->materialize_pool(h, p, loc, id, maps); });
             }));
     // In place: the packed weights, K-norm weights and biases keep their addresses.
-    fns.Set("refresh_weights", ffi::Function::FromTyped([st](ffi::Array<ffi::Tensor> w_kv, ffi::Array<ffi::Tensor> k_norm,
-                                                             ffi::Array<ffi::Tensor> kv_bias, ffi::Array<double> eps) {
-              guarded([&] {
-                fkv::ensure_context(st->opt.device);
-                st->m->refresh_weights(weights_of(*st, w_kv, k_norm, kv_bias, eps), st->stream());
-              });
-            }));
+    fns.Set(
+        "refresh_weights",
+        ffi::Function::FromTyped([st](ffi::Array<ffi::Tensor> w_kv, ffi::Array<ffi::Tensor> k_norm,
+                                      ffi::Array<ffi::Tensor> kv_bias, ffi::Array<double> eps) {
+          guarded([&] {
+            fkv::ensure_context(st->opt.device);
+            st->m->refresh_weights(weights_of(*st, w_kv, k_norm, kv_bias, eps), st->stream());
+          });
+        }));
     fns.Set("reserve_tokens", ffi::Function::FromTyped([st](int64_t n) {
               guarded([&] { st->m->reserve_tokens(n); });
               return st->m->max_tokens();
@@ -674,7 +780,8 @@ ffi::Map<ffi::String, ffi::Any> materializer_create(ffi::String source, bool is_
             }));
     fns.Set("packed_weights", ffi::Function::FromTyped([st]() {
               return guarded([&] {
-                return borrowed(st, st->m->packed_weights(), {st->m->projection_width(), st->hidden}, dl_type(st->opt.act));
+                return borrowed(st, st->m->packed_weights(),
+                                {st->m->projection_width(), st->hidden}, dl_type(st->opt.act));
               });
             }));
     fns.Set("k_norm_weights", ffi::Function::FromTyped([st](int64_t group) {
@@ -683,13 +790,18 @@ ffi::Map<ffi::String, ffi::Any> materializer_create(ffi::String source, bool is_
                     st->group_norm[static_cast<std::size_t>(group)].empty())
                   raise("ValueError", "group " + std::to_string(group) + " has no K-norm weights");
                 return borrowed(st, st->m->k_norm_weights(static_cast<std::size_t>(group)),
-                                st->group_norm[static_cast<std::size_t>(group)], DLDataType{kDLFloat, 32, 1});
+                                st->group_norm[static_cast<std::size_t>(group)],
+                                DLDataType{kDLFloat, 32, 1});
               });
             }));
-    fns.Set("materialize_stacked", ffi::Function::FromTyped([st](ffi::TensorView h, ffi::TensorView p, ffi::TensorView out) {
-              guarded([&] { st->materialize_stacked(h, p, out); });
+    fns.Set(
+        "materialize_stacked",
+        ffi::Function::FromTyped([st](ffi::TensorView h, ffi::TensorView p, ffi::TensorView out) {
+          guarded([&] { st->materialize_stacked(h, p, out); });
+        }));
+    fns.Set("read_errors", ffi::Function::FromTyped([st](bool reset) {
+              return guarded([&] { return st->read_errors(reset); });
             }));
-    fns.Set("read_errors", ffi::Function::FromTyped([st](bool reset) { return guarded([&] { return st->read_errors(reset); }); }));
     fns.Set("projection_width", st->m->projection_width());
     return fns;
   });

@@ -115,7 +115,10 @@ struct Problem {
 
   Problem(const KernelSpec& s, const LayerGroup& g, const ModelConfig& cfg, std::int64_t tokens,
           std::mt19937_64& rng, CUstream launch_stream)
-      : spec(s), stream(launch_stream), T(tokens), L(static_cast<std::int64_t>(g.layers.size())),
+      : spec(s),
+        stream(launch_stream),
+        T(tokens),
+        L(static_cast<std::int64_t>(g.layers.size())),
         slots(2 * tokens + 16) {
     std::uniform_real_distribution<double> uni(0.5, 2.0);
     proj = random_values(s.act, static_cast<std::size_t>(T * L * 2 * kv()), rng());
@@ -309,7 +312,9 @@ CheckResult check_problem(const Problem& p, std::mt19937_64& rng) {
   CompareOptions ko, vo;
   ko.token_mask = vo.token_mask = mask;
   vo.exact = r.v_exact = p.spec.cache == p.spec.act;
-  std::thread v_side([&] { r.v = compare(p.spec.cache, gather_tokens(p, gv, tokens).data(), reference_v(ri), vo); });
+  std::thread v_side([&] {
+    r.v = compare(p.spec.cache, gather_tokens(p, gv, tokens).data(), reference_v(ri), vo);
+  });
   r.k = compare(p.spec.cache, gather_tokens(p, gk, tokens).data(), reference_k(ri), ko);
   v_side.join();
   for (auto m : mask) r.rows_exact += m;
@@ -353,7 +358,8 @@ void add_gpu_commands(CLI::App& app) {
   // selftest ----------------------------------------------------------------------------
   static GpuArgs st;
   CLI::App* s = app.add_subcommand(
-      "selftest", "check every kernel of a config's plan against the float64 reference on this GPU");
+      "selftest",
+      "check every kernel of a config's plan against the float64 reference on this GPU");
   add_common(s, st, "token counts to test (default 1,77,1000)");
   s->add_option("--seed", st.seed, "random seed (default: random, printed)");
   s->callback([] {
@@ -376,21 +382,27 @@ void add_gpu_commands(CLI::App& app) {
         p.poison();
         p.launch(k);
         const CheckResult r = check_problem(p, rng);
-        const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+        const double secs =
+            std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
         ++total;
         failed += !r.ok();
         rows_exact += r.rows_exact;
         rows_written += r.rows_written;
-        std::printf("%s %-44s layers %s T=%-6lld K max %.2f ulp, V %s; %lld of %lld rows vs reference (%.1f s)%s\n",
-                    r.ok() ? "PASS" : "FAIL", spec.short_name().c_str(), [&] {
-                      std::ostringstream o;
-                      for (std::size_t i = 0; i < group.layers.size(); ++i)
-                        o << (i ? "," : "") << group.layers[i];
-                      return o.str();
-                    }().c_str(), static_cast<long long>(T), r.k.max_ulp_error,
-                    r.v_exact ? (r.v.ok() ? "bit-exact" : "NOT bit-exact") : (r.v.ok() ? "ok" : "wrong"),
-                    static_cast<long long>(r.rows_exact), static_cast<long long>(r.rows_written), secs,
-                    r.stray ? " (untargeted pool rows written)" : "");
+        std::printf(
+            "%s %-44s layers %s T=%-6lld K max %.2f ulp, V %s; %lld of %lld rows vs reference "
+            "(%.1f s)%s\n",
+            r.ok() ? "PASS" : "FAIL", spec.short_name().c_str(),
+            [&] {
+              std::ostringstream o;
+              for (std::size_t i = 0; i < group.layers.size(); ++i)
+                o << (i ? "," : "") << group.layers[i];
+              return o.str();
+            }()
+                .c_str(),
+            static_cast<long long>(T), r.k.max_ulp_error,
+            r.v_exact ? (r.v.ok() ? "bit-exact" : "NOT bit-exact") : (r.v.ok() ? "ok" : "wrong"),
+            static_cast<long long>(r.rows_exact), static_cast<long long>(r.rows_written), secs,
+            r.stray ? " (untargeted pool rows written)" : "");
         if (r.poison_k || r.poison_v)
           std::printf("  rows not written: %lld K and %lld V elements still hold the poison\n",
                       static_cast<long long>(r.poison_k), static_cast<long long>(r.poison_v));
@@ -398,9 +410,13 @@ void add_gpu_commands(CLI::App& app) {
         if (!r.v.ok()) std::printf("%s\n", r.v.summary("v").c_str());
       }
     }
-    std::printf("%d of %d checks passed; %lld of %lld written rows compared element by element, all checked for unwritten elements\n",
-                total - failed, total, static_cast<long long>(rows_exact), static_cast<long long>(rows_written));
-    if (failed) throw CommandFailure(GpuCheckFailed, std::to_string(failed) + " selftest checks failed");
+    std::printf(
+        "%d of %d checks passed; %lld of %lld written rows compared element by element, all "
+        "checked for unwritten elements\n",
+        total - failed, total, static_cast<long long>(rows_exact),
+        static_cast<long long>(rows_written));
+    if (failed)
+      throw CommandFailure(GpuCheckFailed, std::to_string(failed) + " selftest checks failed");
   });
 
   // bench -------------------------------------------------------------------------------
@@ -446,9 +462,10 @@ void add_gpu_commands(CLI::App& app) {
         std::nth_element(ms.begin(), ms.begin() + ms.size() / 2, ms.end());
         const double us = ms[ms.size() / 2] * 1e3;
         // Bytes that must move: read K/V of proj, write K/V, positions (+ slots), cos/sin rows.
-        const double bytes = double(T) * p.L * 2 * p.kv() * (dtype_size(spec.act) + dtype_size(spec.cache)) +
-                             T * 8.0 * (spec.mode == OutputMode::Pool ? 2 : 1) +
-                             double(T) * spec.rotary_dim * dtype_size(spec.cos_sin);
+        const double bytes =
+            double(T) * p.L * 2 * p.kv() * (dtype_size(spec.act) + dtype_size(spec.cache)) +
+            T * 8.0 * (spec.mode == OutputMode::Pool ? 2 : 1) +
+            double(T) * spec.rotary_dim * dtype_size(spec.cos_sin);
         std::printf("%-44s %8lld %12.2f %10.0f\n", spec.short_name().c_str(),
                     static_cast<long long>(T), us, bytes / (us * 1e-6) / 1e9);
       }

@@ -87,8 +87,7 @@ void print_explain(std::ostream& os, const ModelConfig& config) {
   };
   os << "per-layer values (" << config.path << "):\n";
   for (const LayerAttention& l : config.layers) {
-    os << "layer " << l.index << ": " << to_string(l.kind.value) << "  [" << l.kind.source
-              << "]\n";
+    os << "layer " << l.index << ": " << to_string(l.kind.value) << "  [" << l.kind.source << "]\n";
     if (!l.is_attention()) continue;
     row("num_kv_heads", std::to_string(l.num_kv_heads.value), l.num_kv_heads.source);
     row("head_dim", std::to_string(l.head_dim.value), l.head_dim.source);
@@ -108,12 +107,11 @@ void print_groups(std::ostream& os, const Plan& plan) {
     const LayerGroup& group = plan.groups[g];
     const AttentionSpec& a = group.attn;
     os << "group " << g << ": " << group.layers.size() << " layer"
-              << (group.layers.size() == 1 ? "" : "s") << ": " << format_layers(group.layers)
-              << "\n"
-              << "  num_kv_heads=" << a.num_kv_heads << "  head_dim=" << a.head_dim
-              << "  rotary_dim=" << a.rotary_dim << "  neox=" << format_bool(a.is_neox_style)
-              << "  k_norm=" << to_string(a.k_norm) << "\n"
-              << "  rope: " << format_rope_of(a) << "\n";
+       << (group.layers.size() == 1 ? "" : "s") << ": " << format_layers(group.layers) << "\n"
+       << "  num_kv_heads=" << a.num_kv_heads << "  head_dim=" << a.head_dim
+       << "  rotary_dim=" << a.rotary_dim << "  neox=" << format_bool(a.is_neox_style)
+       << "  k_norm=" << to_string(a.k_norm) << "\n"
+       << "  rope: " << format_rope_of(a) << "\n";
   }
 }
 
@@ -186,24 +184,23 @@ void run_validate(const Options& opts) {
   std::vector<int> attention;
   for (const auto* l : config.attention_layers()) attention.push_back(l->index);
   if (opts.grouped) {
-    os << config.path << ": valid for the fused KV path in grouped mode ("
-              << plan.groups.size() << " group" << (plan.groups.size() == 1 ? "" : "s") << ")\n";
+    os << config.path << ": valid for the fused KV path in grouped mode (" << plan.groups.size()
+       << " group" << (plan.groups.size() == 1 ? "" : "s") << ")\n";
     print_groups(os, plan);
   } else {
     const AttentionSpec& a = plan.groups.front().attn;
     os << config.path << ": valid for the fused KV path (one kernel specialization)\n"
-              << "  architecture      " << (config.architecture.empty() ? "-" : config.architecture)
-              << "\n"
-              << "  num_kv_heads      " << a.num_kv_heads << "\n"
-              << "  head_dim          " << a.head_dim << "\n"
-              << "  rotary_dim        " << a.rotary_dim << "\n"
-              << "  neox              " << format_bool(a.is_neox_style) << "\n"
-              << "  k_norm            " << to_string(a.k_norm) << "\n"
-              << "  rope              " << format_rope_of(a) << "\n";
+       << "  architecture      " << (config.architecture.empty() ? "-" : config.architecture)
+       << "\n"
+       << "  num_kv_heads      " << a.num_kv_heads << "\n"
+       << "  head_dim          " << a.head_dim << "\n"
+       << "  rotary_dim        " << a.rotary_dim << "\n"
+       << "  neox              " << format_bool(a.is_neox_style) << "\n"
+       << "  k_norm            " << to_string(a.k_norm) << "\n"
+       << "  rope              " << format_rope_of(a) << "\n";
   }
-  os << "  attention layers  " << attention.size() << " (" << format_layers(attention)
-            << ")\n"
-            << "  skipped layers    " << format_layers(plan.skipped_layers) << "\n";
+  os << "  attention layers  " << attention.size() << " (" << format_layers(attention) << ")\n"
+     << "  skipped layers    " << format_layers(plan.skipped_layers) << "\n";
   std::cout << printable(os.str());
 }
 
@@ -212,7 +209,8 @@ void run_validate(const Options& opts) {
 std::vector<Plan> rank_plans(const Plan& plan, int tp) {
   std::vector<Plan> out;
   if (tp != 1)
-    for (int r = 0; r < std::max(tp, 1); ++r) out.push_back(shard_plan(plan, TensorParallel{tp, r}));
+    for (int r = 0; r < std::max(tp, 1); ++r)
+      out.push_back(shard_plan(plan, TensorParallel{tp, r}));
   return out;
 }
 
@@ -233,8 +231,10 @@ void run_plan(const Options& opts) {
       for (const Plan& r : ranks) {
         nlohmann::json heads = nlohmann::json::array();
         for (const LayerGroup& g : r.groups)
-          heads.push_back({{"first_head", g.heads.first_head}, {"num_heads", g.heads.num_heads},
-                           {"total_heads", g.heads.total_heads}, {"replicated", g.heads.replicated}});
+          heads.push_back({{"first_head", g.heads.first_head},
+                           {"num_heads", g.heads.num_heads},
+                           {"total_heads", g.heads.total_heads},
+                           {"replicated", g.heads.replicated}});
         rj.push_back({{"rank", r.tp_rank}, {"groups", heads}});
       }
       out["tp_size"] = opts.tp;
@@ -245,9 +245,9 @@ void run_plan(const Options& opts) {
   }
   std::ostringstream os;
   os << config.path << ": " << plan.groups.size() << " group"
-            << (plan.groups.size() == 1 ? "" : "s") << " (" << (opts.grouped ? "grouped" : "strict")
-            << " mode), " << attention_layer_count(plan) << " attention layers, "
-            << plan.skipped_layers.size() << " skipped\n";
+     << (plan.groups.size() == 1 ? "" : "s") << " (" << (opts.grouped ? "grouped" : "strict")
+     << " mode), " << attention_layer_count(plan) << " attention layers, "
+     << plan.skipped_layers.size() << " skipped\n";
   print_groups(os, plan);
   os << "skipped layers: " << format_layers(plan.skipped_layers) << "\n";
   for (const Plan& r : ranks) {
@@ -255,7 +255,8 @@ void run_plan(const Options& opts) {
     for (size_t g = 0; g < r.groups.size(); ++g) {
       const KVHeadShard& h = r.groups[g].heads;
       os << (g ? ";" : "") << " group " << g << " KV heads [" << h.first_head << ", "
-         << h.first_head + h.num_heads << ") of " << h.total_heads << (h.replicated ? " (replicated)" : "");
+         << h.first_head + h.num_heads << ") of " << h.total_heads
+         << (h.replicated ? " (replicated)" : "");
     }
     os << "\n";
   }
@@ -286,8 +287,9 @@ void add_validate_commands(CLI::App& app) {
   plan->add_option("CONFIG", plan_opts->path, "HuggingFace config.json or explicit schema")
       ->required();
   plan->add_flag("--json", plan_opts->json, "Print a JSON object instead of text");
-  plan->add_option("--tp", plan_opts->tp,
-                   "Tensor-parallel degree: groups as one rank sees them, and each rank's KV heads");
+  plan->add_option(
+      "--tp", plan_opts->tp,
+      "Tensor-parallel degree: groups as one rank sees them, and each rank's KV heads");
   plan->add_flag_callback(
       "--strict", [plan_opts] { plan_opts->grouped = false; },
       "Require one group, failing like `validate`");

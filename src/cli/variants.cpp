@@ -24,7 +24,8 @@ void add_variant_options(CLI::App* cmd, VariantArgs& a, bool config_positional) 
       ->check(CLI::IsMember({"stacked", "pool", "both"}))
       ->capture_default_str();
   cmd->add_flag("--strict", a.strict, "require one uniform group (the seed's semantics)");
-  cmd->add_option("--tp", a.tp, "tensor-parallel degree: build the kernels of a rank's share of the KV heads")
+  cmd->add_option("--tp", a.tp,
+                  "tensor-parallel degree: build the kernels of a rank's share of the KV heads")
       ->capture_default_str();
 }
 
@@ -70,8 +71,9 @@ CLI::Option* add_cache_dir_option(CLI::App* cmd, std::string& dir, const std::st
   return cmd->add_option("--cache-dir", dir, what)
       ->check(CLI::Validator(
           [](const std::string& v) {
-            return v.empty() ? std::string("an empty path names no directory: give a directory, or "
-                                           "leave the option out for the default")
+            return v.empty() ? std::string(
+                                   "an empty path names no directory: give a directory, or "
+                                   "leave the option out for the default")
                              : std::string();
           },
           "DIR", "non-empty"));

@@ -50,7 +50,8 @@ const std::vector<LayoutKey>& layout_keys() {
       {"cross_attention_layers", "cross-attention layers (KV from another sequence)"},
       {"linear_attn_config", "linear-attention layer lists (some counted from 1)"},
       {"attn_type_list", "linear (0) or softmax (1) attention per layer"},
-      {"decoder_attention_types", "linear (0) or softmax (1) attention per layer (MiniMax, older name)"},
+      {"decoder_attention_types",
+       "linear (0) or softmax (1) attention per layer (MiniMax, older name)"},
       {"full_attn_idxs", "indices of full-attention layers in a hybrid model"},
       {"linear_num_key_heads", "linear-attention layers exist (hybrid model)"},
       {"linear_key_head_dim", "linear-attention layers exist (hybrid model)"},
@@ -99,6 +100,9 @@ std::vector<Architecture> build() {
   using NR = NopeRule;
   using KD = KindDefault;
 
+  // The registry is a data table: one entry per family, its fields in the order of
+  // Architecture, laid out by hand; clang-format would put each field on its own line.
+  // clang-format off
   // Drafts first: they match architectures[0] before model_type.
   add({"DFlash draft", {}, "DFlash", RS::Neox, KN::Rms, RD::Full, NR::None, KD::AllFull, false,
        with_basics({"layer_types", "use_sliding_window"}), "", "",
@@ -295,6 +299,7 @@ std::vector<Architecture> build() {
        "mesh-transformer-jax GPT-J export read as transformers src/transformers/models/gptj/modeling_gptj.py "
        "GPTJAttention when \"rotary\": true; transformers models/gpt_neo/modeling_gpt_neo.py "
        "GPTNeoSelfAttention (learned positions, no RoPE) otherwise"});
+  // clang-format on
   return v;
 }
 
@@ -308,14 +313,22 @@ const char* style_name(RopeStyle s) { return s == RopeStyle::Neox ? "neox" : "GP
 
 const char* k_norm_name(KNormRule k) {
   switch (k) {
-    case KNormRule::None: return "none";
-    case KNormRule::Rms: return "rms";
-    case KNormRule::RmsOnePlus: return "rms (1 + w)";
-    case KNormRule::RmsIfQkNorm: return "rms if use_qk_norm";
-    case KNormRule::AcrossHeads: return "across all heads (unsupported)";
-    case KNormRule::LayerNormIfQkNorm: return "LayerNorm if the qk-norm key is true (unsupported)";
-    case KNormRule::L2IfQkNorm: return "L2 without weight if use_qk_norm (unsupported on RoPE layers)";
-    case KNormRule::RmsAfterRope: return "rms after RoPE (unsupported)";
+    case KNormRule::None:
+      return "none";
+    case KNormRule::Rms:
+      return "rms";
+    case KNormRule::RmsOnePlus:
+      return "rms (1 + w)";
+    case KNormRule::RmsIfQkNorm:
+      return "rms if use_qk_norm";
+    case KNormRule::AcrossHeads:
+      return "across all heads (unsupported)";
+    case KNormRule::LayerNormIfQkNorm:
+      return "LayerNorm if the qk-norm key is true (unsupported)";
+    case KNormRule::L2IfQkNorm:
+      return "L2 without weight if use_qk_norm (unsupported on RoPE layers)";
+    case KNormRule::RmsAfterRope:
+      return "rms after RoPE (unsupported)";
   }
   return "?";
 }
@@ -323,10 +336,15 @@ const char* k_norm_name(KNormRule k) {
 const char* rotary_name(RotaryDefault r, NopeRule n) {
   if (r == RotaryDefault::None) return "none (no RoPE)";
   switch (n) {
-    case NopeRule::FullLayers: return r == RotaryDefault::Half ? "head_dim/2; full layers NoPE" : "head_dim; full layers NoPE";
-    case NopeRule::FullLayersIfSliding: return "head_dim; full layers NoPE when sliding_window is set";
-    case NopeRule::WithoutRotaryFlag: return "rotary_dim if \"rotary\": true, else none";
-    case NopeRule::None: break;
+    case NopeRule::FullLayers:
+      return r == RotaryDefault::Half ? "head_dim/2; full layers NoPE"
+                                      : "head_dim; full layers NoPE";
+    case NopeRule::FullLayersIfSliding:
+      return "head_dim; full layers NoPE when sliding_window is set";
+    case NopeRule::WithoutRotaryFlag:
+      return "rotary_dim if \"rotary\": true, else none";
+    case NopeRule::None:
+      break;
   }
   return r == RotaryDefault::Half ? "head_dim/2" : "head_dim";
 }
@@ -340,7 +358,8 @@ const std::vector<Architecture>& architectures() {
 
 std::string architectures_markdown() {
   std::string out =
-      "| family | model_type (or architectures[0]) | RoPE | rotary default | K norm | layout keys read | "
+      "| family | model_type (or architectures[0]) | RoPE | rotary default | K norm | layout keys "
+      "read | "
       "checked against |\n|---|---|---|---|---|---|---|\n";
   for (const Architecture& a : architectures()) {
     std::vector<std::string> types;
@@ -348,9 +367,10 @@ std::string architectures_markdown() {
     if (!a.architecture_prefix.empty()) types.push_back("`" + a.architecture_prefix + "*`");
     std::vector<std::string> reads;
     for (const auto& k : a.reads) reads.push_back("`" + k + "`");
-    out += "| " + a.name + " | " + join(types, ", ") + " | " + (a.mla ? "MLA (unsupported)" : style_name(a.style)) +
-           " | " + rotary_name(a.rotary, a.nope) + " | " + k_norm_name(a.k_norm) + " | " + join(reads, ", ") +
-           " | " + a.citation + " |\n";
+    out += "| " + a.name + " | " + join(types, ", ") + " | " +
+           (a.mla ? "MLA (unsupported)" : style_name(a.style)) + " | " +
+           rotary_name(a.rotary, a.nope) + " | " + k_norm_name(a.k_norm) + " | " +
+           join(reads, ", ") + " | " + a.citation + " |\n";
   }
   return out;
 }

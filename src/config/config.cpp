@@ -25,7 +25,6 @@ namespace fkv {
 
 using namespace config_detail;
 
-
 // ---------------------------------------------------------------------------------------------
 
 std::string RopeFrequencies::canonical() const {
@@ -56,18 +55,24 @@ std::string RopeFrequencies::canonical() const {
 
 std::string to_string(LayerKind k) {
   switch (k) {
-    case LayerKind::FullAttention: return "full_attention";
-    case LayerKind::SlidingAttention: return "sliding_attention";
-    case LayerKind::NoAttention: return "none";
+    case LayerKind::FullAttention:
+      return "full_attention";
+    case LayerKind::SlidingAttention:
+      return "sliding_attention";
+    case LayerKind::NoAttention:
+      return "none";
   }
   return "?";
 }
 
 std::string to_string(KNormKind k) {
   switch (k) {
-    case KNormKind::None: return "none";
-    case KNormKind::Rms: return "rms";
-    case KNormKind::RmsOnePlus: return "rms_one_plus";
+    case KNormKind::None:
+      return "none";
+    case KNormKind::Rms:
+      return "rms";
+    case KNormKind::RmsOnePlus:
+      return "rms_one_plus";
   }
   return "?";
 }
@@ -105,11 +110,14 @@ Nested nested_of(const json& root, const std::string& file) {
     const Hit t{&root["speculators_model_type"], "speculators_model_type"};
     const std::string type = top.string(t);
     if (type != "dflash" && type != "eagle3")
-      top.fail(t.path, "\"" + type + "\" is not a speculators model type fkv-jit reads; supported: \"dflash\" "
-                       "(Qwen3DFlashAttention layers) and \"eagle3\" (Llama layers)");
+      top.fail(t.path,
+               "\"" + type +
+                   "\" is not a speculators model type fkv-jit reads; supported: \"dflash\" "
+                   "(Qwen3DFlashAttention layers) and \"eagle3\" (Llama layers)");
     if (!present(root, "transformer_layer_config") || !root["transformer_layer_config"].is_object())
-      top.fail("transformer_layer_config", "missing or not an object: the speculators format keeps the draft's layer "
-                                           "config there");
+      top.fail("transformer_layer_config",
+               "missing or not an object: the speculators format keeps the draft's layer "
+               "config there");
     return {&root["transformer_layer_config"], "transformer_layer_config", type};
   }
   for (const char* k : {"text_config", "llm_config"}) {
@@ -121,14 +129,16 @@ Nested nested_of(const json& root, const std::string& file) {
 }
 
 // The registry entry of a config, or arch == nullptr when there is none.
-Family family_of(const Doc& doc, const Nested& nested, std::string& model_type_src, std::string& type) {
+Family family_of(const Doc& doc, const Nested& nested, std::string& model_type_src,
+                 std::string& type) {
   if (nested.obj && present(*nested.obj, "model_type")) {
     model_type_src = nested.name + ".model_type";
     type = doc.string(Hit{&(*nested.obj)["model_type"], model_type_src});
   } else if (!nested.speculators_type.empty()) {
     type = nested.speculators_type == "dflash" ? "qwen3" : "llama";
-    model_type_src = "speculators default (transformer_layer_config has no model_type: " +
-                     std::string(nested.speculators_type == "dflash" ? "Qwen3Config" : "LlamaConfig") + ")";
+    model_type_src =
+        "speculators default (transformer_layer_config has no model_type: " +
+        std::string(nested.speculators_type == "dflash" ? "Qwen3Config" : "LlamaConfig") + ")";
   } else if (present(doc.root(), "model_type")) {
     model_type_src = "model_type";
     type = doc.string(Hit{&doc.root()["model_type"], "model_type"});
@@ -144,7 +154,8 @@ Family family_of(const Doc& doc, const Nested& nested, std::string& model_type_s
   if (nested.speculators_type == "dflash") return {by_name("DFlash draft"), ""};
   if (nested.speculators_type == "eagle3") {
     if (type != "llama")
-      refuse_unknown(doc, "key '" + model_type_src + "': a speculators eagle3 draft with \"" + type +
+      refuse_unknown(doc, "key '" + model_type_src + "': a speculators eagle3 draft with \"" +
+                              type +
                               "\" layers is not in the registry (only Llama layers, which vLLM's "
                               "Eagle3LlamaForCausalLM builds, are).");
     return {by_name("Llama"), type};
@@ -152,7 +163,8 @@ Family family_of(const Doc& doc, const Nested& nested, std::string& model_type_s
   std::string arch0 = nested.obj ? arch_of(*nested.obj) : "";
   if (arch0.empty()) arch0 = arch_of(doc.root());
   for (const Architecture& a : architectures())
-    if (!a.architecture_prefix.empty() && arch0.rfind(a.architecture_prefix, 0) == 0) return {&a, ""};
+    if (!a.architecture_prefix.empty() && arch0.rfind(a.architecture_prefix, 0) == 0)
+      return {&a, ""};
   for (const Architecture& a : architectures())
     for (const auto& t : a.model_types)
       if (t == type) return {&a, type};
@@ -163,8 +175,10 @@ Family family_of(const Doc& doc, const Nested& nested, std::string& model_type_s
 
 ModelConfig ModelConfig::from_json(const nlohmann::json& root, std::string name) {
   if (!root.is_object())
-    throw ConfigError(name + ": the top level must be a JSON object (a HuggingFace config.json or "
-                      "{\"layers\": [...]}), got " + std::string(root.type_name()));
+    throw ConfigError(name +
+                      ": the top level must be a JSON object (a HuggingFace config.json or "
+                      "{\"layers\": [...]}), got " +
+                      std::string(root.type_name()));
   check_depth(root, name);
   const Nested nested = nested_of(root, name);
   Doc doc(root, name, nested.obj, nested.name);
@@ -179,8 +193,9 @@ ModelConfig ModelConfig::from_json(const nlohmann::json& root, std::string name)
 
   const Hit explicit_list = explicit_layers(doc);
   if (explicit_list && explicit_list.v->is_array() && explicit_list.v->size() > (size_t)kMaxLayers)
-    doc.fail(explicit_list.path, "has " + std::to_string(explicit_list.v->size()) + " entries; at most " +
-                                     std::to_string(kMaxLayers) + " layers are supported");
+    doc.fail(explicit_list.path, "has " + std::to_string(explicit_list.v->size()) +
+                                     " entries; at most " + std::to_string(kMaxLayers) +
+                                     " layers are supported");
 
   // Per-model values.
   Hit layers = doc.find({"num_hidden_layers", "n_layer", "num_layers", "num_transformer_layers"});
@@ -188,20 +203,30 @@ ModelConfig ModelConfig::from_json(const nlohmann::json& root, std::string name)
     cfg.num_hidden_layers = {doc.positive_int(layers), layers.path};
     if (cfg.num_hidden_layers.value > kMaxLayers)
       doc.fail(layers.path, std::to_string(cfg.num_hidden_layers.value) + " layers; at most " +
-                                std::to_string(kMaxLayers) + " are supported (the largest models have a few hundred)");
+                                std::to_string(kMaxLayers) +
+                                " are supported (the largest models have a few hundred)");
   }
-  if (Hit h = doc.find({"hidden_size", "n_embd", "d_model", "model_dim"})) cfg.hidden_size = {doc.positive_int(h), h.path};
-  else cfg.hidden_size.source = "absent";
-  if (Hit h = doc.find({"num_attention_heads", "n_head", "num_heads"})) cfg.num_attention_heads = {doc.positive_int(h), h.path};
-  else cfg.num_attention_heads.source = "absent";
-  if (Hit h = doc.find({"max_position_embeddings", "n_positions"})) cfg.max_position_embeddings = {doc.positive_int(h), h.path};
-  else cfg.max_position_embeddings.source = "absent";
-  if (Hit h = doc.find({"torch_dtype", "dtype"})) cfg.dtype = {doc.string(h), h.path};
-  else cfg.dtype.source = "absent";
-  if (Hit h = doc.find({"rms_norm_eps", "layer_norm_epsilon", "norm_eps", "layer_norm_eps", "layernorm_epsilon",
-                        "norm_epsilon"}))
+  if (Hit h = doc.find({"hidden_size", "n_embd", "d_model", "model_dim"}))
+    cfg.hidden_size = {doc.positive_int(h), h.path};
+  else
+    cfg.hidden_size.source = "absent";
+  if (Hit h = doc.find({"num_attention_heads", "n_head", "num_heads"}))
+    cfg.num_attention_heads = {doc.positive_int(h), h.path};
+  else
+    cfg.num_attention_heads.source = "absent";
+  if (Hit h = doc.find({"max_position_embeddings", "n_positions"}))
+    cfg.max_position_embeddings = {doc.positive_int(h), h.path};
+  else
+    cfg.max_position_embeddings.source = "absent";
+  if (Hit h = doc.find({"torch_dtype", "dtype"}))
+    cfg.dtype = {doc.string(h), h.path};
+  else
+    cfg.dtype.source = "absent";
+  if (Hit h = doc.find({"rms_norm_eps", "layer_norm_epsilon", "norm_eps", "layer_norm_eps",
+                        "layernorm_epsilon", "norm_epsilon"}))
     cfg.eps = {doc.positive_number(h), h.path};
-  else cfg.eps = {1e-6, "default: 1e-6 (no eps key)"};
+  else
+    cfg.eps = {1e-6, "default: 1e-6 (no eps key)"};
 
   // The explicit schema alone needs no registry entry: it states every fact itself.
   if (!layers || (!fam.arch && explicit_list)) {
@@ -209,21 +234,25 @@ ModelConfig ModelConfig::from_json(const nlohmann::json& root, std::string name)
       if (!fam.arch && !model_type_src.empty())
         refuse_unknown(doc, "key '" + model_type_src + "': model_type \"" + cfg.model_type +
                                 "\" is not in the architecture registry.");
-      doc.fail("num_hidden_layers", "missing: no num_hidden_layers, n_layer or num_layers key (and no explicit "
-                                    "\"layers\" schema); is this a model config.json?");
+      doc.fail("num_hidden_layers",
+               "missing: no num_hidden_layers, n_layer or num_layers key (and no explicit "
+               "\"layers\" schema); is this a model config.json?");
     }
     apply_explicit(doc, explicit_list, cfg.layers, false);
     if (layers && cfg.num_hidden_layers.value != (int)cfg.layers.size())
-      doc.fail(explicit_list.path, "has " + std::to_string(cfg.layers.size()) + " entries but the model has " +
-                                       std::to_string(cfg.num_hidden_layers.value) + " layers (" + layers.path +
-                                       "); give one entry per layer");
-    cfg.num_hidden_layers = {(int)cfg.layers.size(), explicit_list.path + " (explicit schema, one entry per layer)"};
+      doc.fail(explicit_list.path, "has " + std::to_string(cfg.layers.size()) +
+                                       " entries but the model has " +
+                                       std::to_string(cfg.num_hidden_layers.value) + " layers (" +
+                                       layers.path + "); give one entry per layer");
+    cfg.num_hidden_layers = {(int)cfg.layers.size(),
+                             explicit_list.path + " (explicit schema, one entry per layer)"};
     cfg.family = "explicit schema";
     return cfg;
   }
   if (!fam.arch) {
     if (model_type_src.empty())
-      refuse_unknown(doc, "no model_type (looked for " + (nested.obj ? nested.name + ".model_type and " : std::string()) +
+      refuse_unknown(doc, "no model_type (looked for " +
+                              (nested.obj ? nested.name + ".model_type and " : std::string()) +
                               "model_type), so the architecture is unknown.");
     refuse_unknown(doc, "key '" + model_type_src + "': model_type \"" + cfg.model_type +
                             "\" is not in the architecture registry.");

@@ -29,29 +29,34 @@ KNormKind parse_k_norm(const Doc& doc, const Hit& h) {
 }
 
 void check_rotary(const Doc& doc, const std::string& path, int rotary, int head_dim) {
-  if (rotary % 2 != 0) doc.fail(path, "rotary_dim " + std::to_string(rotary) + " is odd; RoPE rotates pairs");
+  if (rotary % 2 != 0)
+    doc.fail(path, "rotary_dim " + std::to_string(rotary) + " is odd; RoPE rotates pairs");
   if (rotary > head_dim)
-    doc.fail(path, "rotary_dim " + std::to_string(rotary) + " is larger than head_dim " + std::to_string(head_dim));
+    doc.fail(path, "rotary_dim " + std::to_string(rotary) + " is larger than head_dim " +
+                       std::to_string(head_dim));
 }
 
 // Applies the explicit entries onto `layers` (inferred ones, or defaults when no HF config).
-void apply_explicit(const Doc& doc, const Hit& h, std::vector<LayerAttention>& layers, bool inferred) {
+void apply_explicit(const Doc& doc, const Hit& h, std::vector<LayerAttention>& layers,
+                    bool inferred) {
   if (!h.v->is_array()) doc.fail(h.path, "expected a list of per-layer objects, got " + show(*h.v));
   if (h.v->empty()) doc.fail(h.path, "the list is empty; give one object per model layer");
   if (inferred && h.v->size() != layers.size())
-    doc.fail(h.path, "has " + std::to_string(h.v->size()) + " entries but the model has " + std::to_string(layers.size()) +
-                         " layers; give one entry per layer");
+    doc.fail(h.path, "has " + std::to_string(h.v->size()) + " entries but the model has " +
+                         std::to_string(layers.size()) + " layers; give one entry per layer");
   if (!inferred) layers.assign(h.v->size(), LayerAttention{});
-  static const std::set<std::string> known = {"kind", "num_kv_heads", "head_dim", "rotary_dim", "is_neox_style",
-                                              "k_norm", "eps", "rope_theta", "rope_scaling", "sliding_window"};
+  static const std::set<std::string> known = {
+      "kind",   "num_kv_heads", "head_dim",   "rotary_dim",   "is_neox_style",
+      "k_norm", "eps",          "rope_theta", "rope_scaling", "sliding_window"};
   for (size_t i = 0; i < h.v->size(); ++i) {
     const json& e = (*h.v)[i];
     const std::string p = h.path + "[" + std::to_string(i) + "]";
     if (!e.is_object()) doc.fail(p, "expected an object, got " + show(e));
     for (auto it = e.begin(); it != e.end(); ++it)
       if (!known.count(it.key()))
-        doc.fail(p + "." + it.key(), "unknown key; known keys: kind, num_kv_heads, head_dim, rotary_dim, "
-                                     "is_neox_style, k_norm, eps, rope_theta, rope_scaling, sliding_window");
+        doc.fail(p + "." + it.key(),
+                 "unknown key; known keys: kind, num_kv_heads, head_dim, rotary_dim, "
+                 "is_neox_style, k_norm, eps, rope_theta, rope_scaling, sliding_window");
     LayerAttention& L = layers[i];
     L.index = (int)i;
     // Entries that turn a non-attention layer into an attention layer must state its facts.
@@ -59,10 +64,15 @@ void apply_explicit(const Doc& doc, const Hit& h, std::vector<LayerAttention>& l
     auto at = [&](const char* k) { return Hit{present(e, k) ? &e[k] : nullptr, p + "." + k}; };
     if (Hit k = at("kind")) {
       std::string s = doc.string(k);
-      if (s == "full_attention") L.kind = {LayerKind::FullAttention, k.path};
-      else if (s == "sliding_attention") L.kind = {LayerKind::SlidingAttention, k.path};
-      else if (s == "none") L.kind = {LayerKind::NoAttention, k.path};
-      else doc.fail(k.path, "unknown kind \"" + s + "\"; expected full_attention, sliding_attention or none");
+      if (s == "full_attention")
+        L.kind = {LayerKind::FullAttention, k.path};
+      else if (s == "sliding_attention")
+        L.kind = {LayerKind::SlidingAttention, k.path};
+      else if (s == "none")
+        L.kind = {LayerKind::NoAttention, k.path};
+      else
+        doc.fail(k.path,
+                 "unknown kind \"" + s + "\"; expected full_attention, sliding_attention or none");
     } else if (!inferred) {
       L.kind = {LayerKind::FullAttention, "default: full_attention (explicit schema)"};
     }
@@ -70,10 +80,14 @@ void apply_explicit(const Doc& doc, const Hit& h, std::vector<LayerAttention>& l
       L.unsupported.clear();
       continue;
     }
-    if (Hit k = at("num_kv_heads")) L.num_kv_heads = {doc.positive_int(k), k.path};
-    else if (need) doc.fail(p, "missing \"num_kv_heads\" (required in the explicit schema)");
-    if (Hit k = at("head_dim")) L.head_dim = {doc.positive_int(k), k.path};
-    else if (need) doc.fail(p, "missing \"head_dim\" (required in the explicit schema)");
+    if (Hit k = at("num_kv_heads"))
+      L.num_kv_heads = {doc.positive_int(k), k.path};
+    else if (need)
+      doc.fail(p, "missing \"num_kv_heads\" (required in the explicit schema)");
+    if (Hit k = at("head_dim"))
+      L.head_dim = {doc.positive_int(k), k.path};
+    else if (need)
+      doc.fail(p, "missing \"head_dim\" (required in the explicit schema)");
     if (Hit k = at("rotary_dim")) {
       int r = doc.nonneg_int(k);  // 0 = NoPE is allowed explicitly
       check_rotary(doc, k.path, r, L.head_dim.value);
@@ -83,12 +97,18 @@ void apply_explicit(const Doc& doc, const Hit& h, std::vector<LayerAttention>& l
     } else {
       check_rotary(doc, p, L.rotary_dim.value, L.head_dim.value);
     }
-    if (Hit k = at("is_neox_style")) L.is_neox_style = {doc.boolean(k), k.path};
-    else if (need) L.is_neox_style = {true, "default: neox (explicit schema)"};
-    if (Hit k = at("k_norm")) L.k_norm = {parse_k_norm(doc, k), k.path};
-    else if (need) L.k_norm = {KNormKind::None, "default: none (explicit schema)"};
-    if (Hit k = at("eps")) L.eps = {doc.positive_number(k), k.path};
-    else if (need) L.eps = {1e-6, "default: 1e-6 (explicit schema)"};
+    if (Hit k = at("is_neox_style"))
+      L.is_neox_style = {doc.boolean(k), k.path};
+    else if (need)
+      L.is_neox_style = {true, "default: neox (explicit schema)"};
+    if (Hit k = at("k_norm"))
+      L.k_norm = {parse_k_norm(doc, k), k.path};
+    else if (need)
+      L.k_norm = {KNormKind::None, "default: none (explicit schema)"};
+    if (Hit k = at("eps"))
+      L.eps = {doc.positive_number(k), k.path};
+    else if (need)
+      L.eps = {1e-6, "default: 1e-6 (explicit schema)"};
     if (Hit k = at("rope_theta")) {
       L.rope.value.theta = doc.positive_number(k);
       L.rope.source = k.path;
@@ -104,15 +124,16 @@ void apply_explicit(const Doc& doc, const Hit& h, std::vector<LayerAttention>& l
       L.rope.value.scaling_type = type ? doc.string(type) : "default";
       L.rope.value.scaling = json::object();
       for (auto it = s.begin(); it != s.end(); ++it)
-        if (it.key() != "rope_type" && it.key() != "type" && !it->is_null()) L.rope.value.scaling[it.key()] = *it;
+        if (it.key() != "rope_type" && it.key() != "type" && !it->is_null())
+          L.rope.value.scaling[it.key()] = *it;
       L.rope.source += "; scaling: " + k.path;
     }
     if (Hit k = at("sliding_window")) L.sliding_window = doc.nonneg_int(k);
     // An explicit entry states the facts; it clears an inference-based verdict only when it gives
     // the norm kind (the only unsupported verdict the schema can express a supported value for).
-    if (present(e, "k_norm") && L.unsupported.find("K norm") != std::string::npos) L.unsupported.clear();
+    if (present(e, "k_norm") && L.unsupported.find("K norm") != std::string::npos)
+      L.unsupported.clear();
   }
 }
-
 
 }  // namespace fkv::config_detail

@@ -25,9 +25,11 @@ QkNorm qk_norm_of(const Doc& doc, const Family& fam) {
   return q;
 }
 
-// rotary_dim before NoPE rules: rotary_dim | int(head_dim * partial_rotary_factor) | family default.
+// rotary_dim before NoPE rules: rotary_dim | int(head_dim * partial_rotary_factor) | family
+// default.
 Sourced<int> rotary_of(const Doc& doc, const Family& fam, int D, const std::string& tname) {
-  if (fam.arch->rotary == RotaryDefault::None) return {0, fam.rule("-> no RoPE (no rotary embedding)")};
+  if (fam.arch->rotary == RotaryDefault::None)
+    return {0, fam.rule("-> no RoPE (no rotary embedding)")};
   if (fam.reads("rotary_dim"))
     if (Hit h = doc.find({"rotary_dim"})) {
       int r = doc.positive_int(h);
@@ -48,18 +50,22 @@ Sourced<int> rotary_of(const Doc& doc, const Family& fam, int D, const std::stri
     // The engines' arithmetic: transformers, vLLM and sglang all take int(head_dim * factor).
     const int r = static_cast<int>(D * f);
     check_rotary(doc, factor.path, r, D);
-    return {r, "derived: int(head_dim * " + factor.path + ") = int(" + std::to_string(D) + "*" + fmt(f) + ") = " +
-                   std::to_string(r) + " (truncated, as transformers, vLLM and sglang compute it)"};
+    return {r, "derived: int(head_dim * " + factor.path + ") = int(" + std::to_string(D) + "*" +
+                   fmt(f) + ") = " + std::to_string(r) +
+                   " (truncated, as transformers, vLLM and sglang compute it)"};
   }
-  if (fam.arch->rotary == RotaryDefault::Half) return {D / 2, fam.rule("-> rotates head_dim/2 (class default factor 0.5)")};
-  return {D, "default: head_dim (full rotary; " + fam.arch->name + " reads no partial-rotary key here)"};
+  if (fam.arch->rotary == RotaryDefault::Half)
+    return {D / 2, fam.rule("-> rotates head_dim/2 (class default factor 0.5)")};
+  return {D, "default: head_dim (full rotary; " + fam.arch->name +
+                 " reads no partial-rotary key here)"};
 }
 
 Sourced<bool> neox_of(const Doc& doc, const Family& fam) {
   for (const char* k : {"rope_is_neox_style", "is_neox_style"})
     if (fam.reads(k))
       if (Hit h = doc.find({k})) return {doc.boolean(h), h.path};
-  if (fam.arch->style == RopeStyle::GptJ) return {false, fam.rule("-> GPT-J interleaved pairs (2i, 2i+1)")};
+  if (fam.arch->style == RopeStyle::GptJ)
+    return {false, fam.rule("-> GPT-J interleaved pairs (2i, 2i+1)")};
   return {true, fam.rule("-> neox (rotate_half on halves)")};
 }
 
@@ -77,13 +83,19 @@ void k_norm_of(LayerAttention& L, const Family& fam, const QkNorm& qk, const std
       L.k_norm = {KNormKind::RmsOnePlus, fam.rule("-> per-head RMSNorm with (1 + w)")};
       return;
     case KNormRule::RmsIfQkNorm:
-      if (qk.on) L.k_norm = {KNormKind::Rms, key + ": " + fam.rule("-> per-head RMSNorm(head_dim), weight w")};
-      else L.k_norm = {KNormKind::None, fam.rule("without a true qk-norm key has no K norm")};
+      if (qk.on)
+        L.k_norm = {KNormKind::Rms,
+                    key + ": " + fam.rule("-> per-head RMSNorm(head_dim), weight w")};
+      else
+        L.k_norm = {KNormKind::None, fam.rule("without a true qk-norm key has no K norm")};
       return;
     case KNormRule::AcrossHeads:
-      L.k_norm = {KNormKind::None, fam.rule("k_norm is RMSNorm over num_key_value_heads * head_dim (all heads together)")};
+      L.k_norm = {
+          KNormKind::None,
+          fam.rule("k_norm is RMSNorm over num_key_value_heads * head_dim (all heads together)")};
       L.unsupported = li + ": K norm across all heads (" + fam.arch->citation +
-                      ": one RMSNorm over all KV heads before the head split) is not a per-head norm; the fused path "
+                      ": one RMSNorm over all KV heads before the head split) is not a per-head "
+                      "norm; the fused path "
                       "supports only per-head RMS K norm";
       return;
     case KNormRule::LayerNormIfQkNorm:
@@ -92,11 +104,13 @@ void k_norm_of(LayerAttention& L, const Family& fam, const QkNorm& qk, const std
         return;
       }
       L.k_norm = {KNormKind::None, key + ": LayerNorm (mean-subtracting)"};
-      L.unsupported = li + ": " + key + " uses a LayerNorm with mean subtraction (" + fam.arch->citation +
+      L.unsupported = li + ": " + key + " uses a LayerNorm with mean subtraction (" +
+                      fam.arch->citation +
                       "), not RMS; the fused path supports only per-head RMS K norm";
       return;
     case KNormRule::RmsAfterRope:
-      L.k_norm = {KNormKind::None, fam.rule("-> key_layernorm RMSNorm(head_dim) applied after RoPE")};
+      L.k_norm = {KNormKind::None,
+                  fam.rule("-> key_layernorm RMSNorm(head_dim) applied after RoPE")};
       L.unsupported = li + ": K norm after RoPE (" + fam.arch->citation +
                       "); the fused path normalizes K before RoPE only";
       return;
@@ -107,8 +121,8 @@ void k_norm_of(LayerAttention& L, const Family& fam, const QkNorm& qk, const std
       }
       L.k_norm = {KNormKind::None, key + ": L2 norm without weight"};
       if (L.rotary_dim.value > 0)
-        L.unsupported = li + ": " + key + " applies an L2 norm without weight on RoPE layers (" + fam.arch->citation +
-                        "); not supported by the fused path";
+        L.unsupported = li + ": " + key + " applies an L2 norm without weight on RoPE layers (" +
+                        fam.arch->citation + "); not supported by the fused path";
       return;
   }
 }
@@ -139,13 +153,16 @@ ModelConfig infer(const Doc& doc, ModelConfig cfg, const Family& fam) {
 
   // Model-wide head_dim facts.
   Hit hd_key = doc.find({"head_dim", "kv_channels"});
-  if (hd_key && hd_key.v->is_array()) doc.fail(hd_key.path, "per-layer head_dim lists are not supported; use the explicit schema");
+  if (hd_key && hd_key.v->is_array())
+    doc.fail(hd_key.path, "per-layer head_dim lists are not supported; use the explicit schema");
 
   // NoPE facts.
   Hit no_rope = doc.find({"no_rope_layers"});
   Hit nope_interval = doc.find({"nope_layer_interval", "no_rope_layer_interval"});
-  if (no_rope && !(no_rope.v->is_array() && no_rope.v->empty() && nope_interval)) doc.layer_list(no_rope, n);
-  else no_rope = {};
+  if (no_rope && !(no_rope.v->is_array() && no_rope.v->empty() && nope_interval))
+    doc.layer_list(no_rope, n);
+  else
+    no_rope = {};
   Hit rotary_flag = fam.arch->nope == NopeRule::WithoutRotaryFlag ? doc.find({"rotary"}) : Hit{};
   const bool rotary_on = rotary_flag && doc.boolean(rotary_flag);
   Hit window = doc.find({"sliding_window", "window_size", "attention_chunk_size"});
@@ -187,15 +204,22 @@ ModelConfig infer(const Doc& doc, ModelConfig cfg, const Family& fam) {
     } else if (hd_key) {
       L.head_dim = {doc.positive_int(hd_key), hd_key.path};
     } else {
-      if (!hidden) doc.fail("hidden_size", "missing: head_dim is not given, so it must be derived from hidden_size / "
-                                           "num_attention_heads; add \"head_dim\"");
-      if (!layer_heads) doc.fail("num_attention_heads", "missing: head_dim is not given, so it must be derived from "
-                                                        "hidden_size / num_attention_heads; add \"head_dim\"");
+      if (!hidden)
+        doc.fail("hidden_size",
+                 "missing: head_dim is not given, so it must be derived from hidden_size / "
+                 "num_attention_heads; add \"head_dim\"");
+      if (!layer_heads)
+        doc.fail("num_attention_heads",
+                 "missing: head_dim is not given, so it must be derived from "
+                 "hidden_size / num_attention_heads; add \"head_dim\"");
       if (hidden_size % layer_heads != 0)
-        doc.fail(hidden.path, "hidden_size " + std::to_string(hidden_size) + " is not divisible by " + heads_src + " " +
-                                  std::to_string(layer_heads) + ", so head_dim cannot be derived; add \"head_dim\"");
-      L.head_dim = {hidden_size / layer_heads, "derived: " + hidden.path + " / " + heads_src + " = " +
-                                                   std::to_string(hidden_size) + "/" + std::to_string(layer_heads)};
+        doc.fail(hidden.path, "hidden_size " + std::to_string(hidden_size) +
+                                  " is not divisible by " + heads_src + " " +
+                                  std::to_string(layer_heads) +
+                                  ", so head_dim cannot be derived; add \"head_dim\"");
+      L.head_dim = {hidden_size / layer_heads, "derived: " + hidden.path + " / " + heads_src +
+                                                   " = " + std::to_string(hidden_size) + "/" +
+                                                   std::to_string(layer_heads)};
     }
     const int D = L.head_dim.value;
 
@@ -209,9 +233,10 @@ ModelConfig infer(const Doc& doc, ModelConfig cfg, const Family& fam) {
       int g = doc.positive_int(Hit{&(*blocks.v)[i]["attention"]["n_heads_in_group"], p});
       if (!layer_heads) doc.fail("num_attention_heads", "missing: needed with " + p);
       if (layer_heads % g != 0)
-        doc.fail(p, std::to_string(g) + " does not divide num_attention_heads " + std::to_string(layer_heads));
-      L.num_kv_heads = {layer_heads / g, "derived: " + heads_src + " / " + p + " = " + std::to_string(layer_heads) + "/" +
-                                             std::to_string(g)};
+        doc.fail(p, std::to_string(g) + " does not divide num_attention_heads " +
+                        std::to_string(layer_heads));
+      L.num_kv_heads = {layer_heads / g, "derived: " + heads_src + " / " + p + " = " +
+                                             std::to_string(layer_heads) + "/" + std::to_string(g)};
     } else if (Hit mq = doc.find({"multi_query_attention"}); mq && doc.boolean(mq)) {
       Hit g = doc.find({"multi_query_group_num"});
       if (!g) doc.fail(mq.path, "is true but multi_query_group_num is missing");
@@ -234,19 +259,26 @@ ModelConfig infer(const Doc& doc, ModelConfig cfg, const Family& fam) {
         if (v != 0 && v != 1) doc.fail(e.path, "expected 1 (RoPE) or 0 (NoPE), got " + e.v->dump());
         use = v == 1;
       }
-      if (!use) L.rotary_dim = {0, e.path + " = 0 (NoPE; 1 = RoPE, 0 = NoPE as transformers smollm3/llama4 "
-                                            "use_rope = no_rope_layers[layer_idx])"};
+      if (!use)
+        L.rotary_dim = {0, e.path +
+                               " = 0 (NoPE; 1 = RoPE, 0 = NoPE as transformers smollm3/llama4 "
+                               "use_rope = no_rope_layers[layer_idx])"};
     } else if (nope_interval) {
       int p = doc.positive_int(nope_interval);
       if ((i + 1) % p == 0)
-        L.rotary_dim = {0, nope_interval.path + "=" + std::to_string(p) + ": NoPE iff (layer + 1) % " + std::to_string(p) +
+        L.rotary_dim = {0, nope_interval.path + "=" + std::to_string(p) +
+                               ": NoPE iff (layer + 1) % " + std::to_string(p) +
                                " == 0 (transformers smollm3/llama4 configuration default)"};
     } else if (fam.arch->nope == NopeRule::FullLayers && L.kind.value == LayerKind::FullAttention) {
-      L.rotary_dim = {0, fam.rule("-> full-attention layers are NoPE (RoPE only on sliding layers)")};
-    } else if (fam.arch->nope == NopeRule::FullLayersIfSliding && L.kind.value == LayerKind::FullAttention && window) {
-      L.rotary_dim = {0, fam.rule("-> full-attention layers are NoPE when " + window.path + " is set")};
+      L.rotary_dim = {0,
+                      fam.rule("-> full-attention layers are NoPE (RoPE only on sliding layers)")};
+    } else if (fam.arch->nope == NopeRule::FullLayersIfSliding &&
+               L.kind.value == LayerKind::FullAttention && window) {
+      L.rotary_dim = {
+          0, fam.rule("-> full-attention layers are NoPE when " + window.path + " is set")};
     } else if (fam.arch->nope == NopeRule::WithoutRotaryFlag && !rotary_on) {
-      L.rotary_dim = {0, fam.rule("without \"rotary\": true uses learned absolute positions (no RoPE)")};
+      L.rotary_dim = {
+          0, fam.rule("without \"rotary\": true uses learned absolute positions (no RoPE)")};
     }
 
     L.is_neox_style = neox;
@@ -254,18 +286,24 @@ ModelConfig infer(const Doc& doc, ModelConfig cfg, const Family& fam) {
     k_norm_of(L, fam, qk, li);
 
     if (fam.arch->mla)
-      L.unsupported = li + ": multi-head latent attention (MLA: " + (kv_lora ? kv_lora.path + "=" + kv_lora.v->dump() : "") +
-                      (kv_lora && qk_rope ? ", " : "") + (qk_rope ? qk_rope.path + "=" + qk_rope.v->dump() : "") +
-                      ") caches a compressed latent, not per-head K/V; not supported by the fused KV path";
+      L.unsupported =
+          li + ": multi-head latent attention (MLA: " +
+          (kv_lora ? kv_lora.path + "=" + kv_lora.v->dump() : "") +
+          (kv_lora && qk_rope ? ", " : "") +
+          (qk_rope ? qk_rope.path + "=" + qk_rope.v->dump() : "") +
+          ") caches a compressed latent, not per-head K/V; not supported by the fused KV path";
 
     // RoPE frequencies and window.
     L.rope = resolve_rope(doc, fam, L.kind.value, tname);
     // Hunyuan's DynamicNTKAlphaRotary (base = theta * alpha^(D/(D-2))) is no type the cos/sin
     // table builder knows, and it would ignore the key: the layer cannot be materialized.
-    if (L.rope.value.scaling.is_object() && L.rope.value.scaling.contains("alpha") && L.unsupported.empty())
+    if (L.rope.value.scaling.is_object() && L.rope.value.scaling.contains("alpha") &&
+        L.unsupported.empty())
       L.unsupported = li + ": RoPE scaling with \"alpha\" (" + L.rope.source +
-                      "; NTK-alpha: base = theta * alpha^(head_dim / (head_dim - 2))) is not a RoPE type fkv-jit builds";
-    if (L.kind.value == LayerKind::SlidingAttention && window) L.sliding_window = doc.nonneg_int(window);
+                      "; NTK-alpha: base = theta * alpha^(head_dim / (head_dim - 2))) is not a "
+                      "RoPE type fkv-jit builds";
+    if (L.kind.value == LayerKind::SlidingAttention && window)
+      L.sliding_window = doc.nonneg_int(window);
 
     cfg.layers.push_back(std::move(L));
   }

@@ -7,13 +7,12 @@
 #include <cmath>
 #include <initializer_list>
 #include <limits>
+#include <nlohmann/json.hpp>
 #include <optional>
 #include <string>
 #include <string_view>
 #include <utility>
 #include <vector>
-
-#include <nlohmann/json.hpp>
 
 #include "fkv/config.hpp"
 #include "fkv/errors.hpp"
@@ -69,8 +68,12 @@ class Doc {
  public:
   // `nested` is the object holding the layer config (text_config, llm_config or speculators'
   // transformer_layer_config), or nullptr; `nested_name` its key.
-  Doc(const json& root, std::string file, const json* nested = nullptr, std::string nested_name = "")
-      : root_(root), file_(std::move(file)), nested_(nested), nested_name_(std::move(nested_name)) {}
+  Doc(const json& root, std::string file, const json* nested = nullptr,
+      std::string nested_name = "")
+      : root_(root),
+        file_(std::move(file)),
+        nested_(nested),
+        nested_name_(std::move(nested_name)) {}
 
   const std::string& file() const { return file_; }
   const json& root() const { return root_; }
@@ -101,13 +104,15 @@ class Doc {
   long long integer(const Hit& h) const {
     const json& v = *h.v;
     if (v.is_number_integer()) {
-      if (v.is_number_unsigned() && v.get<unsigned long long>() > (unsigned long long)std::numeric_limits<int>::max())
+      if (v.is_number_unsigned() &&
+          v.get<unsigned long long>() > (unsigned long long)std::numeric_limits<int>::max())
         fail(h.path, "value " + v.dump() + " is too large");
       return v.get<long long>();
     }
     if (v.is_number_float()) {
       double d = v.get<double>();
-      if (std::isfinite(d) && d == std::floor(d) && std::fabs(d) < 2147483648.0) return (long long)d;
+      if (std::isfinite(d) && d == std::floor(d) && std::fabs(d) < 2147483648.0)
+        return (long long)d;
       fail(h.path, "expected an integer, got " + show(v));
     }
     fail(h.path, "expected an integer, got " + show(v));
@@ -152,19 +157,21 @@ class Doc {
 
   // A per-layer list: must be a non-empty array of length n.
   const json& layer_list(const Hit& h, int n) const {
-    if (!h.v->is_array()) fail(h.path, "expected a list with one entry per layer, got " + show(*h.v));
+    if (!h.v->is_array())
+      fail(h.path, "expected a list with one entry per layer, got " + show(*h.v));
     if (h.v->empty())
       fail(h.path, "the list is empty; it must have one entry per layer (" + std::to_string(n) +
                        "), or be removed");
     if ((int)h.v->size() != n)
-      fail(h.path, "has " + std::to_string(h.v->size()) + " entries but the model has " + std::to_string(n) +
-                       " layers");
+      fail(h.path, "has " + std::to_string(h.v->size()) + " entries but the model has " +
+                       std::to_string(n) + " layers");
     return *h.v;
   }
 
  private:
   bool written(const char* k) const {
-    return (nested_ && nested_->is_object() && nested_->contains(k)) || (root_.is_object() && root_.contains(k));
+    return (nested_ && nested_->is_object() && nested_->contains(k)) ||
+           (root_.is_object() && root_.contains(k));
   }
 
   const json& root_;
@@ -188,7 +195,8 @@ struct Family {
   // "architecture rule: <model_type> ... (<citation>)": how rules name their source.
   std::string rule(const std::string& what) const {
     const std::string who = model_type.empty() ? arch->name : model_type;
-    return "architecture rule: " + who + " " + what + " (registry \"" + arch->name + "\": " + arch->citation + ")";
+    return "architecture rule: " + who + " " + what + " (registry \"" + arch->name +
+           "\": " + arch->citation + ")";
   }
   bool reads(const std::string& key) const {
     return std::find(arch->reads.begin(), arch->reads.end(), key) != arch->reads.end();
@@ -214,12 +222,14 @@ KindPlan resolve_kinds(const Doc& doc, const Family& fam, int n);
 
 // RoPE parameters (rope_params.cpp).
 Hit rope_params_for(const Doc& doc, const std::string& tname);
-Sourced<RopeFrequencies> resolve_rope(const Doc& doc, const Family& fam, LayerKind kind, const std::string& tname);
+Sourced<RopeFrequencies> resolve_rope(const Doc& doc, const Family& fam, LayerKind kind,
+                                      const std::string& tname);
 
 // Explicit schema (explicit_schema.cpp).
 Hit explicit_layers(const Doc& doc);
 void check_rotary(const Doc& doc, const std::string& path, int rotary, int head_dim);
-void apply_explicit(const Doc& doc, const Hit& h, std::vector<LayerAttention>& layers, bool inferred);
+void apply_explicit(const Doc& doc, const Hit& h, std::vector<LayerAttention>& layers,
+                    bool inferred);
 
 // Inference from a HuggingFace config (infer.cpp).
 ModelConfig infer(const Doc& doc, ModelConfig cfg, const Family& fam);

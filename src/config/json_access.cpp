@@ -58,16 +58,18 @@ json parse_text(std::string_view text, const std::string& name) {
   } catch (const json::parse_error& e) {
     auto [line, col] = line_col(text, e.byte);
     std::string what = e.what();
-    // nlohmann's text starts with "[json.exception.parse_error.101] parse error at line L, column C: ".
+    // nlohmann's text starts with "[json.exception.parse_error.101] parse error at line L, column
+    // C: ".
     auto colon = what.find(": ");
     std::string detail = colon != std::string::npos ? what.substr(colon + 2) : what;
-    throw ConfigError(name + ": malformed JSON at byte " + std::to_string(e.byte) + " (line " + std::to_string(line) +
-                      ", column " + std::to_string(col) + "): " + detail);
+    throw ConfigError(name + ": malformed JSON at byte " + std::to_string(e.byte) + " (line " +
+                      std::to_string(line) + ", column " + std::to_string(col) + "): " + detail);
   } catch (const json::exception& e) {
     // out_of_range.406: a number that does not fit a double ("1e999"); found by fuzz/fuzz_config.
     std::string what = e.what();
     auto bracket = what.find("] ");
-    throw ConfigError(name + ": malformed JSON: " + (bracket != std::string::npos ? what.substr(bracket + 2) : what));
+    throw ConfigError(name + ": malformed JSON: " +
+                      (bracket != std::string::npos ? what.substr(bracket + 2) : what));
   }
 }
 
@@ -92,15 +94,19 @@ std::string read_file_capped(const std::string& p) {
     ~FdCloser() { ::close(fd); }
   } closer{fd};
   struct stat st {};
-  if (::fstat(fd, &st) != 0) throw ConfigError(p + ": cannot read the config: " + std::strerror(errno));
+  if (::fstat(fd, &st) != 0)
+    throw ConfigError(p + ": cannot read the config: " + std::strerror(errno));
   if (S_ISDIR(st.st_mode))
-    throw ConfigError(p + ": cannot read the config: it is a directory (give the path of config.json)");
+    throw ConfigError(p +
+                      ": cannot read the config: it is a directory (give the path of config.json)");
   if (!S_ISREG(st.st_mode))
-    throw ConfigError(p + ": cannot read the config: not a regular file (a device, FIFO or socket); give the "
-                          "path of a config.json file");
+    throw ConfigError(
+        p +
+        ": cannot read the config: not a regular file (a device, FIFO or socket); give the "
+        "path of a config.json file");
   if ((unsigned long long)st.st_size > kMaxConfigBytes)
-    throw ConfigError(p + ": the config is " + std::to_string((long long)st.st_size) + " bytes; at most " +
-                      std::to_string(kMaxConfigBytes) + " bytes are read");
+    throw ConfigError(p + ": the config is " + std::to_string((long long)st.st_size) +
+                      " bytes; at most " + std::to_string(kMaxConfigBytes) + " bytes are read");
   std::string text;
   text.reserve((size_t)st.st_size);
   char buf[65536];

@@ -7,10 +7,13 @@ namespace fkv::config_detail {
 
 std::optional<LayerKind> kind_from_name(const std::string& raw) {
   std::string s = lower(raw);
-  static const std::set<std::string> full = {"full_attention", "attention", "global", "full", "self_attention"};
-  static const std::set<std::string> sliding = {"sliding_attention", "local", "sliding", "chunked_attention"};
-  static const std::set<std::string> none = {"linear_attention", "conv", "mamba", "mamba2", "ssm", "mlp", "moe",
-                                             "recurrent", "rwkv", "no_op", "none", "deltanet", "gated_deltanet"};
+  static const std::set<std::string> full = {"full_attention", "attention", "global", "full",
+                                             "self_attention"};
+  static const std::set<std::string> sliding = {"sliding_attention", "local", "sliding",
+                                                "chunked_attention"};
+  static const std::set<std::string> none = {
+      "linear_attention", "conv", "mamba", "mamba2", "ssm",      "mlp",           "moe",
+      "recurrent",        "rwkv", "no_op", "none",   "deltanet", "gated_deltanet"};
   if (full.count(s)) return LayerKind::FullAttention;
   if (sliding.count(s)) return LayerKind::SlidingAttention;
   if (none.count(s)) return LayerKind::NoAttention;
@@ -22,7 +25,9 @@ const char* kKnownKinds =
     "linear_attention, conv, mamba, mamba2, ssm, mlp, moe, recurrent, no_op, none (no KV)";
 
 std::string type_name(LayerKind k) {
-  return k == LayerKind::FullAttention ? "full_attention" : k == LayerKind::SlidingAttention ? "sliding_attention" : "";
+  return k == LayerKind::FullAttention      ? "full_attention"
+         : k == LayerKind::SlidingAttention ? "sliding_attention"
+                                            : "";
 }
 
 KindPlan resolve_kinds(const Doc& doc, const Family& fam, int n) {
@@ -38,7 +43,9 @@ KindPlan resolve_kinds(const Doc& doc, const Family& fam, int n) {
       const std::string p = h.path + "[" + std::to_string(i) + "]";
       if (!list[i].is_string()) doc.fail(p, "expected a layer type name, got " + show(list[i]));
       auto k = kind_from_name(list[i].get<std::string>());
-      if (!k) doc.fail(p, "unknown layer type \"" + list[i].get<std::string>() + "\"; known: " + kKnownKinds);
+      if (!k)
+        doc.fail(
+            p, "unknown layer type \"" + list[i].get<std::string>() + "\"; known: " + kKnownKinds);
       return Sourced<LayerKind>{*k, p + " = " + list[i].get<std::string>()};
     });
   } else if (Hit h = doc.find({"layers_block_type"})) {
@@ -47,7 +54,9 @@ KindPlan resolve_kinds(const Doc& doc, const Family& fam, int n) {
       const std::string p = h.path + "[" + std::to_string(i) + "]";
       if (!list[i].is_string()) doc.fail(p, "expected a block type name, got " + show(list[i]));
       auto k = kind_from_name(list[i].get<std::string>());
-      if (!k) doc.fail(p, "unknown block type \"" + list[i].get<std::string>() + "\"; known: " + kKnownKinds);
+      if (!k)
+        doc.fail(
+            p, "unknown block type \"" + list[i].get<std::string>() + "\"; known: " + kKnownKinds);
       return Sourced<LayerKind>{*k, p + " = " + list[i].get<std::string>()};
     });
   } else if (Hit h = doc.find({"attn_type_list", "decoder_attention_types"})) {
@@ -57,23 +66,29 @@ KindPlan resolve_kinds(const Doc& doc, const Family& fam, int n) {
     set_all([&](int i) {
       const Hit e{&list[i], h.path + "[" + std::to_string(i) + "]"};
       const long long v = doc.integer(e);
-      if (v != 0 && v != 1) doc.fail(e.path, "expected 1 (softmax attention) or 0 (linear attention), got " + list[i].dump());
-      return Sourced<LayerKind>{v == 1 ? LayerKind::FullAttention : LayerKind::NoAttention,
-                                e.path + " = " + std::to_string(v) + (v == 1 ? " (softmax attention)" : " (linear attention: no KV)")};
+      if (v != 0 && v != 1)
+        doc.fail(e.path,
+                 "expected 1 (softmax attention) or 0 (linear attention), got " + list[i].dump());
+      return Sourced<LayerKind>{
+          v == 1 ? LayerKind::FullAttention : LayerKind::NoAttention,
+          e.path + " = " + std::to_string(v) +
+              (v == 1 ? " (softmax attention)" : " (linear attention: no KV)")};
     });
   } else if (Hit h = doc.find({"hybrid_override_pattern"})) {
     // Nemotron-H: 'M' mamba, '*' attention, '-' mlp, 'E' moe.
     std::string pat = doc.string(h);
     if (pat.empty()) doc.fail(h.path, "the pattern is empty; it must have one character per layer");
     if ((int)pat.size() != n)
-      doc.fail(h.path, "has " + std::to_string(pat.size()) + " characters but the model has " + std::to_string(n) +
-                           " layers");
+      doc.fail(h.path, "has " + std::to_string(pat.size()) + " characters but the model has " +
+                           std::to_string(n) + " layers");
     set_all([&](int i) {
       char c = pat[i];
       const std::string src = h.path + "[" + std::to_string(i) + "] = '" + std::string(1, c) + "'";
       if (c == '*') return Sourced<LayerKind>{LayerKind::FullAttention, src + " (attention)"};
-      if (c == 'M' || c == '-' || c == 'E') return Sourced<LayerKind>{LayerKind::NoAttention, src + " (no attention)"};
-      doc.fail(h.path, std::string("unknown character '") + c + "' at position " + std::to_string(i) +
+      if (c == 'M' || c == '-' || c == 'E')
+        return Sourced<LayerKind>{LayerKind::NoAttention, src + " (no attention)"};
+      doc.fail(h.path, std::string("unknown character '") + c + "' at position " +
+                           std::to_string(i) +
                            "; expected 'M' (mamba), '*' (attention), '-' (mlp) or 'E' (moe)");
     });
   } else if (Hit hp = doc.find({"attn_layer_period"})) {
@@ -82,9 +97,11 @@ KindPlan resolve_kinds(const Doc& doc, const Family& fam, int n) {
     Hit ho = doc.find({"attn_layer_offset"});
     int offset = ho ? doc.nonneg_int(ho) : 0;
     if (offset >= period)
-      doc.fail(ho ? ho.path : "attn_layer_offset", "must be smaller than attn_layer_period (" + std::to_string(period) + ")");
-    const std::string rule = hp.path + "=" + std::to_string(period) + ", " + (ho ? ho.path : "attn_layer_offset (default)") +
-                             "=" + std::to_string(offset);
+      doc.fail(ho ? ho.path : "attn_layer_offset",
+               "must be smaller than attn_layer_period (" + std::to_string(period) + ")");
+    const std::string rule = hp.path + "=" + std::to_string(period) + ", " +
+                             (ho ? ho.path : "attn_layer_offset (default)") + "=" +
+                             std::to_string(offset);
     set_all([&](int i) {
       bool attn = i % period == offset;
       return Sourced<LayerKind>{attn ? LayerKind::FullAttention : LayerKind::NoAttention,
@@ -96,7 +113,8 @@ KindPlan resolve_kinds(const Doc& doc, const Family& fam, int n) {
     set_all([&](int i) {
       const std::string p = h.path + "[" + std::to_string(i) + "]";
       if (!list[i].is_object()) doc.fail(p, "expected an object, got " + show(list[i]));
-      if (!present(list[i], "attention")) return Sourced<LayerKind>{LayerKind::FullAttention, p + " (no attention entry: attention)"};
+      if (!present(list[i], "attention"))
+        return Sourced<LayerKind>{LayerKind::FullAttention, p + " (no attention entry: attention)"};
       const json& a = list[i]["attention"];
       if (!a.is_object()) doc.fail(p + ".attention", "expected an object, got " + show(a));
       for (const char* k : {"no_op", "replace_with_linear"}) {
@@ -105,14 +123,16 @@ KindPlan resolve_kinds(const Doc& doc, const Family& fam, int n) {
           if (doc.boolean(b)) return Sourced<LayerKind>{LayerKind::NoAttention, b.path + " = true"};
         }
       }
-      return Sourced<LayerKind>{LayerKind::FullAttention, p + ".attention (no_op/replace_with_linear false)"};
+      return Sourced<LayerKind>{LayerKind::FullAttention,
+                                p + ".attention (no_op/replace_with_linear false)"};
     });
   } else if (Hit h = doc.find({"attention_layers"})) {
     // gpt_neo format: "global" / "local" per layer.
     const json& list = doc.layer_list(h, n);
     set_all([&](int i) {
       const std::string p = h.path + "[" + std::to_string(i) + "]";
-      if (!list[i].is_string()) doc.fail(p, "expected \"global\" or \"local\", got " + show(list[i]));
+      if (!list[i].is_string())
+        doc.fail(p, "expected \"global\" or \"local\", got " + show(list[i]));
       auto k = kind_from_name(list[i].get<std::string>());
       if (!k || *k == LayerKind::NoAttention)
         doc.fail(p, "expected \"global\" or \"local\", got \"" + list[i].get<std::string>() + "\"");
@@ -120,7 +140,8 @@ KindPlan resolve_kinds(const Doc& doc, const Family& fam, int n) {
     });
   } else if (Hit h = doc.find({"attention_types"})) {
     // gpt_neo format: [[["global", "local"], repeat], ...] expands to one entry per layer.
-    if (!h.v->is_array() || h.v->empty()) doc.fail(h.path, "expected a non-empty list of [[types...], repeat]");
+    if (!h.v->is_array() || h.v->empty())
+      doc.fail(h.path, "expected a non-empty list of [[types...], repeat]");
     std::vector<std::string> names;
     for (size_t j = 0; j < h.v->size(); ++j) {
       const json& item = (*h.v)[j];
@@ -135,26 +156,33 @@ KindPlan resolve_kinds(const Doc& doc, const Family& fam, int n) {
         }
     }
     if ((int)names.size() != n)
-      doc.fail(h.path, "expands to " + std::to_string(names.size()) + " layers but the model has " + std::to_string(n));
+      doc.fail(h.path, "expands to " + std::to_string(names.size()) + " layers but the model has " +
+                           std::to_string(n));
     set_all([&](int i) {
       auto k = kind_from_name(names[i]);
-      if (!k || *k == LayerKind::NoAttention) doc.fail(h.path, "unknown attention type \"" + names[i] + "\"");
-      return Sourced<LayerKind>{*k, h.path + " (expanded)[" + std::to_string(i) + "] = " + names[i]};
+      if (!k || *k == LayerKind::NoAttention)
+        doc.fail(h.path, "unknown attention type \"" + names[i] + "\"");
+      return Sourced<LayerKind>{*k,
+                                h.path + " (expanded)[" + std::to_string(i) + "] = " + names[i]};
     });
   } else if (fam.arch->kinds == KindDefault::AlternateEvenSliding) {
     // transformers gemma2: is_sliding = not bool(layer_idx % 2) -> even layers sliding.
-    const std::string src = fam.rule("alternates, even layers sliding (is_sliding = not bool(layer_idx % 2))");
+    const std::string src =
+        fam.rule("alternates, even layers sliding (is_sliding = not bool(layer_idx % 2))");
     set_all([&](int i) {
-      return Sourced<LayerKind>{i % 2 == 0 ? LayerKind::SlidingAttention : LayerKind::FullAttention, src};
+      return Sourced<LayerKind>{i % 2 == 0 ? LayerKind::SlidingAttention : LayerKind::FullAttention,
+                                src};
     });
-  } else if (Hit h = fam.reads("sliding_window_pattern") ? doc.find({"sliding_window_pattern"}) : Hit{}) {
+  } else if (Hit h = fam.reads("sliding_window_pattern") ? doc.find({"sliding_window_pattern"})
+                                                         : Hit{}) {
     // Gemma3 / Cohere2: sliding iff (i + 1) % pattern != 0.
     int p = doc.positive_int(h);
     set_all([&](int i) {
       bool sliding = (i + 1) % p != 0;
-      return Sourced<LayerKind>{sliding ? LayerKind::SlidingAttention : LayerKind::FullAttention,
-                                h.path + "=" + std::to_string(p) + ": sliding iff (layer + 1) % " + std::to_string(p) +
-                                    " != 0 (transformers gemma3/cohere2 configuration layer_types default)"};
+      return Sourced<LayerKind>{
+          sliding ? LayerKind::SlidingAttention : LayerKind::FullAttention,
+          h.path + "=" + std::to_string(p) + ": sliding iff (layer + 1) % " + std::to_string(p) +
+              " != 0 (transformers gemma3/cohere2 configuration layer_types default)"};
     });
   } else if (Hit h = doc.find({"full_attention_interval"})) {
     // Qwen3-Next: full attention every `interval` layers, linear attention otherwise.
@@ -162,19 +190,24 @@ KindPlan resolve_kinds(const Doc& doc, const Family& fam, int n) {
     set_all([&](int i) {
       bool full = (i + 1) % p == 0;
       return Sourced<LayerKind>{full ? LayerKind::FullAttention : LayerKind::NoAttention,
-                                h.path + "=" + std::to_string(p) + ": full attention iff (layer + 1) % " +
-                                    std::to_string(p) + " == 0, else linear_attention"};
+                                h.path + "=" + std::to_string(p) +
+                                    ": full attention iff (layer + 1) % " + std::to_string(p) +
+                                    " == 0, else linear_attention"};
     });
   } else if (fam.arch->kinds == KindDefault::AllSlidingIfWindow) {
     // Mistral / Starcoder2: the attention passes config.sliding_window to every layer.
     Hit win = doc.find({"sliding_window"});
     const std::string src = win ? fam.rule("-> every layer slides (" + win.path + " is set)")
                                 : std::string("default: full_attention (no sliding_window)");
-    set_all([&](int) { return Sourced<LayerKind>{win ? LayerKind::SlidingAttention : LayerKind::FullAttention, src}; });
+    set_all([&](int) {
+      return Sourced<LayerKind>{win ? LayerKind::SlidingAttention : LayerKind::FullAttention, src};
+    });
   } else if (fam.arch->kinds == KindDefault::KeyRequired) {
-    doc.fail("layer_types", "missing: \"" + fam.arch->name + "\" configs say which layers are attention layers "
-             "with layer_types or attn_type_list, and without one the engines disagree (" + fam.arch->citation +
-             "); add one of them");
+    doc.fail("layer_types",
+             "missing: \"" + fam.arch->name +
+                 "\" configs say which layers are attention layers "
+                 "with layer_types or attn_type_list, and without one the engines disagree (" +
+                 fam.arch->citation + "); add one of them");
   } else {
     // Qwen2/Qwen3 style: use_sliding_window -> layers >= max_window_layers slide.
     Hit use = doc.find({"use_sliding_window"});
@@ -184,19 +217,20 @@ KindPlan resolve_kinds(const Doc& doc, const Family& fam, int n) {
       int from = mw ? doc.nonneg_int(mw) : 0;
       set_all([&](int i) {
         bool sliding = i >= from;
-        return Sourced<LayerKind>{sliding ? LayerKind::SlidingAttention : LayerKind::FullAttention,
-                                  use.path + " = true, " + (mw ? mw.path : std::string("max_window_layers (absent)")) +
-                                      "=" + std::to_string(from) + ": sliding iff layer >= " + std::to_string(from)};
+        return Sourced<LayerKind>{
+            sliding ? LayerKind::SlidingAttention : LayerKind::FullAttention,
+            use.path + " = true, " + (mw ? mw.path : std::string("max_window_layers (absent)")) +
+                "=" + std::to_string(from) + ": sliding iff layer >= " + std::to_string(from)};
       });
     } else {
       set_all([&](int) {
-        return Sourced<LayerKind>{LayerKind::FullAttention, std::string("default: full_attention (no layer pattern key)")};
+        return Sourced<LayerKind>{LayerKind::FullAttention,
+                                  std::string("default: full_attention (no layer pattern key)")};
       });
     }
   }
   for (auto& k : plan.kinds) plan.type_names.push_back(type_name(k.value));
   return plan;
 }
-
 
 }  // namespace fkv::config_detail

@@ -6,7 +6,8 @@ namespace fkv::config_detail {
 // ---------------------------------------------------------------------------------------------
 // RoPE frequencies.
 
-// rope_parameters may be keyed by layer type: {"full_attention": {...}, "sliding_attention": {...}}.
+// rope_parameters may be keyed by layer type: {"full_attention": {...}, "sliding_attention":
+// {...}}.
 bool keyed_by_layer_type(const json& params) {
   if (!params.is_object() || params.empty()) return false;
   for (auto it = params.begin(); it != params.end(); ++it)
@@ -28,12 +29,14 @@ Hit rope_params_for(const Doc& doc, const std::string& tname) {
   return h;
 }
 
-Sourced<RopeFrequencies> resolve_rope(const Doc& doc, const Family& fam, LayerKind kind, const std::string& tname) {
+Sourced<RopeFrequencies> resolve_rope(const Doc& doc, const Family& fam, LayerKind kind,
+                                      const std::string& tname) {
   Sourced<RopeFrequencies> out;
   RopeFrequencies& r = out.value;
   Hit params = rope_params_for(doc, tname);
   const bool per_type = params && params.path.find("." + tname) != std::string::npos;
-  const bool local_rule = kind == LayerKind::SlidingAttention && !per_type && doc.find({"rope_local_base_freq"});
+  const bool local_rule =
+      kind == LayerKind::SlidingAttention && !per_type && doc.find({"rope_local_base_freq"});
 
   std::string theta_src;
   if (params && present(*params.v, "rope_theta") && !local_rule) {
@@ -53,7 +56,8 @@ Sourced<RopeFrequencies> resolve_rope(const Doc& doc, const Family& fam, LayerKi
     Hit ratio = doc.find({"rope_ratio"});
     double q = ratio ? doc.positive_number(ratio) : 1.0;
     r.theta = 10000.0 * q;
-    theta_src = fam.rule("base 10000 * " + (ratio ? ratio.path : std::string("rope_ratio (absent: 1)")));
+    theta_src =
+        fam.rule("base 10000 * " + (ratio ? ratio.path : std::string("rope_ratio (absent: 1)")));
   } else {
     r.theta = 10000.0;
     theta_src = "default: 10000";
@@ -66,13 +70,17 @@ Sourced<RopeFrequencies> resolve_rope(const Doc& doc, const Family& fam, LayerKi
   if (params && !local_rule) {
     const json& p = *params.v;
     Hit type;
-    if (present(p, "rope_type")) type = {&p["rope_type"], params.path + ".rope_type"};
-    else if (present(p, "type")) type = {&p["type"], params.path + ".type"};
+    if (present(p, "rope_type"))
+      type = {&p["rope_type"], params.path + ".rope_type"};
+    else if (present(p, "type"))
+      type = {&p["type"], params.path + ".type"};
     r.scaling_type = type ? doc.string(type) : "default";
     if (r.scaling_type.empty()) doc.fail(type.path, "must not be empty");
     for (auto it = p.begin(); it != p.end(); ++it) {
       const std::string& k = it.key();
-      if (k == "rope_type" || k == "type" || k == "rope_theta" || k == "partial_rotary_factor" || it->is_null()) continue;
+      if (k == "rope_type" || k == "type" || k == "rope_theta" || k == "partial_rotary_factor" ||
+          it->is_null())
+        continue;
       if (k == "factor") doc.positive_number(Hit{&*it, params.path + ".factor"});
       r.scaling[k] = *it;
     }
@@ -82,24 +90,28 @@ Sourced<RopeFrequencies> resolve_rope(const Doc& doc, const Family& fam, LayerKi
         if (Hit o = doc.find({"original_max_position_embeddings"}))
           r.scaling["original_max_position_embeddings"] = doc.positive_int(o);
       if (r.scaling_type == "longrope" && !r.scaling.contains("max_position_embeddings"))
-        if (Hit m = doc.find({"max_position_embeddings"})) r.scaling["max_position_embeddings"] = doc.positive_int(m);
+        if (Hit m = doc.find({"max_position_embeddings"}))
+          r.scaling["max_position_embeddings"] = doc.positive_int(m);
     }
-    scale_src = "; scaling: " + (type ? type.path + " = " + r.scaling_type : params.path + " (default)");
+    scale_src =
+        "; scaling: " + (type ? type.path + " = " + r.scaling_type : params.path + " (default)");
     // Qwen2-VL / Qwen2.5-VL / Qwen3.5 multimodal RoPE: each frequency band takes the temporal,
     // height or width position; for text tokens the three are equal, so it is plain RoPE there.
     if (r.scaling_type == "mrope" || r.scaling.contains("mrope_section"))
-      scale_src += " (mrope: exact for text tokens, whose temporal, height and width positions are equal; "
-                   "image and video tokens carry 3-D positions, which the fused path does not take)";
+      scale_src +=
+          " (mrope: exact for text tokens, whose temporal, height and width positions are equal; "
+          "image and video tokens carry 3-D positions, which the fused path does not take)";
   } else if (local_rule && params) {
-    scale_src = fam.arch->k_norm == KNormRule::RmsOnePlus ? "; scaling: default (architecture rule: gemma3 rope_scaling applies to global layers "
-                               "only; transformers gemma3/modeling_gemma3.py rotary_emb_local)"
-                             : "; scaling: default (sliding layer with rope_local_base_freq)";
+    scale_src =
+        fam.arch->k_norm == KNormRule::RmsOnePlus
+            ? "; scaling: default (architecture rule: gemma3 rope_scaling applies to global layers "
+              "only; transformers gemma3/modeling_gemma3.py rotary_emb_local)"
+            : "; scaling: default (sliding layer with rope_local_base_freq)";
   } else {
     scale_src = "; scaling: default (no rope_scaling)";
   }
   out.source = "theta: " + theta_src + scale_src;
   return out;
 }
-
 
 }  // namespace fkv::config_detail

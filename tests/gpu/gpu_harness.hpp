@@ -30,23 +30,29 @@ struct Rng {
     return z ^ (z >> 31);
   }
   double uniform() { return static_cast<double>(next() >> 11) * 0x1.0p-53; }  // [0, 1)
-  std::int64_t range(std::int64_t lo, std::int64_t hi) {  // inclusive
+  std::int64_t range(std::int64_t lo, std::int64_t hi) {                      // inclusive
     return lo + static_cast<std::int64_t>(next() % static_cast<std::uint64_t>(hi - lo + 1));
   }
   bool coin(double p = 0.5) { return uniform() < p; }
   // Mean 0, variance 1, bell-shaped (sum of four uniforms): cheap for tens of millions.
-  double normal() { return (uniform() + uniform() + uniform() + uniform() - 2.0) * 1.7320508075688772; }
-  template <class T> const T& pick(const std::vector<T>& v) {
+  double normal() {
+    return (uniform() + uniform() + uniform() + uniform() - 2.0) * 1.7320508075688772;
+  }
+  template <class T>
+  const T& pick(const std::vector<T>& v) {
     return v[static_cast<std::size_t>(next() % v.size())];
   }
 };
 
 inline int elem_size(fkv::DType t) {
   switch (t) {
-    case fkv::DType::FP32: return 4;
+    case fkv::DType::FP32:
+      return 4;
     case fkv::DType::BF16:
-    case fkv::DType::FP16: return 2;
-    default: return 1;
+    case fkv::DType::FP16:
+      return 2;
+    default:
+      return 1;
   }
 }
 
@@ -57,7 +63,9 @@ inline void store_value(fkv::DType t, double x, void* dst) {
   std::uint32_t u;
   std::memcpy(&u, &f, 4);
   switch (t) {
-    case fkv::DType::FP32: std::memcpy(dst, &f, 4); return;
+    case fkv::DType::FP32:
+      std::memcpy(dst, &f, 4);
+      return;
     case fkv::DType::BF16: {
       const auto b = static_cast<std::uint16_t>(u >> 16);
       std::memcpy(dst, &b, 2);
@@ -67,9 +75,12 @@ inline void store_value(fkv::DType t, double x, void* dst) {
       const std::uint32_t sign = (u >> 16) & 0x8000u;
       const int e = static_cast<int>((u >> 23) & 0xff) - 127 + 15;
       std::uint32_t h;
-      if (e <= 0) h = sign;                      // below fp16 normals: signed zero
-      else if (e >= 31) h = sign | 0x7bffu;      // clamp to max finite
-      else h = sign | static_cast<std::uint32_t>(e) << 10 | ((u >> 13) & 0x3ffu);
+      if (e <= 0)
+        h = sign;  // below fp16 normals: signed zero
+      else if (e >= 31)
+        h = sign | 0x7bffu;  // clamp to max finite
+      else
+        h = sign | static_cast<std::uint32_t>(e) << 10 | ((u >> 13) & 0x3ffu);
       const auto b = static_cast<std::uint16_t>(h);
       std::memcpy(dst, &b, 2);
       return;
@@ -83,9 +94,11 @@ inline void store_value(fkv::DType t, double x, void* dst) {
 }
 
 // n random values of `t` with standard deviation `sigma`, as raw bytes.
-inline std::vector<std::uint8_t> random_values(fkv::DType t, std::size_t n, double sigma, Rng& rng) {
+inline std::vector<std::uint8_t> random_values(fkv::DType t, std::size_t n, double sigma,
+                                               Rng& rng) {
   std::vector<std::uint8_t> bytes(n * static_cast<std::size_t>(elem_size(t)));
-  for (std::size_t i = 0; i < n; ++i) store_value(t, sigma * rng.normal(), bytes.data() + i * elem_size(t));
+  for (std::size_t i = 0; i < n; ++i)
+    store_value(t, sigma * rng.normal(), bytes.data() + i * elem_size(t));
   return bytes;
 }
 
@@ -108,9 +121,12 @@ inline std::vector<std::uint8_t> index_bytes(fkv::IndexType t, const std::vector
 inline fkv::DeviceBuffer alloc(std::size_t bytes) { return fkv::DeviceBuffer(bytes ? bytes : 256); }
 
 // Host -> device in stream order (pageable memory is staged before the call returns).
-inline void upload(const fkv::DeviceBuffer& dst, const void* src, std::size_t bytes, CUstream stream) {
+inline void upload(const fkv::DeviceBuffer& dst, const void* src, std::size_t bytes,
+                   CUstream stream) {
   if (bytes == 0) return;
-  if (bytes > dst.size()) throw std::runtime_error("upload: " + std::to_string(bytes) + " bytes into a buffer of " + std::to_string(dst.size()));
+  if (bytes > dst.size())
+    throw std::runtime_error("upload: " + std::to_string(bytes) + " bytes into a buffer of " +
+                             std::to_string(dst.size()));
   FKV_CU(cuMemcpyHtoDAsync, dst.get(), src, bytes, stream);
 }
 template <class T>
@@ -136,7 +152,8 @@ inline std::vector<std::uint8_t> download(const fkv::DeviceBuffer& b, CUstream s
 }
 
 // Index of the first byte in [begin, end) that is not poison, or -1.
-inline std::int64_t first_unpoisoned(const std::vector<std::uint8_t>& bytes, std::size_t begin, std::size_t end) {
+inline std::int64_t first_unpoisoned(const std::vector<std::uint8_t>& bytes, std::size_t begin,
+                                     std::size_t end) {
   for (std::size_t i = begin; i < end && i < bytes.size(); ++i)
     if (bytes[i] != kPoison) return static_cast<std::int64_t>(i);
   return -1;
@@ -145,7 +162,9 @@ inline std::int64_t first_unpoisoned(const std::vector<std::uint8_t>& bytes, std
 // RAII: an instantiated CUDA graph.
 class GraphExec {
  public:
-  explicit GraphExec(CUgraph graph) : graph_(graph) { FKV_CU(cuGraphInstantiate, &exec_, graph_, 0); }
+  explicit GraphExec(CUgraph graph) : graph_(graph) {
+    FKV_CU(cuGraphInstantiate, &exec_, graph_, 0);
+  }
   ~GraphExec() {
     if (exec_) fkv::Driver::get().cuGraphExecDestroy(exec_);
     if (graph_) fkv::Driver::get().cuGraphDestroy(graph_);

@@ -9,9 +9,8 @@
 // and RoPE like the value itself.
 //
 // Environment: FKV_TEST_SEED (default: time).
-#include <catch2/catch.hpp>
-
 #include <algorithm>
+#include <catch2/catch.hpp>
 #include <chrono>
 #include <cmath>
 #include <future>
@@ -32,8 +31,8 @@ namespace {
 
 std::uint64_t seed() {
   static const std::uint64_t s = [] {
-    const auto v = static_cast<std::uint64_t>(
-        env_int("FKV_TEST_SEED", std::chrono::steady_clock::now().time_since_epoch().count() & 0xffffffff));
+    const auto v = static_cast<std::uint64_t>(env_int(
+        "FKV_TEST_SEED", std::chrono::steady_clock::now().time_since_epoch().count() & 0xffffffff));
     std::printf("test_decode_gpu: FKV_TEST_SEED=%llu\n", static_cast<unsigned long long>(v));
     return v;
   }();
@@ -66,9 +65,9 @@ fkv::KernelSpec qwen3() {
 // The model on the device and its exact values on the host.
 struct Model {
   Shape shape;
-  std::vector<double> w;      // [rows, hidden], the bf16/fp16 values
-  std::vector<float> k_norm;  // [L, D]
-  std::vector<float> eps;     // [L]
+  std::vector<double> w;           // [rows, hidden], the bf16/fp16 values
+  std::vector<float> k_norm;       // [L, D]
+  std::vector<float> eps;          // [L]
   std::vector<float> cos_sin_f32;  // [max_pos, R], the device table's values
   fkv::DeviceBuffer d_w, d_k_norm, d_cos_sin;
 };
@@ -78,7 +77,8 @@ std::vector<double> decode_all(DType t, const std::vector<std::uint8_t>& bytes) 
   std::vector<double> out(n);
   for (std::size_t i = 0; i < n; ++i) {
     std::uint32_t b = 0;
-    std::memcpy(&b, bytes.data() + i * static_cast<std::size_t>(elem_size(t)), static_cast<std::size_t>(elem_size(t)));
+    std::memcpy(&b, bytes.data() + i * static_cast<std::size_t>(elem_size(t)),
+                static_cast<std::size_t>(elem_size(t)));
     out[i] = fkv::decode(t, b);
   }
   return out;
@@ -87,23 +87,29 @@ std::vector<double> decode_all(DType t, const std::vector<std::uint8_t>& bytes) 
 Model make_model(const Shape& s, Rng& rng, CUstream stream) {
   Model m;
   m.shape = s;
-  const std::size_t rows = static_cast<std::size_t>(s.rows()), H = static_cast<std::size_t>(s.hidden);
+  const std::size_t rows = static_cast<std::size_t>(s.rows()),
+                    H = static_cast<std::size_t>(s.hidden);
   // W ~ N(0, 1/hidden): the projections are about unit size.
   const auto w_bytes = random_values(s.e.act, rows * H, 1.0 / std::sqrt(double(s.hidden)), rng);
   m.w = decode_all(s.e.act, w_bytes);
   m.d_w = to_device(w_bytes, stream);
-  const std::size_t L = static_cast<std::size_t>(s.layers), D = static_cast<std::size_t>(s.e.head_dim);
-  for (std::size_t i = 0; i < L * D; ++i) m.k_norm.push_back(static_cast<float>(1.0 + 0.25 * rng.normal()));
+  const std::size_t L = static_cast<std::size_t>(s.layers),
+                    D = static_cast<std::size_t>(s.e.head_dim);
+  for (std::size_t i = 0; i < L * D; ++i)
+    m.k_norm.push_back(static_cast<float>(1.0 + 0.25 * rng.normal()));
   for (std::size_t l = 0; l < L; ++l) m.eps.push_back(static_cast<float>(1e-6 * double(l + 1)));
   m.d_k_norm = to_device(m.k_norm, stream);
   const int R = s.e.rotary_dim;
   if (R > 0) {
-    std::vector<std::uint8_t> table(static_cast<std::size_t>(s.max_pos * R * elem_size(s.e.cos_sin)));
+    std::vector<std::uint8_t> table(
+        static_cast<std::size_t>(s.max_pos * R * elem_size(s.e.cos_sin)));
     for (std::int64_t p = 0; p < s.max_pos; ++p)
       for (int i = 0; i < R / 2; ++i) {
         const double theta = double(p) * std::pow(10000.0, -2.0 * i / R);
-        store_value(s.e.cos_sin, std::cos(theta), table.data() + (p * R + i) * elem_size(s.e.cos_sin));
-        store_value(s.e.cos_sin, std::sin(theta), table.data() + (p * R + R / 2 + i) * elem_size(s.e.cos_sin));
+        store_value(s.e.cos_sin, std::cos(theta),
+                    table.data() + (p * R + i) * elem_size(s.e.cos_sin));
+        store_value(s.e.cos_sin, std::sin(theta),
+                    table.data() + (p * R + R / 2 + i) * elem_size(s.e.cos_sin));
       }
     for (double v : decode_all(s.e.cos_sin, table)) m.cos_sin_f32.push_back(static_cast<float>(v));
     m.d_cos_sin = to_device(table, stream);
@@ -127,7 +133,7 @@ fkv::DecodeModel decode_model(const Model& m) {
 // x for up to T tokens, with its float64 projection and the sums of |products|.
 struct Tokens {
   std::int64_t T = 0;
-  std::vector<std::uint8_t> x;  // [T, stride] (padding columns random too)
+  std::vector<std::uint8_t> x;        // [T, stride] (padding columns random too)
   std::vector<double> proj, abs_sum;  // [T, rows]
   fkv::DeviceBuffer d_x;
 };
@@ -138,7 +144,8 @@ Tokens make_tokens(const Model& m, std::int64_t T, Rng& rng, CUstream stream) {
   k.T = T;
   k.x = random_values(s.e.act, static_cast<std::size_t>(T * s.stride()), 1.0, rng);
   const std::vector<double> x = decode_all(s.e.act, k.x);
-  const std::size_t rows = static_cast<std::size_t>(s.rows()), H = static_cast<std::size_t>(s.hidden);
+  const std::size_t rows = static_cast<std::size_t>(s.rows()),
+                    H = static_cast<std::size_t>(s.hidden);
   k.proj.assign(static_cast<std::size_t>(T) * rows, 0.0);
   k.abs_sum.assign(k.proj.size(), 0.0);
   const unsigned threads = std::max(1u, std::min(16u, std::thread::hardware_concurrency()));
@@ -176,7 +183,8 @@ Call make_call(const Shape& s, std::int64_t T, Rng& rng) {
   c.num_slots = T + 7;
   std::vector<std::int64_t> slots(static_cast<std::size_t>(c.num_slots));
   for (std::size_t i = 0; i < slots.size(); ++i) slots[i] = static_cast<std::int64_t>(i);
-  for (std::size_t i = slots.size(); i > 1; --i) std::swap(slots[i - 1], slots[static_cast<std::size_t>(rng.range(0, std::int64_t(i) - 1))]);
+  for (std::size_t i = slots.size(); i > 1; --i)
+    std::swap(slots[i - 1], slots[static_cast<std::size_t>(rng.range(0, std::int64_t(i) - 1))]);
   for (std::int64_t t = 0; t < T; ++t) {
     c.pos.push_back(rng.range(0, s.max_pos - 1));
     c.slot.push_back(rng.coin(0.2) ? -1 : slots[static_cast<std::size_t>(t)]);
@@ -197,7 +205,8 @@ struct Expected {
 
 Expected expect(const Model& m, const Tokens& tok, const Call& c, DType cache) {
   const Shape& s = m.shape;
-  const std::int64_t T = c.T, L = s.layers, H = s.e.num_kv_heads, D = s.e.head_dim, R = s.e.rotary_dim;
+  const std::int64_t T = c.T, L = s.layers, H = s.e.num_kv_heads, D = s.e.head_dim,
+                     R = s.e.rotary_dim;
   const std::int64_t rows = s.rows(), KV = s.kv();
   std::vector<float> proj32(static_cast<std::size_t>(T * rows));
   for (std::size_t i = 0; i < proj32.size(); ++i) proj32[i] = static_cast<float>(tok.proj[i]);
@@ -224,8 +233,10 @@ Expected expect(const Model& m, const Tokens& tok, const Call& c, DType cache) {
   const std::int64_t half = R / 2;
   for (std::int64_t t = 0; t < T; ++t)
     for (std::int64_t l = 0; l < L; ++l) {
-      const double ks = fkv::is_fp8(cache) && !c.k_scales.empty() ? c.k_scales[static_cast<std::size_t>(l)] : 1.0;
-      const double vs = fkv::is_fp8(cache) && !c.v_scales.empty() ? c.v_scales[static_cast<std::size_t>(l)] : 1.0;
+      const double ks =
+          fkv::is_fp8(cache) && !c.k_scales.empty() ? c.k_scales[static_cast<std::size_t>(l)] : 1.0;
+      const double vs =
+          fkv::is_fp8(cache) && !c.v_scales.empty() ? c.v_scales[static_cast<std::size_t>(l)] : 1.0;
       for (std::int64_t h = 0; h < H; ++h) {
         const std::size_t kbase = static_cast<std::size_t>(t * rows + l * 2 * KV + h * D);
         const std::size_t vbase = kbase + static_cast<std::size_t>(KV);
@@ -236,7 +247,8 @@ Expected expect(const Model& m, const Tokens& tok, const Call& c, DType cache) {
           inv = 1.0 / std::sqrt(ss / double(D) + m.eps[static_cast<std::size_t>(l)]);
         }
         auto a = [&](std::int64_t d) {
-          const double w = s.e.k_norm ? std::fabs(m.k_norm[static_cast<std::size_t>(l * D + d)]) : 1.0;
+          const double w =
+              s.e.k_norm ? std::fabs(m.k_norm[static_cast<std::size_t>(l * D + d)]) : 1.0;
           return tok.abs_sum[kbase + static_cast<std::size_t>(d)] * inv * w;
         };
         const std::int64_t pos_row = R > 0 ? c.pos[static_cast<std::size_t>(t)] : 0;
@@ -246,19 +258,22 @@ Expected expect(const Model& m, const Tokens& tok, const Call& c, DType cache) {
             const std::int64_t i = s.e.neox ? (d < half ? d : d - half) : d / 2;
             const std::int64_t partner = s.e.neox ? (d < half ? d + half : d - half) : (d ^ 1);
             const double cs = std::fabs(m.cos_sin_f32[static_cast<std::size_t>(pos_row * R + i)]);
-            const double sn = std::fabs(m.cos_sin_f32[static_cast<std::size_t>(pos_row * R + half + i)]);
+            const double sn =
+                std::fabs(m.cos_sin_f32[static_cast<std::size_t>(pos_row * R + half + i)]);
             mag = a(d) * cs + a(partner) * sn;
           }
           e.k.magnitude[e.k.index(l, t, h, d)] += mag / ks;
-          e.v.magnitude[e.v.index(l, t, h, d)] += tok.abs_sum[vbase + static_cast<std::size_t>(d)] / vs;
+          e.v.magnitude[e.v.index(l, t, h, d)] +=
+              tok.abs_sum[vbase + static_cast<std::size_t>(d)] / vs;
         }
       }
     }
   return e;
 }
 
-void require_match(DType dtype, const std::vector<std::uint8_t>& gpu, const fkv::ReferenceOutput& ref,
-                   const std::string& what, std::span<const std::uint8_t> mask = {}) {
+void require_match(DType dtype, const std::vector<std::uint8_t>& gpu,
+                   const fkv::ReferenceOutput& ref, const std::string& what,
+                   std::span<const std::uint8_t> mask = {}) {
   fkv::CompareOptions o;
   o.token_mask = mask;
   const fkv::CompareResult r = fkv::compare(dtype, gpu.data(), ref, o);
@@ -268,10 +283,12 @@ void require_match(DType dtype, const std::vector<std::uint8_t>& gpu, const fkv:
 }
 
 // One stacked call of `T` tokens (the first T of `tok`) against the reference.
-void check_stacked(fkv::DecodeKV& dec, const Model& m, const Tokens& tok, std::int64_t T, Rng& rng, CUstream stream) {
+void check_stacked(fkv::DecodeKV& dec, const Model& m, const Tokens& tok, std::int64_t T, Rng& rng,
+                   CUstream stream) {
   const Shape& s = m.shape;
   const Call c = make_call(s, T, rng);
-  INFO(s.name << " stacked T=" << T << " spec " << dec.spec_for(T, OutputMode::Stacked).canonical());
+  INFO(s.name << " stacked T=" << T << " spec "
+              << dec.spec_for(T, OutputMode::Stacked).canonical());
   const auto bytes = static_cast<std::size_t>(s.layers * T * s.kv() * elem_size(s.e.act));
   fkv::DeviceBuffer k_out = alloc(bytes), v_out = alloc(bytes);
   const auto pos = index_bytes(s.e.positions, c.pos);
@@ -331,7 +348,8 @@ struct PoolRun {
     std::vector<bool> written(static_cast<std::size_t>(c.num_slots), false);
     for (std::int64_t t = 0; t < T; ++t) {
       mask[static_cast<std::size_t>(t)] = c.slot[static_cast<std::size_t>(t)] >= 0;
-      if (c.slot[static_cast<std::size_t>(t)] >= 0) written[static_cast<std::size_t>(c.slot[static_cast<std::size_t>(t)])] = true;
+      if (c.slot[static_cast<std::size_t>(t)] >= 0)
+        written[static_cast<std::size_t>(c.slot[static_cast<std::size_t>(t)])] = true;
     }
     for (int which = 0; which < 2; ++which) {
       std::vector<std::uint8_t> gathered(static_cast<std::size_t>(s.layers * T * KV * es), kPoison);
@@ -343,13 +361,14 @@ struct PoolRun {
           const std::size_t row_end = row + static_cast<std::size_t>(slot_stride * es);
           INFO((which ? "v" : "k") << " pool layer " << l << " slot " << slot);
           CHECK(first_unpoisoned(host, data_end, row_end) == -1);  // the gap
-          if (!written[static_cast<std::size_t>(slot)]) CHECK(first_unpoisoned(host, row, data_end) == -1);
+          if (!written[static_cast<std::size_t>(slot)])
+            CHECK(first_unpoisoned(host, row, data_end) == -1);
         }
         for (std::int64_t t = 0; t < T; ++t) {
           const std::int64_t slot = c.slot[static_cast<std::size_t>(t)];
           if (slot < 0) continue;
-          std::memcpy(gathered.data() + ((l * T + t) * KV) * es, host.data() + slot * slot_stride * es,
-                      static_cast<std::size_t>(KV * es));
+          std::memcpy(gathered.data() + ((l * T + t) * KV) * es,
+                      host.data() + slot * slot_stride * es, static_cast<std::size_t>(KV * es));
         }
       }
       require_match(s.e.cache, gathered, which ? e.v : e.k, which ? "v" : "k", mask);
@@ -357,7 +376,8 @@ struct PoolRun {
   }
 };
 
-void check_pool(fkv::DecodeKV& dec, const Model& m, const Tokens& tok, std::int64_t T, Rng& rng, CUstream stream) {
+void check_pool(fkv::DecodeKV& dec, const Model& m, const Tokens& tok, std::int64_t T, Rng& rng,
+                CUstream stream) {
   const Shape& s = m.shape;
   const Call c = make_call(s, T, rng);
   INFO(s.name << " pool T=" << T << " spec " << dec.spec_for(T, OutputMode::Pool).canonical());
@@ -398,7 +418,9 @@ TEST_CASE("decode kernel: Qwen3-8B DFlash draft shape, stacked and pool, T = 1..
   }
 }
 
-TEST_CASE("decode kernel: fp16, GPT-J, no K norm, fp8 e4m3 pool with scales, int32 indices, padded rows") {
+TEST_CASE(
+    "decode kernel: fp16, GPT-J, no K norm, fp8 e4m3 pool with scales, int32 indices, padded "
+    "rows") {
   CUstream stream = test_stream().get();
   Rng rng(seed() + 1);
   Shape s{"fp16-gptj-fp8", {}, 1024, 2};
@@ -522,7 +544,7 @@ TEST_CASE("decode kernel: host-side argument checks") {
   in.positions = pos.ptr();
   in.num_tokens = 0;
   dec.run_stacked(in, out.ptr(), out.ptr(), stream);  // T = 0 launches nothing
-  in.num_tokens = 9;  // bucket 16 was not prepared
+  in.num_tokens = 9;                                  // bucket 16 was not prepared
   CHECK_THROWS_AS(dec.run_stacked(in, out.ptr(), out.ptr(), stream), fkv::ArgumentError);
   in.num_tokens = 8;
   in.hidden_stride = 260;  // not a multiple of 8

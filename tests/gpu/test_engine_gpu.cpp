@@ -8,7 +8,6 @@
 //
 // Environment: FKV_TEST_SEED (default: time).
 #include <catch2/catch.hpp>
-
 #include <chrono>
 #include <cstdio>
 #include <sstream>
@@ -39,11 +38,16 @@ enum class Layout {
 
 const char* name_of(Layout l) {
   switch (l) {
-    case Layout::Flat: return "flat";
-    case Layout::VllmSeparate: return "vllm";
-    case Layout::VllmStacked: return "vllm[2,...]";
-    case Layout::FlashInferNHD: return "flashinfer-nhd";
-    case Layout::FlashInferHND: return "flashinfer-hnd";
+    case Layout::Flat:
+      return "flat";
+    case Layout::VllmSeparate:
+      return "vllm";
+    case Layout::VllmStacked:
+      return "vllm[2,...]";
+    case Layout::FlashInferNHD:
+      return "flashinfer-nhd";
+    case Layout::FlashInferHND:
+      return "flashinfer-hnd";
   }
   return "?";
 }
@@ -76,10 +80,15 @@ struct Case {
   fkv::PoolLayout pool_layout() const {
     fkv::PoolLayout p;
     switch (layout) {
-      case Layout::Flat: break;
+      case Layout::Flat:
+        break;
       case Layout::VllmSeparate:
-      case Layout::VllmStacked: p.block_size = block_size; break;
-      case Layout::FlashInferNHD: p.block_size = block_size, p.block_stride = 2 * block_size * kv(); break;
+      case Layout::VllmStacked:
+        p.block_size = block_size;
+        break;
+      case Layout::FlashInferNHD:
+        p.block_size = block_size, p.block_stride = 2 * block_size * kv();
+        break;
       case Layout::FlashInferHND:
         p.block_size = block_size, p.slot_stride = D(), p.head_stride = block_size * D();
         p.block_stride = 2 * block_size * kv();
@@ -92,16 +101,21 @@ struct Case {
   std::int64_t alloc_elems() const {
     switch (layout) {
       case Layout::Flat:
-      case Layout::VllmSeparate: return slots() * kv();
-      default: return 2 * slots() * kv();
+      case Layout::VllmSeparate:
+        return slots() * kv();
+      default:
+        return 2 * slots() * kv();
     }
   }
   std::int64_t v_offset() const {
     switch (layout) {
-      case Layout::VllmStacked: return slots() * kv();
+      case Layout::VllmStacked:
+        return slots() * kv();
       case Layout::FlashInferNHD:
-      case Layout::FlashInferHND: return block_size * kv();
-      default: return -1;
+      case Layout::FlashInferHND:
+        return block_size * kv();
+      default:
+        return -1;
     }
   }
 };
@@ -113,8 +127,10 @@ struct Run {
 
 std::uint64_t seed() {
   static const std::uint64_t s = [] {
-    const auto now = static_cast<std::uint64_t>(std::chrono::steady_clock::now().time_since_epoch().count());
-    const auto v = static_cast<std::uint64_t>(env_int("FKV_TEST_SEED", static_cast<std::int64_t>(now % 1000000007)));
+    const auto now =
+        static_cast<std::uint64_t>(std::chrono::steady_clock::now().time_since_epoch().count());
+    const auto v = static_cast<std::uint64_t>(
+        env_int("FKV_TEST_SEED", static_cast<std::int64_t>(now % 1000000007)));
     std::printf("test_engine_gpu: FKV_TEST_SEED=%llu\n", static_cast<unsigned long long>(v));
     return v;
   }();
@@ -123,7 +139,9 @@ std::uint64_t seed() {
 
 void require_gpu() {
   if (!fkv::Driver::available())
-    FAIL("no CUDA driver or device: this test carries the `gpu` label; run `ctest -LE gpu` on machines without a GPU");
+    FAIL(
+        "no CUDA driver or device: this test carries the `gpu` label; run `ctest -LE gpu` on "
+        "machines without a GPU");
   fkv::ensure_context(0);
 }
 
@@ -138,11 +156,13 @@ Run run_case(const Case& c, std::uint64_t case_seed) {
   const fkv::LoadedKernel& k = fkv::Runtime::global().prepare(s);
 
   // Inputs.
-  const std::vector<std::uint8_t> proj = random_values(s.act, static_cast<std::size_t>(T * L * 2 * kv), 1.0, rng);
+  const std::vector<std::uint8_t> proj =
+      random_values(s.act, static_cast<std::size_t>(T * L * 2 * kv), 1.0, rng);
   std::vector<std::int64_t> pos(static_cast<std::size_t>(T));
   for (auto& p : pos) p = rng.range(0, c.max_pos - 1);
   for (std::size_t i = 0; i < c.bad_positions.size(); ++i)
-    pos[static_cast<std::size_t>(c.bad_positions[i])] = i % 2 ? -1 - static_cast<std::int64_t>(i) : c.max_pos + static_cast<std::int64_t>(i);
+    pos[static_cast<std::size_t>(c.bad_positions[i])] =
+        i % 2 ? -1 - static_cast<std::int64_t>(i) : c.max_pos + static_cast<std::int64_t>(i);
   std::vector<std::uint8_t> cos_sin;
   if (R > 0) {
     const int w = elem_size(s.cos_sin);
@@ -155,9 +175,11 @@ Run run_case(const Case& c, std::uint64_t case_seed) {
       }
   }
   std::vector<float> weight, eps, bias, k_scales, v_scales;
-  for (std::int64_t i = 0; s.k_norm && i < L * D; ++i) weight.push_back(static_cast<float>(1.0 + 0.2 * rng.normal()));
+  for (std::int64_t i = 0; s.k_norm && i < L * D; ++i)
+    weight.push_back(static_cast<float>(1.0 + 0.2 * rng.normal()));
   for (std::int64_t l = 0; l < L; ++l) eps.push_back(1e-6f);
-  for (std::int64_t i = 0; s.kv_bias && i < L * 2 * kv; ++i) bias.push_back(static_cast<float>(0.5 * rng.normal()));
+  for (std::int64_t i = 0; s.kv_bias && i < L * 2 * kv; ++i)
+    bias.push_back(static_cast<float>(0.5 * rng.normal()));
   for (std::int64_t l = 0; fkv::is_fp8(s.cache) && l < L; ++l) {
     k_scales.push_back(static_cast<float>(std::exp2(-4 + 6 * rng.uniform())));
     v_scales.push_back(static_cast<float>(std::exp2(-4 + 6 * rng.uniform())));
@@ -169,7 +191,8 @@ Run run_case(const Case& c, std::uint64_t case_seed) {
     std::vector<std::int64_t> perm(static_cast<std::size_t>(num_slots));
     for (std::size_t i = 0; i < perm.size(); ++i) perm[i] = static_cast<std::int64_t>(i);
     for (std::int64_t t = 0; c.pool() && t < T; ++t) {
-      std::swap(perm[static_cast<std::size_t>(t)], perm[static_cast<std::size_t>(rng.range(t, num_slots - 1))]);
+      std::swap(perm[static_cast<std::size_t>(t)],
+                perm[static_cast<std::size_t>(rng.range(t, num_slots - 1))]);
       m.push_back(rng.coin(c.skip) ? -1 : perm[static_cast<std::size_t>(t)]);
     }
     for (std::size_t i = 0; c.pool() && i < c.bad_slots.size(); ++i)
@@ -259,7 +282,8 @@ Run run_case(const Case& c, std::uint64_t case_seed) {
   std::vector<std::int64_t> ref_pos = pos;
   unsigned expected_flag = 0;
   for (std::int64_t t = 0; t < T; ++t) {
-    const bool bad_pos = R > 0 && (pos[static_cast<std::size_t>(t)] < 0 || pos[static_cast<std::size_t>(t)] >= c.max_pos);
+    const bool bad_pos = R > 0 && (pos[static_cast<std::size_t>(t)] < 0 ||
+                                   pos[static_cast<std::size_t>(t)] >= c.max_pos);
     if (bad_pos) {
       expected_flag |= FKV_ERROR_BAD_POSITION;
       ref_pos[static_cast<std::size_t>(t)] = 0;
@@ -277,15 +301,18 @@ Run run_case(const Case& c, std::uint64_t case_seed) {
   const std::vector<std::uint8_t> flag_bytes = download(d_flag, st);
   std::memcpy(&run.flag, flag_bytes.data(), sizeof run.flag);
   if (run.flag != expected_flag)
-    run.failures.push_back("error_flag " + std::to_string(run.flag) + ", expected " + std::to_string(expected_flag));
+    run.failures.push_back("error_flag " + std::to_string(run.flag) + ", expected " +
+                           std::to_string(expected_flag));
 
   // Gather the outputs into [L, T, H, D]; every byte no valid token owns must still be poison.
-  std::vector<std::uint8_t> k_bits(static_cast<std::size_t>(L * T * kv * w), kPoison), v_bits = k_bits;
+  std::vector<std::uint8_t> k_bits(static_cast<std::size_t>(L * T * kv * w), kPoison),
+      v_bits = k_bits;
   if (c.pool()) {
     const fkv::PoolLayout pl = c.pool_layout();
     for (std::int64_t l = 0; l < L; ++l) {
       std::vector<std::uint8_t> kb = download(k_bufs[static_cast<std::size_t>(l)], st);
-      std::vector<std::uint8_t> vb = c.v_offset() < 0 ? download(v_bufs[static_cast<std::size_t>(l)], st) : kb;
+      std::vector<std::uint8_t> vb =
+          c.v_offset() < 0 ? download(v_bufs[static_cast<std::size_t>(l)], st) : kb;
       const std::int64_t v_base = c.v_offset() < 0 ? 0 : c.v_offset();
       for (int kind = 0; kind < 2; ++kind) {
         std::vector<std::uint8_t>& buf = kind ? vb : kb;
@@ -295,8 +322,10 @@ Run run_case(const Case& c, std::uint64_t case_seed) {
           if (!mask[static_cast<std::size_t>(l * T + t)]) continue;
           for (std::int64_t h = 0; h < H; ++h) {
             const std::int64_t off = (base + fkv::pool_offset(pl, H, D, slot_of(l, t), h)) * w;
-            std::memcpy(out.data() + ((l * T + t) * kv + h * D) * w, buf.data() + off, static_cast<std::size_t>(D * w));
-            std::memset(buf.data() + off, kPoison, static_cast<std::size_t>(D * w));  // checked: now expect poison
+            std::memcpy(out.data() + ((l * T + t) * kv + h * D) * w, buf.data() + off,
+                        static_cast<std::size_t>(D * w));
+            std::memset(buf.data() + off, kPoison,
+                        static_cast<std::size_t>(D * w));  // checked: now expect poison
           }
         }
       }
@@ -327,10 +356,11 @@ Run run_case(const Case& c, std::uint64_t case_seed) {
     for (std::int64_t l = 0; l < L; ++l)
       for (std::int64_t t = 0; t < T; ++t)
         if (!mask[static_cast<std::size_t>(l * T + t)]) {
-          const std::size_t b = static_cast<std::size_t>((l * T + t) * kv * w), e = b + static_cast<std::size_t>(kv * w);
+          const std::size_t b = static_cast<std::size_t>((l * T + t) * kv * w),
+                            e = b + static_cast<std::size_t>(kv * w);
           if (first_unpoisoned(k_bits, b, e) >= 0 || first_unpoisoned(v_bits, b, e) >= 0)
-            run.failures.push_back("a skipped token's stacked row was written (layer " + std::to_string(l) +
-                                   ", token " + std::to_string(t) + ")");
+            run.failures.push_back("a skipped token's stacked row was written (layer " +
+                                   std::to_string(l) + ", token " + std::to_string(t) + ")");
         }
   }
 
@@ -400,7 +430,8 @@ TEST_CASE("paged layouts of vLLM and FlashInfer, per-layer slot mappings, device
           "[gpu][engine][paged]") {
   require_gpu();
   std::uint64_t n = 100;
-  for (Layout layout : {Layout::VllmSeparate, Layout::VllmStacked, Layout::FlashInferNHD, Layout::FlashInferHND})
+  for (Layout layout :
+       {Layout::VllmSeparate, Layout::VllmStacked, Layout::FlashInferNHD, Layout::FlashInferHND})
     for (DType cache : {DType::BF16, DType::FP8_E4M3})
       for (bool per_layer : {false, true}) {
         Case c;
@@ -417,7 +448,8 @@ TEST_CASE("paged layouts of vLLM and FlashInfer, per-layer slot mappings, device
       }
   Case c;  // more layers than one launch takes, bias, FlashInfer HND, GQA of 8 heads of 64
   c.spec = base_spec(OutputMode::Pool);
-  c.spec.num_kv_heads = 8, c.spec.head_dim = 64, c.spec.rotary_dim = 32, c.spec.paged = true, c.spec.kv_bias = true;
+  c.spec.num_kv_heads = 8, c.spec.head_dim = 64, c.spec.rotary_dim = 32, c.spec.paged = true,
+  c.spec.kv_bias = true;
   c.layout = Layout::FlashInferHND, c.per_layer_slots = true, c.L = FKV_MAX_LAYERS + 3, c.T = 40;
   c.num_blocks = 8, c.block_size = 8;
   INFO(c.describe());
@@ -460,7 +492,8 @@ TEST_CASE("release build: out-of-range positions and slots are skipped and flagg
   }
 }
 
-TEST_CASE("flat pool: the fast path's results are unchanged (no bias, shared slots)", "[gpu][engine]") {
+TEST_CASE("flat pool: the fast path's results are unchanged (no bias, shared slots)",
+          "[gpu][engine]") {
   require_gpu();
   Case c;
   c.spec = base_spec(OutputMode::Pool);
@@ -478,7 +511,8 @@ TEST_CASE("tensor parallelism: every rank's shard equals the TP=1 result bit for
   // TP=1 against the float64 reference, from its own projection.
   {
     fkv::ReferenceInputs ri;
-    ri.spec.num_kv_heads = c.num_kv_heads, ri.spec.head_dim = c.head_dim, ri.spec.rotary_dim = c.head_dim;
+    ri.spec.num_kv_heads = c.num_kv_heads, ri.spec.head_dim = c.head_dim,
+    ri.spec.rotary_dim = c.head_dim;
     ri.spec.k_norm = true, ri.spec.kv_bias = c.bias;
     ri.num_tokens = c.tokens;
     ri.num_layers = c.layers;
@@ -486,7 +520,8 @@ TEST_CASE("tensor parallelism: every rank's shard equals the TP=1 result bit for
     const std::vector<std::uint8_t> pos = index_bytes(IndexType::I64, h.positions);
     ri.positions = pos.data();
     // The materializer's table is fkv::RopeTable's; recompute it the same way for the reference.
-    const fkv::ModelConfig config = fkv::ModelConfig::from_json(std::string_view(c.config_json()), "tp-case");
+    const fkv::ModelConfig config =
+        fkv::ModelConfig::from_json(std::string_view(c.config_json()), "tp-case");
     const fkv::AttentionSpec attn = fkv::validate(config);
     fkv::RopeOptions ro;
     ro.max_position_embeddings = c.max_position;

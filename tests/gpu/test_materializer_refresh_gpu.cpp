@@ -6,7 +6,6 @@
 // replay" can be compared with "a fresh materializer" byte for byte. The float64 reference for
 // the same kernels and inputs is test_engine_gpu's tensor-parallel case.
 #include <catch2/catch.hpp>
-
 #include <cstring>
 #include <string>
 #include <vector>
@@ -24,7 +23,9 @@ using namespace fkv_test;
 
 void require_gpu() {
   if (!fkv::Driver::available())
-    FAIL("no CUDA driver or device: this test carries the `gpu` label; run `ctest -LE gpu` on machines without a GPU");
+    FAIL(
+        "no CUDA driver or device: this test carries the `gpu` label; run `ctest -LE gpu` on "
+        "machines without a GPU");
   fkv::ensure_context(0);
 }
 
@@ -61,7 +62,8 @@ struct Outputs {
   void* kp = nullptr;
   void* vp = nullptr;
   explicit Outputs(const TpCase& c) {
-    const std::size_t bytes = static_cast<std::size_t>(c.layers * c.tokens * c.num_kv_heads * c.head_dim * 2);
+    const std::size_t bytes =
+        static_cast<std::size_t>(c.layers * c.tokens * c.num_kv_heads * c.head_dim * 2);
     k = alloc(bytes);
     v = alloc(bytes);
     kp = k.ptr();
@@ -83,7 +85,8 @@ struct Outputs {
 
 }  // namespace
 
-TEST_CASE("refresh_weights under a captured graph: replay equals a fresh materializer", "[gpu][materializer]") {
+TEST_CASE("refresh_weights under a captured graph: replay equals a fresh materializer",
+          "[gpu][materializer]") {
   require_gpu();
   TpCase c;
   c.seed = 11;
@@ -118,7 +121,8 @@ TEST_CASE("refresh_weights under a captured graph: replay equals a fresh materia
   exec.launch(s);
   const std::vector<std::uint8_t> replayed = out.both(s);
   std::size_t poisoned = 0;  // bf16 elements still 0xffff: not written by the replay
-  for (std::size_t i = 0; i + 1 < replayed.size(); i += 2) poisoned += replayed[i] == kPoison && replayed[i + 1] == kPoison;
+  for (std::size_t i = 0; i + 1 < replayed.size(); i += 2)
+    poisoned += replayed[i] == kPoison && replayed[i + 1] == kPoison;
   CHECK(poisoned == 0);
   CHECK(replayed != before);
 
@@ -140,7 +144,8 @@ TEST_CASE("refresh_weights under a captured graph: replay equals a fresh materia
   CHECK(out.both(s) == replayed);
 }
 
-TEST_CASE("external cos/sin tables: the caller's table gives the library's results", "[gpu][materializer]") {
+TEST_CASE("external cos/sin tables: the caller's table gives the library's results",
+          "[gpu][materializer]") {
   require_gpu();
   TpCase c;
   c.seed = 21;
@@ -170,7 +175,8 @@ TEST_CASE("external cos/sin tables: the caller's table gives the library's resul
   const std::size_t row = static_cast<std::size_t>(c.head_dim) * 4, padded = row + 64;
   std::vector<std::uint8_t> host(padded * static_cast<std::size_t>(c.max_position), 0);
   for (std::int64_t p = 0; p < c.max_position; ++p)
-    std::memcpy(host.data() + static_cast<std::size_t>(p) * padded, bytes.data() + static_cast<std::size_t>(p) * row, row);
+    std::memcpy(host.data() + static_cast<std::size_t>(p) * padded,
+                bytes.data() + static_cast<std::size_t>(p) * row, row);
   const fkv::DeviceBuffer ext = to_device(host, s);
 
   fkv::MaterializerOptions o = options(c);

@@ -59,7 +59,8 @@ json read_json(const std::string& name) {
 
 TEST_CASE("selftest passes the 24-layer x 32-head phi shape in both modes at 1000 and 4096 tokens",
           "[gpu][selftest]") {
-  if (!fkv::Driver::available()) FAIL("no CUDA driver or device: this test carries the `gpu` label");
+  if (!fkv::Driver::available())
+    FAIL("no CUDA driver or device: this test carries the `gpu` label");
   json cfg = read_json("phi-phi-2.json");  // phi: neox, no K norm, partial rotary
   cfg["hidden_size"] = 2048;
   cfg["num_attention_heads"] = 32;
@@ -69,7 +70,8 @@ TEST_CASE("selftest passes the 24-layer x 32-head phi shape in both modes at 100
   cfg["torch_dtype"] = "float32";
   const fs::path path = write_config("phi-24l-32h.json", cfg);
   for (const char* dtype : {"fp32", "bf16"}) {
-    const Run r = run("selftest " + path.string() + " --dtype " + dtype + " --tokens 1000,4096 --seed 1");
+    const Run r =
+        run("selftest " + path.string() + " --dtype " + dtype + " --tokens 1000,4096 --seed 1");
     INFO(r.out);
     CHECK(r.code == 0);
     CHECK(r.out.find("4 of 4 checks passed") != std::string::npos);
@@ -78,7 +80,8 @@ TEST_CASE("selftest passes the 24-layer x 32-head phi shape in both modes at 100
 }
 
 TEST_CASE("selftest of a 62-layer config at the default token counts", "[gpu][selftest]") {
-  if (!fkv::Driver::available()) FAIL("no CUDA driver or device: this test carries the `gpu` label");
+  if (!fkv::Driver::available())
+    FAIL("no CUDA driver or device: this test carries the `gpu` label");
   json cfg = read_json("gemma3-4b-it.json");  // Gemma-3-27B text shape: 62 layers, 16 KV heads
   json& t = cfg["text_config"];
   t["num_hidden_layers"] = 62;
@@ -91,5 +94,6 @@ TEST_CASE("selftest of a 62-layer config at the default token counts", "[gpu][se
   INFO(r.out);
   CHECK(r.code == 0);
   CHECK(r.out.find("rows compared element by element") != std::string::npos);
-  std::printf("selftest of a 62-layer config (2 groups x 2 modes x T = 1, 77, 1000): %.1f s\n", r.seconds);
+  std::printf("selftest of a 62-layer config (2 groups x 2 modes x T = 1, 77, 1000): %.1f s\n",
+              r.seconds);
 }

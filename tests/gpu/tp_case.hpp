@@ -31,24 +31,24 @@ struct TpCase {
 
   std::string config_json() const {
     std::string layer = "{\"num_kv_heads\": " + std::to_string(num_kv_heads) +
-                        ", \"head_dim\": " + std::to_string(head_dim) + ", \"rotary_dim\": " +
-                        std::to_string(head_dim) +
+                        ", \"head_dim\": " + std::to_string(head_dim) +
+                        ", \"rotary_dim\": " + std::to_string(head_dim) +
                         ", \"is_neox_style\": true, \"k_norm\": \"rms\", \"eps\": 1e-6, "
                         "\"rope_theta\": 1000000}";
     std::string layers_text;
     for (int l = 0; l < layers; ++l) layers_text += (l ? ", " : "") + layer;
-    return "{\"max_position_embeddings\": " + std::to_string(max_position) + ", \"fkv\": {\"layers\": [" +
-           layers_text + "]}}";
+    return "{\"max_position_embeddings\": " + std::to_string(max_position) +
+           ", \"fkv\": {\"layers\": [" + layers_text + "]}}";
   }
 };
 
 // Host inputs of the whole model (every head), bf16 bit patterns.
 struct TpHost {
-  std::vector<std::vector<std::uint8_t>> w_kv;   // [L] [2*H*D, hidden] bf16
-  std::vector<std::vector<float>> k_norm;        // [L] [D]
-  std::vector<std::vector<float>> bias;          // [L] [2*H*D] (empty without bias)
-  std::vector<std::uint8_t> hidden;              // [T, hidden] bf16
-  std::vector<std::int64_t> positions;           // [T]
+  std::vector<std::vector<std::uint8_t>> w_kv;  // [L] [2*H*D, hidden] bf16
+  std::vector<std::vector<float>> k_norm;       // [L] [D]
+  std::vector<std::vector<float>> bias;         // [L] [2*H*D] (empty without bias)
+  std::vector<std::uint8_t> hidden;             // [T, hidden] bf16
+  std::vector<std::int64_t> positions;          // [T]
 };
 
 inline void store_bf16_exact(double x, std::uint8_t* dst) { store_value(fkv::DType::BF16, x, dst); }
@@ -74,7 +74,8 @@ inline TpHost make_tp_host(const TpCase& c) {
   h.hidden.resize(static_cast<std::size_t>(c.tokens * c.hidden * 2));
   for (std::int64_t i = 0; i < c.tokens * c.hidden; ++i)
     store_bf16_exact(static_cast<double>(rng.range(-16, 16)) / 8.0, h.hidden.data() + 2 * i);
-  for (std::int64_t t = 0; t < c.tokens; ++t) h.positions.push_back(rng.range(0, c.max_position - 1));
+  for (std::int64_t t = 0; t < c.tokens; ++t)
+    h.positions.push_back(rng.range(0, c.max_position - 1));
   return h;
 }
 
@@ -98,15 +99,19 @@ inline TpResult run_tp_rank(const TpCase& c, const TpHost& h, int tp_size, int r
     std::vector<std::uint8_t> rows;
     const std::size_t row_bytes = static_cast<std::size_t>(c.hidden * 2);
     for (std::int64_t part = 0; part < 2; ++part)  // K rows, then V rows, of heads [f, f + n)
-      rows.insert(rows.end(), h.w_kv[l].begin() + static_cast<std::ptrdiff_t>((part * H * D + f * D) * row_bytes),
-                  h.w_kv[l].begin() + static_cast<std::ptrdiff_t>((part * H * D + (f + n) * D) * row_bytes));
+      rows.insert(
+          rows.end(),
+          h.w_kv[l].begin() + static_cast<std::ptrdiff_t>((part * H * D + f * D) * row_bytes),
+          h.w_kv[l].begin() +
+              static_cast<std::ptrdiff_t>((part * H * D + (f + n) * D) * row_bytes));
     w_dev.push_back(to_device(rows, s));
     w.w_kv.push_back(w_dev.back().ptr());
     w.k_norm.push_back(h.k_norm[l]);
     if (c.bias) {
       std::vector<float> b;
       for (std::int64_t part = 0; part < 2; ++part)
-        b.insert(b.end(), h.bias[l].begin() + part * H * D + f * D, h.bias[l].begin() + part * H * D + (f + n) * D);
+        b.insert(b.end(), h.bias[l].begin() + part * H * D + f * D,
+                 h.bias[l].begin() + part * H * D + (f + n) * D);
       w.kv_bias.push_back(std::move(b));
     }
   }
@@ -118,7 +123,8 @@ inline TpResult run_tp_rank(const TpCase& c, const TpHost& h, int tp_size, int r
   o.pool = false;
   o.tp_size = tp_size;
   o.tp_rank = rank;
-  const fkv::ModelConfig config = fkv::ModelConfig::from_json(std::string_view(c.config_json()), "tp-case");
+  const fkv::ModelConfig config =
+      fkv::ModelConfig::from_json(std::string_view(c.config_json()), "tp-case");
   fkv::FusedKVMaterializer m(config, c.hidden, w, o);
 
   const fkv::DeviceBuffer hidden = to_device(h.hidden, s);
@@ -131,7 +137,8 @@ inline TpResult run_tp_rank(const TpCase& c, const TpHost& h, int tp_size, int r
   void* k_ptr = k_out.ptr();
   void* v_ptr = v_out.ptr();
   fkv::MaterializerInput in{hidden.ptr(), c.tokens, 0, positions.ptr()};
-  m.materialize_stacked(in, std::span<void* const>(&k_ptr, 1), std::span<void* const>(&v_ptr, 1), s);
+  m.materialize_stacked(in, std::span<void* const>(&k_ptr, 1), std::span<void* const>(&v_ptr, 1),
+                        s);
   TpResult r;
   r.first_head = static_cast<int>(f);
   r.num_heads = static_cast<int>(n);
@@ -139,7 +146,8 @@ inline TpResult run_tp_rank(const TpCase& c, const TpHost& h, int tp_size, int r
   r.v = download(v_out, s);
   r.proj.resize(static_cast<std::size_t>(c.tokens * m.projection_width() * 2));
   FKV_CU(cuMemcpyDtoH, r.proj.data(), m.projection(), r.proj.size());
-  if (m.take_error_flag(s) != 0) throw std::runtime_error("the materializer flagged a bad position or slot");
+  if (m.take_error_flag(s) != 0)
+    throw std::runtime_error("the materializer flagged a bad position or slot");
   return r;
 }
 
@@ -153,13 +161,15 @@ inline std::string compare_shard(const TpCase& c, const TpResult& full, const Tp
     for (std::int64_t l = 0; l < c.layers; ++l)
       for (std::int64_t t = 0; t < c.tokens; ++t)
         for (std::int64_t j = 0; j < r.num_heads; ++j) {
-          const std::size_t fa = static_cast<std::size_t>(((l * c.tokens + t) * H + r.first_head + j) * D * 2);
-          const std::size_t fb = static_cast<std::size_t>(((l * c.tokens + t) * r.num_heads + j) * D * 2);
+          const std::size_t fa =
+              static_cast<std::size_t>(((l * c.tokens + t) * H + r.first_head + j) * D * 2);
+          const std::size_t fb =
+              static_cast<std::size_t>(((l * c.tokens + t) * r.num_heads + j) * D * 2);
           for (std::size_t i = 0; i < static_cast<std::size_t>(D * 2); ++i)
             if (a[fa + i] != b[fb + i])
-              return std::string(kind ? "v" : "k") + " differs at layer " + std::to_string(l) + ", token " +
-                     std::to_string(t) + ", global head " + std::to_string(r.first_head + j) + ", byte " +
-                     std::to_string(i);
+              return std::string(kind ? "v" : "k") + " differs at layer " + std::to_string(l) +
+                     ", token " + std::to_string(t) + ", global head " +
+                     std::to_string(r.first_head + j) + ", byte " + std::to_string(i);
         }
   }
   return {};

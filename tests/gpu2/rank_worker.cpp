@@ -265,15 +265,17 @@ int run_tp(int tp_size, int rank, int device, const std::string& out_dir, std::u
   signal_ready();
   wait_for_go();
   const fkv_test::TpResult r = fkv_test::run_tp_rank(c, host, tp_size, rank, device);
-  const std::string base = out_dir + "/tp" + std::to_string(tp_size) + "-rank" + std::to_string(rank);
+  const std::string base =
+      out_dir + "/tp" + std::to_string(tp_size) + "-rank" + std::to_string(rank);
   for (int kind = 0; kind < 2; ++kind) {
     const std::vector<std::uint8_t>& bytes = kind ? r.v : r.k;
     std::FILE* f = std::fopen((base + (kind ? ".v" : ".k")).c_str(), "wb");
-    if (f == nullptr || std::fwrite(bytes.data(), 1, bytes.size(), f) != bytes.size() || std::fclose(f) != 0)
+    if (f == nullptr || std::fwrite(bytes.data(), 1, bytes.size(), f) != bytes.size() ||
+        std::fclose(f) != 0)
       throw std::runtime_error("cannot write " + base);
   }
-  std::printf("FKV_TP tp_size=%d rank=%d device=%d first_head=%d num_heads=%d check=ok\n", tp_size, rank,
-              device, r.first_head, r.num_heads);
+  std::printf("FKV_TP tp_size=%d rank=%d device=%d first_head=%d num_heads=%d check=ok\n", tp_size,
+              rank, device, r.first_head, r.num_heads);
   return 0;
 }
 
@@ -284,7 +286,8 @@ int main(int argc, char** argv) {
       return run_rank(std::stoi(args[1]), std::stoi(args[2]), args[3], args[4]);
     if (args.size() == 2 && args[0] == "mismatch") return run_mismatch(args[1]);
     if (args.size() == 6 && args[0] == "tp")
-      return run_tp(std::stoi(args[1]), std::stoi(args[2]), std::stoi(args[3]), args[4], std::stoull(args[5]));
+      return run_tp(std::stoi(args[1]), std::stoi(args[2]), std::stoi(args[3]), args[4],
+                    std::stoull(args[5]));
   } catch (const std::exception& e) {
     std::fprintf(stderr, "rank_worker: error: %s\n", e.what());
     return 2;

@@ -617,7 +617,8 @@ TEST_CASE("tensor parallelism: two ranks on two GPUs together equal the TP=1 res
   const std::string seed = std::to_string(env_int("FKV_TEST_SEED", 12345));
   // TP=1 on device 0 first, then both ranks at once, each on its own device.
   auto full = run_workers({{"tp", "1", "0", "0", out, seed}}, tmp.path / "tp1");
-  auto ranks = run_workers({{"tp", "2", "0", "0", out, seed}, {"tp", "2", "1", "1", out, seed}}, tmp.path / "tp2");
+  auto ranks = run_workers({{"tp", "2", "0", "0", out, seed}, {"tp", "2", "1", "1", out, seed}},
+                           tmp.path / "tp2");
   for (auto* set : {&full, &ranks})
     for (auto& w : *set) {
       parse_fields(w, "FKV_TP");
@@ -634,7 +635,8 @@ TEST_CASE("tensor parallelism: two ranks on two GPUs together equal the TP=1 res
   tp1.num_heads = c.num_kv_heads;
   tp1.k = read("tp1-rank0.k");
   tp1.v = read("tp1-rank0.v");
-  const std::size_t bytes = static_cast<std::size_t>(c.layers * c.tokens * c.num_kv_heads * c.head_dim * 2);
+  const std::size_t bytes =
+      static_cast<std::size_t>(c.layers * c.tokens * c.num_kv_heads * c.head_dim * 2);
   REQUIRE(tp1.k.size() == bytes);
   REQUIRE(tp1.v.size() == bytes);
   for (int r = 0; r < 2; ++r) {
@@ -646,7 +648,8 @@ TEST_CASE("tensor parallelism: two ranks on two GPUs together equal the TP=1 res
     INFO("rank " << r << " (device " << r << ")");
     REQUIRE(shard.k.size() == bytes / 2);
     REQUIRE(shard.v.size() == bytes / 2);
-    CHECK(ranks[static_cast<std::size_t>(r)].field("first_head") == std::to_string(shard.first_head));
+    CHECK(ranks[static_cast<std::size_t>(r)].field("first_head") ==
+          std::to_string(shard.first_head));
     CHECK(fkv_test::compare_shard(c, tp1, shard) == "");
   }
 }
