@@ -131,7 +131,7 @@ void k_norm_of(LayerAttention& L, const Family& fam, const QkNorm& qk, const std
 
 ModelConfig infer(const Doc& doc, ModelConfig cfg, const Family& fam) {
   const int n = cfg.num_hidden_layers.value;
-  KindPlan kinds = resolve_kinds(doc, fam, n);
+  LayerKinds kinds = resolve_kinds(doc, fam, n);
 
   Hit hidden = doc.find({"hidden_size", "n_embd", "d_model", "model_dim"});
   Hit heads = doc.find({"num_attention_heads", "n_head", "num_heads"});

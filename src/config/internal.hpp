@@ -214,11 +214,13 @@ void refuse_unread_layout_keys(const Doc& doc, const Family& fam);
 
 // Layer kinds (layer_kinds.cpp).
 std::optional<LayerKind> kind_from_name(const std::string& raw);
-struct KindPlan {
+// The resolved kind of every layer, with the layer_types name each came from (not a plan:
+// "Plan" is the validated layer grouping of validate.hpp).
+struct LayerKinds {
   std::vector<Sourced<LayerKind>> kinds;
   std::vector<std::string> type_names;  // "full_attention" / "sliding_attention" / "" (no KV)
 };
-KindPlan resolve_kinds(const Doc& doc, const Family& fam, int n);
+LayerKinds resolve_kinds(const Doc& doc, const Family& fam, int n);
 
 // RoPE parameters (rope_params.cpp).
 Hit rope_params_for(const Doc& doc, const std::string& tname);

@@ -30,8 +30,8 @@ std::string type_name(LayerKind k) {
                                             : "";
 }
 
-KindPlan resolve_kinds(const Doc& doc, const Family& fam, int n) {
-  KindPlan plan;
+LayerKinds resolve_kinds(const Doc& doc, const Family& fam, int n) {
+  LayerKinds plan;
   plan.kinds.resize(n);
   auto set_all = [&](auto fn) {
     for (int i = 0; i < n; ++i) plan.kinds[i] = fn(i);
