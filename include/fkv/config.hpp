@@ -1,4 +1,4 @@
-// config: a model's config JSON -> per-layer attention facts (SPEC §2).
+// config: a model's config JSON -> per-layer attention facts (docs/config-rules.md).
 //
 // Every resolved value records where it came from (`Sourced::source`), so that
 // `fkv-jit validate --explain` can show it. Reading never silently defaults a value that is

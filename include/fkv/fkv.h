@@ -1,5 +1,5 @@
-/* fkv.h: the C API of fkv-jit (SPEC §7). Plain C99, usable from C, from C++ and through FFI
- * (Python's ctypes binding `fkv_jit` is built on it).
+/* fkv.h: the C API of fkv-jit (docs/integration.md). Plain C99, usable from C, from C++ and through
+ * FFI (Python's ctypes binding `fkv_jit` is built on it).
  *
  * Conventions
  * - Every function returns an fkv_status (FKV_OK = 0) unless it is a plain accessor. On
@@ -36,7 +36,8 @@ extern "C" {
 typedef enum fkv_status {
   FKV_OK = 0,
   FKV_ERR_CONFIG_MISMATCH = 1, /* the config was read, but its layers cannot share the fused
-                                  path (SPEC §3 texts), or a layer is unsupported */
+                                  path (the seed helper's "... mismatch across layers for fused KV
+                                  path: ..." texts), or a layer is unsupported */
   FKV_ERR_BAD_INPUT = 2,       /* config file missing or unreadable, malformed JSON, bad values */
   FKV_ERR_COMPILE = 3,         /* NVRTC rejected a kernel, or the arch is not supported */
   FKV_ERR_CUDA = 4,            /* the CUDA driver is missing, or a driver call failed */
@@ -59,7 +60,7 @@ FKV_API const char* fkv_version(void);
 /* 1 when a CUDA driver with at least one device can be loaded, else 0. Never fails. */
 FKV_API int fkv_driver_available(void);
 
-/* ---- model configs (SPEC §2) ------------------------------------------------------------ */
+/* ---- model configs ----------------------------------------------------------------------- */
 
 typedef struct fkv_config fkv_config;
 
@@ -102,7 +103,7 @@ typedef struct fkv_layer_info {
 /* FKV_ERR_ARGUMENT when `layer` is out of range. */
 FKV_API fkv_status fkv_config_layer(const fkv_config* config, int layer, fkv_layer_info* out);
 
-/* ---- validation and plans (SPEC §3) ----------------------------------------------------- */
+/* ---- validation and plans ---------------------------------------------------------------- */
 
 /* What the layers of one launch share (fkv::AttentionSpec). */
 typedef struct fkv_attention_info {
@@ -116,7 +117,7 @@ typedef struct fkv_attention_info {
 } fkv_attention_info;
 
 /* Strict validation (the seed's semantics). On FKV_ERR_CONFIG_MISMATCH, fkv_last_error() holds
- * exactly the SPEC §3 text, e.g. "num_kv_heads mismatch across layers for fused KV path:
+ * exactly the seed helper's text, e.g. "num_kv_heads mismatch across layers for fused KV path:
  * expected 8, got 4 at layer 3." `out` may be NULL; its rope_scaling_type points into `config`. */
 FKV_API fkv_status fkv_validate(const fkv_config* config, fkv_attention_info* out);
 
@@ -140,7 +141,7 @@ FKV_API fkv_status fkv_plan_skipped_layers(const fkv_plan* plan, int* layers, si
  * rope: {theta, scaling_type, scaling} or null). Owned by the plan. */
 FKV_API const char* fkv_plan_json(const fkv_plan* plan);
 
-/* ---- dtypes and kernel descriptions (SPEC §4) ------------------------------------------- */
+/* ---- dtypes and kernel descriptions ----------------------------------------------------- */
 
 typedef enum fkv_dtype {
   FKV_DTYPE_BF16 = 0,
@@ -238,7 +239,7 @@ FKV_API fkv_status fkv_precompile(const fkv_config* config, const char* arch, co
                                   const char* kv_dtype, const char* cache_dir, size_t* n_variants,
                                   size_t* n_compiled);
 
-/* ---- kernels and launches (SPEC §4, §6) ------------------------------------------------- */
+/* ---- kernels and launches ---------------------------------------------------------------- */
 
 typedef struct fkv_kernel fkv_kernel;
 

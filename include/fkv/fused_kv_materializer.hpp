@@ -1,5 +1,5 @@
 // fused_kv_materializer: the whole operation for one draft model, built once and called per
-// step (SPEC §7): proj = hidden · W_kvᵀ (one cuBLASLt GEMM for every layer), then one fused
+// step: proj = hidden · W_kvᵀ (one cuBLASLt GEMM for every layer), then one fused
 // norm + RoPE + KV-write launch per layer group, stacked or straight into the KV pool.
 //
 // Everything that allocates, copies or compiles happens in the constructor ("prepare"):
@@ -84,9 +84,9 @@ struct MaterializerInput {
 
 class FusedKVMaterializer {
  public:
-  // Validates `config` (Strict throws ConfigError with the SPEC §3 texts), checks the weights
-  // against it and prepares everything (see above) on `options.device`, in the calling thread's
-  // current context (or the device's primary context). Throws ConfigError, ArgumentError,
+  // Validates `config` (Strict throws ConfigError with the seed helper's mismatch texts), checks
+  // the weights against it and prepares everything (see above) on `options.device`, in the calling
+  // thread's current context (or the device's primary context). Throws ConfigError, ArgumentError,
   // CompileError, CudaError.
   FusedKVMaterializer(const ModelConfig& config, std::int64_t hidden_size,
                       const MaterializerWeights& weights, const MaterializerOptions& options = {});

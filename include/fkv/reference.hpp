@@ -1,7 +1,7 @@
-// reference: the fused KV kernel (SPEC §4) recomputed on the CPU in float64, the number
-// formats of its inputs and outputs decoded and encoded independently of the kernel's own
-// conversions, and a comparison with a tolerance of one unit in the last place of the output.
-// Used by the GPU tests and by `fkv-jit selftest`. Pure host code; thread-safe (no state
+// reference: the fused KV kernel (K norm, RoPE, rounding, FP8 scales) recomputed on the CPU in
+// float64, the number formats of its inputs and outputs decoded and encoded independently of the
+// kernel's own conversions, and a comparison with a tolerance of one unit in the last place of the
+// output. Used by the GPU tests and by `fkv-jit selftest`. Pure host code; thread-safe (no state
 // beyond immutable lookup tables built on first use).
 #pragma once
 
