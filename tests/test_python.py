@@ -15,7 +15,6 @@ import struct
 import subprocess
 import sys
 import tempfile
-import traceback
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -229,18 +228,9 @@ def test_nvrtc_missing():
 
 def main():
     print(f"fkv_jit {fkv_jit.version()} from {fkv_jit.library_path()}")
-    tests = [v for k, v in sorted(globals().items()) if k.startswith("test_") and callable(v)]
-    failed = 0
-    for t in tests:
-        try:
-            t()
-            print(f"ok   {t.__name__}")
-        except Exception:
-            failed += 1
-            print(f"FAIL {t.__name__}")
-            traceback.print_exc()
-    print(f"{len(tests) - failed} passed, {failed} failed")
-    return 1 if failed else 0
+    from plain_runner import run  # tests/plain_runner.py, beside this file
+
+    return run(globals())
 
 
 if __name__ == "__main__":

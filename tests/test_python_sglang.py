@@ -13,7 +13,6 @@ cos_sin_cache). The numbers, graph capture and refresh on a GPU: tests/gpu/test_
 """
 
 import sys
-import traceback
 from types import SimpleNamespace
 
 try:
@@ -269,18 +268,9 @@ def test_pool_options_rejected_when_traced_paths_cannot_take_them():
 
 
 def main():
-    tests = [v for k, v in sorted(globals().items()) if k.startswith("test_") and callable(v)]
-    failed = 0
-    for t in tests:
-        try:
-            t()
-            print(f"ok   {t.__name__}")
-        except Exception:
-            failed += 1
-            print(f"FAIL {t.__name__}")
-            traceback.print_exc()
-    print(f"{len(tests) - failed} passed, {failed} failed")
-    return 1 if failed else 0
+    from plain_runner import run  # tests/plain_runner.py, beside this file
+
+    return run(globals())
 
 
 if __name__ == "__main__":

@@ -13,7 +13,6 @@ The GPU results of the same ops: tests/gpu/test_python_gpu.py.
 """
 
 import sys
-import traceback
 
 try:
     import torch
@@ -166,18 +165,9 @@ def test_helper_errors_before_running():
 
 
 def main():
-    tests = [v for k, v in sorted(globals().items()) if k.startswith("test_") and callable(v)]
-    failed = 0
-    for t in tests:
-        try:
-            t()
-            print(f"ok   {t.__name__}")
-        except Exception:
-            failed += 1
-            print(f"FAIL {t.__name__}")
-            traceback.print_exc()
-    print(f"{len(tests) - failed} passed, {failed} failed")
-    return 1 if failed else 0
+    from plain_runner import run  # tests/plain_runner.py, beside this file
+
+    return run(globals())
 
 
 if __name__ == "__main__":

@@ -9,8 +9,8 @@ Needs torch with CUDA and a GPU; without them it exits 77, which CTest reports a
 passed), so a GPU run never passes without running.
 """
 
+import os
 import sys
-import traceback
 
 try:
     import torch
@@ -414,18 +414,10 @@ def test_precompile_for_this_gpu():
 def main():
     print(f"fkv_jit {fkv_jit.version()} from {fkv_jit.library_path()}; torch {torch.__version__}, "
           f"{torch.cuda.get_device_name(DEV)}")
-    tests = [v for k, v in sorted(globals().items()) if k.startswith("test_") and callable(v)]
-    failed = 0
-    for t in tests:
-        try:
-            t()
-            print(f"ok   {t.__name__}")
-        except Exception:
-            failed += 1
-            print(f"FAIL {t.__name__}")
-            traceback.print_exc()
-    print(f"{len(tests) - failed} passed, {failed} failed")
-    return 1 if failed else 0
+    sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), os.pardir))
+    from plain_runner import run  # tests/plain_runner.py
+
+    return run(globals())
 
 
 if __name__ == "__main__":

@@ -19,8 +19,8 @@ float64 reference computed from the same weights and the engine's cos/sin table:
 Needs torch with CUDA and a GPU; without them it exits 77 (CTest: skipped).
 """
 
+import os
 import sys
-import traceback
 from types import SimpleNamespace
 
 try:
@@ -287,18 +287,10 @@ def test_refresh_keeps_bias_in_place():
 
 
 def main():
-    tests = [v for k, v in sorted(globals().items()) if k.startswith("test_") and callable(v)]
-    failed = 0
-    for t in tests:
-        try:
-            t()
-            print(f"ok   {t.__name__}")
-        except Exception:
-            failed += 1
-            print(f"FAIL {t.__name__}")
-            traceback.print_exc()
-    print(f"{len(tests) - failed} passed, {failed} failed")
-    return 1 if failed else 0
+    sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), os.pardir))
+    from plain_runner import run  # tests/plain_runner.py
+
+    return run(globals())
 
 
 if __name__ == "__main__":
