@@ -19,6 +19,7 @@
 #include <set>
 #include <thread>
 
+#include "env_guard.hpp"
 #include "fkv/cache.hpp"
 #include "fkv/errors.hpp"
 #include "log_capture.hpp"
@@ -31,6 +32,8 @@ using fkv::CompiledKernel;
 using fkv::KernelCache;
 
 namespace {
+
+using fkv_test::EnvGuard;
 
 using TempDir = fkv_test::TempDir;
 
@@ -131,29 +134,6 @@ unsigned mode_of(const fs::path& p) {
   REQUIRE(::stat(p.c_str(), &st) == 0);
   return st.st_mode & 07777;
 }
-
-// Sets and restores environment variables.
-struct EnvGuard {
-  std::map<std::string, std::optional<std::string>> saved;
-  void set(const std::string& name, const std::optional<std::string>& value) {
-    if (!saved.count(name)) {
-      const char* v = std::getenv(name.c_str());
-      saved[name] = v ? std::optional<std::string>(v) : std::nullopt;
-    }
-    if (value)
-      ::setenv(name.c_str(), value->c_str(), 1);
-    else
-      ::unsetenv(name.c_str());
-  }
-  ~EnvGuard() {
-    for (const auto& [name, value] : saved) {
-      if (value)
-        ::setenv(name.c_str(), value->c_str(), 1);
-      else
-        ::unsetenv(name.c_str());
-    }
-  }
-};
 
 }  // namespace
 

@@ -11,6 +11,7 @@
 #include <map>
 #include <optional>
 
+#include "env_guard.hpp"
 #include "fkv/cache.hpp"
 #include "fkv/codegen.hpp"
 #include "fkv/compiler.hpp"
@@ -25,28 +26,7 @@ using fkv::JitOptions;
 
 namespace {
 
-// Sets and restores environment variables.
-struct EnvGuard {
-  std::map<std::string, std::optional<std::string>> saved;
-  void set(const std::string& name, const std::optional<std::string>& value) {
-    if (!saved.count(name)) {
-      const char* v = std::getenv(name.c_str());
-      saved[name] = v ? std::optional<std::string>(v) : std::nullopt;
-    }
-    if (value)
-      ::setenv(name.c_str(), value->c_str(), 1);
-    else
-      ::unsetenv(name.c_str());
-  }
-  ~EnvGuard() {
-    for (const auto& [name, value] : saved) {
-      if (value)
-        ::setenv(name.c_str(), value->c_str(), 1);
-      else
-        ::unsetenv(name.c_str());
-    }
-  }
-};
+using fkv_test::EnvGuard;
 
 std::string slurp(const fs::path& p) {
   std::ifstream in(p, std::ios::binary);
