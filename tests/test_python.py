@@ -2,9 +2,9 @@
 
     scripts/test-wheel.sh     # builds the wheel, installs it into a fresh venv, runs these
 
-Covers config loading, validation and its exact ValueError texts (the seed helper's), plans,
-cos/sin tables, precompilation into a temporary cache, NVRTC loading (found, missing with a
-cache hit, missing with a miss) and error classes. The torch parts (argument checks of
+Covers config loading, validation and its exact ValueError texts (the seed helper's), plans
+(a tensor-parallel rank's too), cos/sin tables, precompilation into a temporary cache, NVRTC
+loading (found, missing with a cache hit, missing with a miss) and error classes. The torch parts (argument checks of
 FusedKVMaterializeHelper that need no GPU) are skipped when torch is missing.
 """
 
@@ -122,6 +122,57 @@ def test_plan():
     assert "cache dtype fp16" in str(e)
     e = raises(ValueError, p.kernel_desc, 3)
     assert str(e) == "group 3 is out of range: the plan has 1 group(s)"
+
+
+def test_plan_tensor_parallel():
+    # 8 KV heads over 2 ranks: 4 each, rank r holding heads [4r, 4r + 4).
+    cfg = fkv_jit.load_config(DATA / "qwen3-8b.json")
+    for rank in (0, 1):
+        p = fkv_jit.plan(cfg, tp_size=2, tp_rank=rank)
+        (g,) = p.groups
+        assert g.spec.num_kv_heads == 4 and g.spec.head_dim == 128, g
+        assert (g.first_kv_head, g.total_kv_heads, g.replicated) == (4 * rank, 8, False), g
+        assert g.layers == tuple(range(36))
+        assert (p.tp_size, p.tp_rank) == (2, rank)
+        assert p.json["tp_size"] == 2 and p.json["tp_rank"] == rank
+        assert p.json["groups"][0]["spec"]["num_kv_heads"] == 4
+        assert p.kernel_desc(0, pool=True).num_kv_heads == 4
+    # The old call forms still give the whole model.
+    for whole in (fkv_jit.plan(cfg), fkv_jit.plan(cfg, False), fkv_jit.Plan(cfg, False)):
+        g = whole.groups[0]
+        assert (g.spec.num_kv_heads, g.first_kv_head, g.total_kv_heads) == (8, 0, 8)
+        assert whole.kernel_desc(0).num_kv_heads == 8
+
+    # Fewer KV heads than ranks: one head per rank, the same head on tp_size / H ranks.
+    small = fkv_jit.load_config(DATA / "ernie4.5-0.3b.json")
+    assert small.layer(0).num_kv_heads == 2
+    firsts = []
+    for rank in range(4):
+        g = fkv_jit.plan(small, tp_size=4, tp_rank=rank).groups[0]
+        assert g.spec.num_kv_heads == 1 and g.total_kv_heads == 2 and g.replicated, g
+        firsts.append(g.first_kv_head)
+    assert firsts == [0, 0, 1, 1], firsts
+
+    # Grouped plans shard every group.
+    gp = fkv_jit.plan(two_layers(layer(kv=4)), grouped=True, tp_size=2, tp_rank=1)
+    assert [(g.spec.num_kv_heads, g.first_kv_head) for g in gp.groups] == [(4, 4), (2, 2)]
+
+    # An uneven split is a clear error naming both numbers.
+    e = raises(fkv_jit.ConfigMismatchError, fkv_jit.plan, cfg, tp_size=3, tp_rank=0)
+    assert isinstance(e, ValueError)
+    assert str(e).startswith("num_kv_heads=8 cannot be split across tp_size=3 ranks"), str(e)
+    e = raises(fkv_jit.ConfigMismatchError, fkv_jit.plan, small, tp_size=3)
+    assert "num_kv_heads=2" in str(e) and "tp_size=3" in str(e), str(e)
+    # Bad ranks and sizes are argument errors.
+    e = raises(fkv_jit.ArgumentError, fkv_jit.plan, cfg, tp_size=2, tp_rank=2)
+    assert str(e) == "tp_rank 2 is outside [0, tp_size=2)", str(e)
+    e = raises(fkv_jit.ArgumentError, fkv_jit.plan, cfg, tp_size=2, tp_rank=-1)
+    assert "tp_rank -1" in str(e), str(e)
+    e = raises(fkv_jit.ArgumentError, fkv_jit.plan, cfg, tp_size=0)
+    assert str(e) == "tp_size must be >= 1, got 0", str(e)
+    # A config mismatch is reported before any sharding.
+    e = raises(fkv_jit.ConfigMismatchError, fkv_jit.plan, two_layers(layer(kv=4)), tp_size=3)
+    assert str(e).startswith("num_kv_heads mismatch across layers"), str(e)
 
 
 def test_cos_sin():

@@ -8,11 +8,14 @@ implementations), which is what torch.compile traces with. Checked here:
     writes into a pool) and materialize_to_pool compiles with no graph break, each op once in
     the graph, and the compiled result has eager's shapes;
   - fake output shapes follow the plan (one group and several groups);
-  - the helper's argument errors are raised before anything runs.
+  - the helper's argument errors are raised before anything runs;
+  - under tensor parallelism (tp_size/tp_rank) the helper takes the rank's weight shard and
+    its outputs hold the rank's heads.
 The GPU results of the same ops: tests/gpu/test_python_gpu.py.
 """
 
 import sys
+from pathlib import Path
 
 try:
     import torch
@@ -23,6 +26,7 @@ except ImportError:  # pragma: no cover
 import fkv_jit  # noqa: E402
 
 META = torch.device("meta")
+DATA = Path(__file__).resolve().parent / "data"
 
 
 def layer(kv=2, d=64, r=64, neox=True, theta=10000.0, k_norm="rms"):
@@ -162,6 +166,53 @@ def test_helper_errors_before_running():
     e = raises(TypeError, h.materialize_to_pool, torch.empty(2, HIDDEN, device=META),
                torch.empty(2, dtype=torch.int64, device=META), [0, 1], [], [])
     assert "cache_loc must be a torch tensor" in str(e)
+
+
+def test_helper_tensor_parallel_shapes():
+    # A Qwen3 draft: 8 KV heads of 128, hidden 2560, 5 layers. Rank 1 of 2 holds heads [4, 8):
+    # its weights are [2 * 4 * 128, 2560] per layer.
+    cfg = fkv_jit.load_config(DATA / "dflash-qwen3-4b-draft.json")
+    L, hidden = len(cfg.attention_layers), cfg.hidden_size
+    assert (cfg.layer(0).num_kv_heads, cfg.layer(0).head_dim, hidden) == (8, 128, 2560)
+
+    def weights(heads):
+        return [torch.empty(2 * heads * 128, hidden, dtype=torch.bfloat16, device=META)
+                for _ in range(L)]
+
+    norms = [torch.ones(128)] * L
+    h = fkv_jit.FusedKVMaterializeHelper(cfg, weights(4), norms, tp_size=2, tp_rank=1)
+    assert (h.tp_size, h.tp_rank) == (2, 1)
+    assert h.plan.groups[0].spec.num_kv_heads == 4 and h.plan.groups[0].first_kv_head == 4
+    T = 3
+    seen = []
+    h.materialize(torch.empty(T, hidden, dtype=torch.bfloat16, device=META),
+                  torch.empty(T, dtype=torch.int64, device=META),
+                  lambda lid, k, v: seen.append((lid, tuple(k.shape), tuple(v.shape))))
+    assert seen == [(i, (T, 4, 128), (T, 4, 128)) for i in range(L)], seen
+    out = torch.ops.fkv_jit.materialize(h._handle, torch.empty(T, hidden, dtype=torch.bfloat16, device=META),
+                                        torch.empty(T, dtype=torch.int64, device=META))
+    assert out.shape == (2 * L * T * 4 * 128,), out.shape
+
+    # The global weights (all 8 heads) are rejected, saying which heads the rank holds.
+    e = raises(ValueError, fkv_jit.FusedKVMaterializeHelper, cfg, weights(8), norms, tp_size=2, tp_rank=1)
+    assert str(e).startswith("kv_weights[0] (layer 0) has shape (2048, 2560), expected (1024, 2560)"), str(e)
+    assert "rank 1 of 2 holds 4 of the 8 KV heads, [4, 8)" in str(e), str(e)
+    # ... and the rank's shard without tp_size is rejected as before (the whole model expected).
+    e = raises(ValueError, fkv_jit.FusedKVMaterializeHelper, cfg, weights(4), norms)
+    assert "expected (2048, 2560)" in str(e) and "rank" not in str(e), str(e)
+
+    # One replicated head per rank when the model has fewer KV heads than ranks.
+    r = fkv_jit.FusedKVMaterializeHelper(cfg, weights(1), norms, tp_size=16, tp_rank=5)
+    g = r.plan.groups[0]
+    assert (g.spec.num_kv_heads, g.first_kv_head, g.replicated) == (1, 2, True), g
+
+    # Bad splits and ranks fail before any weight is looked at.
+    e = raises(fkv_jit.ConfigMismatchError, fkv_jit.FusedKVMaterializeHelper, cfg, weights(4), norms,
+               tp_size=3)
+    assert "num_kv_heads=8 cannot be split across tp_size=3 ranks" in str(e), str(e)
+    e = raises(fkv_jit.ArgumentError, fkv_jit.FusedKVMaterializeHelper, cfg, weights(4), norms,
+               tp_size=2, tp_rank=2)
+    assert str(e) == "tp_rank 2 is outside [0, tp_size=2)", str(e)
 
 
 def main():

@@ -135,21 +135,36 @@ def validate(path_or_config) -> AttentionSpec:
 class LayerGroup:
     index: int
     layers: Tuple[int, ...]  # model numbering
-    spec: AttentionSpec
+    spec: AttentionSpec      # under tensor parallelism spec.num_kv_heads is the rank's share
     rope: Optional[dict]     # {"theta", "scaling_type", "scaling"} or None without RoPE
+    first_kv_head: int = 0   # the rank holds heads [first_kv_head, first_kv_head + num_kv_heads)
+    total_kv_heads: int = 0  # the model's num_kv_heads
+    replicated: bool = False  # num_kv_heads < tp_size: other ranks hold this head too
 
 
 class Plan:
     """Attention layers partitioned into groups: one kernel specialization, one cos/sin table and
-    one launch each. Strict plans have exactly one group."""
+    one launch each. Strict plans have exactly one group.
 
-    def __init__(self, config: Config, grouped: bool):
+    Under tensor parallelism (tp_size > 1) it is the plan of rank tp_rank: each group's
+    spec.num_kv_heads is the rank's share of the heads and first_kv_head says which they are.
+    num_kv_heads % tp_size == 0 splits the heads evenly (rank r holds [r*H/tp, (r+1)*H/tp));
+    num_kv_heads < tp_size with tp_size % num_kv_heads == 0 gives each rank one head,
+    r * num_kv_heads / tp_size (replicated on tp_size / num_kv_heads ranks); anything else raises
+    ConfigMismatchError (a ValueError) naming both numbers. tp_size < 1 or tp_rank outside
+    [0, tp_size) raises ArgumentError."""
+
+    def __init__(self, config: Config, grouped: bool, tp_size: int = 1, tp_rank: int = 0):
         self.config = config
         self.grouped = grouped
-        doc = _json.loads(str(native().plan(*config._source, grouped)))
+        self.tp_size = int(tp_size)
+        self.tp_rank = int(tp_rank)
+        doc = _json.loads(str(native().plan(*config._source, grouped, self.tp_size, self.tp_rank)))
         self.json = {k: v for k, v in doc.items()}
         self.groups: List[LayerGroup] = [
-            LayerGroup(i, tuple(g["layers"]), AttentionSpec(**g["info"]), g["spec"]["rope"])
+            LayerGroup(i, tuple(g["layers"]), AttentionSpec(**g["info"]), g["spec"]["rope"],
+                       g["heads"]["first_head"], g["heads"]["total_heads"],
+                       g["heads"]["replicated"])
             for i, g in enumerate(doc["groups"])]
         for g in self.json["groups"]:
             g.pop("info", None)
@@ -161,10 +176,12 @@ class Plan:
         return self.groups[group]
 
     def kernel_desc(self, group: int, act="bf16", cache=None, pool: bool = False) -> "KernelDesc":
-        """The kernel description of `group` (fp32 cos/sin, int64 indices; edit as needed)."""
+        """The kernel description of `group` (fp32 cos/sin, int64 indices; edit as needed); under
+        tensor parallelism the rank's (num_kv_heads is its share)."""
         self._group(group)
         d = _json.loads(str(native().kernel_desc(*self.config._source, self.grouped, group, str(act),
-                                                 str(act if cache is None else cache), pool)))
+                                                 str(act if cache is None else cache), pool,
+                                                 self.tp_size, self.tp_rank)))
         return KernelDesc(**d)
 
     def cos_sin_bytes(self, group: int, max_position: int = 0, dtype="fp32") -> bytes:
@@ -188,12 +205,16 @@ class Plan:
         return t.to(device) if device is not None else t
 
     def __repr__(self) -> str:
-        return f"fkv_jit.Plan({self.config.name!r}, groups={[list(g.layers) for g in self.groups]})"
+        tp = f", tp_size={self.tp_size}, tp_rank={self.tp_rank}" if self.tp_size != 1 else ""
+        return (f"fkv_jit.Plan({self.config.name!r}, groups={[list(g.layers) for g in self.groups]}"
+                f"{tp})")
 
 
-def plan(path_or_config, grouped: bool = False) -> Plan:
-    """grouped=False: one group, failing like validate(). grouped=True: uniform groups."""
-    return Plan(_as_config(path_or_config), grouped)
+def plan(path_or_config, grouped: bool = False, tp_size: int = 1, tp_rank: int = 0) -> Plan:
+    """grouped=False: one group, failing like validate(). grouped=True: uniform groups.
+    tp_size/tp_rank: the plan of that tensor-parallel rank (see Plan): its share of the KV
+    heads."""
+    return Plan(_as_config(path_or_config), grouped, tp_size, tp_rank)
 
 
 def precompile(path_or_config, arch: str, dtype: Optional[str] = None,

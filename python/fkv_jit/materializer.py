@@ -112,6 +112,16 @@ class FusedKVMaterializeHelper:
         float32 (other float dtypes are converted once), e.g. the engine's
         rotary_emb.cos_sin_cache, so K is rotated with exactly the values the engine rotates Q
         with. Not copied: the helper keeps a reference. Strict plans only (one table).
+      tp_size, tp_rank: tensor parallelism: this helper serves rank tp_rank of tp_size and is
+        given that rank's weight shard. Its plan is fkv_jit.plan(config, grouped, tp_size,
+        tp_rank): per group, num_kv_heads % tp_size == 0 gives rank r the heads
+        [r*H/tp_size, (r+1)*H/tp_size); num_kv_heads < tp_size with tp_size % num_kv_heads == 0
+        gives each rank one head, r*H/tp_size (replicated); anything else raises
+        ConfigMismatchError (a ValueError) naming both numbers; tp_size < 1 or tp_rank outside
+        [0, tp_size) raises ArgumentError. kv_weights[l] is then [2*H_r*D, hidden], the K rows
+        of the rank's H_r heads then their V rows (the rows after Q of a TP-local
+        qkv_proj.weight); kv_biases [2*H_r*D]; K-norm weights are the same on every rank.
+        Outputs (stacked [L, T, H_r, D], pool rows [.., H_r, D]) hold the rank's heads only.
 
     write_layer_kv(layer_id, k, v) receives the model layer number and [T, H, D] tensors, like
     the seed's.
@@ -120,11 +130,13 @@ class FusedKVMaterializeHelper:
     def __init__(self, config, kv_weights, k_norm_weights=None, eps=None, *, grouped: bool = False,
                  max_position: Optional[int] = None, max_tokens: int = 8192,
                  kv_cache_dtype=None, debug: bool = False, kv_biases=None, paged: bool = False,
-                 cos_sin_cache=None):
+                 cos_sin_cache=None, tp_size: int = 1, tp_rank: int = 0):
         torch = _torch()
         from . import _as_config, plan as make_plan
         self.config = _as_config(config)
-        self.plan = make_plan(self.config, grouped=grouped)  # ValueError on mismatch
+        # The rank's plan (its share of the heads); ValueError on mismatch or an uneven split.
+        self.plan = make_plan(self.config, grouped=grouped, tp_size=tp_size, tp_rank=tp_rank)
+        self.tp_size, self.tp_rank = self.plan.tp_size, self.plan.tp_rank
         self.grouped = grouped
         self.debug = debug
 
@@ -143,14 +155,20 @@ class FusedKVMaterializeHelper:
             raise TypeError(f"kv_weights dtype must be bfloat16 or float16, got {first.dtype}")
         self.act_dtype = first.dtype
         self.hidden = int(first.shape[-1])
-        spec_of = {l: g.spec for g in self.plan.groups for l in g.layers}
+        group_of = {l: g for g in self.plan.groups for l in g.layers}
+        spec_of = {l: g.spec for l, g in group_of.items()}
         for i, w in enumerate(weights):
             s = spec_of[self.layer_ids[i]]
             want = (2 * s.num_kv_heads * s.head_dim, self.hidden)
             if tuple(w.shape) != want:
+                g = group_of[self.layer_ids[i]]
+                shard = "" if self.tp_size == 1 else (
+                    f"; tensor-parallel rank {self.tp_rank} of {self.tp_size} holds "
+                    f"{s.num_kv_heads} of the {g.total_kv_heads} KV heads, [{g.first_kv_head}, "
+                    f"{g.first_kv_head + s.num_kv_heads}): pass the rank's weight shard")
                 raise ValueError(f"kv_weights[{i}] (layer {self.layer_ids[i]}) has shape "
                                  f"{tuple(w.shape)}, expected {want} (2 * num_kv_heads * head_dim "
-                                 "rows: K then V)")
+                                 f"rows: K then V{shard})")
             if w.device != self.device or w.dtype != self.act_dtype:
                 raise ValueError(f"kv_weights[{i}] is {w.dtype} on {w.device}; every layer must be "
                                  f"{self.act_dtype} on {self.device}")
@@ -193,7 +211,8 @@ class FusedKVMaterializeHelper:
                        "max_tokens": int(max_tokens), "max_position": int(max_position or 0),
                        "device": index, "debug": bool(debug), "stacked": True, "pool": True,
                        "hidden": self.hidden, "paged": self.paged,
-                       "external_cos_sin": cos_sin_cache is not None, "cos_sin": "fp32"}
+                       "external_cos_sin": cos_sin_cache is not None, "cos_sin": "fp32",
+                       "tp_size": self.tp_size, "tp_rank": self.tp_rank}
             host_norms = [] if not needs_norm else _host_fp32(norms)
             host_biases = [] if biases is None else _host_fp32(biases)
             eps_values = [] if eps is None else [float(e) for e in _per_layer(eps, L, "eps")]

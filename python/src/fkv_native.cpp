@@ -35,6 +35,7 @@
 #include "fkv/fused_kv_materializer.hpp"
 #include "fkv/nvrtc_loader.hpp"
 #include "fkv/spec.hpp"
+#include "fkv/validate.hpp"
 #include "fkv/version.hpp"
 
 namespace {
@@ -185,15 +186,39 @@ ffi::String validate(ffi::String source, bool is_path, ffi::String name) {
   return attention_json(a).dump();
 }
 
-ffi::String plan(ffi::String source, bool is_path, ffi::String name, bool grouped) {
+// The KV heads rank tp_rank of tp_size holds of a group with num_kv_heads heads: the rule
+// fkv::shard_plan applies to every group (fkv::kv_head_shard: an even split, or one replicated
+// head per rank when num_kv_heads < tp_size; anything else a ConfigError naming both numbers,
+// raised as ConfigMismatchError like the C API's FKV_ERR_CONFIG_MISMATCH; a bad tp_size or
+// tp_rank an ArgumentError). The C API's plans are unsharded, so the binding applies it to them.
+fkv::KVHeadShard rank_heads(int num_kv_heads, int tp_size, int tp_rank) {
+  return guarded([&] {
+    return fkv::kv_head_shard(num_kv_heads, fkv::TensorParallel{tp_size, tp_rank});
+  });
+}
+
+// The plan of rank tp_rank of tp_size (tp_size 1: the whole model): each group's num_kv_heads
+// is the rank's share and "heads" says which heads those are, as `fkv-jit plan --tp` prints them.
+ffi::String plan(ffi::String source, bool is_path, ffi::String name, bool grouped, int tp_size,
+                 int tp_rank) {
   ConfigHandle c(source, is_path, name);
   PlanHandle p(c, grouped);
   json out = json::parse(fkv_plan_json(p.p));
   for (int g = 0; g < fkv_plan_num_groups(p.p); ++g) {
     fkv_attention_info a{};
     check(fkv_plan_group_spec(p.p, g, &a));
-    out["groups"][static_cast<std::size_t>(g)]["info"] = attention_json(a);
+    const fkv::KVHeadShard heads = rank_heads(a.num_kv_heads, tp_size, tp_rank);
+    a.num_kv_heads = heads.num_heads;
+    json& group = out["groups"][static_cast<std::size_t>(g)];
+    group["spec"]["num_kv_heads"] = heads.num_heads;
+    group["info"] = attention_json(a);
+    group["heads"] = {{"first_head", heads.first_head},
+                      {"num_heads", heads.num_heads},
+                      {"total_heads", heads.total_heads},
+                      {"replicated", heads.replicated}};
   }
+  out["tp_size"] = tp_size;
+  out["tp_rank"] = tp_rank;
   return out.dump();
 }
 
@@ -206,11 +231,12 @@ fkv_dtype parse(const std::string& name) {
 }
 
 ffi::String kernel_desc(ffi::String source, bool is_path, ffi::String name, bool grouped, int group,
-                        ffi::String act, ffi::String cache, bool pool) {
+                        ffi::String act, ffi::String cache, bool pool, int tp_size, int tp_rank) {
   ConfigHandle c(source, is_path, name);
   PlanHandle p(c, grouped);
   fkv_kernel_desc d{};
   check(fkv_plan_kernel_desc(p.p, group, parse(act), parse(cache), pool ? 1 : 0, &d));
+  d.num_kv_heads = rank_heads(d.num_kv_heads, tp_size, tp_rank).num_heads;
   return json{{"num_kv_heads", d.num_kv_heads},
               {"head_dim", d.head_dim},
               {"rotary_dim", d.rotary_dim},
