@@ -9,10 +9,11 @@
 // at T = 1, 2, 4, 8, 16, 32, 64, 128, 256 (--tokens). Then, unless --no-sweep, a sweep of the
 // decode kernel's tiling (splits x pipeline x MMA tiles per warp) at T = 8, 16, 32 and 64.
 //
-// Timing (as fkv_bench): `calls` back-to-back calls captured in one CUDA graph; one sample =
-// one replay between two CUDA events / calls; median over 20..200 samples (--target-ms each);
-// two warm-up calls and three warm-up replays first. Weights, inputs and outputs stay on the
-// device; 84 MB of weights do not fit in L2, so every call reads them from HBM.
+// Timing (bench_timing.hpp, shared with fkv_bench): `calls` back-to-back calls captured in one
+// CUDA graph; one sample = one replay between two CUDA events / calls; median over 20..200
+// samples (--target-ms each); two warm-up calls and three warm-up replays first. Weights,
+// inputs and outputs stay on the device; 84 MB of weights do not fit in L2, so every call reads
+// them from HBM.
 //
 // Checks (the run fails if they fail): the probe's sum of the weight words matches the host's;
 // the fused kernel's pool output agrees with the cuBLASLt path's to within 4 units in the last
@@ -32,13 +33,13 @@
 #include <cstdio>
 #include <cstring>
 #include <fstream>
-#include <functional>
 #include <future>
 #include <memory>
 #include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
 
+#include "bench_timing.hpp"
 #include "fkv/compiler.hpp"
 #include "fkv/config.hpp"
 #include "fkv/decode.hpp"
@@ -49,6 +50,7 @@
 #include "fkv/version.hpp"
 
 using json = nlohmann::json;
+using fkv_bench::time_graph;  // the timing method (bench_timing.hpp)
 
 namespace {
 
@@ -105,76 +107,6 @@ fkv::DeviceBuffer upload(const std::vector<T>& host) {
   FKV_CU(cuCtxSynchronize);  // the legacy-stream copy may still be in flight; timed streams don't
                              // wait for it
   return b;
-}
-
-// ---- timing -----------------------------------------------------------------------------------
-
-json stats(std::vector<double> us, int calls) {
-  std::sort(us.begin(), us.end());
-  const std::size_t n = us.size();
-  return {{"median_us", us[n / 2]},   {"min_us", us.front()}, {"p10_us", us[n / 10]},
-          {"p90_us", us[n * 9 / 10]}, {"samples", n},         {"calls_per_sample", calls},
-          {"method", "cuda_graph"}};
-}
-
-struct Graph {
-  CUgraph graph = nullptr;
-  CUgraphExec exec = nullptr;
-  ~Graph() {
-    auto& d = fkv::Driver::get();
-    if (exec) d.cuGraphExecDestroy(exec);
-    if (graph) d.cuGraphDestroy(graph);
-  }
-};
-
-class Event {
- public:
-  Event() { FKV_CU(cuEventCreate, &e_, CU_EVENT_DEFAULT); }
-  ~Event() { fkv::Driver::get().cuEventDestroy(e_); }
-  Event(const Event&) = delete;
-  Event& operator=(const Event&) = delete;
-  CUevent get() const { return e_; }
-
- private:
-  CUevent e_ = nullptr;
-};
-
-// Median per-call GPU time of `body` (see the file comment).
-json time_graph(CUstream s, const std::function<void(CUstream)>& body, int calls,
-                double target_ms) {
-  auto& d = fkv::Driver::get();
-  body(s);
-  body(s);
-  FKV_CU(cuStreamSynchronize, s);
-  Graph g;
-  FKV_CU(cuStreamBeginCapture, s, CU_STREAM_CAPTURE_MODE_THREAD_LOCAL);
-  try {
-    for (int i = 0; i < calls; ++i) body(s);
-  } catch (...) {
-    CUgraph broken = nullptr;
-    d.cuStreamEndCapture(s, &broken);
-    if (broken) d.cuGraphDestroy(broken);
-    throw;
-  }
-  FKV_CU(cuStreamEndCapture, s, &g.graph);
-  FKV_CU(cuGraphInstantiate, &g.exec, g.graph, 0);
-  for (int i = 0; i < 3; ++i) FKV_CU(cuGraphLaunch, g.exec, s);
-  FKV_CU(cuStreamSynchronize, s);
-  Event start, stop;
-  auto replay_ms = [&] {
-    FKV_CU(cuEventRecord, start.get(), s);
-    FKV_CU(cuGraphLaunch, g.exec, s);
-    FKV_CU(cuEventRecord, stop.get(), s);
-    FKV_CU(cuEventSynchronize, stop.get());
-    float ms = 0;
-    FKV_CU(cuEventElapsedTime, &ms, start.get(), stop.get());
-    return double(ms);
-  };
-  const double once = std::max(replay_ms(), 1e-3);
-  const int n = std::clamp(int(target_ms / once), 20, 200);
-  std::vector<double> us;
-  for (int i = 0; i < n; ++i) us.push_back(replay_ms() * 1e3 / calls);
-  return stats(std::move(us), calls);
 }
 
 // ---- the weight-read probe --------------------------------------------------------------------

@@ -13,10 +13,10 @@
 //   launch    host cost per call of materialize_stacked vs a bare cuLaunchKernel;
 //   load      cold compile + load, warm (disk cache) first launch, in-memory hit on the GPU.
 //
-// Timing method (the same as bench_gpu.py): `calls` back-to-back calls are captured into one
-// CUDA graph (cuStreamBeginCapture / EndCapture); one sample = one replay of that graph
-// between two CUDA events, divided by `calls` (20, or 5 when a call moves > 256 MiB); the
-// result is the median over 20..200 samples (about --target-ms per measurement).
+// Timing method (bench_timing.hpp; the same as bench_gpu.py): `calls` back-to-back calls are
+// captured into one CUDA graph (cuStreamBeginCapture / EndCapture); one sample = one replay of
+// that graph between two CUDA events, divided by `calls` (20, or 5 when a call moves > 256 MiB);
+// the result is the median over 20..200 samples (about --target-ms per measurement).
 //
 // A quick tuning run: --only NAME[,NAME...] --skip-compile --skip-host --tag TEXT (stored in
 // the JSON; report.py takes several --fkv files and tabulates them by tag). Stdout gets one
@@ -40,6 +40,7 @@
 #include <string>
 #include <vector>
 
+#include "bench_timing.hpp"
 #include "fkv/arch.hpp"
 #include "fkv/cache.hpp"
 #include "fkv/codegen.hpp"
@@ -55,6 +56,7 @@
 
 namespace fs = std::filesystem;
 using json = nlohmann::json;
+using fkv_bench::time_graph;  // the timing method (bench_timing.hpp)
 using Clock = std::chrono::steady_clock;
 
 namespace {
@@ -183,17 +185,6 @@ float bf16_to_float(std::uint16_t h) {
   return f;
 }
 
-json stats(std::vector<double> us, int calls, const std::string& method) {
-  std::sort(us.begin(), us.end());
-  double sum = 0;
-  for (double x : us) sum += x;
-  const std::size_t n = us.size();
-  return {{"median_us", us[n / 2]},     {"mean_us", sum / double(n)},
-          {"min_us", us.front()},       {"p10_us", us[n / 10]},
-          {"p90_us", us[(n * 9) / 10]}, {"samples", n},
-          {"calls_per_sample", calls},  {"method", method}};
-}
-
 fs::path make_temp_dir(const std::string& tag) {
   static int counter = 0;
   fs::path dir =
@@ -294,20 +285,6 @@ json precompile_config(const fs::path& file, const fkv::CompileOptions& copts) {
 // ---------------------------------------------------------------------------------------------
 // GPU helpers
 
-class BenchEvent {
- public:
-  BenchEvent() { FKV_CU(cuEventCreate, &e_, CU_EVENT_DEFAULT); }
-  ~BenchEvent() {
-    if (e_) fkv::Driver::get().cuEventDestroy(e_);
-  }
-  BenchEvent(const BenchEvent&) = delete;
-  BenchEvent& operator=(const BenchEvent&) = delete;
-  CUevent get() const { return e_; }
-
- private:
-  CUevent e_ = nullptr;
-};
-
 class BenchStream {
  public:
   BenchStream() { FKV_CU(cuStreamCreate, &s_, CU_STREAM_NON_BLOCKING); }
@@ -322,60 +299,6 @@ class BenchStream {
  private:
   CUstream s_ = nullptr;
 };
-
-struct GraphExec {
-  CUgraph graph = nullptr;
-  CUgraphExec exec = nullptr;
-  GraphExec() = default;
-  GraphExec(const GraphExec&) = delete;
-  GraphExec& operator=(const GraphExec&) = delete;
-  ~GraphExec() {
-    auto& drv = fkv::Driver::get();
-    if (exec) drv.cuGraphExecDestroy(exec);
-    if (graph) drv.cuGraphDestroy(graph);
-  }
-};
-
-// Median per-call GPU time of `body` (see the file comment).
-json time_graph(CUstream s, const std::function<void(CUstream)>& body, int calls,
-                double target_ms) {
-  auto& drv = fkv::Driver::get();
-  body(s);  // warm-up outside the capture: errors surface here, not inside it
-  body(s);
-  FKV_CU(cuStreamSynchronize, s);
-
-  GraphExec g;
-  FKV_CU(cuStreamBeginCapture, s, CU_STREAM_CAPTURE_MODE_THREAD_LOCAL);
-  try {
-    for (int i = 0; i < calls; ++i) body(s);
-  } catch (...) {
-    CUgraph broken = nullptr;
-    drv.cuStreamEndCapture(s, &broken);
-    if (broken) drv.cuGraphDestroy(broken);
-    throw;
-  }
-  FKV_CU(cuStreamEndCapture, s, &g.graph);
-  FKV_CU(cuGraphInstantiate, &g.exec, g.graph, 0);
-
-  for (int i = 0; i < 3; ++i) FKV_CU(cuGraphLaunch, g.exec, s);
-  FKV_CU(cuStreamSynchronize, s);
-
-  BenchEvent start, stop;
-  auto replay_ms = [&] {
-    FKV_CU(cuEventRecord, start.get(), s);
-    FKV_CU(cuGraphLaunch, g.exec, s);
-    FKV_CU(cuEventRecord, stop.get(), s);
-    FKV_CU(cuEventSynchronize, stop.get());
-    float ms = 0;
-    FKV_CU(cuEventElapsedTime, &ms, start.get(), stop.get());
-    return double(ms);
-  };
-  const double once = std::max(replay_ms(), 1e-3);
-  const int n = std::clamp(int(target_ms / once), 20, 200);
-  std::vector<double> us;
-  for (int i = 0; i < n; ++i) us.push_back(replay_ms() * 1e3 / calls);
-  return stats(std::move(us), calls, "cuda_graph");
-}
 
 // Copies `bytes` from host `chunk` repeated (tiled) into `dst`.
 void upload_tiled(const fkv::DeviceBuffer& dst, const void* chunk, std::size_t chunk_bytes) {
