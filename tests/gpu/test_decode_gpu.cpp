@@ -11,7 +11,6 @@
 // Environment: FKV_TEST_SEED (default: time).
 #include <algorithm>
 #include <catch2/catch.hpp>
-#include <chrono>
 #include <cmath>
 #include <future>
 #include <sstream>
@@ -20,6 +19,7 @@
 #include "fkv/decode.hpp"
 #include "fkv/errors.hpp"
 #include "fkv/reference.hpp"
+#include "gpu/gpu_test.hpp"
 #include "gpu_harness.hpp"
 
 using fkv::DType;
@@ -29,15 +29,7 @@ using namespace fkv_test;
 
 namespace {
 
-std::uint64_t seed() {
-  static const std::uint64_t s = [] {
-    const auto v = static_cast<std::uint64_t>(env_int(
-        "FKV_TEST_SEED", std::chrono::steady_clock::now().time_since_epoch().count() & 0xffffffff));
-    std::printf("test_decode_gpu: FKV_TEST_SEED=%llu\n", static_cast<unsigned long long>(v));
-    return v;
-  }();
-  return s;
-}
+std::uint64_t seed() { return run_seed("test_decode_gpu"); }
 
 // A model shape and its dtypes; the mode is chosen per run.
 struct Shape {
@@ -52,11 +44,13 @@ struct Shape {
   std::int64_t stride() const { return hidden + hidden_pad; }
 };
 
-fkv::KernelSpec qwen3() {
+// Qwen3's attention (NeoX RoPE, K RMSNorm), by default the 8B draft's heads: `heads` KV heads of
+// `head_dim`, the first `rotary_dim` of each rotated.
+fkv::KernelSpec qwen3(int heads = 8, int head_dim = 128, int rotary_dim = 128) {
   fkv::KernelSpec e;
-  e.num_kv_heads = 8;
-  e.head_dim = 128;
-  e.rotary_dim = 128;
+  e.num_kv_heads = heads;
+  e.head_dim = head_dim;
+  e.rotary_dim = rotary_dim;
   e.neox = true;
   e.k_norm = true;
   return e;
@@ -168,6 +162,40 @@ Tokens make_tokens(const Model& m, std::int64_t T, Rng& rng, CUstream stream) {
   for (auto& f : parts) f.get();
   k.d_x = to_device(k.x, stream);
   return k;
+}
+
+// One stream for the whole run, never destroyed (its context outlives static destructors).
+fkv::Stream& test_stream() {
+  fkv::ensure_context(0);
+  static fkv::Stream* s = new fkv::Stream;
+  return *s;
+}
+
+// What every test case sets up: the stream, a generator seeded with seed() + `seed_offset`, the
+// model of `s` on the device (fresh random weights), a DecodeKV for it built with `o`, and
+// `tokens` fresh random hidden states with their float64 projections.
+struct DecodeCase {
+  CUstream stream = test_stream().get();
+  Rng rng;
+  Model m;
+  fkv::DecodeKV dec;
+  Tokens tok;
+
+  DecodeCase(const Shape& s, std::uint64_t seed_offset, const fkv::DecodeOptions& o,
+             std::int64_t tokens)
+      : rng(seed() + seed_offset),
+        m(make_model(s, rng, stream)),
+        dec(decode_model(m), o),
+        tok(make_tokens(m, tokens, rng, stream)) {}
+};
+
+// Kernels for T up to `max_tokens`: stacked, pool or both.
+fkv::DecodeOptions decode_options(std::int64_t max_tokens, bool stacked = true, bool pool = true) {
+  fkv::DecodeOptions o;
+  o.max_tokens = max_tokens;
+  o.stacked = stacked;
+  o.pool = pool;
+  return o;
 }
 
 // Per-call indices: positions, and for pool mode distinct slots with some skipped.
@@ -282,27 +310,33 @@ void require_match(DType dtype, const std::vector<std::uint8_t>& gpu,
   REQUIRE(r.ok());
 }
 
-// One stacked call of `T` tokens (the first T of `tok`) against the reference.
-void check_stacked(fkv::DecodeKV& dec, const Model& m, const Tokens& tok, std::int64_t T, Rng& rng,
-                   CUstream stream) {
-  const Shape& s = m.shape;
-  const Call c = make_call(s, T, rng);
+// The first T tokens of `tok` at the positions in `d_pos`.
+fkv::DecodeInput decode_input(const Shape& s, const Tokens& tok, std::int64_t T,
+                              const fkv::DeviceBuffer& d_pos) {
+  fkv::DecodeInput in;
+  in.hidden = tok.d_x.ptr();
+  in.num_tokens = T;
+  in.hidden_stride = s.stride();
+  in.positions = d_pos.ptr();
+  return in;
+}
+
+// One stacked call of the case's first `T` tokens against the reference.
+void check_stacked(DecodeCase& fx, std::int64_t T) {
+  const Shape& s = fx.m.shape;
+  const CUstream stream = fx.stream;
+  const Call c = make_call(s, T, fx.rng);
   INFO(s.name << " stacked T=" << T << " spec "
-              << dec.spec_for(T, OutputMode::Stacked).canonical());
+              << fx.dec.spec_for(T, OutputMode::Stacked).canonical());
   const auto bytes = static_cast<std::size_t>(s.layers * T * s.kv() * elem_size(s.e.act));
   fkv::DeviceBuffer k_out = alloc(bytes), v_out = alloc(bytes);
   const auto pos = index_bytes(s.e.positions, c.pos);
   fkv::DeviceBuffer d_pos = to_device(pos, stream);
   poison(k_out, stream);
   poison(v_out, stream);
-  fkv::DecodeInput in;
-  in.hidden = tok.d_x.ptr();
-  in.num_tokens = T;
-  in.hidden_stride = s.stride();
-  in.positions = d_pos.ptr();
-  dec.run_stacked(in, k_out.ptr(), v_out.ptr(), stream);
+  fx.dec.run_stacked(decode_input(s, fx.tok, T, d_pos), k_out.ptr(), v_out.ptr(), stream);
   const auto k = download(k_out, stream), v = download(v_out, stream);
-  const Expected e = expect(m, tok, c, s.e.act);
+  const Expected e = expect(fx.m, fx.tok, c, s.e.act);
   require_match(s.e.act, k, e.k, "k");
   require_match(s.e.act, v, e.v, "v");
 }
@@ -376,53 +410,33 @@ struct PoolRun {
   }
 };
 
-void check_pool(fkv::DecodeKV& dec, const Model& m, const Tokens& tok, std::int64_t T, Rng& rng,
-                CUstream stream) {
-  const Shape& s = m.shape;
-  const Call c = make_call(s, T, rng);
-  INFO(s.name << " pool T=" << T << " spec " << dec.spec_for(T, OutputMode::Pool).canonical());
-  PoolRun run(s, c, stream);
-  fkv::DecodeInput in;
-  in.hidden = tok.d_x.ptr();
-  in.num_tokens = T;
-  in.hidden_stride = s.stride();
-  in.positions = run.d_pos.ptr();
-  dec.run_pool(in, run.pool(c), stream);
-  run.verify(s, c, expect(m, tok, c, s.e.cache), stream);
-}
-
-// One stream for the whole run, never destroyed (its context outlives static destructors).
-fkv::Stream& test_stream() {
-  fkv::ensure_context(0);
-  static fkv::Stream* s = new fkv::Stream;
-  return *s;
+// One pool call of the case's first `T` tokens against the reference.
+void check_pool(DecodeCase& fx, std::int64_t T) {
+  const Shape& s = fx.m.shape;
+  const Call c = make_call(s, T, fx.rng);
+  INFO(s.name << " pool T=" << T << " spec " << fx.dec.spec_for(T, OutputMode::Pool).canonical());
+  PoolRun run(s, c, fx.stream);  // poisoned
+  fx.dec.run_pool(decode_input(s, fx.tok, T, run.d_pos), run.pool(c), fx.stream);
+  run.verify(s, c, expect(fx.m, fx.tok, c, s.e.cache), fx.stream);
 }
 
 }  // namespace
 
 TEST_CASE("decode kernel: Qwen3-8B DFlash draft shape, stacked and pool, T = 1..100") {
-  CUstream stream = test_stream().get();
-  Rng rng(seed());
   Shape s{"qwen3-8b-dflash", qwen3(), 4096, 5};
   s.e.cache = DType::BF16;
-  const Model m = make_model(s, rng, stream);
-  fkv::DecodeOptions o;
-  o.max_tokens = 64;
-  fkv::DecodeKV dec(decode_model(m), o);
-  const Tokens tok = make_tokens(m, 100, rng, stream);
+  DecodeCase fx(s, 0, decode_options(64), 100);
   // Buckets 8/16/32/64, sizes between them, and more than one launch (100 = 64 + 36). The same
   // DecodeKV runs them back to back, so the arrival counters must return to zero every time.
   for (std::int64_t T : {1, 3, 8, 13, 16, 31, 33, 64, 100}) {
-    check_stacked(dec, m, tok, T, rng, stream);
-    check_pool(dec, m, tok, T, rng, stream);
+    check_stacked(fx, T);
+    check_pool(fx, T);
   }
 }
 
 TEST_CASE(
     "decode kernel: fp16, GPT-J, no K norm, fp8 e4m3 pool with scales, int32 indices, padded "
     "rows") {
-  CUstream stream = test_stream().get();
-  Rng rng(seed() + 1);
   Shape s{"fp16-gptj-fp8", {}, 1024, 2};
   s.e.num_kv_heads = 4;
   s.e.head_dim = 64;
@@ -434,75 +448,42 @@ TEST_CASE(
   s.e.positions = s.e.slots = IndexType::I32;
   s.hidden_pad = 24;
   s.scales = true;
-  const Model m = make_model(s, rng, stream);
-  fkv::DecodeOptions o;
-  o.max_tokens = 16;
-  fkv::DecodeKV dec(decode_model(m), o);
-  const Tokens tok = make_tokens(m, 16, rng, stream);
+  DecodeCase fx(s, 1, decode_options(16), 16);
   for (std::int64_t T : {2, 9, 16}) {
-    check_stacked(dec, m, tok, T, rng, stream);
-    check_pool(dec, m, tok, T, rng, stream);
+    check_stacked(fx, T);
+    check_pool(fx, T);
   }
 }
 
 TEST_CASE("decode kernel: head_dim 256 with partial rotary, bf16 cos/sin, fp8 e5m2 pool") {
-  CUstream stream = test_stream().get();
-  Rng rng(seed() + 2);
-  Shape s{"d256-r64-e5m2", qwen3(), 2048, 3};
-  s.e.num_kv_heads = 2;
-  s.e.head_dim = 256;
-  s.e.rotary_dim = 64;
+  Shape s{"d256-r64-e5m2", qwen3(2, 256, 64), 2048, 3};
   s.e.cos_sin = DType::BF16;
   s.e.cache = DType::FP8_E5M2;
   s.scales = true;
-  const Model m = make_model(s, rng, stream);
-  fkv::DecodeOptions o;
-  o.max_tokens = 32;
-  o.stacked = false;
-  fkv::DecodeKV dec(decode_model(m), o);
-  const Tokens tok = make_tokens(m, 32, rng, stream);
-  for (std::int64_t T : {5, 32}) check_pool(dec, m, tok, T, rng, stream);
+  DecodeCase fx(s, 2, decode_options(32, /*stacked=*/false), 32);
+  for (std::int64_t T : {5, 32}) check_pool(fx, T);
 }
 
 TEST_CASE("decode kernel: head_dim 80 (five MMA tiles per CTA), one layer") {
-  CUstream stream = test_stream().get();
-  Rng rng(seed() + 3);
-  Shape s{"d80", qwen3(), 512, 1};
-  s.e.num_kv_heads = 2;
-  s.e.head_dim = 80;
-  s.e.rotary_dim = 80;
-  const Model m = make_model(s, rng, stream);
-  fkv::DecodeOptions o;
-  o.max_tokens = 8;
-  o.pool = false;
-  fkv::DecodeKV dec(decode_model(m), o);
-  const Tokens tok = make_tokens(m, 8, rng, stream);
-  for (std::int64_t T : {1, 7}) check_stacked(dec, m, tok, T, rng, stream);
+  const Shape s{"d80", qwen3(2, 80, 80), 512, 1};
+  DecodeCase fx(s, 3, decode_options(8, true, /*pool=*/false), 8);
+  for (std::int64_t T : {1, 7}) check_stacked(fx, T);
 }
 
 TEST_CASE("decode kernel: captured in a CUDA graph, replayed twice with new inputs") {
-  CUstream stream = test_stream().get();
-  Rng rng(seed() + 4);
-  Shape s{"qwen3-8b-dflash", qwen3(), 4096, 5};
-  const Model m = make_model(s, rng, stream);
-  fkv::DecodeOptions o;
-  o.max_tokens = 8;
-  o.stacked = false;
-  fkv::DecodeKV dec(decode_model(m), o);
+  const Shape s{"qwen3-8b-dflash", qwen3(), 4096, 5};
   const std::int64_t T = 8;
-  Tokens tok = make_tokens(m, T, rng, stream);
-  const Call c = make_call(s, T, rng);
+  DecodeCase fx(s, 4, decode_options(T, /*stacked=*/false), T);
+  const CUstream stream = fx.stream;
+  const Call c = make_call(s, T, fx.rng);
   PoolRun run(s, c, stream);
-  fkv::DecodeInput in;
-  in.hidden = tok.d_x.ptr();
-  in.num_tokens = T;
-  in.positions = run.d_pos.ptr();
+  const fkv::DecodeInput in = decode_input(s, fx.tok, T, run.d_pos);
   const fkv::DecodePool pool = run.pool(c);
 
   FKV_CU(cuStreamSynchronize, stream);
   FKV_CU(cuStreamBeginCapture, stream, CU_STREAM_CAPTURE_MODE_THREAD_LOCAL);
   try {
-    dec.run_pool(in, pool, stream);
+    fx.dec.run_pool(in, pool, stream);
   } catch (...) {
     CUgraph broken = nullptr;
     fkv::Driver::get().cuStreamEndCapture(stream, &broken);
@@ -516,32 +497,21 @@ TEST_CASE("decode kernel: captured in a CUDA graph, replayed twice with new inpu
   for (int replay = 0; replay < 2; ++replay) {
     INFO("replay " << replay);
     // New hidden states in the same buffer: the graph reads them, the counters start from zero.
-    Tokens next = make_tokens(m, T, rng, stream);
-    upload(tok.d_x, next.x.data(), next.x.size(), stream);
+    Tokens next = make_tokens(fx.m, T, fx.rng, stream);
+    upload(fx.tok.d_x, next.x.data(), next.x.size(), stream);
     run.poison_all(stream);
     exec.launch(stream);
-    run.verify(s, c, expect(m, next, c, s.e.cache), stream);
+    run.verify(s, c, expect(fx.m, next, c, s.e.cache), stream);
   }
 }
 
 TEST_CASE("decode kernel: host-side argument checks") {
-  CUstream stream = test_stream().get();
-  Rng rng(seed() + 5);
-  Shape s{"small", qwen3(), 256, 1};
-  s.e.num_kv_heads = 1;
-  s.e.head_dim = 64;
-  s.e.rotary_dim = 64;
-  const Model m = make_model(s, rng, stream);
-  fkv::DecodeOptions o;
-  o.max_tokens = 8;
-  o.pool = false;
-  fkv::DecodeKV dec(decode_model(m), o);
-  const Tokens tok = make_tokens(m, 8, rng, stream);
+  const Shape s{"small", qwen3(1, 64, 64), 256, 1};
+  DecodeCase fx(s, 5, decode_options(8, true, /*pool=*/false), 8);
+  const CUstream stream = fx.stream;
+  fkv::DecodeKV& dec = fx.dec;
   fkv::DeviceBuffer out = alloc(1 << 16), pos = alloc(64);
-  fkv::DecodeInput in;
-  in.hidden = tok.d_x.ptr();
-  in.num_tokens = 8;
-  in.positions = pos.ptr();
+  fkv::DecodeInput in = decode_input(s, fx.tok, 8, pos);
   in.num_tokens = 0;
   dec.run_stacked(in, out.ptr(), out.ptr(), stream);  // T = 0 launches nothing
   in.num_tokens = 9;                                  // bucket 16 was not prepared
@@ -550,9 +520,9 @@ TEST_CASE("decode kernel: host-side argument checks") {
   in.hidden_stride = 260;  // not a multiple of 8
   CHECK_THROWS_AS(dec.run_stacked(in, out.ptr(), out.ptr(), stream), fkv::ArgumentError);
   in.hidden_stride = 0;
-  in.hidden = static_cast<const char*>(tok.d_x.ptr()) + 2;
+  in.hidden = static_cast<const char*>(fx.tok.d_x.ptr()) + 2;
   CHECK_THROWS_AS(dec.run_stacked(in, out.ptr(), out.ptr(), stream), fkv::ArgumentError);
-  in.hidden = tok.d_x.ptr();
+  in.hidden = fx.tok.d_x.ptr();
   CHECK_THROWS_AS(dec.run_pool(in, {}, stream), fkv::ArgumentError);  // no pool kernels, no buffers
   FKV_CU(cuStreamSynchronize, stream);
 }

@@ -8,8 +8,6 @@
 //
 // Environment: FKV_TEST_SEED (default: time).
 #include <catch2/catch.hpp>
-#include <chrono>
-#include <cstdio>
 #include <sstream>
 
 #include "fkv/errors.hpp"
@@ -17,6 +15,7 @@
 #include "fkv/materialize.hpp"
 #include "fkv/rope.hpp"
 #include "fkv/runtime.hpp"
+#include "gpu/gpu_test.hpp"
 #include "gpu/tp_case.hpp"
 #include "gpu_harness.hpp"
 
@@ -125,25 +124,7 @@ struct Run {
   unsigned flag = 0;
 };
 
-std::uint64_t seed() {
-  static const std::uint64_t s = [] {
-    const auto now =
-        static_cast<std::uint64_t>(std::chrono::steady_clock::now().time_since_epoch().count());
-    const auto v = static_cast<std::uint64_t>(
-        env_int("FKV_TEST_SEED", static_cast<std::int64_t>(now % 1000000007)));
-    std::printf("test_engine_gpu: FKV_TEST_SEED=%llu\n", static_cast<unsigned long long>(v));
-    return v;
-  }();
-  return s;
-}
-
-void require_gpu() {
-  if (!fkv::Driver::available())
-    FAIL(
-        "no CUDA driver or device: this test carries the `gpu` label; run `ctest -LE gpu` on "
-        "machines without a GPU");
-  fkv::ensure_context(0);
-}
+std::uint64_t seed() { return run_seed("test_engine_gpu"); }
 
 // Everything for one launch: random inputs, exact-size device buffers, poison, launch, check.
 Run run_case(const Case& c, std::uint64_t case_seed) {

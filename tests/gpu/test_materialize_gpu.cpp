@@ -7,8 +7,6 @@
 // Environment: FKV_TEST_SEED (default: time), FKV_TEST_CASES (random cases, default 120),
 // FKV_TEST_ONLY (run only that random case index, to reproduce a failure).
 #include <catch2/catch.hpp>
-#include <chrono>
-#include <cstdio>
 #include <sstream>
 #include <thread>
 
@@ -16,6 +14,7 @@
 #include "fkv/kernel_params.h"
 #include "fkv/materialize.hpp"
 #include "fkv/runtime.hpp"
+#include "gpu/gpu_test.hpp"
 #include "gpu_harness.hpp"
 
 using fkv::DType;
@@ -472,15 +471,21 @@ std::vector<std::string> check(const Case& c, const HostData& h, const DeviceDat
   return check_sampled(c, h, download_outputs(d, s));
 }
 
+// Fresh random inputs for `c` in `h`, and device buffers holding them with poisoned outputs.
+DeviceData make_ready(const Case& c, HostData& h, Rng& rng, CUstream s) {
+  fill_inputs(h, c, rng);
+  DeviceData d = allocate(c, h);
+  upload_inputs(d, h, s);
+  poison_outputs(d, s);
+  return d;
+}
+
 // prepare, fill, upload, poison, launch, check. Never throws: errors become failures.
 std::vector<std::string> run_case(const Case& c, Rng& rng, CUstream s) {
   try {
     const fkv::LoadedKernel& k = fkv::Runtime::global().prepare(c.spec);
     HostData h;
-    fill_inputs(h, c, rng);
-    DeviceData d = allocate(c, h);
-    upload_inputs(d, h, s);
-    poison_outputs(d, s);
+    const DeviceData d = make_ready(c, h, rng, s);
     launch(k, c, h, d, s);
     return check(c, h, d, s);
   } catch (const std::exception& e) {
@@ -554,26 +559,7 @@ Case random_case(Rng& rng, std::int64_t max_elements) {
   return c;
 }
 
-std::uint64_t test_seed() {
-  static const std::uint64_t seed = [] {
-    const auto now =
-        static_cast<std::uint64_t>(std::chrono::steady_clock::now().time_since_epoch().count());
-    const auto s = static_cast<std::uint64_t>(
-        env_int("FKV_TEST_SEED", static_cast<std::int64_t>(now % 1000000007)));
-    std::printf("test_materialize_gpu: FKV_TEST_SEED=%llu\n", static_cast<unsigned long long>(s));
-    std::fflush(stdout);
-    return s;
-  }();
-  return seed;
-}
-
-void require_gpu() {
-  if (!fkv::Driver::available())
-    FAIL(
-        "no CUDA driver or device: this test carries the `gpu` label; run `ctest -LE gpu` on "
-        "machines without a GPU");
-  fkv::ensure_context(0);
-}
+std::uint64_t test_seed() { return run_seed("test_materialize_gpu"); }
 
 void report(const std::vector<std::string>& failures) {
   for (const auto& f : failures) FAIL_CHECK(f);
@@ -655,10 +641,7 @@ TEST_CASE("T = 0 launches nothing", "[gpu][materialize]") {
     c.num_slots = 8, c.guard_slots = 0, c.skip = 0, c.use_scales = false;
     const fkv::LoadedKernel& k = fkv::Runtime::global().prepare(c.spec);
     HostData h;
-    fill_inputs(h, c, rng);
-    DeviceData d = allocate(c, h);
-    upload_inputs(d, h, stream.get());
-    poison_outputs(d, stream.get());
+    const DeviceData d = make_ready(c, h, rng, stream.get());
     INFO(c.describe());
     REQUIRE_NOTHROW(launch(k, c, h, d, stream.get()));
     if (mode == OutputMode::Stacked) {
@@ -821,10 +804,7 @@ TEST_CASE("host-side argument checks throw ArgumentError", "[gpu][materialize][a
   c.T = 16, c.L = 3, c.max_pos = 64;
   const fkv::LoadedKernel& k = fkv::Runtime::global().prepare(c.spec);
   HostData h;
-  fill_inputs(h, c, rng);
-  DeviceData d = allocate(c, h);
-  upload_inputs(d, h, s);
-  poison_outputs(d, s);
+  const DeviceData d = make_ready(c, h, rng, s);
   const fkv::FusedKVInputs good = inputs_of(c, h, d);
   REQUIRE_NOTHROW(fkv::materialize_stacked(k, good, stacked_of(d), s));
   report(check(c, h, d, s));
@@ -849,10 +829,7 @@ TEST_CASE("host-side argument checks throw ArgumentError", "[gpu][materialize][a
   cp.spec.cache = DType::FP8_E4M3;
   cp.num_slots = 32, cp.use_scales = true;
   HostData hp;
-  fill_inputs(hp, cp, rng);
-  DeviceData dp = allocate(cp, hp);
-  upload_inputs(dp, hp, s);
-  poison_outputs(dp, s);
+  const DeviceData dp = make_ready(cp, hp, rng, s);
   CHECK_THROWS_AS(fkv::materialize_pool(k, inputs_of(cp, hp, dp), pool_of(cp, hp, dp), s),
                   fkv::ArgumentError);
 
