@@ -261,6 +261,7 @@ fkv::DecodeModel decode_model(const Data& d) {
   m.k_norm = static_cast<const float*>(d.k_norm.ptr());
   m.eps = d.eps;
   m.cos_sin = d.cos_sin.ptr();
+  m.max_position = kMaxPos;
   return m;
 }
 
@@ -378,6 +379,7 @@ int main(int argc, char** argv) {
     fkv::MaterializerOptions mo;
     mo.max_tokens = max_t;
     mo.max_position = kMaxPos;
+    mo.decode_crossover = 0;  // the cuBLASLt + epilogue path, for comparison
     fkv::MaterializerWeights mw;
     for (int l = 0; l < kLayers; ++l)
       mw.w_kv.push_back(static_cast<const char*>(d.w.ptr()) +
@@ -413,6 +415,7 @@ int main(int argc, char** argv) {
       dp.cache_loc = d.cache_loc.ptr();
       dp.k_buffers = d.pk;
       dp.v_buffers = d.pv;
+      dp.num_slots = d.slots;
       void* sk[] = {d.stacked_k.ptr()};
       void* sv[] = {d.stacked_v.ptr()};
 
@@ -499,6 +502,7 @@ int main(int argc, char** argv) {
           dp.cache_loc = d.cache_loc.ptr();
           dp.k_buffers = d.pk;
           dp.v_buffers = d.pv;
+          dp.num_slots = d.slots;
           r["fused_pool"] = time_graph(
               s, [&](CUstream st) { k->run_pool(di, dp, st); }, calls, target_ms);
           r["spec"] = k->spec_for(tries[i].T, fkv::OutputMode::Pool).canonical();

@@ -149,20 +149,23 @@ DecodeSpec make_decode_spec(const KernelSpec& epilogue, int hidden, int num_laye
   s.mma_tiles_per_warp = mw;
   s.warps = n16 / mw;
 
-  // Pipeline depth: 8 chunks (16 KB per warp in flight) while the accumulators are small.
-  int p = tuning.pipeline ? tuning.pipeline : (token_bucket <= 16 ? 8 : 4);
+  // Pipeline depth: 8 chunks (16 KB per warp in flight) for the 16-token bucket, 4 otherwise
+  // (at 8 tokens the H200 sweep in docs/decode.md found 4 chunks with twice as many CTAs
+  // faster: more CTAs in flight hide latency as well as deeper rings, with fewer partials).
+  int p = tuning.pipeline ? tuning.pipeline : (token_bucket == 16 ? 8 : 4);
   const int chunks = hidden / 32;
   if (!tuning.pipeline)
     while (p > 1 && chunks % p != 0) p /= 2;
   s.pipeline = p;
 
-  // Splits: the fewest that give each SM several CTAs (4 at <= 16 tokens, 2 above, where the
-  // partials grow with the bucket), among those that divide the chunks evenly by the pipeline.
+  // Splits: the fewest that give each SM several CTAs (4 for the 16-token bucket, 2 otherwise,
+  // where the partials grow with the bucket or the shallower pipeline wants fewer), among those
+  // that divide the chunks evenly by the pipeline.
   const int tiles = s.rows() / mt;
   if (tuning.splits) {
     s.splits = tuning.splits;
   } else {
-    const int want = (token_bucket <= 16 ? 4 : 2) * std::max(sm_count, 1);
+    const int want = (token_bucket == 16 ? 4 : 2) * std::max(sm_count, 1);
     int best = 0;
     for (int sp = 1; sp <= 64; ++sp) {
       if (chunks % sp != 0 || (chunks / sp) % p != 0) continue;
@@ -285,6 +288,8 @@ struct DecodeKV::Impl {
     p.positions = in.positions;
     p.cos_sin = model.cos_sin;
     p.cos_sin_stride = model.cos_sin_stride ? model.cos_sin_stride : model.epilogue.rotary_dim;
+    p.max_position = model.max_position;
+    p.error_flag = model.error_flag;
     p.k_norm_weight = model.k_norm;
     for (int l = 0; l < model.num_layers; ++l) {
       p.eps[l] = model.eps.empty() ? 1e-6f : model.eps[static_cast<std::size_t>(l)];
@@ -292,6 +297,15 @@ struct DecodeKV::Impl {
       p.v_scale[l] = 1.0f;
     }
     return p;
+  }
+
+  void check_table(std::int64_t stride, std::int64_t rows) const {
+    if (stride != 0 && stride < model.epilogue.rotary_dim)
+      fail("cos_sin_stride " + std::to_string(stride) + " is smaller than rotary_dim " +
+           std::to_string(model.epilogue.rotary_dim));
+    if (model.epilogue.rotary_dim > 0 && rows <= 0)
+      fail("max_position (rows of the cos/sin table) must be positive, got " +
+           std::to_string(rows));
   }
 
   void check_input(const DecodeInput& in) const {
@@ -305,7 +319,13 @@ struct DecodeKV::Impl {
            ") and a multiple of 8 (rows are read in 16-byte vectors)");
     if (reinterpret_cast<std::uintptr_t>(in.hidden) % 16 != 0)
       fail("hidden must be 16-byte aligned");
-    if (model.epilogue.rotary_dim > 0 && in.positions == nullptr) fail("positions is null");
+    if (model.epilogue.rotary_dim > 0) {
+      if (in.positions == nullptr) fail("positions is null");
+      if (model.cos_sin == nullptr)
+        fail(
+            "rotary_dim > 0 but there is no cos/sin table: set DecodeModel::cos_sin or call "
+            "set_cos_sin()");
+    }
   }
 
   // Launches chunk by chunk of at most 64 tokens; `fill` sets the chunk's outputs.
@@ -344,9 +364,7 @@ DecodeKV::DecodeKV(const DecodeModel& model, const DecodeOptions& options)
   if (model.w_kv == nullptr) fail("w_kv is null");
   if (reinterpret_cast<std::uintptr_t>(model.w_kv) % 16 != 0) fail("w_kv must be 16-byte aligned");
   if (e.k_norm && model.k_norm == nullptr) fail("the spec has a K norm but k_norm is null");
-  if (e.rotary_dim > 0 && model.cos_sin == nullptr) fail("rotary_dim > 0 but cos_sin is null");
-  if (model.cos_sin_stride != 0 && model.cos_sin_stride < e.rotary_dim)
-    fail("cos_sin_stride is smaller than rotary_dim");
+  if (model.cos_sin != nullptr) m.check_table(model.cos_sin_stride, model.max_position);
   if (!model.eps.empty() && static_cast<int>(model.eps.size()) != model.num_layers)
     fail("eps has " + std::to_string(model.eps.size()) + " values for " +
          std::to_string(model.num_layers) + " layers");
@@ -430,6 +448,9 @@ void DecodeKV::run_pool(const DecodeInput& in, const DecodePool& pool, CUstream 
   if ((!pool.k_scales.empty() && pool.k_scales.size() != L) ||
       (!pool.v_scales.empty() && pool.v_scales.size() != L))
     fail("k_scales / v_scales take one value per layer (" + std::to_string(L) + ") or none");
+  if (pool.num_slots <= 0)
+    fail("num_slots must be positive (slots of each pool buffer), got " +
+         std::to_string(pool.num_slots));
   const std::int64_t slot_stride = pool.slot_stride ? pool.slot_stride : m.kv;
   if (slot_stride < m.kv)
     fail("slot_stride " + std::to_string(slot_stride) +
@@ -438,6 +459,7 @@ void DecodeKV::run_pool(const DecodeInput& in, const DecodePool& pool, CUstream 
   if (pool.cache_loc == nullptr) fail("cache_loc is null");
   FkvDecodeParams p = m.base_params(in);
   p.slot_stride = slot_stride;
+  p.num_slots = pool.num_slots;
   for (std::size_t l = 0; l < L; ++l) {
     if (pool.k_buffers[l] == nullptr || pool.v_buffers[l] == nullptr)
       fail("pool buffer of layer " + std::to_string(l) + " is null");
@@ -452,6 +474,15 @@ void DecodeKV::run_pool(const DecodeInput& in, const DecodePool& pool, CUstream 
   });
 }
 
+void DecodeKV::set_cos_sin(const void* table, std::int64_t rows, std::int64_t row_stride) {
+  Impl& m = *impl_;
+  if (table == nullptr) fail("set_cos_sin: the table is null");
+  m.check_table(row_stride, rows);
+  m.model.cos_sin = table;
+  m.model.max_position = rows;
+  m.model.cos_sin_stride = row_stride;
+}
+
 // ---- choosing the path --------------------------------------------------------------------------
 
 namespace {
@@ -464,6 +495,9 @@ struct MeasuredCrossover {
   std::int64_t crossover;
 };
 constexpr MeasuredCrossover kMeasured[] = {
+    // H200 (132 SMs), Qwen3-8B DFlash draft shape, docs/decode.md: fused / (cuBLASLt +
+    // epilogue) = 0.94, 0.95, 0.97, 1.00 at T = 1, 2, 4, 8 and 1.09 at T = 16.
+    {"H200", 132, 8},
     {"", 0, 0},  // sentinel; measured entries go above it
 };
 }  // namespace

@@ -5,6 +5,8 @@
 //   once (FP8: divided by the layer's scale, saturated), stacked [L, T, H, D] or pool rows.
 //   The projection never goes through memory in the activation dtype: norm and RoPE read the
 //   fp32 sums, and V is rounded once from them.
+// Bounds, in every build: a token whose position is outside [0, max_position) or whose slot is
+//   >= num_slots is not written and error_flag gets FKV_ERROR_BAD_POSITION / _BAD_SLOT.
 //
 // For small T the GEMM is a weight stream: W (84 MB for the Qwen3-8B DFlash draft) is read once,
 // everything else is small. The grid is (M / MT row tiles) x S k-splits, splits of one tile
@@ -232,10 +234,32 @@ __global__ void __launch_bounds__(WARPS * 32) fused_proj_kv(const FkvDecodeParam
   // ---- last CTA of the tile ----
   // Positions and slots of the launch's tokens go to shared memory first (their loads overlap
   // the partial sums'); the epilogue then has no dependent global load but cos/sin.
+  // Bounds, as in fused_kv.cu: a token whose position is outside [0, max_position) or whose
+  // slot is >= num_slots is not written (its bit goes to error_flag); a negative slot is
+  // skipped silently. A skipped token reads row 0 of cos/sin, never out of bounds.
   __shared__ long long s_pos[TB], s_slot[TB];
+  __shared__ bool s_write[TB];
   if (tid < T) {
-    if constexpr (R > 0) s_pos[tid] = (long long)static_cast<const Pos*>(p.positions)[tid];
-    if constexpr (POOL) s_slot[tid] = (long long)static_cast<const Slot*>(p.cache_loc)[tid];
+    bool write = true;
+    if constexpr (R > 0) {
+      long long pos = (long long)static_cast<const Pos*>(p.positions)[tid];
+      if ((unsigned long long)pos >= (unsigned long long)p.max_position) {  // negative too
+        if (p.error_flag) atomicOr(p.error_flag, FKV_ERROR_BAD_POSITION);
+        write = false;
+        pos = 0;
+      }
+      s_pos[tid] = pos;
+    }
+    if constexpr (POOL) {
+      const long long slot = (long long)static_cast<const Slot*>(p.cache_loc)[tid];
+      if (slot >= p.num_slots) {
+        if (p.error_flag) atomicOr(p.error_flag, FKV_ERROR_BAD_SLOT);
+        write = false;
+      }
+      write = write && slot >= 0;
+      s_slot[tid] = slot;
+    }
+    s_write[tid] = write;
   }
   // Sum the S partials in split order into shared [T][MT].
   float* tp = reinterpret_cast<float*>(smem);
@@ -352,13 +376,12 @@ __global__ void __launch_bounds__(WARPS * 32) fused_proj_kv(const FkvDecodeParam
 
 #pragma unroll
     for (int ii = 0; ii < IPW; ++ii) {
-      if (!valid[ii]) continue;
+      if (!valid[ii] || !s_write[tok[ii]]) continue;
       const int l = layer[ii], h = head[ii], t = tok[ii];
       Cache* out;
       long long off;
       if constexpr (POOL) {
         const long long slot = s_slot[t];
-        if (slot < 0) continue;
         out = static_cast<Cache*>(is_v[ii] ? p.v_pool[l] : p.k_pool[l]);
         off = slot * p.slot_stride + h * D;
       } else {

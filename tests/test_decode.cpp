@@ -64,6 +64,17 @@ TEST_CASE("decode tiling for the Qwen3-8B DFlash draft on 132 SMs") {
   CHECK(fkv::make_decode_spec(qwen3_epilogue(), 4096, 5, 64, 132).workspace_bytes() <= 12u << 20);
 }
 
+TEST_CASE("decode tiling at 8 tokens is the H200 sweep's best: 4 splits, 4 chunks in flight") {
+  // docs/decode.md: at T = 8 on 132 SMs, 4 splits x pipeline 4 beat 8 x 8 (25.50 vs 26.15 us).
+  const fkv::DecodeSpec s8 = fkv::make_decode_spec(qwen3_epilogue(), 4096, 5, 8, 132);
+  CHECK(s8.splits == 4);
+  CHECK(s8.pipeline == 4);
+  CHECK(s8.grid() == 320);
+  const fkv::DecodeSpec s16 = fkv::make_decode_spec(qwen3_epilogue(), 4096, 5, 16, 132);
+  CHECK(s16.pipeline == 8);
+  CHECK(s16.grid() >= 4 * 132);
+}
+
 TEST_CASE("decode tiling covers whole heads for head_dim 64, 80, 256") {
   fkv::KernelSpec e = qwen3_epilogue();
   for (int d : {64, 80, 256}) {

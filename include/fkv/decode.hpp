@@ -93,11 +93,17 @@ struct DecodeModel {
   KernelSpec epilogue;  // mode is ignored: DecodeOptions says which modes to prepare
   int hidden = 0;
   int num_layers = 0;
-  const void* w_kv = nullptr;       // [L * 2 * H * D, hidden], per layer K rows then V rows, dense
-  const float* k_norm = nullptr;    // [L, D] fp32, (1 + w) folded; required iff epilogue.k_norm
-  std::vector<float> eps;           // [L]; empty = 1e-6 each
-  const void* cos_sin = nullptr;    // [max_position, R] in epilogue.cos_sin; required iff R > 0
+  const void* w_kv = nullptr;     // [L * 2 * H * D, hidden], per layer K rows then V rows, dense
+  const float* k_norm = nullptr;  // [L, D] fp32, (1 + w) folded; required iff epilogue.k_norm
+  std::vector<float> eps;         // [L]; empty = 1e-6 each
+  // [max_position, R] in epilogue.cos_sin; needed iff R > 0, here or by set_cos_sin() before
+  // the first run. A position outside [0, max_position) skips its token (flagged).
+  const void* cos_sin = nullptr;
   std::int64_t cos_sin_stride = 0;  // elements between rows; 0 = R
+  std::int64_t max_position = 0;    // rows of cos_sin
+  // Device word the kernel or-s FKV_ERROR_BAD_POSITION / FKV_ERROR_BAD_SLOT into for each token
+  // it skips; null: skipped silently.
+  unsigned int* error_flag = nullptr;
 };
 
 struct DecodeOptions {
@@ -117,9 +123,10 @@ struct DecodeInput {
 };
 
 struct DecodePool {
-  const void* cache_loc = nullptr;   // [T] epilogue.slots; < 0 skipped
-  std::span<void* const> k_buffers;  // one per layer, [slots, slot_stride] in epilogue.cache
+  const void* cache_loc = nullptr;   // [T] epilogue.slots; < 0 skipped, >= num_slots flagged
+  std::span<void* const> k_buffers;  // one per layer, [num_slots, slot_stride] in epilogue.cache
   std::span<void* const> v_buffers;
+  std::int64_t num_slots = 0;       // slots of each buffer (required)
   std::int64_t slot_stride = 0;     // 0 = H*D
   std::span<const float> k_scales;  // fp8 caches, one per layer; empty = 1.0
   std::span<const float> v_scales;
@@ -142,6 +149,10 @@ class DecodeKV {
   void run_stacked(const DecodeInput& in, void* k_out, void* v_out, CUstream stream);
   // Row cache_loc[t] of each layer's buffers.
   void run_pool(const DecodeInput& in, const DecodePool& pool, CUstream stream);
+
+  // Later launches read this cos/sin table (`rows` rows `row_stride` elements apart, 0 = R),
+  // e.g. a serving engine's own; not copied. Throws ArgumentError.
+  void set_cos_sin(const void* table, std::int64_t rows, std::int64_t row_stride = 0);
 
   // The spec launched for `num_tokens` tokens (per launch of up to 64) in `mode`.
   const DecodeSpec& spec_for(std::int64_t num_tokens, OutputMode mode) const;

@@ -7,6 +7,10 @@
 
 #define FKV_DECODE_MAX_LAYERS 32 /* layers the decode kernel covers in one launch */
 
+/* The error bits, as in kernel_params.h (the same definitions, so both headers may meet). */
+#define FKV_ERROR_BAD_POSITION 1u
+#define FKV_ERROR_BAD_SLOT 2u
+
 typedef struct FkvDecodeParams {
   /* hidden [num_tokens, hidden] in the activation dtype; rows x_stride elements apart,
    * 16-byte aligned (x_stride a multiple of 8). */
@@ -24,14 +28,18 @@ typedef struct FkvDecodeParams {
   /* cos/sin cache [max_position, R]: cos in columns [0, R/2), sin in [R/2, R). */
   const void* cos_sin;
   long long cos_sin_stride;   /* elements between rows */
+  long long max_position;     /* rows; a position outside [0, max_position) skips its token */
+  unsigned int* error_flag;   /* FKV_ERROR_* bits of skipped tokens are or-ed in; may be null */
   const float* k_norm_weight; /* [L, D] fp32, (1 + w) already folded; null without K norm */
   /* stacked mode: element (l, t, h, d) of K at k_out[l * out_layer_stride + (t * H + h) * D + d] */
   void* k_out;
   void* v_out;
   long long out_layer_stride;
-  /* pool mode: row cache_loc[t] of each layer's buffer [slots, slot_stride]; < 0 skipped */
+  /* pool mode: row cache_loc[t] of each layer's buffer [num_slots, slot_stride]; < 0 skipped,
+   * >= num_slots skipped and flagged */
   const void* cache_loc; /* [num_tokens] int32 or int64 (specialized) */
   long long slot_stride; /* elements between slots, >= H*D */
+  long long num_slots;
   void* k_pool[FKV_DECODE_MAX_LAYERS];
   void* v_pool[FKV_DECODE_MAX_LAYERS];
   float eps[FKV_DECODE_MAX_LAYERS];

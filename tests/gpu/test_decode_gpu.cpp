@@ -18,6 +18,8 @@
 
 #include "fkv/decode.hpp"
 #include "fkv/errors.hpp"
+#include "fkv/fused_kv_materializer.hpp"
+#include "fkv/kernel_params.h"
 #include "fkv/reference.hpp"
 #include "gpu/gpu_test.hpp"
 #include "gpu_harness.hpp"
@@ -121,6 +123,7 @@ fkv::DecodeModel decode_model(const Model& m) {
   d.k_norm = m.shape.e.k_norm ? static_cast<const float*>(m.d_k_norm.ptr()) : nullptr;
   d.eps = m.eps;
   d.cos_sin = m.shape.e.rotary_dim > 0 ? m.d_cos_sin.ptr() : nullptr;
+  d.max_position = m.shape.max_pos;
   return d;
 }
 
@@ -215,7 +218,8 @@ Call make_call(const Shape& s, std::int64_t T, Rng& rng) {
     std::swap(slots[i - 1], slots[static_cast<std::size_t>(rng.range(0, std::int64_t(i) - 1))]);
   for (std::int64_t t = 0; t < T; ++t) {
     c.pos.push_back(rng.range(0, s.max_pos - 1));
-    c.slot.push_back(rng.coin(0.2) ? -1 : slots[static_cast<std::size_t>(t)]);
+    // Token 0 is always written, so that every call has rows to check (T = 1 too).
+    c.slot.push_back(t > 0 && rng.coin(0.2) ? -1 : slots[static_cast<std::size_t>(t)]);
   }
   if (s.scales)
     for (int l = 0; l < s.layers; ++l) {
@@ -346,10 +350,11 @@ struct PoolRun {
   std::vector<fkv::DeviceBuffer> k, v;
   std::vector<void*> kp, vp;
   fkv::DeviceBuffer d_pos, d_slot;
-  std::int64_t slot_stride = 0;
+  std::int64_t slot_stride = 0, num_slots = 0;
 
   PoolRun(const Shape& s, const Call& c, CUstream stream) {
     slot_stride = s.kv() + 16;  // a gap after each slot, which must stay poisoned
+    num_slots = c.num_slots;
     const auto bytes = static_cast<std::size_t>(c.num_slots * slot_stride * elem_size(s.e.cache));
     for (int l = 0; l < s.layers; ++l) {
       k.push_back(alloc(bytes));
@@ -371,6 +376,7 @@ struct PoolRun {
     p.k_buffers = kp;
     p.v_buffers = vp;
     p.slot_stride = slot_stride;
+    p.num_slots = num_slots;
     p.k_scales = c.k_scales;
     p.v_scales = c.v_scales;
     return p;
@@ -525,4 +531,174 @@ TEST_CASE("decode kernel: host-side argument checks") {
   in.hidden = fx.tok.d_x.ptr();
   CHECK_THROWS_AS(dec.run_pool(in, {}, stream), fkv::ArgumentError);  // no pool kernels, no buffers
   FKV_CU(cuStreamSynchronize, stream);
+}
+
+namespace {
+
+// A call with three bad tokens for the bounds tests: `bad` as the kernel sees it (token 1 at a
+// position past the table, token 2 at a negative position, token 3 at a slot past the pool),
+// and `ok`, the same call as the reference and the pool check see it: those tokens skipped.
+struct BadCall {
+  Call bad, ok;
+};
+
+BadCall make_bad_call(const Shape& s, std::int64_t T, Rng& rng) {
+  BadCall b;
+  b.bad = b.ok = make_call(s, T, rng);
+  b.bad.pos[1] = s.max_pos + 3;
+  b.bad.pos[2] = -5;
+  b.bad.slot[3] = b.bad.num_slots + 2;
+  for (std::size_t t : {1, 2, 3}) {
+    b.ok.pos[t] = 0;
+    b.ok.slot[t] = -1;
+  }
+  return b;
+}
+
+unsigned read_flag(const fkv::DeviceBuffer& flag, CUstream stream) {
+  unsigned value = 0;
+  FKV_CU(cuStreamSynchronize, stream);
+  FKV_CU(cuMemcpyDtoH, &value, flag.get(), sizeof value);
+  return value;
+}
+
+// The Model's weights as FusedKVMaterializer takes them, with the explicit per-layer config of
+// the same shape (the cos/sin table is the Model's, given with set_cos_sin).
+struct MaterializerFor {
+  fkv::ModelConfig config;
+  fkv::MaterializerWeights w;
+
+  explicit MaterializerFor(const Model& m) {
+    const Shape& s = m.shape;
+    std::string layers;
+    for (int l = 0; l < s.layers; ++l)
+      layers += std::string(l ? ", " : "") +
+                "{\"num_kv_heads\": " + std::to_string(s.e.num_kv_heads) +
+                ", \"head_dim\": " + std::to_string(s.e.head_dim) +
+                ", \"rotary_dim\": " + std::to_string(s.e.rotary_dim) +
+                ", \"is_neox_style\": " + (s.e.neox ? "true" : "false") +
+                ", \"rope_theta\": 10000, \"k_norm\": \"rms\", \"eps\": 1e-6}";
+    const std::string text = "{\"max_position_embeddings\": " + std::to_string(s.max_pos) +
+                             ", \"fkv\": {\"layers\": [" + layers + "]}}";
+    config = fkv::ModelConfig::from_json(std::string_view(text), s.name);
+    const std::size_t D = static_cast<std::size_t>(s.e.head_dim);
+    for (int l = 0; l < s.layers; ++l) {
+      w.w_kv.push_back(static_cast<const char*>(m.d_w.ptr()) +
+                       l * 2 * s.kv() * s.hidden * elem_size(s.e.act));
+      w.k_norm.emplace_back(m.k_norm.begin() + static_cast<std::ptrdiff_t>(l * D),
+                            m.k_norm.begin() + static_cast<std::ptrdiff_t>((l + 1) * D));
+    }
+    w.eps = m.eps;
+  }
+};
+
+}  // namespace
+
+TEST_CASE("decode kernel: out-of-range positions and slots are skipped and flagged") {
+  const Shape s{"qwen3-small", qwen3(4, 128, 128), 1024, 3};
+  const std::int64_t T = 8;
+  DecodeCase fx(s, 6, decode_options(T), T);
+  const CUstream stream = fx.stream;
+  fkv::DeviceBuffer flag = alloc(sizeof(unsigned));
+  FKV_CU(cuMemsetD8Async, flag.get(), 0, sizeof(unsigned), stream);
+  fkv::DecodeModel dm = decode_model(fx.m);
+  dm.error_flag = static_cast<unsigned*>(flag.ptr());
+  fkv::DecodeKV dec(dm, decode_options(T));
+
+  const BadCall b = make_bad_call(s, T, fx.rng);
+  PoolRun run(s, b.bad, stream);  // poisoned; the kernel reads the bad positions and slots
+  dec.run_pool(decode_input(s, fx.tok, T, run.d_pos), run.pool(b.bad), stream);
+  CHECK(read_flag(flag, stream) == (FKV_ERROR_BAD_POSITION | FKV_ERROR_BAD_SLOT));
+  run.verify(s, b.ok, expect(fx.m, fx.tok, b.ok, s.e.cache), stream);  // the rest as usual
+
+  // Stacked: the bad positions' rows stay poisoned, the others are right.
+  FKV_CU(cuMemsetD8Async, flag.get(), 0, sizeof(unsigned), stream);
+  const auto bytes = static_cast<std::size_t>(s.layers * T * s.kv() * elem_size(s.e.act));
+  fkv::DeviceBuffer k_out = alloc(bytes), v_out = alloc(bytes);
+  poison(k_out, stream);
+  poison(v_out, stream);
+  dec.run_stacked(decode_input(s, fx.tok, T, run.d_pos), k_out.ptr(), v_out.ptr(), stream);
+  CHECK(read_flag(flag, stream) == FKV_ERROR_BAD_POSITION);
+  const auto k = download(k_out, stream), v = download(v_out, stream);
+  const std::size_t row = static_cast<std::size_t>(s.kv() * elem_size(s.e.act));
+  for (int l = 0; l < s.layers; ++l)
+    for (std::size_t t : {1, 2}) {
+      const std::size_t at = (static_cast<std::size_t>(l * T) + t) * row;
+      CHECK(first_unpoisoned(k, at, at + row) == -1);
+      CHECK(first_unpoisoned(v, at, at + row) == -1);
+    }
+  std::vector<std::uint8_t> mask(static_cast<std::size_t>(T), 1);
+  mask[1] = mask[2] = 0;
+  const Expected e = expect(fx.m, fx.tok, b.ok, s.e.act);
+  require_match(s.e.act, k, e.k, "k", mask);
+  require_match(s.e.act, v, e.v, "v", mask);
+}
+
+TEST_CASE("FusedKVMaterializer takes the decode kernel up to its crossover") {
+  const Shape s{"qwen3-small", qwen3(4, 128, 128), 1024, 3};
+  const std::int64_t crossover = 8;
+  DecodeCase fx(s, 7, decode_options(crossover), crossover);
+  const CUstream stream = fx.stream;
+  const MaterializerFor mf(fx.m);
+  fkv::MaterializerOptions o;
+  o.max_tokens = 64;
+  o.external_cos_sin = true;  // the Model's table, which the reference reads
+  o.decode_crossover = crossover;
+  fkv::FusedKVMaterializer mat(mf.config, s.hidden, mf.w, o);
+  REQUIRE(mat.decode_crossover() == crossover);
+  mat.set_cos_sin(0, fx.m.d_cos_sin.ptr(), s.max_pos);
+
+  // Pool and stacked at T = 3 and 8 against the float64 reference of the decode kernel (the
+  // projection is never rounded to bf16, which the cuBLASLt path does).
+  for (std::int64_t T : {3, 8}) {
+    INFO("T=" << T);
+    const Call c = make_call(s, T, fx.rng);
+    PoolRun run(s, c, stream);
+    const fkv::MaterializerInput in{fx.tok.d_x.ptr(), T, s.stride(), run.d_pos.ptr()};
+    fkv::FusedKVMaterializer::Pool pool;
+    pool.cache_loc = run.d_slot.ptr();
+    pool.k_buffers = run.kp;
+    pool.v_buffers = run.vp;
+    pool.num_slots = run.num_slots;
+    pool.slot_stride = run.slot_stride;
+    mat.materialize_pool(in, pool, stream);
+    run.verify(s, c, expect(fx.m, fx.tok, c, s.e.cache), stream);
+
+    const auto bytes = static_cast<std::size_t>(s.layers * T * s.kv() * elem_size(s.e.act));
+    fkv::DeviceBuffer k_out = alloc(bytes), v_out = alloc(bytes);
+    poison(k_out, stream);
+    poison(v_out, stream);
+    void* kp = k_out.ptr();
+    void* vp = v_out.ptr();
+    mat.materialize_stacked(in, std::span<void* const>(&kp, 1), std::span<void* const>(&vp, 1),
+                            stream);
+    const Expected e = expect(fx.m, fx.tok, c, s.e.act);
+    require_match(s.e.act, download(k_out, stream), e.k, "k");
+    require_match(s.e.act, download(v_out, stream), e.v, "v");
+  }
+
+  // Bounds on this path too: the materializer's error word gets the bits.
+  const BadCall b = make_bad_call(s, crossover, fx.rng);
+  PoolRun run(s, b.bad, stream);
+  const fkv::MaterializerInput in{fx.tok.d_x.ptr(), crossover, s.stride(), run.d_pos.ptr()};
+  fkv::FusedKVMaterializer::Pool pool;
+  pool.cache_loc = run.d_slot.ptr();
+  pool.k_buffers = run.kp;
+  pool.v_buffers = run.vp;
+  pool.num_slots = run.num_slots;
+  pool.slot_stride = run.slot_stride;
+  mat.materialize_pool(in, pool, stream);
+  CHECK(mat.take_error_flag(stream) == (FKV_ERROR_BAD_POSITION | FKV_ERROR_BAD_SLOT));
+  run.verify(s, b.ok, expect(fx.m, fx.tok, b.ok, s.e.cache), stream);
+
+  // A model the decode kernel cannot take keeps cuBLASLt: a K/V bias.
+  MaterializerFor biased(fx.m);
+  for (int l = 0; l < s.layers; ++l)
+    biased.w.kv_bias.emplace_back(static_cast<std::size_t>(2 * s.kv()), 0.5f);
+  fkv::FusedKVMaterializer with_bias(biased.config, s.hidden, biased.w, o);
+  CHECK(with_bias.decode_crossover() == 0);
+  // And 0 turns it off.
+  o.decode_crossover = 0;
+  fkv::FusedKVMaterializer off(mf.config, s.hidden, mf.w, o);
+  CHECK(off.decode_crossover() == 0);
 }
