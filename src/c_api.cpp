@@ -680,6 +680,7 @@ void fkv_materializer_options_init(fkv_materializer_options* o) {
   o->paged = d.paged;
   o->tp_size = d.tp_size;
   o->tp_rank = d.tp_rank;
+  o->decode_crossover = d.decode_crossover;
 }
 
 fkv_status fkv_materializer_create(const fkv_config* config, const fkv_materializer_weights* w,
@@ -715,6 +716,7 @@ fkv_status fkv_materializer_create(const fkv_config* config, const fkv_materiali
     mo.paged = o.paged != 0;
     mo.tp_size = o.tp_size;
     mo.tp_rank = o.tp_rank;
+    mo.decode_crossover = o.decode_crossover;
     auto r = std::make_unique<fkv_materializer>();
     r->m = std::make_unique<fkv::FusedKVMaterializer>(config->config, w->hidden_size, mw, mo);
     nlohmann::json groups = nlohmann::json::array();
@@ -741,6 +743,9 @@ int fkv_materializer_num_layers(const fkv_materializer* m) {
 }
 int fkv_materializer_num_groups(const fkv_materializer* m) {
   return m ? static_cast<int>(m->m->plan().groups.size()) : 0;
+}
+int64_t fkv_materializer_decode_crossover(const fkv_materializer* m) {
+  return m ? m->m->decode_crossover() : 0;
 }
 fkv_status fkv_materializer_layers(const fkv_materializer* m, int* layers, size_t capacity) {
   return guard([&] {

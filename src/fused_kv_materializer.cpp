@@ -3,12 +3,14 @@
 
 #include <cublasLt.h>
 #include <dlfcn.h>
+#include <spdlog/spdlog.h>
 
 #include <cstring>
 #include <mutex>
 #include <string>
 #include <unordered_map>
 
+#include "fkv/decode.hpp"
 #include "fkv/driver.hpp"
 #include "fkv/errors.hpp"
 #include "fkv/materialize.hpp"
@@ -29,7 +31,6 @@ struct Lt {
   X(cublasLtMatmulDescSetAttribute)       \
   X(cublasLtMatrixLayoutCreate)           \
   X(cublasLtMatrixLayoutDestroy)          \
-  X(cublasLtMatrixLayoutSetAttribute)     \
   X(cublasLtMatmulPreferenceCreate)       \
   X(cublasLtMatmulPreferenceDestroy)      \
   X(cublasLtMatmulPreferenceSetAttribute) \
@@ -130,22 +131,68 @@ struct FusedKVMaterializer::Impl {
   std::vector<DeviceBuffer> retired;  // earlier projection buffers (reserve_tokens)
   DeviceBuffer workspace;
   DeviceBuffer error_word;
+  // The decode-size path (decode.hpp) for calls of 1..crossover tokens; null when unused.
+  std::unique_ptr<DecodeKV> decode;
+  std::int64_t crossover = 0;
 
+  // The layouts of hidden and proj for one (T, hidden stride), with cuBLASLt's algorithm for
+  // them: made once per shape, so that a call only looks them up (no attribute is set per call).
+  struct GemmShape {
+    cublasLtMatrixLayout_t b = nullptr, d = nullptr;
+    cublasLtMatmulAlgo_t algo{};
+  };
   cublasLtHandle_t lt = nullptr;
   cublasLtMatmulDesc_t op = nullptr;
-  cublasLtMatrixLayout_t a = nullptr, b = nullptr, d = nullptr;
+  cublasLtMatrixLayout_t a = nullptr;
   cublasLtMatmulPreference_t pref = nullptr;
-  std::unordered_map<std::int64_t, cublasLtMatmulAlgo_t> algos;  // by T, host-side only
+  std::unordered_map<std::int64_t, GemmShape> shapes;  // by T * 1'000'003 + stride
 
   ~Impl() {
     if (lt == nullptr) return;
     Lt& L = Lt::get();
+    clear_shapes();
     if (pref) L.cublasLtMatmulPreferenceDestroy(pref);
-    if (d) L.cublasLtMatrixLayoutDestroy(d);
-    if (b) L.cublasLtMatrixLayoutDestroy(b);
     if (a) L.cublasLtMatrixLayoutDestroy(a);
     if (op) L.cublasLtMatmulDescDestroy(op);
     L.cublasLtDestroy(lt);
+  }
+
+  void clear_shapes() {
+    Lt& L = Lt::get();
+    for (auto& [key, s] : shapes) {
+      if (s.d) L.cublasLtMatrixLayoutDestroy(s.d);
+      if (s.b) L.cublasLtMatrixLayoutDestroy(s.b);
+    }
+    shapes.clear();
+  }
+
+  const GemmShape& gemm_shape(std::int64_t T, std::int64_t ld) {
+    const std::int64_t key = T * 1'000'003 + ld;
+    if (auto it = shapes.find(key); it != shapes.end()) return it->second;
+    if (shapes.size() >= 1024) clear_shapes();  // engines use a few sizes; bound the rest
+    const cudaDataType_t t = cuda_type(opt.act);
+    GemmShape s;
+    auto destroy = [&] {
+      if (s.d) Lt::get().cublasLtMatrixLayoutDestroy(s.d);
+      if (s.b) Lt::get().cublasLtMatrixLayoutDestroy(s.b);
+    };
+    try {
+      FKV_LT(cublasLtMatrixLayoutCreate, &s.b, t, hidden, T, ld);
+      FKV_LT(cublasLtMatrixLayoutCreate, &s.d, t, width, T, width);
+      cublasLtMatmulHeuristicResult_t r{};
+      int found = 0;
+      FKV_LT(cublasLtMatmulAlgoGetHeuristic, lt, op, a, s.b, s.d, s.d, pref, 1, &r, &found);
+      if (found == 0)
+        throw CudaError(
+            "cuBLASLt found no algorithm for the projection GEMM (T=" + std::to_string(T) +
+                ", N=" + std::to_string(width) + ", hidden=" + std::to_string(hidden) + ")",
+            "cublasLtMatmulAlgoGetHeuristic");
+      s.algo = r.algo;
+    } catch (...) {
+      destroy();
+      throw;
+    }
+    return shapes.emplace(key, s).first->second;
   }
 
   void setup_gemm() {
@@ -157,8 +204,6 @@ struct FusedKVMaterializer::Impl {
     FKV_LT(cublasLtMatmulDescSetAttribute, op, CUBLASLT_MATMUL_DESC_TRANSA, &ta, sizeof ta);
     FKV_LT(cublasLtMatmulDescSetAttribute, op, CUBLASLT_MATMUL_DESC_TRANSB, &tb, sizeof tb);
     FKV_LT(cublasLtMatrixLayoutCreate, &a, t, hidden, width, hidden);
-    FKV_LT(cublasLtMatrixLayoutCreate, &b, t, hidden, opt.max_tokens, hidden);
-    FKV_LT(cublasLtMatrixLayoutCreate, &d, t, width, opt.max_tokens, width);
     FKV_LT(cublasLtMatmulPreferenceCreate, &pref);
     const std::uint64_t ws = opt.gemm_workspace_bytes;
     FKV_LT(cublasLtMatmulPreferenceSetAttribute, pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES,
@@ -170,30 +215,10 @@ struct FusedKVMaterializer::Impl {
   void project(const MaterializerInput& in, CUstream stream) {
     const std::int64_t T = in.num_tokens;
     const std::int64_t ld = in.hidden_stride ? in.hidden_stride : hidden;
-    if (ld < hidden)
-      fail("hidden_stride " + std::to_string(ld) + " is smaller than hidden " +
-           std::to_string(hidden));
-    const std::uint64_t cols = static_cast<std::uint64_t>(T);
-    const std::int64_t ldb = ld;
-    FKV_LT(cublasLtMatrixLayoutSetAttribute, b, CUBLASLT_MATRIX_LAYOUT_COLS, &cols, sizeof cols);
-    FKV_LT(cublasLtMatrixLayoutSetAttribute, b, CUBLASLT_MATRIX_LAYOUT_LD, &ldb, sizeof ldb);
-    FKV_LT(cublasLtMatrixLayoutSetAttribute, d, CUBLASLT_MATRIX_LAYOUT_COLS, &cols, sizeof cols);
-    auto it = algos.find(T * 1'000'003 + ld);
-    if (it == algos.end()) {
-      cublasLtMatmulHeuristicResult_t r{};
-      int found = 0;
-      FKV_LT(cublasLtMatmulAlgoGetHeuristic, lt, op, a, b, d, d, pref, 1, &r, &found);
-      if (found == 0)
-        throw CudaError(
-            "cuBLASLt found no algorithm for the projection GEMM (T=" + std::to_string(T) +
-                ", N=" + std::to_string(width) + ", hidden=" + std::to_string(hidden) + ")",
-            "cublasLtMatmulAlgoGetHeuristic");
-      if (algos.size() > 4096) algos.clear();
-      it = algos.emplace(T * 1'000'003 + ld, r.algo).first;
-    }
+    const GemmShape& g = gemm_shape(T, ld);
     const float alpha = 1.0f, beta = 0.0f;
-    FKV_LT(cublasLtMatmul, lt, op, &alpha, w_packed.ptr(), a, in.hidden, b, &beta, proj.ptr(), d,
-           proj.ptr(), d, &it->second, workspace.ptr(), workspace.size(), stream);
+    FKV_LT(cublasLtMatmul, lt, op, &alpha, w_packed.ptr(), a, in.hidden, g.b, &beta, proj.ptr(),
+           g.d, proj.ptr(), g.d, &g.algo, workspace.ptr(), workspace.size(), stream);
   }
 
   FusedKVInputs inputs(const Group& g, const MaterializerInput& in) const {
@@ -214,8 +239,8 @@ struct FusedKVMaterializer::Impl {
     return r;
   }
 
-  // Checks and the GEMM; false when there is nothing to do.
-  bool begin(const MaterializerInput& in, CUstream stream) {
+  // The checks every call makes; false when there is nothing to do.
+  bool check_call(const MaterializerInput& in) const {
     if (in.num_tokens < 0 || in.num_tokens > opt.max_tokens)
       fail("num_tokens " + std::to_string(in.num_tokens) +
            " is outside [0, max_tokens=" + std::to_string(opt.max_tokens) +
@@ -229,8 +254,80 @@ struct FusedKVMaterializer::Impl {
                "call set_cos_sin() for every group with RoPE before materializing");
     if (in.hidden == nullptr) fail("hidden is null");
     if (in.positions == nullptr) fail("positions is null");
-    project(in, stream);
+    if (in.hidden_stride != 0 && in.hidden_stride < hidden)
+      fail("hidden_stride " + std::to_string(in.hidden_stride) + " is smaller than hidden " +
+           std::to_string(hidden));
     return true;
+  }
+
+  // True when this call goes to the decode kernel: few enough tokens, and hidden rows as it
+  // reads them (16-byte vectors).
+  bool decode_call(const MaterializerInput& in) const {
+    const std::int64_t ld = in.hidden_stride ? in.hidden_stride : hidden;
+    return decode != nullptr && use_decode_path(in.num_tokens, crossover) && ld % 8 == 0 &&
+           reinterpret_cast<std::uintptr_t>(in.hidden) % 16 == 0;
+  }
+
+  DecodeInput decode_input(const MaterializerInput& in) const {
+    DecodeInput d;
+    d.hidden = in.hidden;
+    d.num_tokens = in.num_tokens;
+    d.hidden_stride = in.hidden_stride;
+    d.positions = in.positions;
+    return d;
+  }
+
+  // The decode path, when the model allows it and the crossover for this GPU is positive.
+  // Compiling its kernels needs NVRTC: a read-only cache made without them on a machine with no
+  // NVRTC keeps the cuBLASLt path (with a warning) rather than failing.
+  void setup_decode(const MaterializerWeights& w, const ModelConfig& config) {
+    crossover =
+        opt.decode_crossover >= 0 ? opt.decode_crossover : fkv::decode_crossover(opt.device);
+    if (crossover <= 0) return;
+    const Group& g = groups.front();
+    const AttentionSpec& attn = g.plan_group->attn;
+    KernelSpec spec = make_kernel_spec(attn, opt.act, opt.cache, OutputMode::Pool, opt.cos_sin,
+                                       opt.index, opt.index);
+    spec.debug_checks = opt.debug_checks;
+    spec.kv_bias = !w.kv_bias.empty();
+    spec.paged = opt.paged;
+    const int L = static_cast<int>(g.members.size());
+    std::string why;
+    if (groups.size() != 1)
+      why = "the plan has " + std::to_string(groups.size()) + " groups";
+    else
+      why = decode_unsupported(spec, static_cast<int>(hidden), L);
+    if (!why.empty()) {
+      spdlog::debug("fkv: {}: no decode-size path ({})", config.path, why);
+      crossover = 0;
+      return;
+    }
+    DecodeModel dm;
+    dm.epilogue = spec;
+    dm.hidden = static_cast<int>(hidden);
+    dm.num_layers = L;
+    dm.w_kv = w_packed.ptr();
+    dm.k_norm = static_cast<const float*>(g.k_norm.ptr());
+    dm.eps = g.eps;
+    dm.cos_sin = opt.external_cos_sin ? nullptr : g.cos_sin.ptr();
+    dm.max_position = g.cos_sin_rows;
+    dm.error_flag = static_cast<unsigned int*>(error_word.ptr());
+    DecodeOptions dopt;
+    dopt.device = opt.device;
+    dopt.max_tokens = std::min<std::int64_t>(crossover, kDecodeMaxBucket);
+    dopt.stacked = opt.stacked;
+    dopt.pool = opt.pool;
+    try {
+      decode = std::make_unique<DecodeKV>(dm, dopt);
+    } catch (const CompileError& e) {
+      spdlog::warn(
+          "fkv: {}: the decode-size kernels could not be compiled, so every call takes "
+          "cuBLASLt + the epilogue kernel: {}",
+          config.path, e.what());
+      crossover = 0;
+      return;
+    }
+    crossover = std::min<std::int64_t>(crossover, kDecodeMaxBucket);
   }
 
   // The checks shared by the constructor and refresh_weights (counts and strides; per-layer
@@ -403,6 +500,7 @@ FusedKVMaterializer::FusedKVMaterializer(const ModelConfig& config, std::int64_t
   m.error_word = DeviceBuffer(sizeof(unsigned int));
   FKV_CU(cuMemsetD32Async, m.error_word.get(), 0u, 1, setup.get());
   m.setup_gemm();
+  m.setup_decode(w, config);
   // Every upload above went on `setup` (pageable sources are staged before the call returns):
   // a synchronous cuMemcpyHtoD runs on the legacy stream and may still be in flight when it
   // returns, and the caller's non-blocking streams would not wait for it.
@@ -466,6 +564,7 @@ void FusedKVMaterializer::set_cos_sin(std::size_t group, const void* table, std:
   g.cos_sin_external = table;
   g.cos_sin_rows = rows;
   g.cos_sin_stride = row_stride;
+  if (m.decode) m.decode->set_cos_sin(table, rows, row_stride);
 }
 
 void FusedKVMaterializer::reserve_tokens(std::int64_t max_tokens) {
@@ -495,6 +594,7 @@ const std::vector<int>& FusedKVMaterializer::layers() const { return impl_->laye
 CUdeviceptr FusedKVMaterializer::projection() const { return impl_->proj.get(); }
 std::int64_t FusedKVMaterializer::projection_width() const { return impl_->width; }
 CUdeviceptr FusedKVMaterializer::error_flag() const { return impl_->error_word.get(); }
+std::int64_t FusedKVMaterializer::decode_crossover() const { return impl_->crossover; }
 
 unsigned int FusedKVMaterializer::take_error_flag(CUstream stream) {
   FKV_CU(cuStreamSynchronize, stream);
@@ -514,7 +614,12 @@ void FusedKVMaterializer::materialize_stacked(const MaterializerInput& in,
     fail("stacked output takes one k_out and one v_out per group: the plan has " +
          std::to_string(m.groups.size()) + ", got " + std::to_string(k_out.size()) + " and " +
          std::to_string(v_out.size()));
-  if (!m.begin(in, stream)) return;
+  if (!m.check_call(in)) return;
+  if (m.decode_call(in)) {
+    m.decode->run_stacked(m.decode_input(in), k_out[0], v_out[0], stream);
+    return;
+  }
+  m.project(in, stream);
   for (std::size_t g = 0; g < m.groups.size(); ++g)
     fkv::materialize_stacked(*m.groups[g].stacked, m.inputs(m.groups[g], in),
                              StackedOutput{k_out[g], v_out[g]}, stream);
@@ -543,7 +648,21 @@ void FusedKVMaterializer::materialize_pool(const MaterializerInput& in, const Po
             "device k/v scales index the attention layers in order, but a group of this grouped "
             "plan has "
             "non-adjacent layers; pass host scales, or use a strict plan");
-  if (!m.begin(in, stream)) return;
+  if (!m.check_call(in)) return;
+  if (m.decode_call(in) && pool.k_scales_device == nullptr && pool.v_scales_device == nullptr &&
+      pool.slot_mappings.empty()) {
+    DecodePool dp;
+    dp.cache_loc = pool.cache_loc;
+    dp.k_buffers = pool.k_buffers;
+    dp.v_buffers = pool.v_buffers;
+    dp.num_slots = pool.num_slots;
+    dp.slot_stride = pool.slot_stride;
+    dp.k_scales = pool.k_scales;
+    dp.v_scales = pool.v_scales;
+    m.decode->run_pool(m.decode_input(in), dp, stream);
+    return;
+  }
+  m.project(in, stream);
   for (Impl::Group& g : m.groups) {
     for (std::size_t j = 0; j < g.members.size(); ++j) {
       const std::size_t i = g.members[j];

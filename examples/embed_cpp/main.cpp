@@ -100,6 +100,9 @@ bool run_on_gpu(const fkv::ModelConfig& config, const Args& a) {
   fkv::MaterializerOptions options;
   options.mode = a.grouped ? fkv::ValidationMode::Grouped : fkv::ValidationMode::Strict;
   options.max_tokens = T;
+  // This example checks the kernel against projection(), which only the cuBLASLt path fills:
+  // keep small calls off the decode-size kernel (include/fkv/decode.hpp).
+  options.decode_crossover = 0;
   fkv::FusedKVMaterializer mat(config, hidden, weights, options);
 
   // One step: hidden states and positions of T context tokens.

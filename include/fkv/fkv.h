@@ -313,10 +313,15 @@ typedef struct fkv_materializer_options {
   int paged;   /* pool kernels for paged layouts (fkv_materializer_pool_output) */
   int tp_size; /* tensor parallelism: this rank's share of the KV heads */
   int tp_rank;
+  /* Calls of 1..decode_crossover tokens take the decode-size kernel (projection + epilogue in
+   * one launch) where the model allows it; -1 = the value measured for the GPU
+   * (FKV_DECODE_CROSSOVER overrides it), 0 = never. fkv_materializer_decode_crossover() says
+   * what is used. */
+  int64_t decode_crossover;
 } fkv_materializer_options;
 
 /* Defaults: strict, bf16, bf16 cache, fp32 cos/sin, int64, max_tokens 8192, device 0, stacked
- * and pool, flat layout, tp_size 1. */
+ * and pool, flat layout, tp_size 1, decode_crossover -1. */
 FKV_API void fkv_materializer_options_init(fkv_materializer_options* options);
 
 typedef struct fkv_materializer_weights {
@@ -343,6 +348,8 @@ FKV_API fkv_status fkv_materializer_create(const fkv_config* config,
 FKV_API void fkv_materializer_free(fkv_materializer* m);
 FKV_API int fkv_materializer_num_layers(const fkv_materializer* m);
 FKV_API int fkv_materializer_num_groups(const fkv_materializer* m);
+/* The largest token count a call sends to the decode-size kernel (0: none). */
+FKV_API int64_t fkv_materializer_decode_crossover(const fkv_materializer* m);
 /* The model numbers of the attention layers, in the order of the layer arrays. */
 FKV_API fkv_status fkv_materializer_layers(const fkv_materializer* m, int* layers, size_t capacity);
 /* The plan the materializer serves (this rank's, under tensor parallelism), as fkv_plan_json. */

@@ -9,6 +9,10 @@
 // only launches on the caller's stream: no allocation, no synchronization, no host-device copy,
 // so it can be captured in a CUDA graph.
 //
+// Small calls, 1..decode_crossover() tokens, take the decode-size kernel instead (include/
+// fkv/decode.hpp): one launch that streams the packed weights once and runs the same epilogue,
+// with no projection buffer and no cuBLASLt call (docs/decode.md says when it is used).
+//
 // cuBLASLt is loaded with dlopen on first construction (libcublasLt.so.<major>), so that the
 // rest of fkv-jit still needs only libnvrtc at run time; its absence is a clear CudaError.
 #pragma once
@@ -54,6 +58,11 @@ struct MaterializerOptions {
   // group with RoPE has one.
   bool external_cos_sin = false;
   std::size_t gemm_workspace_bytes = 32u << 20;
+  // Calls of 1..decode_crossover tokens take the decode-size kernel when the model allows it
+  // (one group, bf16/fp16, no K/V bias, not paged, no debug checks: decode_unsupported()).
+  // -1 = fkv::decode_crossover(device): FKV_DECODE_CROSSOVER, else the value measured for this
+  // GPU, else 0. 0 = never (cuBLASLt + the epilogue kernel for every call).
+  std::int64_t decode_crossover = -1;
 };
 
 // Per attention layer, in model order (non-attention layers have none).
@@ -171,6 +180,11 @@ class FusedKVMaterializer {
   // table or a slot >= num_slots (FKV_ERROR_BAD_POSITION | FKV_ERROR_BAD_SLOT); zero at
   // construction, cleared only by the caller or take_error_flag().
   CUdeviceptr error_flag() const;
+
+  // The largest token count a call sends to the decode-size kernel (0: none; see
+  // MaterializerOptions::decode_crossover). Such a call launches once and leaves projection()
+  // untouched; a pool call with device scales or slot mappings takes the cuBLASLt path anyway.
+  std::int64_t decode_crossover() const;
   // Synchronizes `stream`, returns the error word and clears it.
   unsigned int take_error_flag(CUstream stream);
 

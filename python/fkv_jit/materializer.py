@@ -19,9 +19,16 @@ import json
 import operator
 from typing import Callable, List, Optional, Sequence
 
+import torch
+
 from . import _ops
 from ._errors import ArgumentError
 from ._lib import native
+
+# Looked up once: the per-call path runs on every decode step.
+_INT64 = torch.int64
+_is_compiling = torch.compiler.is_compiling
+_same_objects = operator.is_
 
 
 def _torch():
@@ -122,6 +129,14 @@ class FusedKVMaterializeHelper:
         of the rank's H_r heads then their V rows (the rows after Q of a TP-local
         qkv_proj.weight); kv_biases [2*H_r*D]; K-norm weights are the same on every rank.
         Outputs (stacked [L, T, H_r, D], pool rows [.., H_r, D]) hold the rank's heads only.
+      decode_crossover: calls of 1..decode_crossover tokens take the decode-size kernel (one
+        launch: projection and epilogue, no cuBLASLt; see docs/decode.md) when the model allows
+        it (one group, no K/V bias, not paged, debug off). None (default) = the value measured
+        for this GPU (FKV_DECODE_CROSSOVER overrides it); 0 = never. The attribute
+        decode_crossover says what the helper uses (0 when the model does not allow it). On that
+        path V is rounded once from fp32 sums, so it may differ from a bf16 projection's V by
+        one unit in the last place; pool calls with tensor scales or slot_mappings take the
+        cuBLASLt path.
 
     write_layer_kv(layer_id, k, v) receives the model layer number and [T, H, D] tensors, like
     the seed's.
@@ -130,7 +145,8 @@ class FusedKVMaterializeHelper:
     def __init__(self, config, kv_weights, k_norm_weights=None, eps=None, *, grouped: bool = False,
                  max_position: Optional[int] = None, max_tokens: int = 8192,
                  kv_cache_dtype=None, debug: bool = False, kv_biases=None, paged: bool = False,
-                 cos_sin_cache=None, tp_size: int = 1, tp_rank: int = 0):
+                 cos_sin_cache=None, tp_size: int = 1, tp_rank: int = 0,
+                 decode_crossover: Optional[int] = None):
         torch = _torch()
         from . import _as_config, plan as make_plan
         self.config = _as_config(config)
@@ -204,6 +220,8 @@ class FusedKVMaterializeHelper:
         self._single = self.groups[0] if len(self.groups) == 1 else None
 
         self._native = None
+        self._fn_pool = self._fn_stacked = None  # the binding's calls (CUDA helpers only)
+        self.decode_crossover = 0  # the largest T that takes the decode-size kernel
         if self.device.type == "cuda":
             index = self.device.index if self.device.index is not None else torch.cuda.current_device()
             self.device = torch.device("cuda", index)
@@ -212,7 +230,8 @@ class FusedKVMaterializeHelper:
                        "device": index, "debug": bool(debug), "stacked": True, "pool": True,
                        "hidden": self.hidden, "paged": self.paged,
                        "external_cos_sin": cos_sin_cache is not None, "cos_sin": "fp32",
-                       "tp_size": self.tp_size, "tp_rank": self.tp_rank}
+                       "tp_size": self.tp_size, "tp_rank": self.tp_rank,
+                       "decode_crossover": -1 if decode_crossover is None else int(decode_crossover)}
             host_norms = [] if not needs_norm else _host_fp32(norms)
             host_biases = [] if biases is None else _host_fp32(biases)
             eps_values = [] if eps is None else [float(e) for e in _per_layer(eps, L, "eps")]
@@ -224,6 +243,7 @@ class FusedKVMaterializeHelper:
             self._fn_pool = fns["materialize_pool"]
             self._fn_stacked = fns["materialize_stacked"]
             self._fn_bind = fns["bind_pool"]
+            self.decode_crossover = int(fns["decode_crossover"])
             self._max_tokens = int(max_tokens)
         if cos_sin_cache is not None:
             self._set_cos_sin(cos_sin_cache)
@@ -274,7 +294,6 @@ class FusedKVMaterializeHelper:
     # ---- per-call argument handling (traceable: no data pointers) ---------------------------
 
     def _inputs(self, ctx_hidden, positions):
-        torch = _torch()
         if not isinstance(ctx_hidden, torch.Tensor) or not isinstance(positions, torch.Tensor):
             raise TypeError("ctx_hidden and positions must be torch tensors")
         if positions.dim() != 1:
@@ -287,7 +306,6 @@ class FusedKVMaterializeHelper:
 
     @staticmethod
     def _index(t, what: str):
-        torch = _torch()
         if not isinstance(t, torch.Tensor):
             raise TypeError(f"{what} must be a torch tensor")
         if t.dim() != 1:
@@ -304,21 +322,21 @@ class FusedKVMaterializeHelper:
                     write_layer_kv: Callable[[int, object, object], None]) -> None:
         """The seed's operation: K/V of every layer for ctx_hidden [T, hidden] at `positions`
         [T], handed to write_layer_kv(layer_id, k [T, H, D], v [T, H, D]) layer by layer."""
-        torch = _torch()
         ctx_hidden, positions = self._inputs(ctx_hidden, positions)
         T = ctx_hidden.shape[0]
         if T == 0:
             return
-        if self._native is not None and not torch.compiler.is_compiling():
+        if self._native is not None and not _is_compiling():
             out = torch.empty(T * self._stacked_elems, dtype=self.act_dtype, device=self.device)
             self._fn_stacked(ctx_hidden, positions, out)
         else:
             out = torch.ops.fkv_jit.materialize(self._handle, ctx_hidden, positions)
         g = self._single
-        if g is not None:  # the seed's case: one group
-            kv = out.view(2, len(g.layers), T, g.heads, g.head_dim)
-            for layer, k, v in zip(g.layers, kv[0].unbind(0), kv[1].unbind(0)):
-                write_layer_kv(layer, k, v)
+        if g is not None:  # the seed's case: one group; K of every layer, then V
+            L = len(g.layers)
+            kv = out.view(2 * L, T, g.heads, g.head_dim).unbind(0)
+            for i, layer in enumerate(g.layers):
+                write_layer_kv(layer, kv[i], kv[L + i])
             return
         per_layer = {}
         offset = 0
@@ -349,16 +367,29 @@ class FusedKVMaterializeHelper:
         float32 CUDA tensors [L] read at run time (so a captured graph sees later values);
         None = 1.0.
 
-        The pool buffers are checked once per set of tensor objects (see bind_pool())."""
-        torch = _torch()
+        The pool buffers are checked once per set of tensor objects (see bind_pool()). A call with
+        the tensors of the last call (the usual decode step) costs one identity check per
+        buffer in Python; every other check is made by the compiled binding before it launches
+        anything."""
+        fn = self._fn_pool
+        b = self._bound
+        if (fn is not None and b is not None and slot_mappings is None
+                and k_scales is b[2] and v_scales is b[3]
+                and getattr(positions, "dtype", None) is _INT64 and positions.dim() == 1
+                and getattr(cache_loc, "dtype", None) is _INT64 and cache_loc.dim() == 1
+                and len(k_buffers) == len(b[0]) and len(v_buffers) == len(b[1])
+                and all(map(_same_objects, k_buffers, b[0]))
+                and all(map(_same_objects, v_buffers, b[1]))
+                and not _is_compiling()):
+            fn(ctx_hidden, positions, cache_loc, b[4], ())  # checks shapes, devices, dtypes
+            return
         ctx_hidden, positions = self._inputs(ctx_hidden, positions)
         cache_loc = self._index(cache_loc, "cache_loc")
         maps = [] if slot_mappings is None else [
             self._index(m, f"slot_mappings[{i}]") for i, m in enumerate(slot_mappings)]
-        if self._native is not None and not torch.compiler.is_compiling():
+        if fn is not None and not _is_compiling():
             binding = self.bind_pool(k_buffers, v_buffers, k_scales, v_scales)
-            if ctx_hidden.shape[0] != 0:
-                self._fn_pool(ctx_hidden, positions, cache_loc, binding, maps)
+            fn(ctx_hidden, positions, cache_loc, binding, maps)
             return
         if maps or isinstance(k_scales, torch.Tensor) or isinstance(v_scales, torch.Tensor):
             raise NotImplementedError("slot_mappings and tensor scales run eagerly on a CUDA "
@@ -384,7 +415,8 @@ class FusedKVMaterializeHelper:
         A tensor whose storage is replaced in place (set_, resize_) needs a new call here."""
         b = self._bound
         if (b is not None and len(k_buffers) == len(b[0]) and len(v_buffers) == len(b[1])
-                and all(map(operator.is_, k_buffers, b[0])) and all(map(operator.is_, v_buffers, b[1]))
+                and all(map(_same_objects, k_buffers, b[0]))
+                and all(map(_same_objects, v_buffers, b[1]))
                 and _same(k_scales, b[2]) and _same(v_scales, b[3])):
             return b[4]
         if self._native is None:

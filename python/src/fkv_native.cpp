@@ -746,6 +746,7 @@ ffi::Map<ffi::String, ffi::Any> materializer_create(ffi::String source, bool is_
     st->opt.paged = o.value("paged", false);
     st->opt.tp_size = o.value("tp_size", 1);
     st->opt.tp_rank = o.value("tp_rank", 0);
+    st->opt.decode_crossover = o.value("decode_crossover", std::int64_t{-1});
     st->opt.external_cos_sin = o.value("external_cos_sin", false);
     st->opt.cos_sin = fkv::parse_dtype(o.value("cos_sin", std::string("fp32")));
     st->hidden = o.at("hidden");
@@ -829,6 +830,7 @@ ffi::Map<ffi::String, ffi::Any> materializer_create(ffi::String source, bool is_
               return guarded([&] { return st->read_errors(reset); });
             }));
     fns.Set("projection_width", st->m->projection_width());
+    fns.Set("decode_crossover", st->m->decode_crossover());
     return fns;
   });
 }

@@ -123,6 +123,7 @@ inline TpResult run_tp_rank(const TpCase& c, const TpHost& h, int tp_size, int r
   o.pool = false;
   o.tp_size = tp_size;
   o.tp_rank = rank;
+  o.decode_crossover = 0;  // the cuBLASLt path: the result below includes projection()
   const fkv::ModelConfig config =
       fkv::ModelConfig::from_json(std::string_view(c.config_json()), "tp-case");
   fkv::FusedKVMaterializer m(config, c.hidden, w, o);
