@@ -1,7 +1,7 @@
 """GPU tests of the installed fkv_jit wheel's FusedKVMaterializeHelper against a float64
 PyTorch reference (linear, RMSNorm, RoPE neox and GPT-J, pool index-put), for bf16/fp16 stacked
-outputs, bf16 and fp8 pools, grouped plans, under torch.cuda.graph capture and under
-torch.compile(fullgraph=True). Plain asserts; pytest also collects it.
+outputs, bf16 and fp8 pools, grouped plans, tensor-parallel ranks (each rank's heads equal to the
+TP=1 heads bit for bit), under torch.cuda.graph capture and under torch.compile(fullgraph=True). Plain asserts; pytest also collects it.
 
     pip install fkv_jit-*.whl && python3 tests/gpu/test_python_gpu.py
 
@@ -409,6 +409,76 @@ def test_precompile_for_this_gpu():
         assert fkv_jit.precompile(cfg, arch, dtype="bf16", cache_dir=cache) == (2, 0)
     finally:
         shutil.rmtree(cache)
+
+
+def exact_rand(*shape, den):
+    """Random bf16 multiples of 1/den in [-4/den, 4/den]: their products and fp32 sums are exact,
+    so every GEMM (any width, split or order) rounds the same values to the same bits."""
+    return (torch.randint(-4, 5, shape, generator=GEN).double() / den).to(DEV, torch.bfloat16)
+
+
+def rank_shard(w, H, D, first, n):
+    """A tensor-parallel rank's rows of a [2*H*D, hidden] K/V weight: the K rows of its heads
+    [first, first + n), then their V rows (what a TP-local qkv_proj.weight holds after Q)."""
+    return torch.cat([w[first * D:(first + n) * D],
+                      w[(H + first) * D:(H + first + n) * D]]).contiguous()
+
+
+def test_tensor_parallel_ranks_equal_tp1_heads():
+    """The config helper of each rank (tp_size/tp_rank, given its weight shard) writes exactly
+    the heads of the TP=1 output it holds, bit for bit, stacked and pooled (pools poisoned, a
+    fifth of the tokens skipped), and matches the float64 reference: TP=2 (4 of 8 heads per
+    rank) and TP=16 (one replicated head per rank)."""
+    H, D, L, T, num_slots, hidden, poison = 8, 128, 3, 37, 96, 256, 7.0
+    case = Case([layer(H, D, D, True, 1e6, "rms")] * L, hidden=hidden)
+    case.w = [exact_rand(2 * H * D, hidden, den=16) for _ in range(L)]
+    ctx = exact_rand(T, hidden, den=4)
+    pos = torch.randint(0, case.max_position, (T,), generator=GEN).to(DEV)
+    loc = torch.randperm(num_slots, generator=GEN)[:T]
+    loc[::5] = -1
+    loc = loc.to(DEV)
+
+    def run(helper, heads):
+        stacked = {}
+        helper.materialize(ctx, pos, lambda l, k, v: stacked.__setitem__(l, (k.clone(), v.clone())))
+        kb = [torch.full((num_slots, heads, D), poison, device=DEV, dtype=torch.bfloat16)
+              for _ in range(L)]
+        vb = [b.clone() for b in kb]
+        helper.materialize_to_pool(ctx, pos, loc, kb, vb)
+        torch.cuda.synchronize()
+        return stacked, kb, vb
+
+    full, full_k, full_v = run(case.helper(), H)
+    refs = case.reference(ctx, pos)
+    rtol, atol = TOL[torch.bfloat16]
+    for tp, ranks in ((2, (0, 1)), (16, (0, 5, 15))):
+        n = H // tp if H % tp == 0 else 1
+        for r in ranks:
+            first = r * n if H % tp == 0 else r * H // tp
+            helper = fkv_jit.FusedKVMaterializeHelper(
+                case.config, [rank_shard(w, H, D, first, n) for w in case.w], case.knw,
+                tp_size=tp, tp_rank=r)
+            g = helper.plan.groups[0]
+            assert (g.spec.num_kv_heads, g.first_kv_head) == (n, first), g
+            stacked, kb, vb = run(helper, n)
+            heads = slice(first, first + n)
+            what = f"TP={tp} rank {r}"
+            for l in range(L):
+                k, v = stacked[l]
+                assert tuple(k.shape) == (T, n, D), (what, k.shape)
+                assert torch.equal(k, full[l][0][:, heads]), f"{what}: stacked K of layer {l} != TP=1"
+                assert torch.equal(v, full[l][1][:, heads]), f"{what}: stacked V of layer {l} != TP=1"
+                assert torch.equal(kb[l], full_k[l][:, heads]), f"{what}: K pool of layer {l} != TP=1"
+                assert torch.equal(vb[l], full_v[l][:, heads]), f"{what}: V pool of layer {l} != TP=1"
+                assert_close(k, refs[l][0][:, heads], rtol, atol, f"{what}: K of layer {l}")
+                assert_close(v, refs[l][1][:, heads], rtol, atol, f"{what}: V of layer {l}")
+    # The TP=1 pool itself: written rows are the reference's, skipped rows still poison.
+    written = loc >= 0
+    for l in range(L):
+        assert_close(full_k[l][loc[written]], refs[l][0][written], rtol, atol, f"TP=1 K pool of layer {l}")
+        untouched = torch.ones(num_slots, dtype=torch.bool, device=DEV)
+        untouched[loc[written]] = False
+        assert bool((full_k[l][untouched] == poison).all()), f"TP=1 K pool of layer {l}: a skipped row was written"
 
 
 def main():
