@@ -265,6 +265,23 @@ fkv::DecodeModel decode_model(const Data& d) {
   return m;
 }
 
+// The first T tokens and the pool, as the decode kernel takes them.
+fkv::DecodeInput decode_input(const Data& d, std::int64_t T) {
+  fkv::DecodeInput in;
+  in.hidden = d.x.ptr();
+  in.num_tokens = T;
+  in.positions = d.positions.ptr();
+  return in;
+}
+fkv::DecodePool decode_pool(const Data& d) {
+  fkv::DecodePool p;
+  p.cache_loc = d.cache_loc.ptr();
+  p.k_buffers = d.pk;
+  p.v_buffers = d.pv;
+  p.num_slots = d.slots;
+  return p;
+}
+
 // Max |fused - cublas| over the written pool rows of T tokens, in units of bf16's ulp at each
 // row's largest element (the rows are heads of one layer and token).
 double pool_disagreement(const Data& d, std::int64_t T) {
@@ -407,15 +424,8 @@ int main(int argc, char** argv) {
       mp.k_buffers = d.pk2;
       mp.v_buffers = d.pv2;
       mp.num_slots = d.slots;
-      fkv::DecodeInput di;
-      di.hidden = d.x.ptr();
-      di.num_tokens = T;
-      di.positions = d.positions.ptr();
-      fkv::DecodePool dp;
-      dp.cache_loc = d.cache_loc.ptr();
-      dp.k_buffers = d.pk;
-      dp.v_buffers = d.pv;
-      dp.num_slots = d.slots;
+      const fkv::DecodeInput di = decode_input(d, T);
+      const fkv::DecodePool dp = decode_pool(d);
       void* sk[] = {d.stacked_k.ptr()};
       void* sv[] = {d.stacked_v.ptr()};
 
@@ -494,15 +504,8 @@ int main(int argc, char** argv) {
                   {"mma_tiles_per_warp", tries[i].t.mma_tiles_per_warp}};
         try {
           std::unique_ptr<fkv::DecodeKV> k = built[i].get();
-          fkv::DecodeInput di;
-          di.hidden = d.x.ptr();
-          di.num_tokens = tries[i].T;
-          di.positions = d.positions.ptr();
-          fkv::DecodePool dp;
-          dp.cache_loc = d.cache_loc.ptr();
-          dp.k_buffers = d.pk;
-          dp.v_buffers = d.pv;
-          dp.num_slots = d.slots;
+          const fkv::DecodeInput di = decode_input(d, tries[i].T);
+          const fkv::DecodePool dp = decode_pool(d);
           r["fused_pool"] = time_graph(
               s, [&](CUstream st) { k->run_pool(di, dp, st); }, calls, target_ms);
           r["spec"] = k->spec_for(tries[i].T, fkv::OutputMode::Pool).canonical();
