@@ -381,6 +381,16 @@ struct PoolRun {
     p.v_scales = c.v_scales;
     return p;
   }
+  // The same buffers as FusedKVMaterializer takes them (no scales: the materializer's own).
+  fkv::FusedKVMaterializer::Pool materializer_pool() const {
+    fkv::FusedKVMaterializer::Pool p;
+    p.cache_loc = d_slot.ptr();
+    p.k_buffers = kp;
+    p.v_buffers = vp;
+    p.num_slots = num_slots;
+    p.slot_stride = slot_stride;
+    return p;
+  }
   // Gathers the written rows into [L, T, H, D] and checks every other byte is still poison.
   void verify(const Shape& s, const Call& c, const Expected& e, CUstream stream) const {
     const std::int64_t es = elem_size(s.e.cache), KV = s.kv(), T = c.T;
@@ -655,13 +665,7 @@ TEST_CASE("FusedKVMaterializer takes the decode kernel up to its crossover") {
     const Call c = make_call(s, T, fx.rng);
     PoolRun run(s, c, stream);
     const fkv::MaterializerInput in{fx.tok.d_x.ptr(), T, s.stride(), run.d_pos.ptr()};
-    fkv::FusedKVMaterializer::Pool pool;
-    pool.cache_loc = run.d_slot.ptr();
-    pool.k_buffers = run.kp;
-    pool.v_buffers = run.vp;
-    pool.num_slots = run.num_slots;
-    pool.slot_stride = run.slot_stride;
-    mat.materialize_pool(in, pool, stream);
+    mat.materialize_pool(in, run.materializer_pool(), stream);
     run.verify(s, c, expect(fx.m, fx.tok, c, s.e.cache), stream);
 
     const auto bytes = static_cast<std::size_t>(s.layers * T * s.kv() * elem_size(s.e.act));
@@ -681,13 +685,7 @@ TEST_CASE("FusedKVMaterializer takes the decode kernel up to its crossover") {
   const BadCall b = make_bad_call(s, crossover, fx.rng);
   PoolRun run(s, b.bad, stream);
   const fkv::MaterializerInput in{fx.tok.d_x.ptr(), crossover, s.stride(), run.d_pos.ptr()};
-  fkv::FusedKVMaterializer::Pool pool;
-  pool.cache_loc = run.d_slot.ptr();
-  pool.k_buffers = run.kp;
-  pool.v_buffers = run.vp;
-  pool.num_slots = run.num_slots;
-  pool.slot_stride = run.slot_stride;
-  mat.materialize_pool(in, pool, stream);
+  mat.materialize_pool(in, run.materializer_pool(), stream);
   CHECK(mat.take_error_flag(stream) == (FKV_ERROR_BAD_POSITION | FKV_ERROR_BAD_SLOT));
   run.verify(s, b.ok, expect(fx.m, fx.tok, b.ok, s.e.cache), stream);
 
