@@ -4,8 +4,9 @@ Everything that allocates, copies or compiles happens in the constructor, inside
 materializer: packing every layer's K/V weights into one matrix, folding (1 + w) K-norm weights,
 building each group's cos/sin table, the projection buffer and the cuBLASLt GEMM, loading the
 kernels. A call is one projection GEMM plus one fused norm + RoPE + KV-write launch per layer
-group, on torch's current stream, with no host-device copy or synchronization, so both
-operations can be captured in a CUDA graph.
+group, or for 1..decode_crossover tokens one decode-size launch that does both, on torch's
+current stream, with no host-device copy or synchronization, so both operations can be captured
+in a CUDA graph.
 
 Both operations are torch custom ops (fkv_jit::materialize, fkv_jit::materialize_to_pool; see
 _ops.py), so torch.compile(fullgraph=True) traces them without a graph break. Outside tracing,

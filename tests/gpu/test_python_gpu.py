@@ -222,8 +222,8 @@ def pool_reference(case, ctx, pos, loc, num_slots, dtype, scales=None, fill=0.0)
 
 
 def check_pool(case, pool_dtype, T=50, num_slots=200, scales=None, slot_dtype=torch.int64,
-               kv_cache_dtype=None):
-    helper = case.helper(kv_cache_dtype=kv_cache_dtype or pool_dtype)
+               kv_cache_dtype=None, **helper_kwargs):
+    helper = case.helper(kv_cache_dtype=kv_cache_dtype or pool_dtype, **helper_kwargs)
     ctx, pos = case.inputs(T)
     loc = torch.randperm(num_slots, generator=GEN)[:T]
     loc[::7] = -1  # skipped tokens
@@ -275,6 +275,36 @@ def test_pool_fp8_as_uint8():
 
 def test_pool_fp8_e5m2():
     check_pool(Case([layer(4, 128, 128, True, 1e6, "rms")] * 2), torch.float8_e5m2)
+
+
+def test_decode_path_pool_and_stacked():
+    # The decode-size kernel (projection and epilogue in one launch) forced up to 64 tokens:
+    # T = 1, 8 (one bucket), 40 (bucket 64) and 100 (two launches), pool and stacked.
+    case = Case([layer(8, 128, 128, True, 1e6, "rms")] * 3)
+    assert case.helper(decode_crossover=64).decode_crossover == 64
+    for T in (1, 8, 40):
+        check_pool(case, torch.bfloat16, T=T, decode_crossover=64)
+        check_stacked(case, T=T, decode_crossover=64)
+    check_stacked(case, T=100, decode_crossover=64)  # above the crossover: cuBLASLt
+    fp8 = Case([layer(4, 128, 128, True, 1e6, "rms")] * 2)
+    check_pool(fp8, torch.float8_e4m3fn, T=8, scales=[(0.5, 0.25), (2.0, 0.125)],
+               decode_crossover=8)
+
+
+def test_decode_path_flags_bad_position_and_slot():
+    case = Case([layer(4, 64, 64, True, 1e4, "rms")] * 2, max_position=256)
+    helper = case.helper(decode_crossover=8)
+    assert helper.decode_crossover == 8
+    ctx, pos = case.inputs(8)
+    pos[3] = 256  # one past the table
+    loc = torch.arange(8, device=DEV)
+    loc[5] = 64   # one past the pool
+    kb = [torch.zeros(64, 4, 64, device=DEV, dtype=torch.bfloat16) for _ in range(2)]
+    vb = [torch.zeros_like(b) for b in kb]
+    helper.materialize_to_pool(ctx, pos, loc, kb, vb)
+    assert helper.check_device_errors() == 3
+    assert helper.check_device_errors() == 0  # reset
+    assert int(kb[0][3].ne(0).sum()) == 0  # token 3 (bad position) left its slot untouched
 
 
 def test_argument_errors():
