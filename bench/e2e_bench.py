@@ -158,16 +158,27 @@ def time_eager_interleaved(fns, target_ms):
     return result
 
 
+# Calls captured per CUDA graph (--calls-per-graph): 1 = one call per replay, launch latency of
+# the replay included (what an engine replaying one graph per step sees); more = back-to-back
+# calls in one replay, divided by their number (GPU time per step, as bench/decode_bench).
+CALLS_PER_GRAPH = 1
+
+
 def time_graph(fn, target_ms):
     warm_up(fn)
     graph = torch.cuda.CUDAGraph()
     with torch.cuda.graph(graph):
-        fn()
+        for _ in range(CALLS_PER_GRAPH):
+            fn()
     torch.cuda.synchronize()
     for _ in range(5):
         graph.replay()
     try:
-        return _median_samples(graph.replay, target_ms)
+        r = _median_samples(graph.replay, target_ms)
+        for k in ("median_us", "min_us", "p90_us"):
+            r[k] /= CALLS_PER_GRAPH
+        r["calls_per_graph"] = CALLS_PER_GRAPH
+        return r
     finally:
         torch.cuda.synchronize()
         del graph
@@ -272,6 +283,8 @@ def run_size(s, tb, T, target_ms):
     def fused_step():
         s.helper_fused.materialize_to_pool(ctx, positions, cache_loc, kp_d, vp_d)
 
+    fused_steps = (("fkv_cublas", cublas_step),) + ((("fkv_fused", fused_step),) if T <= 64 else ())
+
     decode = T <= s.helper.decode_crossover  # which path fkv_step takes
     res["fkv_path"] = "decode kernel" if decode else "cuBLASLt + epilogue"
 
@@ -348,7 +361,8 @@ def run_size(s, tb, T, target_ms):
             f"graph {fmt(res[name]['graph_us'])} us")
     gm = guarded(f"T={T} gemm graph", lambda: time_graph(gemm_step, target_ms))
     res["gemm_graph_us"] = gm.get("median_us")
-    for name, fn in (("fkv_cublas", cublas_step), ("fkv_fused", fused_step)):
+    res["fkv_fused"] = {"graph_us": None}  # the decode kernel takes at most 64 tokens per launch
+    for name, fn in fused_steps:
         g = guarded(f"T={T} {name} graph", lambda: time_graph(fn, target_ms))
         res[name] = {"graph": g, "graph_us": g.get("median_us")}
     log(f"T={T}: path {res['fkv_path']}; graph: cuBLASLt + epilogue "
@@ -371,6 +385,28 @@ def run_size(s, tb, T, target_ms):
     torch.cuda.synchronize()
     torch.cuda.empty_cache()
     return res
+
+
+# ---- the weight-read floor ----------------------------------------------------------------------
+
+def weight_probe(s, tb, target_ms):
+    """The packed K/V weights (L*2*KV x HIDDEN bf16, 84 MB) read once by a Triton kernel, timed
+    like the steps (one call per graph replay), best of four program sizes; its sums are checked
+    against torch's. The floor of any step that streams the weights once (small T)."""
+    w = s.w_all
+    want = w.float().sum().item()
+    best = None
+    for iters in (8, 16, 40, 80):
+        got = tb.read_probe(w, iters).sum().item()
+        if abs(got - want) > 1e-3 * max(1.0, w.float().abs().sum().item()):
+            raise RuntimeError(f"weight-read probe checksum {got} != {want}")
+        t = time_graph(lambda: tb.read_probe(w, iters), target_ms)
+        log(f"weight-read probe, {iters} steps per program: {t['median_us']:.2f} us")
+        if best is None or t["median_us"] < best["median_us"]:
+            best = dict(t, iters=iters, bytes=w.numel() * w.element_size())
+    best["GBps"] = best["bytes"] / best["median_us"] / 1e3
+    log(f"weight-read floor: {best['median_us']:.2f} us ({best['GBps']:.0f} GB/s)")
+    return best
 
 
 # ---- host time per call ----------------------------------------------------------------------
@@ -450,7 +486,8 @@ def markdown(doc):
              f"{doc['environment'].get('fkv_version', '?')}. Qwen3-8B DFlash draft: {LAYERS} layers, "
              f"hidden {HIDDEN}, {KV_HEADS} KV heads x {HEAD_DIM}, RMS K norm, neox RoPE theta "
              f"{THETA:g}, bf16, pool writes included. Median microseconds per step; "
-             "speedup = seed / fkv.", "",
+             f"graph columns: {doc['method'].get('calls_per_graph', 1)} call(s) per CUDA graph "
+             "replay, per call; speedup = seed / fkv.", "",
              "| T | check | fkv path | fkv eager | seed eager | speedup eager | fkv graph | "
              "seed graph | speedup graph | GEMM alone (graph) | fkv eager - graph | "
              "fkv materialize eager | seed eager / fkv materialize eager | "
@@ -468,6 +505,12 @@ def markdown(doc):
             f"{fmt(r.get('fkv_api', {}).get('eager_us'))} | {fmt_x(r.get('api_vs_seed_eager'))} | "
             f"{fmt(r.get('fkv_cublas', {}).get('graph_us'))} | "
             f"{fmt(r.get('fkv_fused', {}).get('graph_us'))} |")
+    pr = doc.get("weight_read_probe") or {}
+    if pr.get("median_us"):
+        lines += ["", f"Triton weight-read probe (reads the {pr['bytes'] / 1e6:.1f} MB of packed "
+                      f"K/V weights once, timed like the graph columns): {pr['median_us']:.1f} µs "
+                      f"({pr['GBps']:.0f} GB/s). It is an upper bound of the floor: "
+                      "bench/decode_bench's probe reads the same bytes faster."]
     hp = doc.get("host_profile") or {}
     if hp.get("items"):
         lines += ["", f"Host time of one call at T={hp['tokens']}, GPU idle (median µs):", "",
@@ -506,10 +549,14 @@ def main():
     ap.add_argument("--md", default=None, help="markdown table (default: --out with .md)")
     ap.add_argument("--tokens", default=",".join(map(str, DEFAULT_TOKENS)),
                     help="comma-separated T values")
+    ap.add_argument("--calls-per-graph", type=int, default=1,
+                    help="calls captured per CUDA graph; graph figures are per call")
     ap.add_argument("--target-ms", type=float, default=300.0,
                     help="about this much GPU time per measurement (50..200 samples)")
     ap.add_argument("--seed", type=int, default=1234)
     args = ap.parse_args()
+    global CALLS_PER_GRAPH
+    CALLS_PER_GRAPH = max(1, args.calls_per_graph)
     md_path = args.md or (os.path.splitext(args.out)[0] + ".md")
     tokens = [int(t) for t in args.tokens.split(",") if t.strip()]
     command = "python3 bench/e2e_bench.py " + " ".join(sys.argv[1:])
@@ -528,8 +575,9 @@ def main():
                      "head_dim": HEAD_DIM, "rotary_dim": ROTARY_DIM, "rope_theta": THETA,
                      "k_norm": "rms", "eps": EPS, "dtype": "bf16", "max_position": MAX_POS},
            "method": {"eager": "one call between CUDA events, synchronized, median",
-                      "graph": "one call captured in a CUDAGraph, one replay between CUDA "
-                               "events, median", "target_ms": args.target_ms},
+                      "graph": f"{CALLS_PER_GRAPH} call(s) captured in a CUDAGraph, one "
+                               "replay between CUDA events, median, per call",
+                      "calls_per_graph": CALLS_PER_GRAPH, "target_ms": args.target_ms},
            "results": []}
 
     def save():
@@ -540,6 +588,8 @@ def main():
 
     t_start = time.time()
     s = Setup(fkv_jit, dev, args.seed)
+    doc["weight_read_probe"] = guarded("weight-read probe", lambda: weight_probe(s, tb, args.target_ms))
+    save()
     all_ok = True
     for T in tokens:
         log(f"---- T={T} ----")

@@ -161,3 +161,28 @@ def compare(name, got, want, atol=2e-2, rtol=2e-2):
     max_err = err.max().item() if err.numel() else 0.0
     ok = bool(torch.isfinite(got).all().item()) and excess <= 0.0
     return ok, max_err, excess
+
+
+# ---- a weight-read probe: the floor of a weight-streaming step ---------------------------------
+
+@triton.jit
+def _read_kernel(w_ptr, out_ptr, n, BLOCK: tl.constexpr, ITERS: tl.constexpr):
+    pid = tl.program_id(0)
+    acc = tl.zeros([BLOCK], dtype=tl.float32)
+    base = pid.to(tl.int64) * BLOCK * ITERS
+    for i in range(ITERS):
+        offs = base + i * BLOCK + tl.arange(0, BLOCK)
+        acc += tl.load(w_ptr + offs, mask=offs < n, other=0.0).to(tl.float32)
+    tl.store(out_ptr + pid, tl.sum(acc, axis=0))
+
+
+def read_probe(w, iters):
+    """Reads every element of the contiguous tensor `w` once (BLOCK elements per step, `iters`
+    steps per program) and returns per-program fp32 sums: the bytes of `w` and nothing else."""
+    block = 4096
+    n = w.numel()
+    programs = triton.cdiv(n, block * iters)
+    out = torch.empty(programs, dtype=torch.float32, device=w.device)
+    _read_kernel[(programs,)](w, out, n, BLOCK=block, ITERS=iters)
+    return out
+

@@ -96,6 +96,7 @@ def test_fake_shapes():
                   torch.empty(T, dtype=torch.int32, device=META),
                   lambda lid, k, v: seen.append((lid, tuple(k.shape), tuple(v.shape))))
     assert seen == [(i, (T, 2, 64), (T, 2, 64)) for i in range(3)], seen
+    assert h.decode_crossover == 0  # a shape-only helper has no decode-size kernel
     # Grouped plans: each layer gets its own group's shape, in model order.
     g = meta_helper([layer(kv=2), layer(kv=4, d=32, r=32), layer(kv=2)], grouped=True)
     seen = []

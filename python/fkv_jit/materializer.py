@@ -327,13 +327,24 @@ class FusedKVMaterializeHelper:
         T = ctx_hidden.shape[0]
         if T == 0:
             return
+        g = self._single
+        if g is not None and self._native is not None and not _is_compiling():
+            # The seed's case, eager: one group, allocated in its final shape [K of every layer,
+            # then V] so that one unbind gives the per-layer views (no reshape per call).
+            L = len(g.layers)
+            out = torch.empty((2 * L, T, g.heads, g.head_dim), dtype=self.act_dtype,
+                              device=self.device)
+            self._fn_stacked(ctx_hidden, positions, out)
+            kv = out.unbind(0)
+            for i, layer in enumerate(g.layers):
+                write_layer_kv(layer, kv[i], kv[L + i])
+            return
         if self._native is not None and not _is_compiling():
             out = torch.empty(T * self._stacked_elems, dtype=self.act_dtype, device=self.device)
             self._fn_stacked(ctx_hidden, positions, out)
         else:
             out = torch.ops.fkv_jit.materialize(self._handle, ctx_hidden, positions)
-        g = self._single
-        if g is not None:  # the seed's case: one group; K of every layer, then V
+        if g is not None:  # one group
             L = len(g.layers)
             kv = out.view(2 * L, T, g.heads, g.head_dim).unbind(0)
             for i, layer in enumerate(g.layers):
