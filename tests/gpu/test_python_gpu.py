@@ -12,20 +12,10 @@ passed), so a GPU run never passes without running.
 import os
 import sys
 
-try:
-    import torch
-except ImportError:
-    print("torch is not installed: GPU tests not run")
-    sys.exit(77)
-if not torch.cuda.is_available():
-    print("no CUDA device visible to torch: GPU tests not run")
-    sys.exit(77)
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from gpu_env import require_gpu_and_wheel  # noqa: E402  (tests/gpu/gpu_env.py)
 
-try:
-    import fkv_jit  # noqa: E402  (the installed wheel)
-except ImportError as e:
-    print(f"fkv_jit is not installed ({e}): pip install dist/fkv_jit-*.whl; GPU tests not run")
-    sys.exit(77)
+torch, fkv_jit = require_gpu_and_wheel()
 
 DEV = torch.device("cuda", torch.cuda.current_device())
 GEN = torch.Generator(device="cpu").manual_seed(1234)
@@ -191,9 +181,11 @@ def test_partial_rotary_max_position():
         assert_close(got[l], k_ref, rtol, atol, f"k of layer {l}")
 
 
-def test_debug_flags_bad_position_and_slot():
+def check_bad_position_and_slot(**helper_kwargs):
+    """Token 3 at a position past the table, token 5 at a slot past the pool: both skipped (slot
+    3 stays zero) and both error bits set, then reset. Returns the helper."""
     case = Case([layer(4, 64, 64, True, 1e4, "rms")] * 2, max_position=256)
-    helper = case.helper(debug=True)
+    helper = case.helper(**helper_kwargs)
     ctx, pos = case.inputs(8)
     pos[3] = 256  # one past the table
     loc = torch.arange(8, device=DEV)
@@ -203,6 +195,12 @@ def test_debug_flags_bad_position_and_slot():
     helper.materialize_to_pool(ctx, pos, loc, kb, vb)
     assert helper.check_device_errors() == 3
     assert helper.check_device_errors() == 0  # reset
+    assert int(kb[0][3].ne(0).sum()) == 0 and int(vb[0][3].ne(0).sum()) == 0
+    return helper
+
+
+def test_debug_flags_bad_position_and_slot():
+    check_bad_position_and_slot(debug=True)  # debug: the cuBLASLt + epilogue path
 
 
 def pool_reference(case, ctx, pos, loc, num_slots, dtype, scales=None, fill=0.0):
@@ -292,19 +290,7 @@ def test_decode_path_pool_and_stacked():
 
 
 def test_decode_path_flags_bad_position_and_slot():
-    case = Case([layer(4, 64, 64, True, 1e4, "rms")] * 2, max_position=256)
-    helper = case.helper(decode_crossover=8)
-    assert helper.decode_crossover == 8
-    ctx, pos = case.inputs(8)
-    pos[3] = 256  # one past the table
-    loc = torch.arange(8, device=DEV)
-    loc[5] = 64   # one past the pool
-    kb = [torch.zeros(64, 4, 64, device=DEV, dtype=torch.bfloat16) for _ in range(2)]
-    vb = [torch.zeros_like(b) for b in kb]
-    helper.materialize_to_pool(ctx, pos, loc, kb, vb)
-    assert helper.check_device_errors() == 3
-    assert helper.check_device_errors() == 0  # reset
-    assert int(kb[0][3].ne(0).sum()) == 0  # token 3 (bad position) left its slot untouched
+    assert check_bad_position_and_slot(decode_crossover=8).decode_crossover == 8
 
 
 def test_argument_errors():
@@ -514,8 +500,7 @@ def test_tensor_parallel_ranks_equal_tp1_heads():
 def main():
     print(f"fkv_jit {fkv_jit.version()} from {fkv_jit.library_path()}; torch {torch.__version__}, "
           f"{torch.cuda.get_device_name(DEV)}")
-    sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), os.pardir))
-    from plain_runner import run  # tests/plain_runner.py
+    from plain_runner import run  # tests/plain_runner.py (on sys.path through gpu_env)
 
     return run(globals())
 

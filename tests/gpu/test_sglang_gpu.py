@@ -23,19 +23,11 @@ import os
 import sys
 from types import SimpleNamespace
 
-try:
-    import torch
-except ImportError:
-    print("torch is not installed: GPU tests not run")
-    sys.exit(77)
-if not torch.cuda.is_available():
-    print("no CUDA device visible to torch: GPU tests not run")
-    sys.exit(77)
-try:
-    from fkv_jit.sglang import FusedKVMaterializeHelper
-except ImportError as e:
-    print(f"fkv_jit is not installed ({e}): pip install dist/fkv_jit-*.whl; GPU tests not run")
-    sys.exit(77)
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from gpu_env import require_gpu_and_wheel  # noqa: E402  (tests/gpu/gpu_env.py)
+
+torch, _ = require_gpu_and_wheel()
+from fkv_jit.sglang import FusedKVMaterializeHelper  # noqa: E402
 
 DEV = torch.device("cuda", torch.cuda.current_device())
 GEN = torch.Generator(device="cpu").manual_seed(4321)
@@ -287,8 +279,7 @@ def test_refresh_keeps_bias_in_place():
 
 
 def main():
-    sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), os.pardir))
-    from plain_runner import run  # tests/plain_runner.py
+    from plain_runner import run  # tests/plain_runner.py (on sys.path through gpu_env)
 
     return run(globals())
 
