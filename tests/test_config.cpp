@@ -1243,12 +1243,14 @@ TEST_CASE("input size, file kind and layer count are capped", "[config][limits]"
       parse(R"({"model_type": "llama", "num_hidden_layers": 1000000, "hidden_size": 512,
                               "num_attention_heads": 4})"),
       Contains("'num_hidden_layers'") && Contains("at most " + std::to_string(fkv::kMaxLayers)));
-  // The largest accepted model reads in well under 100 ms.
+  // The largest accepted model reads without pathological (e.g. quadratic) work: a few ms in a
+  // release build. The bound is loose on purpose: this is a guard, not a benchmark, and an
+  // ASan build on a loaded 2-core machine took 107 ms.
   auto c = parse(
       R"({"model_type": "qwen3", "num_hidden_layers": )" + std::to_string(fkv::kMaxLayers) +
       R"(, "hidden_size": 4096, "num_attention_heads": 32, "num_key_value_heads": 8, "head_dim": 128})");
   const double ms =
       std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
   CHECK(c.layers.size() == (std::size_t)fkv::kMaxLayers);
-  CHECK(ms < 100.0);
+  CHECK(ms < 1000.0);
 }
