@@ -572,13 +572,18 @@ fkv_status fkv_precompile_with_options(const fkv_config* config,
       own = std::make_unique<fkv::KernelCache>(opts);
       cache = own.get();
     }
-    const fkv::PrecompileResult r =
-        fkv::precompile(plan, o, {target}, *cache, static_cast<unsigned>(options->jobs));
+    fkv::DecodePrecompile decode;
+    if (given(options->decode_gpu)) {
+      const fkv::MeasuredDecodeGpu g = fkv::measured_decode_gpu(options->decode_gpu);
+      decode = {g.sm_count, g.crossover, config->config.hidden_size.value};
+    }
+    const fkv::PrecompileResult r = fkv::precompile(
+        plan, o, {target}, *cache, static_cast<unsigned>(options->jobs), {}, decode);
     if (result) *result = {r.kernels.size(), r.compiled(), r.not_persisted()};
     if (r.not_persisted() > 0) {
       std::string names;
       for (const auto& k : r.kernels)
-        if (!k.persisted()) names += (names.empty() ? "" : ", ") + k.spec.short_name();
+        if (!k.persisted()) names += (names.empty() ? "" : ", ") + k.short_name();
       throw fkv::CacheError(
           std::to_string(r.not_persisted()) + " of " + std::to_string(r.kernels.size()) +
           " kernels were compiled but not saved to the cache (" +

@@ -4,6 +4,7 @@
 #include <spdlog/spdlog.h>
 
 #include <algorithm>
+#include <cctype>
 #include <cstdlib>
 #include <cstring>
 #include <future>
@@ -353,6 +354,24 @@ struct DecodeKV::Impl {
   }
 };
 
+std::vector<DecodeSpec> decode_specs(const KernelSpec& epilogue, int hidden, int num_layers,
+                                     const DecodeOptions& options, int sm_count) {
+  const int top = decode_bucket(std::min<std::int64_t>(options.max_tokens, kDecodeMaxBucket));
+  std::vector<DecodeSpec> specs;
+  for (OutputMode mode : {OutputMode::Stacked, OutputMode::Pool}) {
+    if ((mode == OutputMode::Stacked && !options.stacked) ||
+        (mode == OutputMode::Pool && !options.pool))
+      continue;
+    for (int b = 8; b <= top; b *= 2) {
+      KernelSpec ke = epilogue;
+      ke.mode = mode;
+      if (mode == OutputMode::Stacked) ke.cache = epilogue.act;  // stacked output: activation dtype
+      specs.push_back(make_decode_spec(ke, hidden, num_layers, b, sm_count, options.tuning));
+    }
+  }
+  return specs;
+}
+
 DecodeKV::DecodeKV(const DecodeModel& model, const DecodeOptions& options)
     : impl_(std::make_unique<Impl>()) {
   Impl& m = *impl_;
@@ -378,20 +397,8 @@ DecodeKV::DecodeKV(const DecodeModel& model, const DecodeOptions& options)
   if (sms <= 0)
     FKV_CU(cuDeviceGetAttribute, &sms, CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT,
            device_handle(options.device));
-  const int top = decode_bucket(std::min<std::int64_t>(options.max_tokens, kDecodeMaxBucket));
-  std::vector<DecodeSpec> specs;
-  for (OutputMode mode : {OutputMode::Stacked, OutputMode::Pool}) {
-    if ((mode == OutputMode::Stacked && !options.stacked) ||
-        (mode == OutputMode::Pool && !options.pool))
-      continue;
-    for (int b = 8; b <= top; b *= 2) {
-      KernelSpec ke = e;
-      ke.mode = mode;
-      if (mode == OutputMode::Stacked)
-        ke.cache = e.act;  // stacked output is in the activation dtype
-      specs.push_back(make_decode_spec(ke, model.hidden, model.num_layers, b, sms, options.tuning));
-    }
-  }
+  const std::vector<DecodeSpec> specs =
+      decode_specs(e, model.hidden, model.num_layers, options, sms);
   // Compile (or read from the cache) side by side: NVRTC runs one program per thread, and a
   // decode kernel takes seconds to build cold. Loading stays on this thread (its context).
   const CompileOptions copts = m.compile_options();
@@ -503,6 +510,28 @@ constexpr MeasuredCrossover kMeasured[] = {
 }  // namespace
 
 std::int64_t decode_crossover(int device) { return decode_crossover(device, JitOptions::global()); }
+
+std::vector<MeasuredDecodeGpu> measured_decode_gpus() {
+  std::vector<MeasuredDecodeGpu> out;
+  for (const MeasuredCrossover& m : kMeasured)
+    if (*m.name_contains) out.push_back({m.name_contains, m.sm_count, m.crossover});
+  return out;
+}
+
+MeasuredDecodeGpu measured_decode_gpu(const std::string& name) {
+  auto lower = [](std::string s) {
+    for (char& c : s) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+    return s;
+  };
+  std::string known;
+  for (const MeasuredDecodeGpu& g : measured_decode_gpus()) {
+    if (!name.empty() && lower(g.name).find(lower(name)) != std::string::npos) return g;
+    known += (known.empty() ? "" : ", ") + g.name + " (" + std::to_string(g.sm_count) + " SMs)";
+  }
+  throw ArgumentError("decode GPU '" + name + "': no measured crossover for that GPU; measured: " +
+                      (known.empty() ? "none" : known) +
+                      " (bench/decode_bench measures one; docs/decode.md)");
+}
 
 std::int64_t decode_crossover(int device, const JitOptions& options) {
   if (options.decode_crossover >= 0) return options.decode_crossover;  // FKV_DECODE_CROSSOVER

@@ -24,15 +24,36 @@ std::size_t PrecompileResult::not_persisted() const {
       std::count_if(kernels.begin(), kernels.end(), [](const auto& k) { return !k.persisted(); }));
 }
 
+std::vector<DecodeSpec> decode_specs_for(const Plan& plan, const VariantOptions& options,
+                                         const DecodePrecompile& decode) {
+  if (decode.crossover <= 0 || decode.sm_count <= 0 || plan.groups.size() != 1) return {};
+  const LayerGroup& g = plan.groups.front();
+  // The epilogue spec FusedKVMaterializer gives its DecodeKV (no bias, flat pool, no debug).
+  const KernelSpec e = make_kernel_spec(g.attn, options.act, options.cache, OutputMode::Pool,
+                                        options.cos_sin, options.index, options.index);
+  const int L = static_cast<int>(g.layers.size());
+  if (!decode_unsupported(e, decode.hidden, L).empty()) return {};
+  DecodeOptions o;
+  o.max_tokens = std::min<std::int64_t>(decode.crossover, kDecodeMaxBucket);
+  o.stacked = options.stacked;
+  o.pool = options.pool;
+  return decode_specs(e, decode.hidden, L, o, decode.sm_count);
+}
+
 PrecompileResult precompile(const Plan& plan, const VariantOptions& options,
                             const std::vector<ArchTarget>& targets, KernelCache& cache,
-                            unsigned jobs, const PrecompileProgress& progress) {
+                            unsigned jobs, const PrecompileProgress& progress,
+                            const DecodePrecompile& decode) {
   const auto t0 = std::chrono::steady_clock::now();
   const std::vector<KernelSpec> specs = kernel_specs_for(plan, options);
+  const std::vector<DecodeSpec> decode_specs = decode_specs_for(plan, options, decode);
   PrecompileResult result;
-  for (const ArchTarget& t : targets)
+  for (const ArchTarget& t : targets) {
     for (const KernelSpec& s : specs)
-      result.kernels.push_back({s, t, CacheOutcome::Compiled, {}, 0});
+      result.kernels.push_back({s, std::nullopt, t, CacheOutcome::Compiled, {}, 0});
+    for (const DecodeSpec& d : decode_specs)
+      result.kernels.push_back({d.epilogue, d, t, CacheOutcome::Compiled, {}, 0});
+  }
 
   const std::size_t total = result.kernels.size();
   std::atomic<std::size_t> next{0};
@@ -44,8 +65,8 @@ PrecompileResult precompile(const Plan& plan, const VariantOptions& options,
     for (std::size_t i; !failed && (i = next++) < total;) {
       PrecompiledKernel& k = result.kernels[i];
       try {
-        const CacheResult r =
-            cache.get(generate(k.spec), CompileOptions{k.target.arch, k.target.ptx});
+        const CacheResult r = cache.get(k.decode ? generate_decode(*k.decode) : generate(k.spec),
+                                        CompileOptions{k.target.arch, k.target.ptx});
         k.outcome = r.outcome;
         k.path = r.path;
         k.seconds = r.seconds;

@@ -384,6 +384,25 @@ static void test_precompile(void) {
     o.jobs = 0;
     CHECK_STATUS(fkv_precompile_with_options(cfg, NULL, &r), FKV_ERR_ARGUMENT);
 
+    /* decode_gpu: a GPU with no measured crossover is an argument error naming the measured
+     * ones; qwen3-8b (36 layers) takes no decode kernel, so H200 adds nothing here (the draft
+     * below gets its two). */
+    o.decode_gpu = "A100";
+    CHECK_STATUS(fkv_precompile_with_options(cfg, &o, &r), FKV_ERR_ARGUMENT);
+    CHECK_CONTAINS("measured: H200");
+    o.decode_gpu = "h200";
+    CHECK_STATUS(fkv_precompile_with_options(cfg, &o, &r), FKV_OK);
+    CHECK(r.n_variants == 2);
+    {
+      fkv_config* draft = load("dflash-qwen3-4b-draft.json");
+      if (draft) {
+        CHECK_STATUS(fkv_precompile_with_options(draft, &o, &r), FKV_OK);
+        CHECK(r.n_variants == 4); /* stacked, pool, and the decode kernels' 8-token bucket */
+        fkv_config_free(draft);
+      }
+    }
+    o.decode_gpu = NULL;
+
     /* A root the cache refuses (writable by others): compiled, not saved -> FKV_ERR_CACHE. */
     if (mkdtemp(unsafe) != NULL) {
       chmod(unsafe, 0777);

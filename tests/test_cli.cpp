@@ -370,6 +370,35 @@ TEST_CASE("precompile exits 8 naming the kernels it could not save", "[cli][nvrt
   CHECK(contains(j.err, "refusing cache root"));
 }
 
+TEST_CASE("precompile --decode H200 adds the decode-size kernels FusedKVMaterializer loads there",
+          "[cli][nvrtc]") {
+  const std::string dir = fresh_dir("decode");
+  const Result r =
+      run("precompile " + data(kDraft) + " --arch sm_90 --decode h200 --cache-dir '" + dir + "'");
+  INFO(r.out << r.err);
+  REQUIRE(r.code == 0);
+  // The two epilogue kernels, and the 8-token bucket (the H200's crossover) stacked and pool.
+  CHECK(contains(r.out, "4 kernels (4 compiled, 0 cache hits)"));
+  CHECK(contains(r.out, "fkvdec_h8_d128_r128_neox_kn_bf16_bf16_stacked_L5_x2560_tb8"));
+  CHECK(contains(r.out, "fkvdec_h8_d128_r128_neox_kn_bf16_bf16_pool_L5_x2560_tb8"));
+  CHECK(count_files(dir, ".cubin") == 4);
+
+  // A GPU with no measured crossover is a usage error that lists the measured ones.
+  const Result unknown =
+      run("precompile " + data(kDraft) + " --arch sm_90 --decode A100 --cache-dir '" + dir + "'");
+  CHECK(unknown.code == 3);
+  CHECK(contains(unknown.err, "no measured crossover for that GPU; measured: H200 (132 SMs)"));
+
+  // A model the decode kernel cannot take (36 layers, more than one launch covers) gets a note
+  // and its epilogue kernels only.
+  const Result big = run("precompile " + data("qwen3-8b") + " --arch sm_90 --decode H200 " +
+                         "--cache-dir '" + dir + "'");
+  INFO(big.out << big.err);
+  CHECK(big.code == 0);
+  CHECK(contains(big.err, "this plan takes no decode-size kernel"));
+  CHECK(contains(big.out, "2 kernels"));
+}
+
 TEST_CASE("precompile --json: one object on stdout, progress and logs on stderr", "[cli][nvrtc]") {
   const std::string dir = fresh_dir("json-root");
   const Result r = run("--log-level trace precompile --json " + data(kDraft) +

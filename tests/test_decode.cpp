@@ -11,6 +11,7 @@
 #include "fkv/decode.hpp"
 #include "fkv/errors.hpp"
 #include "fkv/options.hpp"
+#include "fkv/precompile.hpp"
 
 namespace {
 
@@ -73,6 +74,49 @@ TEST_CASE("decode tiling at 8 tokens is the H200 sweep's best: 4 splits, 4 chunk
   const fkv::DecodeSpec s16 = fkv::make_decode_spec(qwen3_epilogue(), 4096, 5, 16, 132);
   CHECK(s16.pipeline == 8);
   CHECK(s16.grid() >= 4 * 132);
+}
+
+TEST_CASE("the decode kernels a DecodeKV prepares, and the ones precompile adds for a GPU") {
+  fkv::DecodeOptions o;
+  o.max_tokens = 8;
+  const auto two = fkv::decode_specs(qwen3_epilogue(), 4096, 5, o, 132);
+  REQUIRE(two.size() == 2);  // bucket 8, stacked then pool
+  CHECK(two[0].epilogue.mode == fkv::OutputMode::Stacked);
+  CHECK(two[1].epilogue.mode == fkv::OutputMode::Pool);
+  CHECK(two[0].token_bucket == 8);
+  o.max_tokens = 33;
+  o.stacked = false;
+  fkv::KernelSpec fp8 = qwen3_epilogue();
+  fp8.cache = fkv::DType::FP8_E4M3;
+  const auto pool = fkv::decode_specs(fp8, 4096, 5, o, 132);
+  REQUIRE(pool.size() == 4);  // buckets 8, 16, 32, 64, pool only
+  CHECK(pool[3].token_bucket == 64);
+  CHECK(pool[0].epilogue.cache == fkv::DType::FP8_E4M3);
+  o.stacked = true;
+  o.pool = false;
+  // Stacked output is in the activation dtype whatever the pool's.
+  CHECK(fkv::decode_specs(fp8, 4096, 5, o, 132)[0].epilogue.cache == fkv::DType::BF16);
+
+  // The measured table has the H200, and precompile's selection follows the plan.
+  bool h200 = false;
+  for (const auto& g : fkv::measured_decode_gpus())
+    h200 = h200 || (g.name == "H200" && g.sm_count == 132 && g.crossover == 8);
+  CHECK(h200);
+  const fkv::ModelConfig cfg = fkv::ModelConfig::from_json(std::string_view(
+      R"({"hidden_size": 4096, "max_position_embeddings": 4096, "fkv": {"layers": [)"
+      R"({"num_kv_heads": 8, "head_dim": 128, "rotary_dim": 128, "is_neox_style": true,)"
+      R"( "rope_theta": 1e6, "k_norm": "rms"},)"
+      R"({"num_kv_heads": 8, "head_dim": 128, "rotary_dim": 128, "is_neox_style": true,)"
+      R"( "rope_theta": 1e6, "k_norm": "rms"}]}})"));
+  const fkv::Plan plan = fkv::make_plan(cfg, fkv::ValidationMode::Strict);
+  const fkv::VariantOptions vo;
+  const auto specs = fkv::decode_specs_for(plan, vo, {132, 8, 4096});
+  REQUIRE(specs.size() == 2);
+  CHECK(specs[1].canonical() ==
+        fkv::make_decode_spec(specs[1].epilogue, 4096, 2, 8, 132).canonical());
+  CHECK(fkv::decode_specs_for(plan, vo, {132, 0, 4096}).empty());  // crossover 0: none
+  CHECK(fkv::decode_specs_for(plan, vo, {0, 8, 4096}).empty());    // no SM count: none
+  CHECK(fkv::decode_specs_for(plan, vo, {132, 8, 100}).empty());   // hidden not a multiple of 256
 }
 
 TEST_CASE("decode tiling covers whole heads for head_dim 64, 80, 256") {

@@ -115,6 +115,13 @@ struct DecodeOptions {
   int sm_count = 0;  // 0 = the device's; set to tile for another GPU
 };
 
+// The kernels a DecodeKV prepares for `epilogue` (its mode ignored) on a GPU with `sm_count`
+// SMs: per output mode asked for (stacked first, its cache dtype the activation dtype, then
+// pool), one per token bucket up to decode_bucket(min(max_tokens, 64)). DecodeKV's constructor
+// compiles exactly these; precompile() can build them ahead of time. Throws as make_decode_spec.
+std::vector<DecodeSpec> decode_specs(const KernelSpec& epilogue, int hidden, int num_layers,
+                                     const DecodeOptions& options, int sm_count);
+
 struct DecodeInput {
   const void* hidden = nullptr;     // [T, hidden] in the activation dtype, rows 16-byte aligned
   std::int64_t num_tokens = 0;      // any T >= 0; 0 launches nothing, > 64 launches per 64
@@ -170,6 +177,18 @@ class DecodeKV {
 // in decode.cpp, else 0.
 std::int64_t decode_crossover(int device, const JitOptions& options);
 std::int64_t decode_crossover(int device);  // with JitOptions::global()
+
+// The table behind decode_crossover(): GPUs (name substring, SM count) on which
+// bench/decode_bench measured the crossover, e.g. to precompile their decode kernels.
+struct MeasuredDecodeGpu {
+  std::string name;  // matched as a substring of the device name, e.g. "H200"
+  int sm_count = 0;
+  std::int64_t crossover = 0;
+};
+std::vector<MeasuredDecodeGpu> measured_decode_gpus();
+// The entry whose name contains `name` (case-insensitive); ArgumentError listing the measured
+// GPUs when none does.
+MeasuredDecodeGpu measured_decode_gpu(const std::string& name);
 
 // True when a call of `num_tokens` tokens should take the decode kernel.
 inline bool use_decode_path(std::int64_t num_tokens, std::int64_t crossover) {

@@ -212,6 +212,10 @@ typedef struct fkv_precompile_options {
                                 else ~/.cache/fkv-jit (through fkv's process-wide cache) */
   int strict;                /* 0: the grouped plan (default); 1: strict, one group */
   int jobs;                  /* parallel compilations; 0 = one per core */
+  /* NULL or "": none; else a GPU of the measured crossover table ("H200"): also the
+   * decode-size kernels a materializer loads on it for calls of a few tokens (when the plan
+   * can take them: one group, hidden_size in the config; docs/decode.md). */
+  const char* decode_gpu;
 } fkv_precompile_options;
 
 FKV_API void fkv_precompile_options_init(fkv_precompile_options* options);

@@ -4,19 +4,24 @@
 #pragma once
 
 #include <cstddef>
+#include <cstdint>
 #include <filesystem>
 #include <functional>
+#include <optional>
+#include <string>
 #include <vector>
 
 #include "fkv/arch.hpp"
 #include "fkv/cache.hpp"
+#include "fkv/decode.hpp"
 #include "fkv/spec.hpp"
 #include "fkv/validate.hpp"
 
 namespace fkv {
 
 struct PrecompiledKernel {
-  KernelSpec spec;
+  KernelSpec spec;                   // the epilogue's (decode kernels: DecodeSpec::epilogue)
+  std::optional<DecodeSpec> decode;  // set for a decode-size kernel
   ArchTarget target;
   CacheOutcome outcome = CacheOutcome::Compiled;
   // The entry on disk (in the writable root, or a read-only root on a ReadOnlyHit); empty
@@ -24,6 +29,18 @@ struct PrecompiledKernel {
   std::filesystem::path path;
   double seconds = 0;  // time the cache lookup (and compile) took
   bool persisted() const { return !path.empty(); }
+  std::string short_name() const { return decode ? decode->short_name() : spec.short_name(); }
+};
+
+// The decode-size kernels FusedKVMaterializer loads on one GPU model (include/fkv/decode.hpp),
+// to build ahead of time too: for calls of 1..crossover tokens on a GPU with sm_count SMs
+// (measured_decode_gpus() has both for the GPUs measured), the config's hidden size. Nothing
+// is added when crossover or sm_count is 0, or when the plan cannot take the decode kernel
+// (more than one group, or decode_unsupported()).
+struct DecodePrecompile {
+  int sm_count = 0;
+  std::int64_t crossover = 0;
+  int hidden = 0;
 };
 
 struct PrecompileResult {
@@ -45,6 +62,11 @@ using PrecompileProgress =
 // workers have finished; kernels compiled before it stay in the cache.
 PrecompileResult precompile(const Plan& plan, const VariantOptions& options,
                             const std::vector<ArchTarget>& targets, KernelCache& cache,
-                            unsigned jobs = 0, const PrecompileProgress& progress = {});
+                            unsigned jobs = 0, const PrecompileProgress& progress = {},
+                            const DecodePrecompile& decode = {});
+
+// The decode kernels `decode` asks for, for this plan and options (empty when none apply).
+std::vector<DecodeSpec> decode_specs_for(const Plan& plan, const VariantOptions& options,
+                                         const DecodePrecompile& decode);
 
 }  // namespace fkv

@@ -218,13 +218,17 @@ def plan(path_or_config, grouped: bool = False, tp_size: int = 1, tp_rank: int =
 
 
 def precompile(path_or_config, arch: str, dtype: Optional[str] = None,
-               kv_dtype: Optional[str] = None, cache_dir: Optional[str] = None) -> Tuple[int, int]:
+               kv_dtype: Optional[str] = None, cache_dir: Optional[str] = None,
+               decode_gpu: Optional[str] = None) -> Tuple[int, int]:
     """Compiles every kernel the config's grouped plan needs (stacked and pool, fp32 cos/sin,
-    int64 indices) for `arch` into the cache. No GPU needed. Returns (variants, compiled now)."""
+    int64 indices) for `arch` into the cache. No GPU needed. decode_gpu (e.g. "H200", a GPU of
+    the measured crossover table) adds the decode-size kernels a helper loads there for calls of
+    a few tokens (docs/decode.md). Returns (variants, compiled now)."""
     cfg = _as_config(path_or_config)
     n, compiled = native().precompile(*cfg._source, str(arch), optional_str(dtype),
                                       optional_str(kv_dtype),
-                                      optional_str(None if cache_dir is None else os.fspath(cache_dir)))
+                                      optional_str(None if cache_dir is None else os.fspath(cache_dir)),
+                                      optional_str(decode_gpu))
     return int(n), int(compiled)
 
 

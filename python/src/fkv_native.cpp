@@ -265,13 +265,21 @@ ffi::Bytes cos_sin(ffi::String source, bool is_path, ffi::String name, bool grou
 }
 
 ffi::Array<int64_t> precompile(ffi::String source, bool is_path, ffi::String name, ffi::String arch,
-                               ffi::String dtype, ffi::String kv_dtype, ffi::String cache_dir) {
+                               ffi::String dtype, ffi::String kv_dtype, ffi::String cache_dir,
+                               ffi::String decode_gpu) {
   ConfigHandle c(source, is_path, name);
-  std::size_t variants = 0, compiled = 0;
   auto opt = [](const ffi::String& s) { return s.size() ? s.c_str() : nullptr; };
-  check(fkv_precompile(c.c, arch.c_str(), opt(dtype), opt(kv_dtype), opt(cache_dir), &variants,
-                       &compiled));
-  return ffi::Array<int64_t>{static_cast<int64_t>(variants), static_cast<int64_t>(compiled)};
+  fkv_precompile_options o;
+  fkv_precompile_options_init(&o);
+  o.arch = arch.c_str();
+  o.act_dtype = opt(dtype);
+  o.kv_dtype = opt(kv_dtype);
+  o.cache_dir = opt(cache_dir);
+  o.decode_gpu = opt(decode_gpu);
+  fkv_precompile_result r{};
+  check(fkv_precompile_with_options(c.c, &o, &r));
+  return ffi::Array<int64_t>{static_cast<int64_t>(r.n_variants),
+                             static_cast<int64_t>(r.n_compiled)};
 }
 
 // desc: the JSON of kernel_desc(). Returns [name, outcome, arch].

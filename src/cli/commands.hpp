@@ -87,6 +87,7 @@ void add_variant_options(CLI::App* cmd, VariantArgs& args, bool config_positiona
 struct Variants {
   Plan plan;
   VariantOptions options;
+  int hidden = 0;  // the config's hidden_size, 0 when absent (decode kernels need it)
 };
 // Reads the config and makes the plan the variants come from.
 Variants variants_of(const VariantArgs& args);

@@ -21,7 +21,24 @@ struct PrecompileArgs {
   bool ptx = false;
   int jobs = 0;  // 0: not given, one per core
   bool json = false;
+  std::string decode_gpu;  // --decode: the measured GPU whose decode kernels to add
 };
+
+// --decode NAME: the decode-size kernels FusedKVMaterializer loads on that GPU (an entry of the
+// measured table, matched case-insensitively as a substring of its name).
+DecodePrecompile decode_of(const std::string& name, int hidden) {
+  MeasuredDecodeGpu g;
+  try {
+    g = measured_decode_gpu(name);
+  } catch (const ArgumentError& e) {
+    throw CommandFailure(Usage, std::string("--decode: ") + e.what());
+  }
+  if (hidden <= 0)
+    throw CommandFailure(Usage, "--decode " + name +
+                                    ": the config has no hidden_size, which the decode kernels "
+                                    "are specialized on");
+  return DecodePrecompile{g.sm_count, g.crossover, hidden};
+}
 
 // Why nothing or not everything reached the disk, for the summary.
 std::string why_not_persisted(const KernelCache& cache) {
@@ -46,20 +63,31 @@ void run_precompile(const PrecompileArgs& a) {
   }
   KernelCache cache(opts);
 
-  const PrecompileResult r =
-      precompile(v.plan, v.options, targets, cache, static_cast<unsigned>(a.jobs),
-                 [](const PrecompiledKernel& k, std::size_t done, std::size_t total) {
-                   std::fprintf(stderr, "[%zu/%zu] %-9s %-13s %s (%.1f ms)\n", done, total,
-                                to_string(k.outcome).c_str(), k.target.name().c_str(),
-                                k.spec.short_name().c_str(), k.seconds * 1e3);
-                 });
+  DecodePrecompile decode;
+  if (!a.decode_gpu.empty()) {
+    decode = decode_of(a.decode_gpu, v.hidden);
+    if (decode_specs_for(v.plan, v.options, decode).empty()) {
+      notes.push_back("--decode " + a.decode_gpu +
+                      ": this plan takes no decode-size kernel (more than one group, or a shape "
+                      "the decode kernel does not cover: docs/decode.md)");
+      std::fprintf(stderr, "note: %s\n", notes.back().c_str());
+    }
+  }
+  const PrecompileResult r = precompile(
+      v.plan, v.options, targets, cache, static_cast<unsigned>(a.jobs),
+      [](const PrecompiledKernel& k, std::size_t done, std::size_t total) {
+        std::fprintf(stderr, "[%zu/%zu] %-9s %-13s %s (%.1f ms)\n", done, total,
+                     to_string(k.outcome).c_str(), k.target.name().c_str(), k.short_name().c_str(),
+                     k.seconds * 1e3);
+      },
+      decode);
 
   const std::size_t missing = r.not_persisted();
   const std::string why = missing ? why_not_persisted(cache) : "";
   if (a.json) {
     nlohmann::json kernels = nlohmann::json::array();
     for (const auto& k : r.kernels)
-      kernels.push_back({{"variant", k.spec.short_name()},
+      kernels.push_back({{"variant", k.short_name()},
                          {"arch", k.target.arch.name()},
                          {"ptx", k.target.ptx},
                          {"outcome", to_string(k.outcome)},
@@ -83,8 +111,8 @@ void run_precompile(const PrecompileArgs& a) {
   } else {
     std::printf("%-44s %-13s %-9s %9s  %s\n", "variant", "arch", "result", "ms", "path");
     for (const auto& k : r.kernels)
-      std::printf("%-44s %-13s %-9s %9.1f  %s\n", k.spec.short_name().c_str(),
-                  k.target.name().c_str(), to_string(k.outcome).c_str(), k.seconds * 1e3,
+      std::printf("%-44s %-13s %-9s %9.1f  %s\n", k.short_name().c_str(), k.target.name().c_str(),
+                  to_string(k.outcome).c_str(), k.seconds * 1e3,
                   k.persisted() ? printable(k.path.string()).c_str() : "NOT SAVED (memory only)");
     std::printf("%zu kernels (%zu compiled, %zu cache hits) in %.1f ms\n", r.kernels.size(),
                 r.compiled(), r.kernels.size() - r.compiled(), r.seconds * 1e3);
@@ -99,7 +127,7 @@ void run_precompile(const PrecompileArgs& a) {
       list += ", ...";
       break;
     }
-    list += (list.empty() ? "" : ", ") + k.spec.short_name() + " (" + k.target.name() + ")";
+    list += (list.empty() ? "" : ", ") + k.short_name() + " (" + k.target.name() + ")";
   }
   const std::string message = (missing == r.kernels.size() ? "nothing was saved: " : "") +
                               std::to_string(missing) + " of " + std::to_string(r.kernels.size()) +
@@ -129,6 +157,9 @@ void add_compile_commands(CLI::App& app) {
   p->add_option("-j,--jobs", pre.jobs, "parallel compilations (default: number of cores)")
       ->check(CLI::Range(1, 1024));
   p->add_flag("--json", pre.json, "print one JSON object instead of the table");
+  p->add_option("--decode", pre.decode_gpu,
+                "also the decode-size kernels that calls of a few tokens take on this GPU (a "
+                "name from the measured table, e.g. H200; docs/decode.md)");
   p->callback([] { run_precompile(pre); });
 
   // source -------------------------------------------------------------------------------

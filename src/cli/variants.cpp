@@ -42,6 +42,7 @@ Variants variants_of(const VariantArgs& a) {
   o.index = a.index == "int32" ? IndexType::I32 : IndexType::I64;
   o.stacked = a.mode != "pool";
   o.pool = a.mode != "stacked";
+  v.hidden = cfg.hidden_size.value;
   return v;
 }
 
