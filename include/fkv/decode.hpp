@@ -126,7 +126,7 @@ struct DecodeInput {
   const void* hidden = nullptr;     // [T, hidden] in the activation dtype, rows 16-byte aligned
   std::int64_t num_tokens = 0;      // any T >= 0; 0 launches nothing, > 64 launches per 64
   std::int64_t hidden_stride = 0;   // elements between rows (a multiple of 8); 0 = hidden
-  const void* positions = nullptr;  // [T] epilogue.positions; each in the cos/sin table
+  const void* positions = nullptr;  // [T] epilogue.positions; outside the table: skipped
 };
 
 struct DecodePool {
