@@ -485,6 +485,20 @@ ModelConfig read_verdict_config(const Verdict& v) {
   return ModelConfig::from_json(std::string_view(v.config), "minimal.json");
 }
 
+// Strict validation of `config` gives verdict `v`: its error text, or its attention spec.
+void check_verdict(const ModelConfig& config, const Verdict& v) {
+  if (!v.error.empty()) {
+    CHECK_THROWS_WITH(fkv::validate(config), Catch::Contains(v.error));
+    return;
+  }
+  const fkv::AttentionSpec spec = fkv::validate(config);
+  CHECK(spec.num_kv_heads == v.kv);
+  CHECK(spec.head_dim == v.hd);
+  CHECK(spec.rotary_dim == v.rd);
+  CHECK(spec.is_neox_style == v.neox);
+  CHECK(spec.k_norm == v.k_norm);
+}
+
 using K = fkv::KNormKind;
 
 // Real configs where tests/data has one; otherwise a minimal config shaped like the config
@@ -609,16 +623,7 @@ TEST_CASE("every registry entry has a config with its expected verdict", "[valid
     const Verdict& v = it->second;
     const ModelConfig config = read_verdict_config(v);
     CHECK(config.family == a.name);
-    if (!v.error.empty()) {
-      CHECK_THROWS_WITH(fkv::validate(config), Catch::Contains(v.error));
-      continue;
-    }
-    const fkv::AttentionSpec spec = fkv::validate(config);
-    CHECK(spec.num_kv_heads == v.kv);
-    CHECK(spec.head_dim == v.hd);
-    CHECK(spec.rotary_dim == v.rd);
-    CHECK(spec.is_neox_style == v.neox);
-    CHECK(spec.k_norm == v.k_norm);
+    check_verdict(config, v);
   }
   // No stale rows: every row names an entry.
   for (const auto& [name, v] : verdicts()) {
@@ -676,18 +681,8 @@ TEST_CASE("every config in tests/data has its expected strict verdict",
     const auto it = expected.find(file);
     REQUIRE(it != expected.end());  // add the new config's verdict above
     const Verdict& v = it->second;
-    const ModelConfig config = ModelConfig::from_file(e.path());
     ++n;
-    if (!v.error.empty()) {
-      CHECK_THROWS_WITH(fkv::validate(config), Catch::Contains(v.error));
-      continue;
-    }
-    const fkv::AttentionSpec spec = fkv::validate(config);
-    CHECK(spec.num_kv_heads == v.kv);
-    CHECK(spec.head_dim == v.hd);
-    CHECK(spec.rotary_dim == v.rd);
-    CHECK(spec.is_neox_style == v.neox);
-    CHECK(spec.k_norm == v.k_norm);
+    check_verdict(ModelConfig::from_file(e.path()), v);
   }
   CHECK(n == (int)expected.size());  // no stale rows
 }
