@@ -383,6 +383,24 @@ TEST_CASE("precompile --decode H200 adds the decode-size kernels FusedKVMaterial
   CHECK(contains(r.out, "fkvdec_h8_d128_r128_neox_kn_bf16_bf16_pool_L5_x2560_tb8"));
   CHECK(count_files(dir, ".cubin") == 4);
 
+  // cache verify and source take the same option: all four present; without the decode kernels
+  // the baked cache is incomplete (exit 8); source prints the decode kernels after the others.
+  const Result ok = run("cache verify --config " + data(kDraft) +
+                        " --arch sm_90 --decode H200 --cache-dir '" + dir + "'");
+  INFO(ok.out << ok.err);
+  CHECK(ok.code == 0);
+  CHECK(contains(ok.out, "4 kernels needed, 4 present and valid, 0 missing or bad"));
+  const std::string plain = fresh_dir("decode-plain");
+  CHECK(run("precompile " + data(kDraft) + " --arch sm_90 --cache-dir '" + plain + "'").code == 0);
+  const Result lacking = run("cache verify --config " + data(kDraft) +
+                             " --arch sm_90 --decode H200 --cache-dir '" + plain + "'");
+  CHECK(lacking.code == 8);
+  CHECK(contains(lacking.out, "2 missing or bad"));
+  const Result src = run("source " + data(kDraft) + " --decode H200 --index 3");
+  CHECK(src.code == 0);
+  CHECK(contains(src.out, "fkvdec_h8_d128_r128_neox_kn_bf16_bf16_pool_L5_x2560_tb8"));
+  CHECK(contains(src.out, "fkv_kernels::fused_proj_kv<2560, 5, 8, 128, 128"));
+
   // A GPU with no measured crossover is a usage error that lists the measured ones.
   const Result unknown =
       run("precompile " + data(kDraft) + " --arch sm_90 --decode A100 --cache-dir '" + dir + "'");

@@ -106,17 +106,18 @@ void verify_config(const std::string& cache_dir, const VerifyArgs& a) {
   const std::vector<CacheEntryInfo> entries = cache.list();
   std::size_t missing = 0, total = 0;
   std::printf("%-44s %-13s %-8s %s\n", "kernel", "arch", "status", "path");
+  const std::vector<NeededKernel> kernels = needed_kernels(v);
   for (const ArchTarget& t : targets) {
-    for (const KernelSpec& spec : kernel_specs_for(v.plan, v.options)) {
+    for (const NeededKernel& k : kernels) {
       ++total;
-      const CacheKey key = CacheKey::make(generate(spec), CompileOptions{t.arch, t.ptx});
+      const CacheKey key = CacheKey::make(k.source, CompileOptions{t.arch, t.ptx});
       const CacheEntryInfo* found = nullptr;
       for (const auto& e : entries)
         if (e.digest == key.digest && (!found || e.ok)) found = &e;  // a good copy wins
       const std::string status = !found ? "MISSING" : found->ok ? "ok" : "BAD";
       missing += status != "ok";
-      std::printf("%-44s %-13s %-8s %s\n", spec.short_name().c_str(), t.name().c_str(),
-                  status.c_str(), found ? printable(found->path.string()).c_str() : "-");
+      std::printf("%-44s %-13s %-8s %s\n", k.name.c_str(), t.name().c_str(), status.c_str(),
+                  found ? printable(found->path.string()).c_str() : "-");
       if (found && !found->ok) std::printf("    %s\n", printable(found->problem).c_str());
     }
   }

@@ -21,7 +21,9 @@
 #include <vector>
 
 #include "fkv/arch.hpp"
+#include "fkv/codegen.hpp"
 #include "fkv/config.hpp"
+#include "fkv/precompile.hpp"
 #include "fkv/spec.hpp"
 #include "fkv/validate.hpp"
 
@@ -80,17 +82,27 @@ struct VariantArgs {
   std::string index = "int64";
   std::string mode = "both";
   bool strict = false;
-  int tp = 1;  // --tp: tensor-parallel degree (each rank's share of the KV heads)
+  int tp = 1;              // --tp: tensor-parallel degree (each rank's share of the KV heads)
+  std::string decode_gpu;  // --decode: also the decode-size kernels for this measured GPU
 };
 void add_variant_options(CLI::App* cmd, VariantArgs& args, bool config_positional = true);
 
 struct Variants {
   Plan plan;
   VariantOptions options;
-  int hidden = 0;  // the config's hidden_size, 0 when absent (decode kernels need it)
+  DecodePrecompile decode;  // --decode: the GPU's SM count and crossover; zero: none
 };
-// Reads the config and makes the plan the variants come from.
+// Reads the config and makes the plan the variants come from. With --decode, a note on stderr
+// when the plan takes no decode-size kernel.
 Variants variants_of(const VariantArgs& args);
+
+// Every kernel the variants need, by short name, with its generated source: the epilogue
+// kernels (kernel_specs_for), then the decode-size kernels of --decode (decode_specs_for).
+struct NeededKernel {
+  std::string name;
+  KernelSource source;
+};
+std::vector<NeededKernel> needed_kernels(const Variants& v);
 
 // Resolves each --arch (fkv::resolve_arch: what the runtime loads on that device), printing
 // the resolution notes on stderr; --ptx forces PTX. A name that is not an arch is a usage

@@ -21,24 +21,7 @@ struct PrecompileArgs {
   bool ptx = false;
   int jobs = 0;  // 0: not given, one per core
   bool json = false;
-  std::string decode_gpu;  // --decode: the measured GPU whose decode kernels to add
 };
-
-// --decode NAME: the decode-size kernels FusedKVMaterializer loads on that GPU (an entry of the
-// measured table, matched case-insensitively as a substring of its name).
-DecodePrecompile decode_of(const std::string& name, int hidden) {
-  MeasuredDecodeGpu g;
-  try {
-    g = measured_decode_gpu(name);
-  } catch (const ArgumentError& e) {
-    throw CommandFailure(Usage, std::string("--decode: ") + e.what());
-  }
-  if (hidden <= 0)
-    throw CommandFailure(Usage, "--decode " + name +
-                                    ": the config has no hidden_size, which the decode kernels "
-                                    "are specialized on");
-  return DecodePrecompile{g.sm_count, g.crossover, hidden};
-}
 
 // Why nothing or not everything reached the disk, for the summary.
 std::string why_not_persisted(const KernelCache& cache) {
@@ -63,16 +46,6 @@ void run_precompile(const PrecompileArgs& a) {
   }
   KernelCache cache(opts);
 
-  DecodePrecompile decode;
-  if (!a.decode_gpu.empty()) {
-    decode = decode_of(a.decode_gpu, v.hidden);
-    if (decode_specs_for(v.plan, v.options, decode).empty()) {
-      notes.push_back("--decode " + a.decode_gpu +
-                      ": this plan takes no decode-size kernel (more than one group, or a shape "
-                      "the decode kernel does not cover: docs/decode.md)");
-      std::fprintf(stderr, "note: %s\n", notes.back().c_str());
-    }
-  }
   const PrecompileResult r = precompile(
       v.plan, v.options, targets, cache, static_cast<unsigned>(a.jobs),
       [](const PrecompiledKernel& k, std::size_t done, std::size_t total) {
@@ -80,7 +53,7 @@ void run_precompile(const PrecompileArgs& a) {
                      to_string(k.outcome).c_str(), k.target.name().c_str(), k.short_name().c_str(),
                      k.seconds * 1e3);
       },
-      decode);
+      v.decode);
 
   const std::size_t missing = r.not_persisted();
   const std::string why = missing ? why_not_persisted(cache) : "";
@@ -157,9 +130,6 @@ void add_compile_commands(CLI::App& app) {
   p->add_option("-j,--jobs", pre.jobs, "parallel compilations (default: number of cores)")
       ->check(CLI::Range(1, 1024));
   p->add_flag("--json", pre.json, "print one JSON object instead of the table");
-  p->add_option("--decode", pre.decode_gpu,
-                "also the decode-size kernels that calls of a few tokens take on this GPU (a "
-                "name from the measured table, e.g. H200; docs/decode.md)");
   p->callback([] { run_precompile(pre); });
 
   // source -------------------------------------------------------------------------------
@@ -170,17 +140,16 @@ void add_compile_commands(CLI::App& app) {
   s->add_option("--index", index, "print only the N-th variant (0-based)")
       ->check(CLI::NonNegativeNumber);
   s->callback([] {
-    const Variants v = variants_of(src);
-    const std::vector<KernelSpec> specs = kernel_specs_for(v.plan, v.options);
-    if (index >= static_cast<int>(specs.size()))
+    const std::vector<NeededKernel> kernels = needed_kernels(variants_of(src));
+    if (index >= static_cast<int>(kernels.size()))
       throw CommandFailure(Usage, "--index " + std::to_string(index) +
                                       " is out of range: the plan has " +
-                                      std::to_string(specs.size()) + " variants (0-" +
-                                      std::to_string(specs.size() - 1) + ")");
-    for (std::size_t i = 0; i < specs.size(); ++i) {
+                                      std::to_string(kernels.size()) + " variants (0-" +
+                                      std::to_string(kernels.size() - 1) + ")");
+    for (std::size_t i = 0; i < kernels.size(); ++i) {
       if (index >= 0 && static_cast<int>(i) != index) continue;
-      const KernelSource k = generate(specs[i]);
-      std::cout << "// ---- variant " << i << ": " << specs[i].short_name() << "\n"
+      const KernelSource& k = kernels[i].source;
+      std::cout << "// ---- variant " << i << ": " << kernels[i].name << "\n"
                 << "// name expression: " << k.name_expression << "\n"
                 << k.source << "\n";
     }

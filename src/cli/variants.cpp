@@ -1,5 +1,6 @@
 // Options shared by the commands that choose kernel variants: precompile, source and
 // cache verify --config (declared in commands.hpp).
+#include <cstdio>
 #include <iostream>
 
 #include "commands.hpp"
@@ -27,7 +28,30 @@ void add_variant_options(CLI::App* cmd, VariantArgs& a, bool config_positional) 
   cmd->add_option("--tp", a.tp,
                   "tensor-parallel degree: build the kernels of a rank's share of the KV heads")
       ->capture_default_str();
+  cmd->add_option("--decode", a.decode_gpu,
+                  "also the decode-size kernels that calls of a few tokens take on this GPU (a "
+                  "name from the measured table, e.g. H200; docs/decode.md)");
 }
+
+namespace {
+
+// --decode NAME: the decode-size kernels FusedKVMaterializer loads on that GPU (an entry of the
+// measured table, matched case-insensitively as a substring of its name).
+DecodePrecompile decode_of(const std::string& name, int hidden) {
+  MeasuredDecodeGpu g;
+  try {
+    g = measured_decode_gpu(name);
+  } catch (const ArgumentError& e) {
+    throw CommandFailure(Usage, std::string("--decode: ") + e.what());
+  }
+  if (hidden <= 0)
+    throw CommandFailure(Usage, "--decode " + name +
+                                    ": the config has no hidden_size, which the decode kernels "
+                                    "are specialized on");
+  return DecodePrecompile{g.sm_count, g.crossover, hidden};
+}
+
+}  // namespace
 
 Variants variants_of(const VariantArgs& a) {
   const ModelConfig cfg = load_config(a.config);
@@ -42,8 +66,24 @@ Variants variants_of(const VariantArgs& a) {
   o.index = a.index == "int32" ? IndexType::I32 : IndexType::I64;
   o.stacked = a.mode != "pool";
   o.pool = a.mode != "stacked";
-  v.hidden = cfg.hidden_size.value;
+  if (!a.decode_gpu.empty()) {
+    v.decode = decode_of(a.decode_gpu, cfg.hidden_size.value);
+    if (decode_specs_for(v.plan, v.options, v.decode).empty())
+      std::fprintf(stderr,
+                   "note: --decode %s: this plan takes no decode-size kernel (more than one "
+                   "group, or a shape the decode kernel does not cover: docs/decode.md)\n",
+                   printable(a.decode_gpu).c_str());
+  }
   return v;
+}
+
+std::vector<NeededKernel> needed_kernels(const Variants& v) {
+  std::vector<NeededKernel> out;
+  for (const KernelSpec& s : kernel_specs_for(v.plan, v.options))
+    out.push_back({s.short_name(), generate(s)});
+  for (const DecodeSpec& d : decode_specs_for(v.plan, v.options, v.decode))
+    out.push_back({d.short_name(), generate_decode(d)});
+  return out;
 }
 
 std::vector<ArchTarget> targets_of(const std::vector<std::string>& archs, bool ptx,
