@@ -400,7 +400,8 @@ DecodeKV::DecodeKV(const DecodeModel& model, const DecodeOptions& options)
   const std::vector<DecodeSpec> specs =
       decode_specs(e, model.hidden, model.num_layers, options, sms);
   // Compile (or read from the cache) side by side: NVRTC runs one program per thread, and a
-  // decode kernel takes seconds to build cold. Loading stays on this thread (its context).
+  // decode kernel takes a quarter of a second or more to build cold (an epilogue kernel about
+  // 20 ms once NVRTC has started). Loading stays on this thread (its context).
   const CompileOptions copts = m.compile_options();
   std::vector<std::future<CacheResult>> images;
   for (const DecodeSpec& spec : specs)
