@@ -43,7 +43,8 @@ fi
 
 FUZZ=$BUILD/fuzz
 mkdir -p "$FUZZ/artifacts"
-export ASAN_OPTIONS=${ASAN_OPTIONS:-detect_leaks=1:abort_on_error=1}
+# intercept_tls_get_addr=0: see scripts/run-sanitized-tests.sh (LeakSanitizer's tracer crash).
+export ASAN_OPTIONS=${ASAN_OPTIONS:-detect_leaks=1:abort_on_error=1:intercept_tls_get_addr=0}
 export UBSAN_OPTIONS=${UBSAN_OPTIONS:-print_stacktrace=1:halt_on_error=1}
 status=0
 summary=()
