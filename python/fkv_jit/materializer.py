@@ -295,15 +295,9 @@ class FusedKVMaterializeHelper:
     # ---- per-call argument handling (traceable: no data pointers) ---------------------------
 
     def _inputs(self, ctx_hidden, positions):
-        if not isinstance(ctx_hidden, torch.Tensor) or not isinstance(positions, torch.Tensor):
-            raise TypeError("ctx_hidden and positions must be torch tensors")
-        if positions.dim() != 1:
-            positions = positions.reshape(-1)
-        if positions.dtype != torch.int64:
-            if positions.dtype != torch.int32:
-                raise TypeError(f"positions must be int32 or int64, got {positions.dtype}")
-            positions = positions.long()
-        return ctx_hidden, positions
+        if not isinstance(ctx_hidden, torch.Tensor):
+            raise TypeError("ctx_hidden must be a torch tensor")
+        return ctx_hidden, self._index(positions, "positions")
 
     @staticmethod
     def _index(t, what: str):
