@@ -148,8 +148,7 @@ std::string write_atomic(const fs::path& dir, const std::string& name, std::stri
   return "cannot create a unique temp file in " + dir.string();
 }
 
-std::string trust_problem(const struct stat& st, bool allow_root_owner) {
-  if (!S_ISDIR(st.st_mode)) return "it is not a directory";
+std::string file_trust_problem(const struct stat& st, bool allow_root_owner) {
   uid_t me = ::geteuid();
   if (st.st_uid != me && !(allow_root_owner && st.st_uid == 0))
     return "it is owned by uid " + std::to_string(st.st_uid) + ", not by this user (uid " +
@@ -159,14 +158,9 @@ std::string trust_problem(const struct stat& st, bool allow_root_owner) {
   return {};
 }
 
-std::string file_trust_problem(const struct stat& st, bool allow_root_owner) {
-  uid_t me = ::geteuid();
-  if (st.st_uid != me && !(allow_root_owner && st.st_uid == 0))
-    return "it is owned by uid " + std::to_string(st.st_uid) + ", not by this user (uid " +
-           std::to_string(me) + ")";
-  if (st.st_mode & (S_IWGRP | S_IWOTH))
-    return "it is writable by group or others (mode " + mode_text(st.st_mode) + ")";
-  return {};
+std::string trust_problem(const struct stat& st, bool allow_root_owner) {
+  if (!S_ISDIR(st.st_mode)) return "it is not a directory";
+  return file_trust_problem(st, allow_root_owner);
 }
 
 std::string dir_trust_problem(const fs::path& dir, bool follow, bool allow_root_owner,

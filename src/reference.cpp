@@ -96,25 +96,9 @@ const std::vector<double>& table_of(DType dtype) {
   }
 }
 
-int dtype_bytes(DType dtype) {
-  switch (dtype) {
-    case DType::BF16:
-    case DType::FP16:
-      return 2;
-    case DType::FP32:
-      return 4;
-    case DType::FP8_E4M3:
-    case DType::FP8_E5M2:
-      return 1;
-  }
-  return 0;
-}
-
-bool is_fp8_dtype(DType dtype) { return dtype == DType::FP8_E4M3 || dtype == DType::FP8_E5M2; }
-
 std::uint32_t load_bits(const void* base, DType dtype, std::int64_t index) {
-  const auto* p = static_cast<const unsigned char*>(base) + index * dtype_bytes(dtype);
-  switch (dtype_bytes(dtype)) {
+  const auto* p = static_cast<const unsigned char*>(base) + index * dtype_size(dtype);
+  switch (dtype_size(dtype)) {
     case 1:
       return *p;
     case 2: {
@@ -237,7 +221,7 @@ ReferenceOutput make_output(const ReferenceInputs& in) {
 }
 
 double scale_of(std::span<const float> scales, std::int64_t l, DType cache) {
-  if (!is_fp8_dtype(cache) || scales.empty()) return 1.0;
+  if (!is_fp8(cache) || scales.empty()) return 1.0;
   return scales[static_cast<std::size_t>(l)];
 }
 
@@ -420,7 +404,7 @@ std::int64_t pool_offset(const PoolLayout& layout, std::int64_t num_heads, std::
 CompareResult compare(DType dtype, const void* gpu_bits, const ReferenceOutput& ref,
                       const CompareOptions& options) {
   CompareResult result;
-  const bool saturates = is_fp8_dtype(dtype);
+  const bool saturates = is_fp8(dtype);
   const double max = max_finite(dtype);
   const std::int64_t T = ref.num_tokens, H = ref.num_heads, D = ref.head_dim;
   require(options.token_mask.empty() || options.token_mask.size() >= static_cast<std::size_t>(T),
