@@ -86,14 +86,16 @@ if has decode; then
 fi
 
 if has sweep; then
-  # Tuning sweep: layers per block and register caps on the cases that matter most.
+  # Tuning sweep: layers per block, block size, loads per lane and register caps on the cases
+  # that matter most (SWEEP="default loads2 warps4 ..." picks the settings).
   say "tuning sweep"
   cases=${SWEEP_CASES:-d128_h8_l5_t4096,d128_h8_l1_t4096,d80_r32_h32_l5_t4096,d256_h4_l5_t4096,d64_h8_l5_t4096}
   files=()
-  for setting in ${SWEEP:-default lpb1 lpb2 lpb5 reg48 reg80}; do
+  for setting in ${SWEEP:-default loads2 loads4 lpb1 lpb5 reg48}; do
     env=(FKV_NONE=1); case $setting in
       warps*) env=(FKV_BLOCK_WARPS=${setting#warps});;
       lpb*) env=(FKV_LAYERS_PER_BLOCK=${setting#lpb});;
+      loads*) env=(FKV_LOADS_PER_LANE=${setting#loads});;
       reg*) env=(FKV_NVRTC_OPTIONS=--maxrregcount=${setting#reg});;
     esac
     env "${env[@]}" FKV_CACHE_DIR=$PWD/$BUILD/kcache timeout 120 "$BUILD/bench/fkv_bench" --only "$cases" \

@@ -107,6 +107,9 @@ JitOptions JitOptions::from_env() {
   if (auto v = env("FKV_LAYERS_PER_BLOCK"); v && !v->empty())
     o.layers_per_block = int_in_range("FKV_LAYERS_PER_BLOCK", *v, 1, 1 << 20,
                                       "layers per block, a positive integer");
+  if (auto v = env("FKV_LOADS_PER_LANE"); v && !v->empty())
+    o.loads_per_lane =
+        int_in_range("FKV_LOADS_PER_LANE", *v, 1, 8, "loads per lane, an integer from 1 to 8");
   if (auto v = env("FKV_NVRTC_OPTIONS")) {
     std::istringstream words(*v);
     for (std::string w; words >> w;) o.nvrtc_options.push_back(w);

@@ -125,17 +125,31 @@ Tiling KernelSpec::tiling(const JitOptions& options) const {
   const int size = dtype_size(act);
   Tiling best;
   int best_idle = 33;
-  // One or two loads per lane keep the registers a lane needs small; more only when a head
-  // would not fit in a warp otherwise, or would leave over a quarter of it idle.
+  auto idle_lanes = [&](int vec, int loads) {  // 33 when (vec, loads) cannot tile a head
+    const int ept = vec * loads;
+    if (D % ept != 0 || D / ept > 32) return 33;
+    if (rotary_dim > 0 && !neox && ept % 2 != 0) return 33;  // GPT-J pairs stay in a lane
+    const int lanes = D / ept;
+    return 32 - (32 / lanes) * lanes;
+  };
+  // FKV_LOADS_PER_LANE=<n> (JitOptions::loads_per_lane) pins the loads (tuning): the widest load
+  // that tiles the head with them; the name expression carries the loads, like the block size.
+  for (int vec = 16 / size; vec >= 1 && options.loads_per_lane > 0; vec /= 2) {
+    if (const int idle = idle_lanes(vec, options.loads_per_lane); idle < 33) {
+      best_idle = idle;
+      best.vec = vec;
+      best.loads = options.loads_per_lane;
+      break;
+    }
+  }
+  // The rule: one or two loads per lane keep the registers a lane needs small; more only when a
+  // head would not fit in a warp otherwise, or would leave over a quarter of it idle.
+  const bool pinned = best.loads != 0;
   for (int max_loads : {2, 4, 8}) {
+    if (pinned) break;
     for (int vec = 16 / size; vec >= 1 && best_idle > 0; vec /= 2) {
       for (int loads = 1; loads <= max_loads; ++loads) {
-        const int ept = vec * loads;
-        if (D % ept != 0 || D / ept > 32) continue;
-        if (rotary_dim > 0 && !neox && ept % 2 != 0) continue;  // GPT-J pairs stay in a lane
-        const int lanes = D / ept;
-        const int idle = 32 - (32 / lanes) * lanes;
-        if (idle < best_idle) {
+        if (const int idle = idle_lanes(vec, loads); idle < best_idle) {
           best_idle = idle;
           best.vec = vec;
           best.loads = loads;

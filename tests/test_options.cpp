@@ -79,6 +79,17 @@ TEST_CASE("tuning knobs: defaults, good values, garbage refused", "[options]") {
     CHECK_THROWS_AS(JitOptions::from_env(), ConfigError);
   }
   env.set("FKV_LAYERS_PER_BLOCK", std::nullopt);
+  env.set("FKV_LOADS_PER_LANE", std::nullopt);
+  CHECK(JitOptions::from_env().loads_per_lane == 0);
+  env.set("FKV_LOADS_PER_LANE", "2");
+  CHECK(JitOptions::from_env().loads_per_lane == 2);
+  for (const char* bad : {"0", "9", "two"}) {
+    env.set("FKV_LOADS_PER_LANE", bad);
+    CHECK_THROWS_WITH(JitOptions::from_env(),
+                      Catch::Contains("FKV_LOADS_PER_LANE='" + std::string(bad) + "'") &&
+                          Catch::Contains("1 to 8"));
+  }
+  env.set("FKV_LOADS_PER_LANE", std::nullopt);
   env.set("FKV_LOG_LEVEL", "loud");
   CHECK_THROWS_WITH(JitOptions::from_env(), Catch::Contains("FKV_LOG_LEVEL='loud'"));
   env.set("FKV_LOG_LEVEL", "debug");
@@ -96,6 +107,58 @@ TEST_CASE("generate() tiles with the JitOptions it is given, not the process's",
   CHECK_THAT(four.source, Catch::Contains("128 threads per block"));
   CHECK_THAT(two.name_expression, Catch::EndsWith(", 2>"));
   CHECK(four.specialization == two.specialization);  // the block size is in the name, not the spec
+}
+
+TEST_CASE("FKV_LOADS_PER_LANE pins the loads per lane where they tile the head",
+          "[options][spec]") {
+  fkv::KernelSpec s = small_spec();
+  s.num_kv_heads = 4;
+  s.head_dim = 256;
+  s.rotary_dim = 256;
+  JitOptions jit;
+  const fkv::Tiling rule = s.tiling(jit);
+  CHECK(rule.loads == 1);  // the rule: 16-byte loads, one head of 32 lanes per warp
+  CHECK(rule.heads_per_warp == 1);
+  jit.loads_per_lane = 2;  // as FKV_LOADS_PER_LANE=2: two heads of 16 lanes per warp
+  fkv::Tiling t = s.tiling(jit);
+  CHECK(t.vec == 8);
+  CHECK(t.loads == 2);
+  CHECK(t.lanes_per_head == 16);
+  CHECK(t.heads_per_warp == 2);
+  CHECK(t.heads_per_block == 2 * t.warps_per_block);
+  const fkv::KernelSource two = fkv::generate(s, jit);
+  CHECK_THAT(two.name_expression, Catch::EndsWith(", 8, 2, 2>"));  // VEC, LOADS, WARPS
+  CHECK(two.name_expression != fkv::generate(s, JitOptions{}).name_expression);
+  // Every pinned value gives a valid tiling: the widest load that tiles the head with it, else
+  // the rule's (head_dim 80 cannot take 3 loads of any width).
+  for (int D : {64, 80, 96, 128, 256}) {
+    for (int loads = 1; loads <= 8; ++loads) {
+      s.head_dim = s.rotary_dim = D;
+      jit.loads_per_lane = loads;
+      t = s.tiling(jit);
+      INFO("head_dim " << D << ", loads " << loads);
+      REQUIRE(t.vec >= 1);
+      CHECK(t.lanes_per_head * t.elems_per_thread == D);
+      CHECK(t.lanes_per_head <= 32);
+      bool fits = false;  // some load width v tiles the head: v * loads divides D in <= 32 lanes
+      for (int v = 16 / fkv::dtype_size(s.act); v >= 1; v /= 2)
+        fits = fits || (D % (v * loads) == 0 && D / (v * loads) <= 32);
+      if (fits) CHECK(t.loads == loads);
+      if (!fits) CHECK(t.loads == s.tiling(JitOptions{}).loads);
+    }
+  }
+  // NVRTC compiles the pinned tilings (GPT-J pairs stay in a lane: 16 elements per lane).
+  fkv::KernelCache cache(fkv::CacheOptions{});  // memory only
+  fkv::CompileOptions co;
+  co.arch = fkv::Arch{9, 0, false};
+  jit.loads_per_lane = 2;
+  s.head_dim = 256;
+  s.rotary_dim = 64;
+  for (bool neox : {true, false}) {
+    s.neox = neox;
+    INFO("neox " << neox);
+    CHECK(cache.get(fkv::generate(s, jit), co, jit).outcome == fkv::CacheOutcome::Compiled);
+  }
 }
 
 TEST_CASE("a cache lookup keys and compiles with the JitOptions it is given",

@@ -19,6 +19,9 @@ struct JitOptions {
   // ---- tuning (spec, materialize, compiler) ----
   int block_warps = 0;       // FKV_BLOCK_WARPS: warps per block, 1..32; 0 = the default (2)
   int layers_per_block = 0;  // FKV_LAYERS_PER_BLOCK: layers per block, >= 1; 0 = chosen per call
+  // FKV_LOADS_PER_LANE: loads per lane and row, 1..8 (KernelSpec::tiling takes the widest load
+  // that tiles the head with it; a head it cannot tile keeps the default rule); 0 = the rule.
+  int loads_per_lane = 0;
   // FKV_NVRTC_OPTIONS: extra NVRTC options (whitespace-separated), appended after fkv-jit's own
   // and part of every cache key. Options that read or write files or change the target arch are
   // refused (check_nvrtc_options).

@@ -41,7 +41,8 @@ bool is_fp8(DType);
 // consecutive lanes of one warp (a warp never splits a pair, so K-norm sums and RoPE partners
 // move by warp shuffles); each lane owns elems_per_thread = vec * loads elements of K and of V
 // for every layer of its block's layer chunk. Pairs are numbered token-major.
-// KernelSpec::tiling derives it; FKV_BLOCK_WARPS and FKV_LAYERS_PER_BLOCK (JitOptions) tune it.
+// KernelSpec::tiling derives it; FKV_BLOCK_WARPS, FKV_LAYERS_PER_BLOCK and FKV_LOADS_PER_LANE
+// (JitOptions) tune it.
 struct Tiling {
   int vec = 0;               // elements per load (16 bytes of activations where head_dim allows)
   int loads = 0;             // loads per lane and row
@@ -87,7 +88,8 @@ struct KernelSpec {
   // A short file-system-safe name, e.g. "fkv_h8_d128_r128_neox_kn_bf16_bf16_stacked"
   // ("_paged", "_bias" appended when set).
   std::string short_name() const;
-  // The block policy: load width and loads per lane (fewest idle lanes), warps per block
+  // The block policy: load width and loads per lane (fewest idle lanes; options.loads_per_lane
+  // pins the loads where they tile the head, with the widest load that does), warps per block
   // (options.block_warps, else 2), the pinned layer chunk (options.layers_per_block). vec == 0
   // when head_dim cannot be tiled (check() says why).
   Tiling tiling(const JitOptions& options) const;
