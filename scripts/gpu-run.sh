@@ -47,13 +47,14 @@ install_wheel() {
   [ -d "$PYDIR/fkv_jit" ] && return 0
   python3 -m pip install -q --no-index --no-deps --target "$PYDIR" .whl/apache_tvm_ffi-*.whl dist/fkv_jit-*.whl
 }
-pyrun() { PYTHONPATH=$PYDIR FKV_CACHE_DIR=$PWD/$BUILD/kcache python3 -X faulthandler "$@"; }
+# pyrun SECONDS SCRIPT ARGS...: the system Python with the installed wheel, under a time limit.
+pyrun() { local limit=$1; shift; PYTHONPATH=$PYDIR FKV_CACHE_DIR=$PWD/$BUILD/kcache timeout "$limit" python3 -X faulthandler "$@"; }
 
 if has python; then
   say "python GPU tests of the installed wheel"
   install_wheel > "$LOG/python-install.log" 2>&1 || { tail -5 "$LOG/python-install.log"; status=1; }
   for t in tests/gpu/test_python_gpu.py ${PY_TESTS:-}; do
-    timeout 300 pyrun "$t" > "$LOG/$(basename "$t" .py).log" 2>&1 || status=1
+    pyrun 300 "$t" > "$LOG/$(basename "$t" .py).log" 2>&1 || status=1
     tail -15 "$LOG/$(basename "$t" .py).log"
   done
 fi
@@ -91,17 +92,25 @@ if has sweep; then
   say "tuning sweep"
   cases=${SWEEP_CASES:-d128_h8_l5_t4096,d128_h8_l1_t4096,d80_r32_h32_l5_t4096,d256_h4_l5_t4096,d64_h8_l5_t4096}
   files=()
+  # A setting is one knob or several joined by '+' (lpb5+loads2); tpl:DIR reads the kernel
+  # templates from DIR (FKV_TEMPLATE_DIR: a kernel experiment, no rebuild).
   for setting in ${SWEEP:-default loads2 loads4 lpb1 lpb5 reg48}; do
-    env=(FKV_NONE=1); case $setting in
-      warps*) env=(FKV_BLOCK_WARPS=${setting#warps});;
-      lpb*) env=(FKV_LAYERS_PER_BLOCK=${setting#lpb});;
-      loads*) env=(FKV_LOADS_PER_LANE=${setting#loads});;
-      reg*) env=(FKV_NVRTC_OPTIONS=--maxrregcount=${setting#reg});;
-    esac
+    env=(FKV_NONE=1)
+    IFS=+ read -ra parts <<< "$setting"
+    for part in "${parts[@]}"; do
+      case $part in
+        warps*) env+=(FKV_BLOCK_WARPS=${part#warps});;
+        lpb*) env+=(FKV_LAYERS_PER_BLOCK=${part#lpb});;
+        loads*) env+=(FKV_LOADS_PER_LANE=${part#loads});;
+        reg*) env+=(FKV_NVRTC_OPTIONS=--maxrregcount=${part#reg});;
+        tpl:*) env+=(FKV_TEMPLATE_DIR=$PWD/${part#tpl:});;
+      esac
+    done
+    file=sweep_${setting//[:\/+]/_}
     env "${env[@]}" FKV_CACHE_DIR=$PWD/$BUILD/kcache timeout 120 "$BUILD/bench/fkv_bench" --only "$cases" \
-      --skip-compile --skip-host --tag "$setting" --out "$OUT_DIR/sweep_$setting.json" > "$LOG/sweep_$setting.log" 2>&1
-    files+=(--fkv "$OUT_DIR/sweep_$setting.json")
-    grep -v "^\[" "$LOG/sweep_$setting.log" | head -8
+      --skip-compile --skip-host --tag "$setting" --out "$OUT_DIR/$file.json" > "$LOG/$file.log" 2>&1
+    files+=(--fkv "$OUT_DIR/$file.json")
+    grep -v "^\[" "$LOG/$file.log" | head -8
   done
   python3 bench/report.py "${files[@]}" --md "$OUT_DIR/sweep.md" > "$LOG/sweep_report.log" 2>&1
   sed -n '/Tuning sweep/,$p' "$OUT_DIR/sweep.md" | head -20
@@ -123,10 +132,10 @@ if has extras; then
   tail -8 "$LOG/example-cpp.log"
   say "Python example"
   install_wheel > "$LOG/python-install.log" 2>&1
-  timeout 120 pyrun examples/python_example.py "$cfg" > "$LOG/example-py.log" 2>&1 || status=1
+  pyrun 120 examples/python_example.py "$cfg" > "$LOG/example-py.log" 2>&1 || status=1
   tail -8 "$LOG/example-py.log"
   say "end-to-end benchmark"
-  timeout 240 pyrun bench/e2e_bench.py --out "$OUT_DIR/e2e.json" --md "$OUT_DIR/e2e.md" > "$LOG/e2e.log" 2>&1 || status=1
+  pyrun 240 bench/e2e_bench.py --out "$OUT_DIR/e2e.json" --md "$OUT_DIR/e2e.md" > "$LOG/e2e.log" 2>&1 || status=1
   tail -20 "$LOG/e2e.log"
 fi
 
