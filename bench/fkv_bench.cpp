@@ -677,7 +677,7 @@ json run_case(const Case& c, const Defaults& d, const SmCopy* sm, CUstream s, do
   r["kernel_stacked"] = load_json_info(ks);
   r["kernel_pool"] = load_json_info(kp);
   const fkv::LaunchGrid grid =
-      fkv::launch_grid(ks.spec, ks.tiling, ks.sm_count, c.tokens, c.layers);
+      fkv::launch_grid(ks.spec, ks.tiling, ks.resident_blocks, c.tokens, c.layers);
   r["grid_stacked"] = {grid.x, grid.y, grid.z};
 
   const fkv::FusedKVInputs in = data.inputs();
@@ -738,7 +738,8 @@ json launch_overhead(const Case& c, const Defaults& d, CUstream s, int total_cal
       fkv::Runtime::global().prepare(make_spec(c, d, fkv::OutputMode::Stacked));
   const fkv::FusedKVInputs in = data.inputs();
   const fkv::StackedOutput so = data.stacked();
-  const fkv::LaunchGrid grid = fkv::launch_grid(k.spec, k.tiling, k.sm_count, c.tokens, c.layers);
+  const fkv::LaunchGrid grid =
+      fkv::launch_grid(k.spec, k.tiling, k.resident_blocks, c.tokens, c.layers);
 
   // The parameter block materialize_stacked would build (include/fkv/kernel_params.h).
   FkvKernelParams p{};

@@ -137,7 +137,7 @@ void launch_chunks(const LoadedKernel& k, const FusedKVInputs& in, FkvKernelPara
       p.v_scale[l] = 1.0f;
     }
     per_chunk(first, count);
-    const LaunchGrid grid = launch_grid(k.spec, k.tiling, k.sm_count, in.num_tokens, count);
+    const LaunchGrid grid = launch_grid(k.spec, k.tiling, k.resident_blocks, in.num_tokens, count);
     p.layers_per_block = grid.layers_per_block;
     launch(k, p, grid.x, grid.y, grid.z, stream);
   }

@@ -2,6 +2,7 @@
 
 #include <spdlog/spdlog.h>
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <map>
@@ -116,6 +117,9 @@ const LoadedKernel& Runtime::Impl::load(KernelCache& cache, const JitOptions& ji
   k.context = ctx;
   k.device = static_cast<int>(dev);
   k.sm_count = device_attribute(dev, CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT);
+  int per_sm = 0;
+  FKV_CU(cuOccupancyMaxActiveBlocksPerMultiprocessor, &per_sm, function, tiling.block_threads, 0);
+  k.resident_blocks = std::int64_t{k.sm_count} * std::max(per_sm, 1);
   k.arch = target.arch;
   k.function = function;
   k.outcome = image.outcome;

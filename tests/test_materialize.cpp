@@ -24,6 +24,7 @@ LoadedKernel fake_kernel(OutputMode mode, DType cache = DType::BF16) {
   k.spec.cache = cache;
   k.tiling = k.spec.tiling();
   k.sm_count = 132;
+  k.resident_blocks = 132 * 16;
   return k;  // function stays null: nothing may launch it without a driver
 }
 

@@ -169,7 +169,7 @@ TEST_CASE("launch grid covers every (token, head) pair and layer, and fills the 
       const Tiling t = s.tiling(o);
       for (std::int64_t T : {1, 7, 8, 64, 512, 4096, 70000}) {
         for (int L : {1, 5, 8, 32}) {
-          const LaunchGrid g = launch_grid(s, t, 132, T, L);
+          const LaunchGrid g = launch_grid(s, t, 132 * 16, T, L);
           INFO("H=" << H << " warps=" << warps << " T=" << T << " L=" << L);
           CHECK(std::int64_t{g.x} * t.heads_per_block >= T * H);
           CHECK(std::int64_t{g.x - 1} * t.heads_per_block < T * H);
@@ -177,23 +177,35 @@ TEST_CASE("launch grid covers every (token, head) pair and layer, and fills the 
           CHECK(g.y * g.layers_per_block >= static_cast<unsigned>(L));
           CHECK((g.y - 1) * g.layers_per_block < static_cast<unsigned>(L));
           CHECK(g.z == 1);
+          // The smallest chunk that fits in one wave, or every layer when none does.
+          if (std::int64_t{g.x} * g.y > 132 * 16) CHECK(g.layers_per_block == L);
+          if (g.layers_per_block > 1) {
+            const int smaller = g.layers_per_block - 1;
+            CHECK(std::int64_t{g.x} * ((L + smaller - 1) / smaller) > 132 * 16);
+          }
         }
       }
     }
   }
   const KernelSpec s = base();
   const Tiling t = s.tiling(JitOptions{});
-  // Decode: 8 tokens x 5 layers (16 blocks) cannot fill 132 SMs: one layer per block. 4096
-  // tokens fill it many times over: the layers stay together.
-  CHECK(launch_grid(s, t, 132, 8, 5).layers_per_block == 1);
-  CHECK(launch_grid(s, t, 132, 4096, 5).layers_per_block == 5);
-  // Halving stops once the grid fills the device: 2048 tokens x 8 heads in blocks of 4 pairs =
-  // 4096 blocks; 8 layers in one chunk fall short of 132 SMs x 32 resident blocks (4224), two
-  // chunks of 4 do not.
-  CHECK(launch_grid(s, t, 132, 2048, 8).layers_per_block == 4);
-  CHECK(launch_grid(s, t, 1, 2048, 8).layers_per_block == 8);  // a 1-SM device is full already
+  REQUIRE(t.heads_per_block == 4);
+  const std::int64_t h200 = 132 * 16;  // 132 SMs x 16 resident blocks of 64 threads (64 registers)
+  // Decode: 8 tokens x 8 heads = 16 blocks; one layer per block (80 blocks) fits one wave.
+  CHECK(launch_grid(s, t, h200, 8, 5).layers_per_block == 1);
+  CHECK(launch_grid(s, t, h200, 8, 5).y == 5);
+  // 512 tokens = 1024 blocks: chunks of 1 (5120 blocks) and 2 (3072) exceed one wave of 2112,
+  // chunks of 3 (2 x 1024 = 2048) fit: the split measured fastest on the H200.
+  CHECK(launch_grid(s, t, h200, 512, 5).layers_per_block == 3);
+  CHECK(launch_grid(s, t, h200, 512, 5).y == 2);
+  // 4096 tokens = 8192 blocks, over a wave already: the layers stay together.
+  CHECK(launch_grid(s, t, h200, 4096, 5).layers_per_block == 5);
+  // The wave is the kernel's: twice the residency (32 blocks per SM) takes chunks of 2.
+  CHECK(launch_grid(s, t, 132 * 32, 512, 5).layers_per_block == 2);
+  CHECK(launch_grid(s, t, 1, 2048, 8).layers_per_block == 8);  // a 1-block device is full already
+  CHECK(launch_grid(s, t, 0, 8, 5).layers_per_block == 5);     // no residency known: no split
   // Nothing to launch.
-  const LaunchGrid none = launch_grid(s, t, 132, 0, 5);
+  const LaunchGrid none = launch_grid(s, t, h200, 0, 5);
   CHECK((none.x == 0 && none.y == 0 && none.z == 0));
 }
 
@@ -203,12 +215,12 @@ TEST_CASE("FKV_LAYERS_PER_BLOCK pins the layer chunk for every call size", "[spe
   o.layers_per_block = 2;
   const Tiling t = s.tiling(o);
   for (std::int64_t T : {1, 8, 4096}) {
-    const LaunchGrid g = launch_grid(s, t, 132, T, 5);
+    const LaunchGrid g = launch_grid(s, t, 132 * 16, T, 5);
     INFO("T=" << T);
     CHECK(g.layers_per_block == 2);
     CHECK(g.y == 3);
   }
-  CHECK(launch_grid(s, t, 132, 8, 1).layers_per_block == 1);  // never more than the call has
+  CHECK(launch_grid(s, t, 132 * 16, 8, 1).layers_per_block == 1);  // never more than the call has
 }
 
 TEST_CASE("invalid specs are refused with the fix", "[spec]") {

@@ -106,12 +106,14 @@ struct LaunchGrid {
 };
 
 // The grid policy for `num_tokens` tokens and `num_layers` layers (1..FKV_MAX_LAYERS, one
-// launch) on a device of `sm_count` SMs: x covers T*H pairs in blocks of
-// tiling.heads_per_block; the layers stay in one block (cos/sin read once per token, most loads
-// in flight) unless the grid would not fill the device once, when they are halved until it
-// does (decode-sized calls), or tiling.fixed_layers_per_block pins the chunk. T = 0 or L = 0
-// gives an all-zero grid (nothing to launch). Pure: no CUDA call, so it is tested on the CPU.
-LaunchGrid launch_grid(const KernelSpec& spec, const Tiling& tiling, int sm_count,
+// launch) on a device that runs `resident_blocks` blocks of this kernel at once (SMs x the
+// driver's occupancy for it: LoadedKernel::resident_blocks): x covers T*H pairs in blocks of
+// tiling.heads_per_block; y splits the layers into the smallest chunks whose grid still fits in
+// one wave (x * y <= resident_blocks), so that a small call spreads over the whole device and a
+// large one keeps every layer of a token in one block (cos/sin read once, most loads in
+// flight). tiling.fixed_layers_per_block pins the chunk instead. T = 0 or L = 0 gives an
+// all-zero grid (nothing to launch). Pure: no CUDA call, so it is tested on the CPU.
+LaunchGrid launch_grid(const KernelSpec& spec, const Tiling& tiling, std::int64_t resident_blocks,
                        std::int64_t num_tokens, int num_layers);
 
 // The kernel spec for a validated group, with the dtypes chosen by the caller.

@@ -68,6 +68,9 @@ TEST_CASE("prepare loads into the primary context, once per context, creating no
   CHECK(k.function != nullptr);
   CHECK(k.device == 0);
   CHECK(k.sm_count > 0);
+  // The driver's occupancy: at least one block per SM, at most what 2048 threads allow.
+  CHECK(k.resident_blocks >= k.sm_count);
+  CHECK(k.resident_blocks <= std::int64_t{k.sm_count} * (2048 / k.tiling.block_threads));
   CHECK(k.arch.major >= 8);
   CHECK(k.tiling.block_threads > 0);
   CHECK(k.load_seconds > 0);
