@@ -87,14 +87,16 @@ if has decode; then
 fi
 
 if has sweep; then
-  # Tuning sweep: layers per block, block size, loads per lane and register caps on the cases
+  # Tuning sweep: layers per block, block size, loads per lane and template variants on the cases
   # that matter most (SWEEP="default loads2 warps4 ..." picks the settings).
   say "tuning sweep"
-  cases=${SWEEP_CASES:-d128_h8_l5_t4096,d128_h8_l1_t4096,d80_r32_h32_l5_t4096,d256_h4_l5_t4096,d64_h8_l5_t4096}
+  cases=${SWEEP_CASES:-d128_h8_l5_t512,d128_h8_l5_t4096,d128_h8_l1_t4096,d80_r32_h32_l5_t4096,d256_h4_l5_t4096,d64_h8_l5_t4096}
   files=()
   # A setting is one knob or several joined by '+' (lpb5+loads2); tpl:DIR reads the kernel
-  # templates from DIR (FKV_TEMPLATE_DIR: a kernel experiment, no rebuild).
-  for setting in ${SWEEP:-default loads2 loads4 lpb1 lpb5 reg48}; do
+  # templates from DIR (FKV_TEMPLATE_DIR: a kernel experiment, no rebuild; see
+  # bench/experiments/variants.py). No register-cap setting: ptxas ignores --maxrregcount for a
+  # kernel with __launch_bounds__ (variants.py's mb<N> sets a minimum of blocks per SM instead).
+  for setting in ${SWEEP:-default lpb1 lpb5 loads2 warps4}; do
     env=(FKV_NONE=1)
     IFS=+ read -ra parts <<< "$setting"
     for part in "${parts[@]}"; do
@@ -102,7 +104,6 @@ if has sweep; then
         warps*) env+=(FKV_BLOCK_WARPS=${part#warps});;
         lpb*) env+=(FKV_LAYERS_PER_BLOCK=${part#lpb});;
         loads*) env+=(FKV_LOADS_PER_LANE=${part#loads});;
-        reg*) env+=(FKV_NVRTC_OPTIONS=--maxrregcount=${part#reg});;
         tpl:*) env+=(FKV_TEMPLATE_DIR=$PWD/${part#tpl:});;
       esac
     done

@@ -122,7 +122,8 @@ std::vector<std::string> nvrtc_options(const CompileOptions& options, const JitO
       "-default-device",
       "--fmad=true",
   };
-  // FKV_NVRTC_OPTIONS: extra options for kernel tuning (e.g. --maxrregcount=64). They are part
+  // FKV_NVRTC_OPTIONS: extra options for kernel tuning (e.g. -lineinfo; --maxrregcount has no
+  // effect: the kernels declare __launch_bounds__, which ptxas follows instead). They are part
   // of the cache key, since they come back from this function; options that read or write
   // files or change the target were refused when the environment was read. Checked again here
   // for a JitOptions a caller filled in by hand.

@@ -96,7 +96,7 @@ void check_nvrtc_options(const std::vector<std::string>& options, const std::str
       if (names_option(w, r.name))
         throw ConfigError(
             source + ": NVRTC option '" + w + "' is not allowed: it " + r.why +
-            ". Remove it; tuning options such as --maxrregcount=64 or -lineinfo are fine");
+            ". Remove it; tuning options such as -lineinfo or --extra-device-vectorization are fine");
 }
 
 JitOptions JitOptions::from_env() {
