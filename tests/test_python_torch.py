@@ -216,6 +216,31 @@ def test_helper_tensor_parallel_shapes():
     assert str(e) == "tp_rank 2 is outside [0, tp_size=2)", str(e)
 
 
+def test_output_reuse_guard_sees_every_holder():
+    # The check materialize makes before handing its last output buffer out again (CPU tensors:
+    # the same storage bookkeeping as CUDA ones): unheld only while nothing but the helper's own
+    # tuple refers to the views and no other view shares the storage.
+    from fkv_jit import materializer as m
+    assert m._use_count is not None, "this torch has no storage use count: reuse is off"
+    out = torch.empty(6, 4, 2, 8)
+    kv = out.unbind(0)
+    kept = (4, out, kv, m._storage_uses(out), m._view_refs(kv))
+    assert m._unheld(kept)
+    held = kv[3]                      # the engine keeps a view it was given
+    assert not m._unheld(kept)
+    del held
+    assert m._unheld(kept)
+    derived = kv[0].reshape(-1)       # ... or a view of one
+    assert not m._unheld(kept)
+    del derived
+    assert m._unheld(kept)
+    sliced = out[1:]                  # any other tensor on the storage
+    assert not m._unheld(kept)
+    del sliced
+    copied = kv[2].clone()            # a copy holds nothing
+    assert m._unheld(kept), copied.shape
+
+
 def main():
     from plain_runner import run  # tests/plain_runner.py, beside this file
 

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import json
 import operator
+import sys
 from typing import Callable, List, Optional, Sequence
 
 import torch
@@ -30,6 +31,30 @@ from ._lib import native
 _INT64 = torch.int64
 _is_compiling = torch.compiler.is_compiling
 _same_objects = operator.is_
+
+
+# materialize's output reuse (FusedKVMaterializeHelper.reuse_outputs): the buffer and its views
+# are handed out again only while nothing else refers to them. A view the engine derived from k
+# or v shares the buffer's storage (its use count grows); a view it kept is referred to more.
+# A buffer is reused only on the stream it was last used on (another stream is not ordered
+# after the copies of the last call: the caching allocator gives it a block of its own).
+_use_count = getattr(torch._C, "_storage_Use_Count", None)
+_current_stream = getattr(torch._C, "_cuda_getCurrentStream", None)  # (id, device, type)
+_reusable = _use_count is not None and _current_stream is not None
+_refcount = sys.getrefcount
+_capturing = torch.cuda.is_current_stream_capturing
+
+
+def _storage_uses(out) -> int:
+    return _use_count(out.untyped_storage()._cdata)
+
+
+def _view_refs(views) -> int:
+    return max(_refcount(v) for v in views)  # the same expression before and after: same base
+
+
+def _unheld(kept) -> bool:
+    return _storage_uses(kept[1]) == kept[3] and _view_refs(kept[2]) == kept[4]
 
 
 def _torch():
@@ -140,8 +165,17 @@ class FusedKVMaterializeHelper:
         cuBLASLt path.
 
     write_layer_kv(layer_id, k, v) receives the model layer number and [T, H, D] tensors, like
-    the seed's.
+    the seed's. They are views of one output buffer that the next call with the same T reuses
+    (no allocation, no new views: about 12 us of host time per call) when nothing outside the
+    helper still holds them or a view of them, which is checked before each reuse; not during
+    CUDA graph capture, where the buffer comes from the graph's pool as before. Like the
+    caching allocator does for the seed's freed buffer, this relies on the stream order: the
+    copies write_layer_kv makes run on the current stream, and a buffer is reused only on the
+    stream of its last call. Set reuse_outputs = False when write_layer_kv hands k or v to
+    another stream (Tensor.record_stream, which the check cannot see).
     """
+
+    reuse_outputs = True
 
     def __init__(self, config, kv_weights, k_norm_weights=None, eps=None, *, grouped: bool = False,
                  max_position: Optional[int] = None, max_tokens: int = 8192,
@@ -249,6 +283,8 @@ class FusedKVMaterializeHelper:
         if cos_sin_cache is not None:
             self._set_cos_sin(cos_sin_cache)
         self._bound = None  # (k tuple, v tuple, k scales, v scales, binding id)
+        # materialize's last output: (T, buffer, views, storage uses, view refs, stream)
+        self._kept = None
         self._handle = _ops.register(self)
 
     # ---- tables and capacity ---------------------------------------------------------------
@@ -326,10 +362,21 @@ class FusedKVMaterializeHelper:
             # The seed's case, eager: one group, allocated in its final shape [K of every layer,
             # then V] so that one unbind gives the per-layer views (no reshape per call).
             L = len(g.layers)
-            out = torch.empty((2 * L, T, g.heads, g.head_dim), dtype=self.act_dtype,
-                              device=self.device)
+            kept = self._kept
+            stream = _current_stream(self.device.index) if _current_stream else None
+            if (kept is not None and kept[0] == T and kept[5] == stream and self.reuse_outputs
+                    and _unheld(kept) and not _capturing()):
+                out, kv = kept[1], kept[2]
+            else:
+                out = torch.empty((2 * L, T, g.heads, g.head_dim), dtype=self.act_dtype,
+                                  device=self.device)
+                kv = out.unbind(0)
+                # Never keep a buffer of a CUDA graph's pool, nor hand a kept one to a capture:
+                # the graph would write into memory freed when the next T replaces it.
+                if not _capturing():
+                    self._kept = ((T, out, kv, _storage_uses(out), _view_refs(kv), stream)
+                                  if self.reuse_outputs and _reusable else None)
             self._fn_stacked(ctx_hidden, positions, out)
-            kv = out.unbind(0)
             for i, layer in enumerate(g.layers):
                 write_layer_kv(layer, kv[i], kv[L + i])
             return

@@ -167,6 +167,52 @@ def test_grouped_two_frequency_tables():
     check_stacked(case, grouped=True)
 
 
+def test_materialize_reuses_its_output_only_when_unheld():
+    # materialize hands the next call of the same T the same output views when nothing outside
+    # holds them; a kept view or a view derived from one makes it allocate anew, and what the
+    # engine kept is never overwritten.
+    case = Case([layer(8, 128, 128, True, 1e6, "rms")] * 3)
+    helper = case.helper()
+    rtol, atol = TOL[case.dtype]
+
+    def run(T, keep=None):
+        ctx, pos = case.inputs(T)
+        seen, got = {}, {}
+
+        def write(l, k, v):
+            seen[l] = (id(k), k.data_ptr())
+            got[l] = (k.clone(), v.clone())
+            if keep is not None:
+                keep.append(keep_what(k))
+        helper.materialize(ctx, pos, write)
+        torch.cuda.synchronize()
+        for l, (k_ref, v_ref) in enumerate(case.reference(ctx, pos)):
+            assert_close(got[l][0], k_ref, rtol, atol, f"T={T}: k of layer {l}")
+            assert_close(got[l][1], v_ref, rtol, atol, f"T={T}: v of layer {l}")
+        return seen, got
+
+    keep_what = None
+    first, _ = run(40)
+    second, _ = run(40)
+    assert second == first, "an unheld output of the same T was not reused"
+    run(41)  # another T: a buffer of its own (Python ids and addresses may repeat: not compared)
+    for keep_what in (lambda k: k, lambda k: k.view(-1)):
+        kept = []
+        a, got_a = run(41, kept)           # the engine keeps what keep_what gives
+        b, _ = run(41)
+        assert b[0][1] != a[0][1], "a held output was reused"  # its storage is still alive
+        assert torch.equal(kept[0].reshape(got_a[0][0].shape), got_a[0][0]), "a kept view changed"
+        del kept
+    base, _ = run(41)
+    with torch.cuda.stream(torch.cuda.Stream()):  # another stream: not ordered after the last copies
+        other, _ = run(41)
+    assert other[0][1] != base[0][1], "a buffer of another stream was reused"
+    helper.reuse_outputs = False
+    run(41)
+    run(41)
+    assert helper._kept is None, "reuse_outputs = False kept an output for reuse"
+
+
 def test_partial_rotary_max_position():
     # A cos/sin table of max_position rows (not the config's 4096), positions up to its end.
     case = Case([layer(8, 128, 64, True, 5e5, "rms")] * 2, max_position=1024)
@@ -376,6 +422,10 @@ def test_cuda_graph_capture():
         untouched = torch.ones(num_slots, dtype=torch.bool, device=DEV)
         untouched[perm] = False
         assert int(kb[l][untouched].abs().sum().item()) == 0
+    # The warm-up's output is kept for reuse by eager calls of T=40; the capture took a buffer
+    # of the graph's own pool, not that one (else a later T would free memory the graph writes).
+    assert helper._kept is not None and helper._kept[0] == T, "the eager output was not kept"
+    assert helper._kept[1].data_ptr() != stacked[0][0].data_ptr(), "the capture used the kept buffer"
 
 
 def test_torch_compile_fullgraph_matches_eager():
