@@ -432,6 +432,17 @@ def host_profile(s, T=8, n=300):
             vp[l][cache_loc] = k
 
     ctx0, pos0, loc0 = ctx[:0], positions[:0], cache_loc[:0]
+    stacked_out = torch.empty((2 * LAYERS, T, KV_HEADS, HEAD_DIM), dtype=DTYPE, device=dev)
+
+    def ignore(layer, k, v):
+        pass
+
+    def allocating(helper, c, p):
+        helper.reuse_outputs = False
+        try:
+            helper.materialize(c, p, ignore)
+        finally:
+            helper.reuse_outputs = True
     from fkv_jit._lib import native
     items = [
         ("materialize_to_pool (Python method: checks, binding lookup, native call)",
@@ -450,6 +461,13 @@ def host_profile(s, T=8, n=300):
         ("materialize(write_layer_kv) with those writes",
          lambda: h.materialize(ctx, positions, lambda l, kk, vv: (kp[l].index_put_((cache_loc,), kk),
                                                                   vp[l].index_put_((cache_loc,), vv)))),
+        ("materialize with a write_layer_kv that does nothing (its output reused)",
+         lambda: h.materialize(ctx, positions, ignore)),
+        ("the same with reuse_outputs = False (allocates and makes the views)",
+         lambda: allocating(h, ctx, positions)),
+        (f"torch.empty of the [{2 * LAYERS}, T, H, D] output", lambda: torch.empty(
+            (2 * LAYERS, T, KV_HEADS, HEAD_DIM), dtype=DTYPE, device=dev)),
+        (f"unbind of that output into {2 * LAYERS} views", lambda: stacked_out.unbind(0)),
         ("torch.cuda.current_stream() (for scale)", lambda: torch.cuda.current_stream()),
     ]
     out = []
