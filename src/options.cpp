@@ -94,9 +94,9 @@ void check_nvrtc_options(const std::vector<std::string>& options, const std::str
   for (const std::string& w : options)
     for (const Refused& r : kRefused)
       if (names_option(w, r.name))
-        throw ConfigError(
-            source + ": NVRTC option '" + w + "' is not allowed: it " + r.why +
-            ". Remove it; tuning options such as -lineinfo or --extra-device-vectorization are fine");
+        throw ConfigError(source + ": NVRTC option '" + w + "' is not allowed: it " + r.why +
+                          ". Remove it; tuning options such as -lineinfo or "
+                          "--extra-device-vectorization are fine");
 }
 
 JitOptions JitOptions::from_env() {
