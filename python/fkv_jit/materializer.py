@@ -166,7 +166,7 @@ class FusedKVMaterializeHelper:
 
     write_layer_kv(layer_id, k, v) receives the model layer number and [T, H, D] tensors, like
     the seed's. They are views of one output buffer that the next call with the same T reuses
-    (no allocation, no new views: about 12 us of host time per call) when nothing outside the
+    (no allocation, no new views: 12-24 us of host time per call) when nothing outside the
     helper still holds them or a view of them, which is checked before each reuse; not during
     CUDA graph capture, where the buffer comes from the graph's pool as before. Like the
     caching allocator does for the seed's freed buffer, this relies on the stream order: the
