@@ -167,12 +167,11 @@ __device__ __forceinline__ void store_words(void* p, const Words<BYTES>& r) {
   }
 }
 
+// The N elements of T packed in w (the inverse of store_vec's packing).
 template <class T, int N>
-__device__ __forceinline__ Vec<T, N> load_vec(const T* p) {
-  constexpr int BYTES = N * (int)sizeof(T);
+__device__ __forceinline__ Vec<T, N> unpack_vec(const Words<N * (int)sizeof(T)>& w) {
   constexpr int BITS = 8 * (int)sizeof(T);
-  constexpr int PER_WORD = BYTES >= 4 ? 4 / (int)sizeof(T) : N;
-  const Words<BYTES> w = load_words<BYTES>(p);
+  constexpr int PER_WORD = N * (int)sizeof(T) >= 4 ? 4 / (int)sizeof(T) : N;
   Vec<T, N> r;
 #pragma unroll
   for (int i = 0; i < N; ++i) {
@@ -181,6 +180,52 @@ __device__ __forceinline__ Vec<T, N> load_vec(const T* p) {
     r.v[i] = from_bits<T>(BITS == 32 ? word : (word >> shift) & ((1u << (BITS & 31)) - 1u));
   }
   return r;
+}
+
+template <class T, int N>
+__device__ __forceinline__ Vec<T, N> load_vec(const T* p) {
+  return unpack_vec<T, N>(load_words<N * (int)sizeof(T)>(p));
+}
+
+// ---- cp.async (sm_80+): global -> shared memory without registers -------------------------
+// The shared-window address of a generic pointer to shared memory.
+__device__ __forceinline__ u32 smem_addr(const void* p) {
+  u64 a;
+  asm("cvta.to.shared.u64 %0, %1;" : "=l"(a) : "l"(p));
+  return (u32)a;
+}
+// BYTES (4, 8 or 16; 16 bypasses L1) from gmem to smem; in flight until cp_async_wait.
+template <int BYTES>
+__device__ __forceinline__ void cp_async(void* smem, const void* gmem) {
+  static_assert(BYTES == 4 || BYTES == 8 || BYTES == 16, "cp.async moves 4, 8 or 16 bytes");
+  const u32 s = smem_addr(smem);
+  if constexpr (BYTES == 16)
+    asm volatile("cp.async.cg.shared.global [%0], [%1], 16;" ::"r"(s), "l"(gmem) : "memory");
+  else
+    asm volatile("cp.async.ca.shared.global [%0], [%1], %2;" ::"r"(s), "l"(gmem), "n"(BYTES) : "memory");
+}
+// Closes the group of the copies issued since the last commit.
+__device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;" ::: "memory"); }
+// Waits until at most N of this thread's committed groups are still in flight.
+template <int N>
+__device__ __forceinline__ void cp_async_wait() { asm volatile("cp.async.wait_group %0;" ::"n"(N) : "memory"); }
+
+// N elements of T from shared memory at p (BYTES-aligned), e.g. what cp_async put there.
+template <class T, int N>
+__device__ __forceinline__ Vec<T, N> load_vec_shared(const void* p) {
+  constexpr int BYTES = N * (int)sizeof(T);
+  static_assert(BYTES == 4 || BYTES == 8 || BYTES == 16, "a shared load of 4, 8 or 16 bytes");
+  Words<BYTES> w;
+  if constexpr (BYTES == 16) {
+    const uint4 q = *static_cast<const uint4*>(p);
+    w.w[0] = q.x; w.w[1] = q.y; w.w[2] = q.z; w.w[3] = q.w;
+  } else if constexpr (BYTES == 8) {
+    const uint2 q = *static_cast<const uint2*>(p);
+    w.w[0] = q.x; w.w[1] = q.y;
+  } else {
+    w.w[0] = *static_cast<const u32*>(p);
+  }
+  return unpack_vec<T, N>(w);
 }
 
 template <class T, int N>

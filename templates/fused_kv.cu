@@ -26,8 +26,13 @@
 //   (80, 96, ... included: the tiling picks EPT so that at most a few lanes per warp idle).
 //   Pairs are numbered token-major, so the heads of one token sit side by side and share its
 //   cos/sin row through L1. Each lane reads its cos/sin once, into registers, and reuses them
-//   for every layer of its chunk (gridDim.y chunks of p.layers_per_block layers); the next
-//   layer's K/V loads are issued before the current layer is processed.
+//   for every layer of its chunk (gridDim.y chunks of p.layers_per_block layers).
+// K/V loads: cp.async into a ring of two layers in shared memory, the lane's own bytes only (no
+//   barrier): the next layer's copies are in flight while the current layer is processed, and
+//   they hold no registers. On the H200 this beat the same one-layer-ahead prefetch through
+//   registers by 4-10% (deeper rings, 3 to 6 layers, were slower: docs/performance.md). Loads
+//   of 2 bytes (a 16-bit head_dim that is odd), which cp.async cannot move, or a ring over 48 KB
+//   (tuning knobs only) go straight to registers, a layer at a time.
 #include "fkv_types.cuh"
 #include "fkv/kernel_params.h"
 
@@ -94,20 +99,35 @@ __global__ void __launch_bounds__(WARPS * 32) fused_kv_materialize(const FkvKern
   const int h = (int)(pair - t * H);
   bool active = seg < PPW && t < p.num_tokens;
 
-  // The first layer's K/V loads go out before the position and slot reads, so their latencies
+  // The first layer's K/V copies go out before the position and slot reads, so their latencies
   // overlap. Lanes whose token is skipped still take part in the shuffles below.
   const bool load = active;
   const int l0 = blockIdx.y * p.layers_per_block;
   const int l1 = min(l0 + p.layers_per_block, p.num_layers);
   const Act* src = static_cast<const Act*>(p.proj) + (load ? t * p.proj_stride_token + h * D + e0 : 0);
-  Vec<Act, VEC> kv_next[LOADS], vv_next[LOADS];
-  if (load && l0 < l1) {
+  constexpr int CHUNK = VEC * (int)sizeof(Act);  // bytes per load
+  constexpr int NT = WARPS * 32;
+  constexpr int STAGES = 2;  // layers in the ring: STAGES - 1 in flight ahead of the current one
+  constexpr int RING_BYTES = STAGES * 2 * LOADS * NT * CHUNK;
+  constexpr bool RING = (CHUNK == 4 || CHUNK == 8 || CHUNK == 16) && RING_BYTES <= 48 * 1024;
+  __shared__ __align__(16) unsigned char ring[RING ? RING_BYTES : 16];
+  // Load c of this thread's K (c < LOADS) or V (c - LOADS) in stage s: consecutive threads
+  // hold consecutive chunks, so a warp's shared accesses are free of bank conflicts.
+  auto slot = [&](int s, int c) { return ring + ((s * 2 * LOADS + c) * NT + threadIdx.x) * CHUNK; };
+  auto issue = [&](int l, int s) {  // layer l's copies into stage s, as one group (maybe empty)
+    if constexpr (RING) {
+      if (load && l < l1) {
 #pragma unroll
-    for (int c = 0; c < LOADS; ++c) {
-      kv_next[c] = load_vec<Act, VEC>(src + l0 * p.proj_stride_layer + c * VEC);
-      vv_next[c] = load_vec<Act, VEC>(src + l0 * p.proj_stride_layer + KV + c * VEC);
+        for (int c = 0; c < LOADS; ++c) {
+          cp_async<CHUNK>(slot(s, c), src + l * p.proj_stride_layer + c * VEC);
+          cp_async<CHUNK>(slot(s, LOADS + c), src + l * p.proj_stride_layer + KV + c * VEC);
+        }
+      }
+      cp_async_commit();
     }
-  }
+  };
+#pragma unroll
+  for (int s = 0; s < STAGES - 1; ++s) issue(l0 + s, s);
 
   // cos/sin of this lane's elements, once per token, reused for every layer.
   float cs_cos[EPT], cs_sin[EPT];
@@ -172,13 +192,22 @@ __global__ void __launch_bounds__(WARPS * 32) fused_kv_materialize(const FkvKern
 
   for (int l = l0; l < l1; ++l) {
     Vec<Act, VEC> kv[LOADS], vv[LOADS];
+    if constexpr (RING) {
+      const int i = l - l0;
+      issue(l + STAGES - 1, (i + STAGES - 1) % STAGES);  // the stage the last layer was read from
+      cp_async_wait<STAGES - 1>();                       // this layer's group has landed
+      if (load) {
 #pragma unroll
-    for (int c = 0; c < LOADS; ++c) { kv[c] = kv_next[c]; vv[c] = vv_next[c]; }
-    if (load && l + 1 < l1) {  // issue the next layer's loads before working on this one
+        for (int c = 0; c < LOADS; ++c) {
+          kv[c] = load_vec_shared<Act, VEC>(slot(i % STAGES, c));
+          vv[c] = load_vec_shared<Act, VEC>(slot(i % STAGES, LOADS + c));
+        }
+      }
+    } else if (load) {
 #pragma unroll
       for (int c = 0; c < LOADS; ++c) {
-        kv_next[c] = load_vec<Act, VEC>(src + (l + 1) * p.proj_stride_layer + c * VEC);
-        vv_next[c] = load_vec<Act, VEC>(src + (l + 1) * p.proj_stride_layer + KV + c * VEC);
+        kv[c] = load_vec<Act, VEC>(src + l * p.proj_stride_layer + c * VEC);
+        vv[c] = load_vec<Act, VEC>(src + l * p.proj_stride_layer + KV + c * VEC);
       }
     }
     float k[EPT];

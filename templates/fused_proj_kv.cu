@@ -37,12 +37,6 @@ struct alignas(16) F32x4 {
   float x, y, z, w;
 };
 
-__device__ __forceinline__ u32 smem_addr(const void* p) {
-  u64 a;
-  asm("cvta.to.shared.u64 %0, %1;" : "=l"(a) : "l"(p));
-  return (u32)a;
-}
-
 // A weight vector: read once, so it bypasses L1; the 256-byte L2 prefetch hint covers the next
 // chunks of the same row. volatile keeps the loads where the pipeline puts them.
 __device__ __forceinline__ void load_stream(U32x4& r, const void* p) {
@@ -56,8 +50,6 @@ __device__ __forceinline__ void cp_async16(u32 dst, const void* src, int src_byt
   asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;" ::"r"(dst), "l"(src), "r"(src_bytes)
                : "memory");
 }
-__device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;" ::: "memory"); }
-__device__ __forceinline__ void cp_async_wait_all() { asm volatile("cp.async.wait_group 0;" ::: "memory"); }
 
 // Split partials written by other CTAs: read from L2 (never a stale L1 line).
 __device__ __forceinline__ F32x4 load_partial(const float* p) {
@@ -177,7 +169,7 @@ __global__ void __launch_bounds__(WARPS * 32) fused_proj_kv(const FkvDecodeParam
     for (int pp = 0; pp < P; ++pp) {
       const int c = c0 + pp;
       if (c % CPS == 0) {  // a new x stage: wait for it, then start the next one
-        cp_async_wait_all();
+        cp_async_wait<0>();
         __syncthreads();  // the stage is visible, and nobody still reads the buffer refilled next
         if (c / CPS + 1 < NSL) stage(c / CPS + 1);
       }

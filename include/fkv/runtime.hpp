@@ -25,8 +25,8 @@ struct LoadedKernel {
   int device = 0;
   int sm_count = 0;
   // Blocks of this kernel the device runs at once: sm_count x the driver's occupancy for its
-  // block size (registers decide it: 16 per SM for the 64-register variants measured on an
-  // H200). launch_grid's wave.
+  // block size (registers and static shared memory decide it: 16 per SM for the 64-register,
+  // 4 KB variants measured on an H200). launch_grid's wave.
   std::int64_t resident_blocks = 0;
   Arch arch;
   CUfunction function = nullptr;
