@@ -1,19 +1,23 @@
 #!/usr/bin/env python3
-"""Kernel experiments of docs/performance.md ("Third sweep"): writes variants of the epilogue
-templates into OUT_DIR/<name>/ for FKV_TEMPLATE_DIR (gpu-run.sh's sweep setting tpl:DIR), so
+"""Kernel experiments of docs/performance.md ("Third sweep", "Fourth sweep"): writes variants
+of the epilogue templates into OUT_DIR/<name>/ for FKV_TEMPLATE_DIR (gpu-run.sh's sweep setting tpl:DIR), so
 they are timed by the same fkv_bench, output checks included, without a rebuild.
 
     python3 bench/experiments/variants.py build-exp &&
-      SWEEP="default tpl:build-exp/pf2 tpl:build-exp/cs" STEPS=build,sweep scripts/gpu-run.sh
+      SWEEP="default tpl:build-exp/ring4 tpl:build-exp/cs" STEPS=build,sweep scripts/gpu-run.sh
 
 build-exp/ is ignored by git, so it does not travel to the GPU machine: make it there, in the
 same command as the sweep.
 
-  pf<N>  the K/V loads of N layers are issued together (N layers in flight per lane) instead of
-         one layer ahead;
+  ring<N> a ring of N layers in shared memory for the K/V copies (N - 1 in flight ahead of
+          the layer being processed) instead of 2;
   cs     K/V stores with st.global.cs (evict first), so the writes do not push the projection
          out of L2;
   mb<N>  __launch_bounds__ with a minimum of N blocks per SM (a register cap for N > 16).
+
+The third sweep's pf<N> variants (N layers of loads issued together, through registers) were
+made by this script at commit 0b1a696, from that commit's template (before the shared-memory
+ring): check that commit out to make them again.
 """
 import os
 import sys
@@ -31,33 +35,14 @@ def cut(text, start, end):
     return a, text.index(end, a)
 
 
-def layers_ahead(src, n):
-    """The layer loop in groups of n, every load of a group issued before its first layer."""
-    load = ("          kbuf[i][c] = load_vec<Act, VEC>(src + ({l} + i) * p.proj_stride_layer + c * VEC);\n"
-            "          vbuf[i][c] = load_vec<Act, VEC>(src + ({l} + i) * p.proj_stride_layer + KV + c * VEC);\n")
-    group = ("#pragma unroll\n    for (int i = 0; i < PF; ++i) {{\n      if (load && {l} + i < l1) {{\n"
-             "#pragma unroll\n        for (int c = 0; c < LOADS; ++c) {{\n" + load +
-             "        }}\n      }}\n    }}\n")
-    a, b = cut(src, "  Vec<Act, VEC> kv_next[LOADS], vv_next[LOADS];", "  // cos/sin of this lane")
-    src = (src[:a] + f"  constexpr int PF = {n};\n  Vec<Act, VEC> kbuf[PF][LOADS], vbuf[PF][LOADS];\n  {{\n"
-           + group.format(l="l0") + "  }\n\n" + src[b:])
-    a, b = cut(src, "  for (int l = l0; l < l1; ++l) {", "    float k[EPT];")
-    head = ("  for (int lg = l0; lg < l1; lg += PF) {\n  if (lg != l0) {\n" + group.format(l="lg") +
-            "  }\n#pragma unroll\n  for (int li = 0; li < PF; ++li) {\n    const int l = lg + li;\n"
-            "    if (l >= l1) break;\n    Vec<Act, VEC> kv[LOADS], vv[LOADS];\n#pragma unroll\n"
-            "    for (int c = 0; c < LOADS; ++c) { kv[c] = kbuf[li][c]; vv[c] = vbuf[li][c]; }\n")
-    src = src[:a] + head + src[b:]
-    tail = "  }\n}\n\n}  // namespace fkv_kernels"
-    body = src.rstrip()
-    assert body.endswith(tail), "the template's end changed: update layers_ahead()"
-    return body[:-len(tail)] + "  }\n  }\n}\n\n}  // namespace fkv_kernels\n"
-
-
 def main(out):
     kernel, types = read("fused_kv.cu"), read("fkv_types.cuh")
     bounds = "__launch_bounds__(WARPS * 32)"
     assert bounds in kernel
-    variants = {f"pf{n}": {"fused_kv.cu": layers_ahead(kernel, n)} for n in (2, 4, 8)}
+    stages = "constexpr int STAGES = 2;"
+    assert stages in kernel
+    variants = {f"ring{n}": {"fused_kv.cu": kernel.replace(stages, f"constexpr int STAGES = {n};")}
+                for n in (1, 3, 4, 6)}
     variants["cs"] = {"fkv_types.cuh": types.replace("st.global.v4.b32", "st.global.cs.v4.b32")
                       .replace("st.global.v2.b32", "st.global.cs.v2.b32")}
     for n in (16, 18, 20):
