@@ -31,8 +31,8 @@
 //   barrier): the next layer's copies are in flight while the current layer is processed, and
 //   they hold no registers. On the H200 this beat the same one-layer-ahead prefetch through
 //   registers by 4-10% (deeper rings, 3 to 6 layers, were slower: docs/performance.md). Loads
-//   of 2 bytes (a 16-bit head_dim that is odd), which cp.async cannot move, or a ring over 48 KB
-//   (tuning knobs only) go straight to registers, a layer at a time.
+//   of under 4 bytes (a single 16-bit element), which cp.async cannot move, or a ring over
+//   48 KB (tuning knobs only) go straight to registers, a layer at a time.
 #include "fkv_types.cuh"
 #include "fkv/kernel_params.h"
 
