@@ -63,33 +63,21 @@ fkv_status fail(fkv_status status, std::string text, std::string log = {}) {
   return status;
 }
 
-// How a ConfigError is reported: while reading a config it means the file is bad
-// (FKV_ERR_BAD_INPUT, as the CLI's exit codes do); elsewhere the layers do not fit.
-enum class ConfigErrorIs { Mismatch, BadInput };
-
-// Runs `body` (which returns fkv_status), mapping every exception to a status.
+// Runs `body` (which returns fkv_status), mapping every exception to the status of its kind
+// (fkv/errors.hpp's table).
 template <class F>
-fkv_status guard(F&& body, ConfigErrorIs config_error = ConfigErrorIs::Mismatch) noexcept {
+fkv_status guard(F&& body) noexcept {
   try {
     return body();
-  } catch (const fkv::ConfigError& e) {
-    return fail(
-        config_error == ConfigErrorIs::Mismatch ? FKV_ERR_CONFIG_MISMATCH : FKV_ERR_BAD_INPUT,
-        e.what());
-  } catch (const fkv::ArgumentError& e) {
-    return fail(FKV_ERR_ARGUMENT, e.what());
   } catch (const fkv::CompileError& e) {
     return fail(FKV_ERR_COMPILE, e.what(), e.log);
-  } catch (const fkv::CudaError& e) {
-    return fail(FKV_ERR_CUDA, e.what());
-  } catch (const fkv::CacheError& e) {
-    return fail(FKV_ERR_CACHE, e.what());
   } catch (const std::bad_alloc&) {
     return fail(FKV_ERR_OUT_OF_MEMORY, "out of host memory");
-  } catch (const std::invalid_argument& e) {
-    return fail(FKV_ERR_ARGUMENT, e.what());
   } catch (const std::exception& e) {
-    return fail(FKV_ERR_INTERNAL, std::string("internal error: ") + e.what());
+    const fkv::ErrorKindInfo& info = fkv::error_kind_info(fkv::error_kind_of(e));
+    std::string text = e.what();
+    if (info.kind == fkv::ErrorKind::Internal) text = "internal error: " + text;
+    return fail(static_cast<fkv_status>(info.c_status), std::move(text));
   } catch (...) {
     return fail(FKV_ERR_INTERNAL, "internal error: unknown exception");
   }
@@ -260,26 +248,9 @@ const char* fkv_last_error(void) { return t_error.c_str(); }
 const char* fkv_last_error_log(void) { return t_log.c_str(); }
 
 const char* fkv_status_name(fkv_status status) {
-  switch (status) {
-    case FKV_OK:
-      return "FKV_OK";
-    case FKV_ERR_CONFIG_MISMATCH:
-      return "FKV_ERR_CONFIG_MISMATCH";
-    case FKV_ERR_BAD_INPUT:
-      return "FKV_ERR_BAD_INPUT";
-    case FKV_ERR_COMPILE:
-      return "FKV_ERR_COMPILE";
-    case FKV_ERR_CUDA:
-      return "FKV_ERR_CUDA";
-    case FKV_ERR_CACHE:
-      return "FKV_ERR_CACHE";
-    case FKV_ERR_ARGUMENT:
-      return "FKV_ERR_ARGUMENT";
-    case FKV_ERR_OUT_OF_MEMORY:
-      return "FKV_ERR_OUT_OF_MEMORY";
-    case FKV_ERR_INTERNAL:
-      return "FKV_ERR_INTERNAL";
-  }
+  if (status == FKV_OK) return "FKV_OK";
+  for (const fkv::ErrorKindInfo& info : fkv::error_kinds())
+    if (info.c_status == status) return info.c_status_name;
   return "FKV_ERR_UNKNOWN";
 }
 
@@ -303,8 +274,7 @@ fkv_status fkv_config_load(const char* path, fkv_config** out) {
         *out = nullptr;
         *out = new fkv_config{fkv::ModelConfig::from_file(path)};
         return FKV_OK;
-      },
-      ConfigErrorIs::BadInput);
+      });
 }
 
 fkv_status fkv_config_from_json(const char* json_text, const char* name, fkv_config** out) {
@@ -316,8 +286,7 @@ fkv_status fkv_config_from_json(const char* json_text, const char* name, fkv_con
         *out = new fkv_config{
             fkv::ModelConfig::from_json(std::string_view(json_text), name ? name : "<string>")};
         return FKV_OK;
-      },
-      ConfigErrorIs::BadInput);
+      });
 }
 
 void fkv_config_free(fkv_config* config) { delete config; }

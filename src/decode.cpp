@@ -100,7 +100,7 @@ std::string decode_unsupported(const KernelSpec& e, int hidden, int num_layers) 
 void DecodeSpec::check() const {
   epilogue.check();
   if (const std::string why = decode_unsupported(epilogue, hidden, num_layers); !why.empty())
-    throw ConfigError(why);
+    throw UnsupportedError(why);
   if (token_bucket < 8 || token_bucket > kDecodeMaxBucket || token_bucket % 8 != 0)
     throw ArgumentError("decode token bucket must be a multiple of 8 in [8, 64], got " +
                         std::to_string(token_bucket));
@@ -127,7 +127,7 @@ void DecodeSpec::check() const {
 DecodeSpec make_decode_spec(const KernelSpec& epilogue, int hidden, int num_layers,
                             int token_bucket, int sm_count, const DecodeTuning& tuning) {
   if (const std::string why = decode_unsupported(epilogue, hidden, num_layers); !why.empty())
-    throw ConfigError(why);
+    throw UnsupportedError(why);
   DecodeSpec s;
   s.epilogue = epilogue;
   s.hidden = hidden;
@@ -379,7 +379,7 @@ DecodeKV::DecodeKV(const DecodeModel& model, const DecodeOptions& options)
   m.opt = options;
   const KernelSpec& e = model.epilogue;
   if (const std::string why = decode_unsupported(e, model.hidden, model.num_layers); !why.empty())
-    throw ConfigError(why);
+    throw UnsupportedError(why);
   if (model.w_kv == nullptr) fail("w_kv is null");
   if (reinterpret_cast<std::uintptr_t>(model.w_kv) % 16 != 0) fail("w_kv must be 16-byte aligned");
   if (e.k_norm && model.k_norm == nullptr) fail("the spec has a K norm but k_norm is null");

@@ -115,7 +115,8 @@ void check_supported(const ModelConfig& config, const LayerAttention& layer) {
   // config usually names the layer already ("layer 3: ..."); do not say it twice.
   const std::string prefix = "layer " + std::to_string(layer.index) + ":";
   const bool named = layer.unsupported.rfind(prefix, 0) == 0;
-  throw ConfigError(config_name(config) + ": " + (named ? "" : prefix + " ") + layer.unsupported);
+  throw UnsupportedError(config_name(config) + ": " + (named ? "" : prefix + " ") +
+                         layer.unsupported);
 }
 
 // The checks every reference layer (strict) or every layer (grouped) must pass on its own.
@@ -128,7 +129,7 @@ void check_dims(const AttentionSpec& spec, int layer) {
   }
   // The seed's text, kept exactly; RoPE rotates pairs, so rotary_dim must be even.
   if (spec.rotary_dim < 0 || spec.rotary_dim % 2 != 0 || spec.rotary_dim > spec.head_dim) {
-    throw ConfigError(
+    throw MismatchError(
         "Invalid fused KV rotary/head dim pair: rotary_dim=" + std::to_string(spec.rotary_dim) +
         ", head_dim=" + std::to_string(spec.head_dim) + ".");
   }
@@ -148,8 +149,10 @@ void check_buildable(const ModelConfig& config, const AttentionSpec& spec, int l
     k.act = k.cache = act;
     try {
       k.check();
-    } catch (const ArgumentError& e) {
-      throw ConfigError(where + e.what());
+    } catch (const MismatchError& e) {
+      throw MismatchError(where + e.what());
+    } catch (const std::invalid_argument& e) {  // a layout the kernel cannot tile or index
+      throw UnsupportedError(where + e.what());
     }
   }
   if (spec.rotary_dim == 0) return;
@@ -177,7 +180,7 @@ std::string rope_config(const AttentionSpec& s) {
 std::vector<const LayerAttention*> checked_attention_layers(const ModelConfig& config) {
   auto layers = config.attention_layers();
   if (layers.empty()) {
-    throw ConfigError(config_name(config) + " has no attention layer (" +
+    throw UnsupportedError(config_name(config) + " has no attention layer (" +
                       std::to_string(config.layers.size()) +
                       " layers, none with KV): there is nothing for the fused KV path to "
                       "materialize. Check the layer types, or give them explicitly under "
@@ -209,22 +212,22 @@ AttentionSpec validate(const ModelConfig& config) {
     check_supported(config, layer);
     const AttentionSpec got = attention_spec(layer);
     if (got.num_kv_heads != ref.num_kv_heads) {
-      throw ConfigError(mismatch("num_kv_heads", std::to_string(ref.num_kv_heads),
+      throw MismatchError(mismatch("num_kv_heads", std::to_string(ref.num_kv_heads),
                                  std::to_string(got.num_kv_heads), i));
     }
     if (got.head_dim != ref.head_dim) {
-      throw ConfigError(
+      throw MismatchError(
           mismatch("head_dim", std::to_string(ref.head_dim), std::to_string(got.head_dim), i));
     }
     if (got.rotary_dim != ref.rotary_dim || got.is_neox_style != ref.is_neox_style) {
-      throw ConfigError(mismatch("RoPE config", rope_config(ref), rope_config(got), i));
+      throw MismatchError(mismatch("RoPE config", rope_config(ref), rope_config(got), i));
     }
     if (!(got.rope == ref.rope)) {
-      throw ConfigError(mismatch("RoPE frequency", "(" + format_rope(ref.rope) + ")",
+      throw MismatchError(mismatch("RoPE frequency", "(" + format_rope(ref.rope) + ")",
                                  "(" + format_rope(got.rope) + ")", i));
     }
     if (got.k_norm != ref.k_norm) {
-      throw ConfigError(mismatch("K norm", to_string(ref.k_norm), to_string(got.k_norm), i));
+      throw MismatchError(mismatch("K norm", to_string(ref.k_norm), to_string(got.k_norm), i));
     }
   }
   return ref;
@@ -281,7 +284,7 @@ KVHeadShard kv_head_shard(int num_kv_heads, const TensorParallel& tp) {
     shard.first_head = tp.rank * num_kv_heads / tp.size;
     shard.replicated = true;
   } else {
-    throw ConfigError(
+    throw MismatchError(
         "num_kv_heads=" + std::to_string(num_kv_heads) +
         " cannot be split across tp_size=" + std::to_string(tp.size) +
         " ranks: tensor parallelism needs num_kv_heads divisible by "

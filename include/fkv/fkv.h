@@ -37,15 +37,19 @@ typedef enum fkv_status {
   FKV_OK = 0,
   FKV_ERR_CONFIG_MISMATCH = 1, /* the config was read, but its layers cannot share the fused
                                   path (the seed helper's "... mismatch across layers for fused KV
-                                  path: ..." texts), or a layer is unsupported */
-  FKV_ERR_BAD_INPUT = 2,       /* config file missing or unreadable, malformed JSON, bad values */
+                                  path: ..." texts), or a TP degree does not split its KV heads */
+  FKV_ERR_BAD_INPUT = 2,       /* config file missing or unreadable, malformed JSON, bad values,
+                                  a malformed FKV_* environment variable */
   FKV_ERR_COMPILE = 3,         /* NVRTC rejected a kernel, or the arch is not supported */
   FKV_ERR_CUDA = 4,            /* the CUDA driver is missing, or a driver call failed */
   FKV_ERR_CACHE = 5,           /* the kernel cache cannot be used as asked */
   FKV_ERR_ARGUMENT = 6,        /* a bad argument: null handle/pointer, unknown dtype name,
                                   shapes, strides, alignment or dtypes of a launch */
   FKV_ERR_OUT_OF_MEMORY = 7,   /* host allocation failed */
-  FKV_ERR_INTERNAL = 8         /* anything else (a bug: please report it with the text) */
+  FKV_ERR_INTERNAL = 8,        /* anything else (a bug: please report it with the text) */
+  FKV_ERR_UNSUPPORTED = 9      /* an architecture or layer the fused path cannot serve (MLA,
+                                  linear attention, K norm across heads, ...) or an unknown
+                                  model_type */
 } fkv_status;
 
 /* The text of the last error on this thread ("" when there was none). Never NULL. */

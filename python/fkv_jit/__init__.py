@@ -19,12 +19,12 @@ from dataclasses import dataclass
 from typing import List, Optional, Tuple, Union
 
 from ._errors import (ArgumentError, BadInputError, CacheError, CompileError,  # noqa: F401
-                      ConfigMismatchError, CudaError, FkvError)
+                      ConfigMismatchError, CudaError, FkvError, UnsupportedModelError)
 from ._lib import library_path, native, nvidia_library_dirs, nvrtc_status, optional_str
 
 __all__ = [
     "FkvError", "ConfigMismatchError", "BadInputError", "ArgumentError", "CompileError",
-    "CudaError", "CacheError", "Config", "LayerInfo", "AttentionSpec", "LayerGroup", "Plan",
+    "CudaError", "CacheError", "UnsupportedModelError", "Config", "LayerInfo", "AttentionSpec", "LayerGroup", "Plan",
     "KernelDesc", "Kernel", "load_config", "config_from_json", "validate", "plan", "precompile",
     "version", "driver_available", "library_path", "nvrtc_status", "nvidia_library_dirs",
     "FusedKVMaterializeHelper",

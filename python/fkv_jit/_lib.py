@@ -51,6 +51,9 @@ def native():
             raise ImportError(f"fkv_jit's compiled binding {path} is missing: install the fkv-jit "
                               "wheel (pip install fkv-jit-*.whl) instead of importing the source tree")
         mod = tvm_ffi.load_module(path)
+        import json
+
+        _errors.check_kinds(json.loads(mod.error_kinds()))
         mod.set_cuda_library_dirs(nvidia_library_dirs())
         _native = mod
     return _native

@@ -47,63 +47,33 @@ using json = nlohmann::json;
   throw ffi::Error(kind, message, "");
 }
 
-// C API status -> the error kind fkv_jit registers (fkv_jit/_errors.py).
+// C API status -> its kind's Python class (fkv/errors.hpp's table; fkv_jit/_errors.py
+// registers the classes).
 void check(fkv_status s) {
   if (s == FKV_OK) return;
-  const char* kind = "FkvError";
-  switch (s) {
-    case FKV_ERR_CONFIG_MISMATCH:
-      kind = "ConfigMismatchError";
-      break;
-    case FKV_ERR_BAD_INPUT:
-      kind = "BadInputError";
-      break;
-    case FKV_ERR_ARGUMENT:
-      kind = "ArgumentError";
-      break;
-    case FKV_ERR_COMPILE:
-      kind = "CompileError";
-      break;
-    case FKV_ERR_CUDA:
-      kind = "CudaError";
-      break;
-    case FKV_ERR_CACHE:
-      kind = "CacheError";
-      break;
-    case FKV_ERR_OUT_OF_MEMORY:
-      kind = "MemoryError";
-      break;
-    default:
-      break;
-  }
   std::string text = fkv_last_error();
   if (s == FKV_ERR_COMPILE && *fkv_last_error_log())
     text += "\n" + std::string(fkv_last_error_log());
-  raise(kind, text);
+  raise(fkv::error_kind_of_status(s).python_class, text);
 }
 
-// C++ exceptions of the library -> the same kinds.
+// C++ exceptions of the library -> the same classes, through the same table.
 template <class F>
-auto guarded(F&& body, const char* config_error_kind = "ConfigMismatchError") {
+auto guarded(F&& body) {
   try {
     return body();
   } catch (const ffi::Error&) {
     throw;
-  } catch (const fkv::ConfigError& e) {
-    raise(config_error_kind, e.what());
-  } catch (const fkv::ArgumentError& e) {
-    raise("ArgumentError", e.what());
   } catch (const fkv::CompileError& e) {
     raise("CompileError",
           e.log.empty() ? std::string(e.what()) : std::string(e.what()) + "\n" + e.log);
-  } catch (const fkv::CudaError& e) {
-    raise("CudaError", e.what());
-  } catch (const fkv::CacheError& e) {
-    raise("CacheError", e.what());
   } catch (const std::bad_alloc&) {
     raise("MemoryError", "out of host memory");
   } catch (const std::exception& e) {
-    raise("FkvError", std::string("internal error: ") + e.what());
+    const fkv::ErrorKindInfo& info = fkv::error_kind_info(fkv::error_kind_of(e));
+    raise(info.python_class, info.kind == fkv::ErrorKind::Internal
+                                 ? std::string("internal error: ") + e.what()
+                                 : std::string(e.what()));
   }
 }
 
@@ -177,6 +147,21 @@ ffi::String config_info(ffi::String source, bool is_path, ffi::String name) {
               {"architecture", fkv_config_architecture(c.c)},
               {"layers", layers}}
       .dump();
+}
+
+// The error taxonomy (fkv/errors.hpp) as JSON: [{"name", "c_status", "exit_code",
+// "python_class", "python_base", "summary"}, ...]; fkv_jit/_errors.py defines its classes from it.
+ffi::String error_kinds() {
+  json out = json::array();
+  for (const fkv::ErrorKindInfo& k : fkv::error_kinds())
+    out.push_back({{"name", k.name},
+                   {"c_status", k.c_status},
+                   {"c_status_name", k.c_status_name},
+                   {"exit_code", k.exit_code},
+                   {"python_class", k.python_class},
+                   {"python_base", k.python_base},
+                   {"summary", k.summary}});
+  return out.dump();
 }
 
 ffi::String validate(ffi::String source, bool is_path, ffi::String name) {
@@ -845,6 +830,7 @@ ffi::Map<ffi::String, ffi::Any> materializer_create(ffi::String source, bool is_
 
 }  // namespace
 
+TVM_FFI_DLL_EXPORT_TYPED_FUNC(error_kinds, error_kinds)
 TVM_FFI_DLL_EXPORT_TYPED_FUNC(version, version)
 TVM_FFI_DLL_EXPORT_TYPED_FUNC(driver_available, driver_available)
 TVM_FFI_DLL_EXPORT_TYPED_FUNC(set_cuda_library_dirs, set_cuda_library_dirs)

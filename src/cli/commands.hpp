@@ -29,7 +29,9 @@
 
 namespace fkv::cli {
 
-// Process exit codes; stable, documented in docs/cli.md.
+// Process exit codes; stable, documented in docs/cli.md. An error of the library exits with its
+// kind's code from fkv/errors.hpp's table (error_kinds()); the codes below name them for the
+// CLI's own use, and add the CLI's own outcomes (usage, GPU check, incomplete).
 enum ExitCode : int {
   Ok = 0,              // valid / done
   ConfigMismatch = 1,  // the config was read but its layers cannot share the fused path
@@ -41,6 +43,9 @@ enum ExitCode : int {
   GpuCheckFailed = 7,  // selftest/bench found wrong results
   Incomplete = 8,      // precompile could not save every kernel to disk, or `cache verify
                        // --config` found a kernel missing or invalid
+  Unsupported = 9,     // the architecture or a layer cannot take the fused path, or is unknown
+  OutOfMemory = 10,    // a host allocation failed
+  InternalError = 11,  // a bug: please report it with the text
 };
 
 // Ends the command with `code`. An empty message means it was already reported (e.g. as JSON

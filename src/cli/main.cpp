@@ -50,6 +50,10 @@ void print_error(std::string_view message) {
 ModelConfig load_config(const std::string& path) {
   try {
     return ModelConfig::from_file(path);
+  } catch (const ConfigError&) {
+    throw;  // bad input or unsupported: its kind decides the exit code
+  } catch (const std::bad_alloc&) {
+    throw;
   } catch (const std::exception& e) {
     throw CommandFailure(BadInput, e.what());
   }
@@ -62,18 +66,8 @@ ExitCode exit_code_of_current_exception() {
     return e.code;
   } catch (const CLI::ParseError&) {
     return Usage;
-  } catch (const ConfigError&) {
-    return ConfigMismatch;
-  } catch (const ArgumentError&) {
-    return BadInput;
-  } catch (const CompileError&) {
-    return CompileFailed;
-  } catch (const CudaError&) {
-    return CudaFailure;
-  } catch (const CacheError&) {
-    return CacheFailure;
   } catch (...) {
-    return BadInput;
+    return static_cast<ExitCode>(error_kind_info(current_error_kind()).exit_code);
   }
 }
 
@@ -138,7 +132,7 @@ int main(int argc, char** argv) {
     spdlog::set_level(spdlog::level::from_str(log_level));
     try {
       fkv::JitOptions::global();
-    } catch (const fkv::ConfigError& e) {
+    } catch (const fkv::ConfigError& e) {  // bad input: the environment
       throw CommandFailure(BadInput, e.what());
     }
   });

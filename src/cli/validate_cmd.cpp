@@ -121,19 +121,16 @@ size_t attention_layer_count(const Plan& plan) {
   return n;
 }
 
-// Reports a failure (JSON object on stdout when asked, message on stderr) and ends the command.
-[[noreturn]] void fail(const Options& opts, ExitCode code, const std::string& message) {
+// Reports a failure of `kind` (JSON object on stdout when asked, message on stderr) and ends
+// the command with the kind's exit code.
+[[noreturn]] void fail(const Options& opts, const ErrorKindInfo& kind, const std::string& message) {
   if (opts.json) {
-    nlohmann::json out = {{"ok", false},
-                          {"valid", false},
-                          {"config", opts.path},
-                          {"error_kind", code == ConfigMismatch ? "config_mismatch" : "bad_input"},
-                          {"error", message},
-                          {"exit_code", code}};
+    nlohmann::json out = {{"ok", false},       {"valid", false},        {"config", opts.path},
+                          {"error_kind", kind.name}, {"error", message}, {"exit_code", kind.exit_code}};
     std::cout << json_text(out) << std::endl;
   }
   print_error(message);
-  throw CommandFailure(code, "");
+  throw CommandFailure(static_cast<ExitCode>(kind.exit_code), "");
 }
 
 // Reads the config and makes the plan, turning every failure into fail().
@@ -141,7 +138,9 @@ Plan checked_plan(const Options& opts, ModelConfig& config) {
   try {
     config = load_config(opts.path);
   } catch (const CommandFailure& e) {
-    fail(opts, e.code, e.what());
+    fail(opts, error_kind_info(ErrorKind::BadInput), e.what());
+  } catch (const std::exception& e) {
+    fail(opts, error_kind_info(error_kind_of(e)), e.what());
   }
   if (opts.explain && !opts.json) {
     std::ostringstream os;
@@ -150,8 +149,8 @@ Plan checked_plan(const Options& opts, ModelConfig& config) {
   }
   try {
     return make_plan(config, opts.grouped ? ValidationMode::Grouped : ValidationMode::Strict);
-  } catch (const ConfigError& e) {
-    fail(opts, ConfigMismatch, e.what());
+  } catch (const std::exception& e) {
+    fail(opts, error_kind_info(error_kind_of(e)), e.what());
   }
 }
 

@@ -35,7 +35,7 @@ std::string supported_list() {
 }  // namespace
 
 [[noreturn]] void refuse_unknown(const Doc& doc, const std::string& what) {
-  throw ConfigError(
+  throw UnsupportedError(
       doc.file() + ": " + what +
       " fkv-jit reads a family's attention layout only from its architecture registry "
       "(docs/config-rules.md) and does not guess. Supported model_types: " +
