@@ -267,26 +267,24 @@ int fkv_driver_available(void) {
 // ---- model configs ---------------------------------------------------------------------------
 
 fkv_status fkv_config_load(const char* path, fkv_config** out) {
-  return guard(
-      [&] {
-        require(path, "path");
-        require(out, "out");
-        *out = nullptr;
-        *out = new fkv_config{fkv::ModelConfig::from_file(path)};
-        return FKV_OK;
-      });
+  return guard([&] {
+    require(path, "path");
+    require(out, "out");
+    *out = nullptr;
+    *out = new fkv_config{fkv::ModelConfig::from_file(path)};
+    return FKV_OK;
+  });
 }
 
 fkv_status fkv_config_from_json(const char* json_text, const char* name, fkv_config** out) {
-  return guard(
-      [&] {
-        require(json_text, "json_text");
-        require(out, "out");
-        *out = nullptr;
-        *out = new fkv_config{
-            fkv::ModelConfig::from_json(std::string_view(json_text), name ? name : "<string>")};
-        return FKV_OK;
-      });
+  return guard([&] {
+    require(json_text, "json_text");
+    require(out, "out");
+    *out = nullptr;
+    *out = new fkv_config{
+        fkv::ModelConfig::from_json(std::string_view(json_text), name ? name : "<string>")};
+    return FKV_OK;
+  });
 }
 
 void fkv_config_free(fkv_config* config) { delete config; }

@@ -83,8 +83,9 @@ void KernelSpec::check() const {
   if (head_dim <= 0)
     throw ArgumentError("head_dim must be positive, got " + std::to_string(head_dim));
   if (rotary_dim < 0 || rotary_dim % 2 != 0 || rotary_dim > head_dim)
-    throw MismatchError("Invalid fused KV rotary/head dim pair: rotary_dim=" +
-                      std::to_string(rotary_dim) + ", head_dim=" + std::to_string(head_dim) + ".");
+    throw MismatchError(
+        "Invalid fused KV rotary/head dim pair: rotary_dim=" + std::to_string(rotary_dim) +
+        ", head_dim=" + std::to_string(head_dim) + ".");
   if (is_fp8(act))
     throw ArgumentError("activation dtype " + to_string(act) +
                         " is not supported: proj must be bf16, fp16 or fp32");

@@ -181,10 +181,10 @@ std::vector<const LayerAttention*> checked_attention_layers(const ModelConfig& c
   auto layers = config.attention_layers();
   if (layers.empty()) {
     throw UnsupportedError(config_name(config) + " has no attention layer (" +
-                      std::to_string(config.layers.size()) +
-                      " layers, none with KV): there is nothing for the fused KV path to "
-                      "materialize. Check the layer types, or give them explicitly under "
-                      "\"fkv\": {\"layers\": [...]}.");
+                           std::to_string(config.layers.size()) +
+                           " layers, none with KV): there is nothing for the fused KV path to "
+                           "materialize. Check the layer types, or give them explicitly under "
+                           "\"fkv\": {\"layers\": [...]}.");
   }
   return layers;
 }
@@ -213,7 +213,7 @@ AttentionSpec validate(const ModelConfig& config) {
     const AttentionSpec got = attention_spec(layer);
     if (got.num_kv_heads != ref.num_kv_heads) {
       throw MismatchError(mismatch("num_kv_heads", std::to_string(ref.num_kv_heads),
-                                 std::to_string(got.num_kv_heads), i));
+                                   std::to_string(got.num_kv_heads), i));
     }
     if (got.head_dim != ref.head_dim) {
       throw MismatchError(
@@ -224,7 +224,7 @@ AttentionSpec validate(const ModelConfig& config) {
     }
     if (!(got.rope == ref.rope)) {
       throw MismatchError(mismatch("RoPE frequency", "(" + format_rope(ref.rope) + ")",
-                                 "(" + format_rope(got.rope) + ")", i));
+                                   "(" + format_rope(got.rope) + ")", i));
     }
     if (got.k_norm != ref.k_norm) {
       throw MismatchError(mismatch("K norm", to_string(ref.k_norm), to_string(got.k_norm), i));

@@ -21,7 +21,8 @@ std::string without_nul(const std::string& text);
 // std::invalid_argument so that bindings map it to ValueError. Its subclasses below are the
 // other config-side kinds; a plain ConfigError is "bad input".
 struct ConfigError : std::invalid_argument {
-  explicit ConfigError(const std::string& what) : std::invalid_argument(detail::without_nul(what)) {}
+  explicit ConfigError(const std::string& what)
+      : std::invalid_argument(detail::without_nul(what)) {}
   explicit ConfigError(const char* what) : ConfigError(std::string(what)) {}
 };
 
@@ -94,13 +95,13 @@ enum class ErrorKind {
 // How one kind reaches the user through each front-end.
 struct ErrorKindInfo {
   ErrorKind kind;
-  const char* name;          // stable lowercase name: "bad_input", "config_mismatch", ...
-  int c_status;              // fkv_status (fkv.h)
-  const char* c_status_name; // "FKV_ERR_BAD_INPUT"
-  int exit_code;             // the fkv-jit CLI's exit code
-  const char* python_class;  // the fkv_jit exception class ("BadInputError")
-  const char* python_base;   // its builtin base ("ValueError", "RuntimeError", "MemoryError")
-  const char* summary;       // one line for docs and --help
+  const char* name;           // stable lowercase name: "bad_input", "config_mismatch", ...
+  int c_status;               // fkv_status (fkv.h)
+  const char* c_status_name;  // "FKV_ERR_BAD_INPUT"
+  int exit_code;              // the fkv-jit CLI's exit code
+  const char* python_class;   // the fkv_jit exception class ("BadInputError")
+  const char* python_base;    // its builtin base ("ValueError", "RuntimeError", "MemoryError")
+  const char* summary;        // one line for docs and --help
 };
 
 // Every kind, in ErrorKind order. The table is constant data (no static constructor), so it

@@ -125,8 +125,9 @@ size_t attention_layer_count(const Plan& plan) {
 // the command with the kind's exit code.
 [[noreturn]] void fail(const Options& opts, const ErrorKindInfo& kind, const std::string& message) {
   if (opts.json) {
-    nlohmann::json out = {{"ok", false},       {"valid", false},        {"config", opts.path},
-                          {"error_kind", kind.name}, {"error", message}, {"exit_code", kind.exit_code}};
+    nlohmann::json out = {{"ok", false},         {"valid", false},
+                          {"config", opts.path}, {"error_kind", kind.name},
+                          {"error", message},    {"exit_code", kind.exit_code}};
     std::cout << json_text(out) << std::endl;
   }
   print_error(message);
