@@ -117,9 +117,9 @@ TEST_CASE("validate: a mismatch exits 1 with the seed's text on stderr", "[cli]"
             std::to_string(at) + ".\n");
 }
 
-TEST_CASE("validate: unsupported layers exit 1 naming the layer", "[cli]") {
+TEST_CASE("validate: unsupported layers exit 9 (unsupported) naming the layer", "[cli]") {
   const Result r = run("validate " + data("kimi-k2"));
-  CHECK(r.code == 1);
+  CHECK(r.code == 9);
   CHECK(contains(r.err, "fkv-jit: error: "));
   CHECK(contains(r.err, "layer 0:"));
 }
