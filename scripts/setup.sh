@@ -1,12 +1,25 @@
 #!/usr/bin/env bash
 # Installs the build dependencies (Debian packages), configures and builds fkv-jit.
-#   scripts/setup.sh [build-dir] [extra cmake args...]
+#   scripts/setup.sh [build-dir] [extra cmake args...] [--target NAME ...]
+# --target NAME (repeatable) builds only those targets and what they need (run-main.sh builds
+# just the fkv-jit CLI and its library); without it, everything the configuration enables.
+# A new build directory is configured as Release unless a -DCMAKE_BUILD_TYPE is given.
+# ccache (installed here) caches the compiles in ~/.ccache across build directories and clones:
+# CCACHE_BASEDIR is the checkout, so its absolute paths do not enter the cache keys.
 # Idempotent: packages already installed are not fetched again.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 BUILD=${1:-build}
 shift || true
-PKGS=(cmake ninja-build g++ nlohmann-json3-dev libspdlog-dev catch2 libcli11-dev libxxhash-dev)
+cmake_args=()
+targets=()
+while [ $# -gt 0 ]; do
+  case $1 in
+    --target) targets+=(--target "$2"); shift 2 ;;
+    *) cmake_args+=("$1"); shift ;;
+  esac
+done
+PKGS=(cmake ninja-build g++ ccache nlohmann-json3-dev libspdlog-dev catch2 libcli11-dev libxxhash-dev)
 missing=()
 for p in "${PKGS[@]}"; do dpkg -s "$p" >/dev/null 2>&1 || missing+=("$p"); done
 if [ ${#missing[@]} -gt 0 ]; then
@@ -20,5 +33,13 @@ if [ ! -x /usr/local/cuda/bin/nvcc ] && ! command -v nvcc >/dev/null; then
   exit 1
 fi
 export PATH=/usr/local/cuda/bin:$PATH
-cmake -S . -B "$BUILD" -G Ninja -DCUDAToolkit_ROOT=/usr/local/cuda "$@" >/dev/null
-cmake --build "$BUILD" -j "$(nproc)"
+export CCACHE_BASEDIR=${CCACHE_BASEDIR:-$PWD}
+export CCACHE_NOHASHDIR=${CCACHE_NOHASHDIR:-1}  # RelWithDebInfo: the cwd would enter the key
+if [ ! -f "$BUILD/CMakeCache.txt" ] && [[ " ${cmake_args[*]} " != *" -DCMAKE_BUILD_TYPE="* ]]; then
+  cmake_args=(-DCMAKE_BUILD_TYPE=Release "${cmake_args[@]}")
+fi
+if command -v ccache >/dev/null; then
+  cmake_args=(-DCMAKE_C_COMPILER_LAUNCHER=ccache -DCMAKE_CXX_COMPILER_LAUNCHER=ccache "${cmake_args[@]}")
+fi
+cmake -S . -B "$BUILD" -G Ninja -DCUDAToolkit_ROOT=/usr/local/cuda "${cmake_args[@]}" >/dev/null
+cmake --build "$BUILD" -j "$(nproc)" "${targets[@]}"
