@@ -9,12 +9,19 @@ linked into it. Kernels are compiled with NVRTC at first use into an on-disk cac
     fkv_jit.precompile("config.json", arch="sm_90")     # no GPU needed
     helper = fkv_jit.FusedKVMaterializeHelper("config.json", kv_weights, k_norm_weights)
     helper.materialize(ctx_hidden, positions, write_layer_kv)
+
+`import fkv_jit` does not import torch: validate, plan, precompile and the CLI (`fkv-jit`,
+`python -m fkv_jit`) work without it. The torch parts (FusedKVMaterializeHelper, the custom ops
+torch.ops.fkv_jit.*, fkv_jit.sglang) load on first use, or at import when torch is already
+imported.
 """
 
 from __future__ import annotations
 
+import importlib
 import json as _json
 import os
+import sys
 from dataclasses import dataclass
 from typing import List, Optional, Tuple, Union
 
@@ -87,10 +94,11 @@ class Config:
         return f"fkv_jit.Config({self.name!r}, layers={self.num_layers})"
 
 
-def load_config(path: Union[str, os.PathLike]) -> Config:
+def load_config(path: Union[str, bytes, os.PathLike]) -> Config:
     """Reads a HuggingFace config.json (or the explicit per-layer schema). Raises BadInputError
-    (a ValueError) naming the file and key for missing files, malformed JSON and bad values."""
-    path = os.fspath(path)
+    (a ValueError) naming the file and key for missing files, malformed JSON and bad values.
+    The path may be str, bytes or os.PathLike (os.fsdecode); one with a NUL is an ArgumentError."""
+    path = os.fsdecode(path)
     return Config(path, True, path)
 
 
@@ -218,7 +226,8 @@ def plan(path_or_config, grouped: bool = False, tp_size: int = 1, tp_rank: int =
 
 
 def precompile(path_or_config, arch: str, dtype: Optional[str] = None,
-               kv_dtype: Optional[str] = None, cache_dir: Optional[str] = None,
+               kv_dtype: Optional[str] = None,
+               cache_dir: Union[str, bytes, os.PathLike, None] = None,
                decode_gpu: Optional[str] = None) -> Tuple[int, int]:
     """Compiles every kernel the config's grouped plan needs (stacked and pool, fp32 cos/sin,
     int64 indices) for `arch` into the cache. No GPU needed. decode_gpu (e.g. "H200", a GPU of
@@ -227,7 +236,7 @@ def precompile(path_or_config, arch: str, dtype: Optional[str] = None,
     cfg = _as_config(path_or_config)
     n, compiled = native().precompile(*cfg._source, str(arch), optional_str(dtype),
                                       optional_str(kv_dtype),
-                                      optional_str(None if cache_dir is None else os.fspath(cache_dir)),
+                                      optional_str(None if cache_dir is None else os.fsdecode(cache_dir)),
                                       optional_str(decode_gpu))
     return int(n), int(compiled)
 
@@ -262,4 +271,25 @@ class Kernel:
             str(s) for s in native().kernel_prepare(_json.dumps(desc.__dict__), int(device)))
 
 
-from .materializer import FusedKVMaterializeHelper  # noqa: E402  (needs the names above)
+# ---- the torch parts, imported on first use -----------------------------------------------
+
+_TORCH_SUBMODULES = ("materializer", "sglang", "_ops")
+
+
+def __getattr__(name: str):
+    if name == "FusedKVMaterializeHelper":
+        from .materializer import FusedKVMaterializeHelper
+        return FusedKVMaterializeHelper
+    if name in _TORCH_SUBMODULES:
+        return importlib.import_module(f".{name}", __name__)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
+def __dir__():
+    return sorted(set(globals()) | set(__all__) | set(_TORCH_SUBMODULES))
+
+
+# A process that has torch already gets the custom ops registered now, as before, so that
+# torch.ops.fkv_jit.* resolves right after `import fkv_jit`.
+if "torch" in sys.modules:
+    from .materializer import FusedKVMaterializeHelper  # noqa: E402,F401
