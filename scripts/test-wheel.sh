@@ -32,7 +32,7 @@ mkdir -p "$WORK" dist
 say() { echo "== $*"; }
 
 say "1. build tools and wheel (zig c++, glibc 2.28 target)"
-eval "$(PYTHON=$PYTHON scripts/python-deps.sh)"
+eval "$(PYTHON=$PYTHON scripts/python-deps.sh build)"
 BV=$FKV_BUILD_VENV
 export FKV_ZIG
 FKV_ZIG=$("$BV/bin/python" -c 'import ziglang, os; print(os.path.join(os.path.dirname(ziglang.__file__), "zig"))')
@@ -140,7 +140,9 @@ if [ "${FKV_WHEEL_SKIP_TORCH:-0}" = 1 ]; then
   echo "test-wheel: FKV_WHEEL_SKIP_TORCH=1: the torch tests are left out"
   exit 0
 fi
-say "4. fresh venv with torch ($FKV_TORCH_LAYER): tests/test_python*.py"
+say "4. fresh venv with torch: tests/test_python*.py"
+eval "$(PYTHON=$PYTHON scripts/python-deps.sh torch)"
+echo "torch from $FKV_TORCH_LAYER"
 TV=$WORK/venv-torch
 fresh_venv "$TV"
 site=$("$TV/bin/python" -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')
