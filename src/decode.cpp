@@ -40,6 +40,25 @@ int stage_bytes(int bucket, int k_slice) { return bucket * (2 * k_slice + 64); }
 
 [[noreturn]] void fail(const std::string& what) { throw ArgumentError("DecodeKV: " + what); }
 
+// The template's WQ (weight storage) and WS (scale layout) arguments.
+int weight_code(WeightFormat w) {
+  if (!is_quantized(w)) return 0;
+  return w == WeightFormat::Int8Channel ? 2 : 1;
+}
+int scale_code(WeightFormat w) {
+  switch (scale_layout(w)) {
+    case ScaleLayout::None:
+      return 0;
+    case ScaleLayout::PerLayer:
+      return 1;
+    case ScaleLayout::PerRow:
+      return 2;
+    case ScaleLayout::Block128:
+      return 3;
+  }
+  return 0;
+}
+
 }  // namespace
 
 int decode_bucket(std::int64_t num_tokens) {
@@ -66,6 +85,7 @@ std::string DecodeSpec::canonical() const {
   o << "decode;hidden=" << hidden << ";L=" << num_layers << ";" << epilogue.canonical()
     << ";tb=" << token_bucket << ";S=" << splits << ";warps=" << warps
     << ";mw=" << mma_tiles_per_warp << ";P=" << pipeline << ";ksl=" << k_slice;
+  if (is_quantized(weight)) o << ";w=" << to_string(weight);
   return o.str();
 }
 
@@ -76,6 +96,7 @@ std::string DecodeSpec::short_name() const {
     << (e.neox ? "_neox" : "_gptj") << (e.k_norm ? "_kn" : "") << "_" << to_string(e.act) << "_"
     << to_string(e.cache) << "_" << to_string(e.mode) << "_L" << num_layers << "_x" << hidden
     << "_tb" << token_bucket;
+  if (is_quantized(weight)) o << "_" << to_string(weight);
   return o.str();
 }
 
@@ -97,9 +118,20 @@ std::string decode_unsupported(const KernelSpec& e, int hidden, int num_layers) 
   return "";
 }
 
+std::string decode_unsupported(const KernelSpec& e, int hidden, int num_layers,
+                               WeightFormat weight) {
+  if (std::string why = decode_unsupported(e, hidden, num_layers); !why.empty()) return why;
+  if (weight == WeightFormat::Fp8Block && (e.num_kv_heads * e.head_dim) % 64 != 0)
+    return "128 x 128 weight blocks need num_kv_heads * head_dim a multiple of 64 (each layer's K "
+           "and V rows whole blocks), got " +
+           std::to_string(e.num_kv_heads * e.head_dim);
+  return "";
+}
+
 void DecodeSpec::check() const {
   epilogue.check();
-  if (const std::string why = decode_unsupported(epilogue, hidden, num_layers); !why.empty())
+  if (const std::string why = decode_unsupported(epilogue, hidden, num_layers, weight);
+      !why.empty())
     throw UnsupportedError(why);
   if (token_bucket < 8 || token_bucket > kDecodeMaxBucket || token_bucket % 8 != 0)
     throw ArgumentError("decode token bucket must be a multiple of 8 in [8, 64], got " +
@@ -117,22 +149,32 @@ void DecodeSpec::check() const {
     bad(std::to_string(rows()) + " rows are not whole tiles of " + std::to_string(mt));
   if (hidden % splits != 0) bad("splits do not divide hidden");
   const int kr = hidden / splits;
-  if (kr % k_slice != 0 || k_slice % 32 != 0)
-    bad("k_slice must be a multiple of 32 dividing hidden / splits");
-  if ((kr / 32) % pipeline != 0) bad("pipeline must divide the 32-column chunks of a split");
+  const int cw = chunk_columns();
+  if (kr % k_slice != 0 || k_slice % cw != 0)
+    bad("k_slice must be a multiple of " + std::to_string(cw) + " dividing hidden / splits");
+  if ((kr / cw) % pipeline != 0)
+    bad("pipeline must divide the " + std::to_string(cw) + "-column chunks of a split");
+  if (weight == WeightFormat::Fp8Block && kr % kWeightBlock != 0)
+    bad("a split must hold whole 128-column scale blocks");
   if (shared_bytes() > 200 * 1024)
     bad("needs " + std::to_string(shared_bytes()) + " bytes of shared memory");
 }
 
 DecodeSpec make_decode_spec(const KernelSpec& epilogue, int hidden, int num_layers,
-                            int token_bucket, int sm_count, const DecodeTuning& tuning) {
-  if (const std::string why = decode_unsupported(epilogue, hidden, num_layers); !why.empty())
+                            int token_bucket, int sm_count, const DecodeTuning& tuning,
+                            WeightFormat weight) {
+  if (const std::string why = decode_unsupported(epilogue, hidden, num_layers, weight);
+      !why.empty())
     throw UnsupportedError(why);
   DecodeSpec s;
   s.epilogue = epilogue;
   s.hidden = hidden;
   s.num_layers = num_layers;
   s.token_bucket = token_bucket;
+  s.weight = weight;
+  const int cw = s.chunk_columns();
+  // Block scales: splits and stages hold whole 128-column blocks.
+  const int unit = weight == WeightFormat::Fp8Block ? kWeightBlock : cw;
   const int D = epilogue.head_dim;
   const int mt = tile_rows_for(D, num_layers * 2 * epilogue.num_kv_heads);
   const int n16 = mt / 16;
@@ -141,8 +183,11 @@ DecodeSpec make_decode_spec(const KernelSpec& epilogue, int hidden, int num_laye
   // feeds two MMAs, which keeps shared-memory traffic at twice the weight bytes.
   int mw = tuning.mma_tiles_per_warp;
   if (mw == 0) {
-    mw = token_bucket >= 32 && n16 % 2 == 0 ? 2 : 1;
-    while (n16 / mw > 8 && n16 % (2 * mw) == 0) mw *= 2;
+    // Block scales keep a second set of accumulators (the current block's partial sums): one
+    // MMA tile per warp leaves them room (two spill at 64 tokens).
+    const bool block = weight == WeightFormat::Fp8Block;
+    mw = token_bucket >= 32 && n16 % 2 == 0 && !block ? 2 : 1;
+    while (n16 / mw > (block ? 16 : 8) && n16 % (2 * mw) == 0) mw *= 2;
   }
   if (n16 % mw != 0)
     throw ArgumentError("mma_tiles_per_warp " + std::to_string(mw) + " does not divide the " +
@@ -154,7 +199,7 @@ DecodeSpec make_decode_spec(const KernelSpec& epilogue, int hidden, int num_laye
   // (at 8 tokens the H200 sweep in docs/decode.md found 4 chunks with twice as many CTAs
   // faster: more CTAs in flight hide latency as well as deeper rings, with fewer partials).
   int p = tuning.pipeline ? tuning.pipeline : (token_bucket == 16 ? 8 : 4);
-  const int chunks = hidden / 32;
+  const int chunks = hidden / cw;
   if (!tuning.pipeline)
     while (p > 1 && chunks % p != 0) p /= 2;
   s.pipeline = p;
@@ -169,7 +214,7 @@ DecodeSpec make_decode_spec(const KernelSpec& epilogue, int hidden, int num_laye
     const int want = (token_bucket == 16 ? 4 : 2) * std::max(sm_count, 1);
     int best = 0;
     for (int sp = 1; sp <= 64; ++sp) {
-      if (chunks % sp != 0 || (chunks / sp) % p != 0) continue;
+      if (chunks % sp != 0 || (chunks / sp) % p != 0 || (hidden / sp) % unit != 0) continue;
       best = sp;
       if (tiles * sp >= want) break;
     }
@@ -183,8 +228,8 @@ DecodeSpec make_decode_spec(const KernelSpec& epilogue, int hidden, int num_laye
   } else {
     const int kr = hidden / s.splits;
     const int budget = token_bucket <= 16 ? 32 * 1024 : 80 * 1024;
-    s.k_slice = 32;
-    for (int k = 32; k <= kr; k += 32)
+    s.k_slice = cw;
+    for (int k = cw; k <= kr; k += cw)
       if (kr % k == 0 && 2 * stage_bytes(token_bucket, k) <= budget) s.k_slice = k;
   }
   s.check();
@@ -206,7 +251,8 @@ KernelSource generate_decode(const DecodeSpec& spec) {
        << ", " << device_type(e.positions) << ", " << device_type(e.slots) << ", "
        << (e.mode == OutputMode::Pool ? "true" : "false") << ", " << spec.token_bucket << ", "
        << spec.splits << ", " << spec.warps << ", " << spec.mma_tiles_per_warp << ", "
-       << spec.pipeline << ", " << spec.k_slice << ">";
+       << spec.pipeline << ", " << spec.k_slice << ", " << weight_code(spec.weight) << ", "
+       << scale_code(spec.weight) << ">";
   out.name_expression = expr.str();
 
   const std::string body = read_template(out, kTemplate, kHeaders, JitOptions::global());
@@ -284,6 +330,8 @@ struct DecodeKV::Impl {
     p.x = in.hidden;
     p.x_stride = in.hidden_stride ? in.hidden_stride : model.hidden;
     p.w = model.w_kv;
+    p.w_scale = model.w_scale;
+    p.w_scale_cols = (model.hidden + kWeightBlock - 1) / kWeightBlock;
     p.workspace = static_cast<float*>(workspace.ptr());
     p.counters = static_cast<unsigned int*>(counters.ptr());
     p.positions = in.positions;
@@ -355,7 +403,8 @@ struct DecodeKV::Impl {
 };
 
 std::vector<DecodeSpec> decode_specs(const KernelSpec& epilogue, int hidden, int num_layers,
-                                     const DecodeOptions& options, int sm_count) {
+                                     const DecodeOptions& options, int sm_count,
+                                     WeightFormat weight) {
   const int top = decode_bucket(std::min<std::int64_t>(options.max_tokens, kDecodeMaxBucket));
   std::vector<DecodeSpec> specs;
   for (OutputMode mode : {OutputMode::Stacked, OutputMode::Pool}) {
@@ -366,7 +415,8 @@ std::vector<DecodeSpec> decode_specs(const KernelSpec& epilogue, int hidden, int
       KernelSpec ke = epilogue;
       ke.mode = mode;
       if (mode == OutputMode::Stacked) ke.cache = epilogue.act;  // stacked output: activation dtype
-      specs.push_back(make_decode_spec(ke, hidden, num_layers, b, sm_count, options.tuning));
+      specs.push_back(
+          make_decode_spec(ke, hidden, num_layers, b, sm_count, options.tuning, weight));
     }
   }
   return specs;
@@ -378,9 +428,14 @@ DecodeKV::DecodeKV(const DecodeModel& model, const DecodeOptions& options)
   m.model = model;
   m.opt = options;
   const KernelSpec& e = model.epilogue;
-  if (const std::string why = decode_unsupported(e, model.hidden, model.num_layers); !why.empty())
+  if (const std::string why = decode_unsupported(e, model.hidden, model.num_layers, model.weight);
+      !why.empty())
     throw UnsupportedError(why);
   if (model.w_kv == nullptr) fail("w_kv is null");
+  if (is_quantized(model.weight) && model.w_scale == nullptr)
+    fail("w_kv is " + to_string(model.weight) + " but w_scale is null");
+  if (!is_quantized(model.weight) && model.w_scale != nullptr)
+    fail("w_scale is given for dense weights");
   if (reinterpret_cast<std::uintptr_t>(model.w_kv) % 16 != 0) fail("w_kv must be 16-byte aligned");
   if (e.k_norm && model.k_norm == nullptr) fail("the spec has a K norm but k_norm is null");
   if (model.cos_sin != nullptr) m.check_table(model.cos_sin_stride, model.max_position);
@@ -398,7 +453,7 @@ DecodeKV::DecodeKV(const DecodeModel& model, const DecodeOptions& options)
     FKV_CU(cuDeviceGetAttribute, &sms, CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT,
            device_handle(options.device));
   const std::vector<DecodeSpec> specs =
-      decode_specs(e, model.hidden, model.num_layers, options, sms);
+      decode_specs(e, model.hidden, model.num_layers, options, sms, model.weight);
   // Compile (or read from the cache) side by side: NVRTC runs one program per thread, and a
   // decode kernel takes a quarter of a second or more to build cold (an epilogue kernel about
   // 20 ms once NVRTC has started). Loading stays on this thread (its context).

@@ -10,6 +10,7 @@
 #include <string>
 #include <unordered_map>
 
+#include "dequant.hpp"
 #include "fkv/decode.hpp"
 #include "fkv/driver.hpp"
 #include "fkv/errors.hpp"
@@ -43,8 +44,8 @@ struct Lt {
 #undef FKV_LT_MEMBER
 
   static Lt& get() {
-    static Lt lt;
-    static std::string error;
+    static Lt& lt = *new Lt;  // never destroyed: atexit handlers may still build materializers
+    static std::string& error = *new std::string;
     static std::once_flag once;
     std::call_once(once, [] {
       const std::string names[] = {"libcublasLt.so." + std::to_string(CUBLAS_VER_MAJOR),
@@ -125,8 +126,16 @@ struct FusedKVMaterializer::Impl {
   std::vector<int> layers;
   std::vector<Group> groups;
   std::int64_t hidden = 0;
-  std::int64_t width = 0;             // N
-  DeviceBuffer w_packed;              // [N, hidden]
+  std::int64_t width = 0;  // N
+  DeviceBuffer w_packed;   // [N, hidden], in act or one byte per element (quantized)
+  WeightFormat format = WeightFormat::Dense;
+  DeviceBuffer w_scales;  // quantized: each group's scales in plan order (scale_offset below)
+  std::vector<std::int64_t> scale_offset;  // per group: first float of its scales in w_scales
+  // The cuBLASLt path of quantized weights: up to dq_rows rows at a time are dequantized into
+  // dq_scratch ([dq_rows, hidden] in act), then multiplied.
+  std::unique_ptr<Dequantizer> dequant;
+  DeviceBuffer dq_scratch;
+  std::int64_t dq_rows = 0;
   DeviceBuffer proj;                  // [max_tokens, N]
   std::vector<DeviceBuffer> retired;  // earlier projection buffers (reserve_tokens)
   DeviceBuffer workspace;
@@ -151,6 +160,7 @@ struct FusedKVMaterializer::Impl {
     if (lt == nullptr) return;
     Lt& L = Lt::get();
     clear_shapes();
+    clear_slice_shapes();
     if (pref) L.cublasLtMatmulPreferenceDestroy(pref);
     if (a) L.cublasLtMatrixLayoutDestroy(a);
     if (op) L.cublasLtMatmulDescDestroy(op);
@@ -211,8 +221,74 @@ struct FusedKVMaterializer::Impl {
     workspace = DeviceBuffer(opt.gemm_workspace_bytes);
   }
 
+  // Quantized weights: for each slice of at most dq_rows rows of a group, the layout of the
+  // dequantized slice ([hidden, n]), of proj's columns for it, and the algorithm.
+  struct SliceShape {
+    cublasLtMatrixLayout_t a = nullptr, b = nullptr, d = nullptr;
+    cublasLtMatmulAlgo_t algo{};
+  };
+  std::unordered_map<std::int64_t, SliceShape> slice_shapes;  // by (T, ld, n)
+
+  void clear_slice_shapes() {
+    Lt& L = Lt::get();
+    for (auto& [key, s] : slice_shapes)
+      for (cublasLtMatrixLayout_t l : {s.a, s.b, s.d})
+        if (l) L.cublasLtMatrixLayoutDestroy(l);
+    slice_shapes.clear();
+  }
+
+  const SliceShape& slice_shape(std::int64_t T, std::int64_t ld, std::int64_t n) {
+    const std::int64_t key = (T * 1'000'003 + ld) * 65'537 + n;
+    if (auto it = slice_shapes.find(key); it != slice_shapes.end()) return it->second;
+    if (slice_shapes.size() >= 1024) clear_slice_shapes();
+    const cudaDataType_t t = cuda_type(opt.act);
+    SliceShape s;
+    try {
+      FKV_LT(cublasLtMatrixLayoutCreate, &s.a, t, hidden, n, hidden);
+      FKV_LT(cublasLtMatrixLayoutCreate, &s.b, t, hidden, T, ld);
+      FKV_LT(cublasLtMatrixLayoutCreate, &s.d, t, n, T, width);
+      cublasLtMatmulHeuristicResult_t r{};
+      int found = 0;
+      FKV_LT(cublasLtMatmulAlgoGetHeuristic, lt, op, s.a, s.b, s.d, s.d, pref, 1, &r, &found);
+      if (found == 0)
+        throw CudaError("cuBLASLt found no algorithm for a dequantized projection slice (T=" +
+                            std::to_string(T) + ", n=" + std::to_string(n) + ")",
+                        "cublasLtMatmulAlgoGetHeuristic");
+      s.algo = r.algo;
+    } catch (...) {
+      for (cublasLtMatrixLayout_t l : {s.a, s.b, s.d})
+        if (l) Lt::get().cublasLtMatrixLayoutDestroy(l);
+      throw;
+    }
+    return slice_shapes.emplace(key, s).first->second;
+  }
+
+  // proj[:T] = hidden · dequant(W_packed)^T, slice by slice: the dequantized rows live only in
+  // dq_scratch, reused for each slice in stream order.
+  void project_quantized(const MaterializerInput& in, CUstream stream) {
+    const std::int64_t T = in.num_tokens;
+    const std::int64_t ld = in.hidden_stride ? in.hidden_stride : hidden;
+    const int es = dtype_size(opt.act);
+    const float alpha = 1.0f, beta = 0.0f;
+    for (std::size_t gi = 0; gi < groups.size(); ++gi) {
+      const Group& g = groups[gi];
+      const std::int64_t rows = g.width * static_cast<std::int64_t>(g.members.size());
+      const char* w = static_cast<const char*>(w_packed.ptr()) + g.offset * hidden;
+      const float* scales = static_cast<const float*>(w_scales.ptr()) + scale_offset[gi];
+      for (std::int64_t r0 = 0; r0 < rows; r0 += dq_rows) {
+        const std::int64_t n = std::min(dq_rows, rows - r0);
+        dequant->run(w, scales, dq_scratch.ptr(), r0, n, g.width, stream);
+        const SliceShape& s = slice_shape(T, ld, n);
+        void* d = static_cast<char*>(proj.ptr()) + (g.offset + r0) * es;
+        FKV_LT(cublasLtMatmul, lt, op, &alpha, dq_scratch.ptr(), s.a, in.hidden, s.b, &beta, d, s.d,
+               d, s.d, &s.algo, workspace.ptr(), workspace.size(), stream);
+      }
+    }
+  }
+
   // proj[:T] = hidden · W_packed^T on `stream`.
   void project(const MaterializerInput& in, CUstream stream) {
+    if (is_quantized(format)) return project_quantized(in, stream);
     const std::int64_t T = in.num_tokens;
     const std::int64_t ld = in.hidden_stride ? in.hidden_stride : hidden;
     const GemmShape& g = gemm_shape(T, ld);
@@ -296,7 +372,7 @@ struct FusedKVMaterializer::Impl {
     if (groups.size() != 1)
       why = "the plan has " + std::to_string(groups.size()) + " groups";
     else
-      why = decode_unsupported(spec, static_cast<int>(hidden), L);
+      why = decode_unsupported(spec, static_cast<int>(hidden), L, format);
     if (!why.empty()) {
       spdlog::debug("fkv: {}: no decode-size path ({})", config.path, why);
       crossover = 0;
@@ -307,6 +383,8 @@ struct FusedKVMaterializer::Impl {
     dm.hidden = static_cast<int>(hidden);
     dm.num_layers = L;
     dm.w_kv = w_packed.ptr();
+    dm.weight = format;
+    dm.w_scale = static_cast<const float*>(w_scales.ptr());
     dm.k_norm = static_cast<const float*>(g.k_norm.ptr());
     dm.eps = g.eps;
     dm.cos_sin = opt.external_cos_sin ? nullptr : g.cos_sin.ptr();
@@ -345,12 +423,57 @@ struct FusedKVMaterializer::Impl {
            " layers; give one bias per attention layer (" + std::to_string(L) + ") or none");
     const std::int64_t row_stride = w.w_kv_row_stride ? w.w_kv_row_stride : hidden;
     if (row_stride < hidden) fail("w_kv_row_stride is smaller than hidden_size");
+    if (w.format != format)
+      fail("the weights are " + to_string(w.format) + ", but this materializer was built for " +
+           to_string(format) + " weights");
+    if (is_quantized(format)) {
+      if (w.w_scale.size() != L)
+        fail("w_scale has " + std::to_string(w.w_scale.size()) + " entries; " + to_string(format) +
+             " weights need one scale pointer per attention layer (" + std::to_string(L) + ")");
+      for (std::size_t i = 0; i < L; ++i)
+        if (w.w_scale[i] == nullptr)
+          fail("w_scale of layer " + std::to_string(layers[i]) + " is null");
+      if (row_stride % 16 != 0)
+        fail("quantized w_kv rows are read in 16-byte vectors: w_kv_row_stride " +
+             std::to_string(row_stride) + " must be a multiple of 16");
+    } else if (!w.w_scale.empty()) {
+      fail("w_scale is given for dense weights: set MaterializerWeights::format");
+    }
     return row_stride;
+  }
+
+  // The checks a quantized format makes of the model, once at construction.
+  void check_format() const {
+    if (!is_quantized(format)) return;
+    if (opt.act != DType::BF16 && opt.act != DType::FP16)
+      fail(to_string(format) + " weights take bf16 or fp16 activations, not " + to_string(opt.act));
+    if (hidden % 16 != 0)
+      fail(to_string(format) + " weights need hidden_size a multiple of 16, got " +
+           std::to_string(hidden));
+    if (format == WeightFormat::Fp8Block)
+      for (const Group& g : groups)
+        if (g.width % kWeightBlock != 0)
+          throw UnsupportedError("fp8_block weights: each layer's K/V rows (2*H*D = " +
+                                 std::to_string(g.width) + ") must be whole 128-row scale blocks");
+  }
+
+  // Each layer's scales into w_scales (allocated), groups in plan order, on `stream`.
+  void pack_scales(const MaterializerWeights& w, CUstream stream) const {
+    if (!is_quantized(format)) return;
+    for (std::size_t gi = 0; gi < groups.size(); ++gi) {
+      const Group& g = groups[gi];
+      const std::int64_t per = layer_scale_count(format, g.width, hidden);
+      for (std::size_t j = 0; j < g.members.size(); ++j)
+        FKV_CU(cuMemcpyDtoDAsync,
+               w_scales.get() + static_cast<CUdeviceptr>((scale_offset[gi] + j * per) * 4),
+               reinterpret_cast<CUdeviceptr>(w.w_scale[g.members[j]]),
+               static_cast<std::size_t>(per) * sizeof(float), stream);
+    }
   }
 
   // W_kv of every layer into w_packed (allocated), groups in plan order, on `stream`.
   void pack(const MaterializerWeights& w, std::int64_t row_stride, CUstream stream) const {
-    const int es = dtype_size(opt.act);
+    const int es = weight_element_bytes(format, dtype_size(opt.act));
     for (const Group& g : groups) {
       for (std::size_t j = 0; j < g.members.size(); ++j) {
         const void* src = w.w_kv[g.members[j]];
@@ -417,6 +540,7 @@ FusedKVMaterializer::FusedKVMaterializer(const ModelConfig& config, std::int64_t
   Impl& m = *impl_;
   m.opt = o;
   m.hidden = hidden_size;
+  m.format = w.format;
   m.plan = shard_plan(make_plan(config, o.mode), TensorParallel{o.tp_size, o.tp_rank});
   if (hidden_size <= 0) fail("hidden_size must be positive, got " + std::to_string(hidden_size));
   if (o.max_tokens <= 0) fail("max_tokens must be positive");
@@ -443,8 +567,30 @@ FusedKVMaterializer::FusedKVMaterializer(const ModelConfig& config, std::int64_t
     m.width += g.width * static_cast<std::int64_t>(g.members.size());
     m.groups.push_back(std::move(g));
   }
-  m.w_packed = DeviceBuffer(static_cast<std::size_t>(m.width * hidden_size * es));
+  m.check_format();
+  m.w_packed = DeviceBuffer(
+      static_cast<std::size_t>(m.width * hidden_size * weight_element_bytes(m.format, es)));
   m.pack(w, row_stride, setup.get());
+  if (is_quantized(m.format)) {
+    std::int64_t scales = 0;
+    for (const Impl::Group& g : m.groups) {
+      m.scale_offset.push_back(scales);
+      scales += layer_scale_count(m.format, g.width, hidden_size) *
+                static_cast<std::int64_t>(g.members.size());
+    }
+    m.w_scales = DeviceBuffer(static_cast<std::size_t>(scales) * sizeof(float));
+    m.pack_scales(w, setup.get());
+    // Slices of up to 32 MB dequantized (whole 128-row blocks), at most one group's rows.
+    std::int64_t most = 0;
+    for (const Impl::Group& g : m.groups)
+      most = std::max(most, g.width * static_cast<std::int64_t>(g.members.size()));
+    const std::int64_t fit = std::max<std::int64_t>(
+        kWeightBlock, (32ll << 20) / (hidden_size * es) / kWeightBlock * kWeightBlock);
+    m.dq_rows = std::min(most, fit);
+    m.dq_scratch = DeviceBuffer(static_cast<std::size_t>(m.dq_rows * hidden_size * es));
+    m.dequant =
+        std::make_unique<Dequantizer>(m.format, o.act, static_cast<int>(hidden_size), o.device);
+  }
 
   const std::int64_t rows =
       o.max_position > 0 ? o.max_position : config.max_position_embeddings.value;
@@ -534,6 +680,7 @@ void FusedKVMaterializer::refresh_weights(const MaterializerWeights& w, CUstream
     if (w.w_kv[i] == nullptr) fail("w_kv of layer " + std::to_string(m.layers[i]) + " is null");
   ensure_context(m.opt.device);
   m.pack(w, row_stride, stream);
+  m.pack_scales(w, stream);
   // From pageable host memory: each copy returns once its source is staged, so the vectors
   // may go out of scope before the stream reaches the copy.
   for (std::size_t gi = 0; gi < m.groups.size(); ++gi) {
@@ -580,6 +727,8 @@ void FusedKVMaterializer::reserve_tokens(std::int64_t max_tokens) {
 std::int64_t FusedKVMaterializer::max_tokens() const { return impl_->opt.max_tokens; }
 
 CUdeviceptr FusedKVMaterializer::packed_weights() const { return impl_->w_packed.get(); }
+CUdeviceptr FusedKVMaterializer::packed_weight_scales() const { return impl_->w_scales.get(); }
+WeightFormat FusedKVMaterializer::weight_format() const { return impl_->format; }
 
 CUdeviceptr FusedKVMaterializer::k_norm_weights(std::size_t group) const {
   if (group >= impl_->groups.size())

@@ -8,6 +8,12 @@
 // Bounds, in every build: a token whose position is outside [0, max_position) or whose slot is
 //   >= num_slots is not written and error_flag gets FKV_ERROR_BAD_POSITION / _BAD_SLOT.
 //
+// Quantized weights (WQ: 1 = FP8 e4m3, 2 = INT8) are read as stored, one byte each: a thread's
+// 16-byte load is 16 columns, converted exactly to the activation dtype in registers (every e4m3
+// and int8 value is a bf16 and an fp16 value) and fed to four MMAs. Scales (WS): 1 = one per
+// layer (a per-tensor scale), 2 = one per row, both multiplying the row's fp32 sum; 3 = 128 x 128
+// blocks, each multiplying its block's fp32 partial sum (include/fkv/weights.hpp).
+//
 // For small T the GEMM is a weight stream: W (84 MB for the Qwen3-8B DFlash draft) is read once,
 // everything else is small. The grid is (M / MT row tiles) x S k-splits, splits of one tile
 // adjacent. A CTA of WARPS warps owns MT = WARPS * MW * 16 rows (whole heads) and HIDDEN / S
@@ -76,6 +82,75 @@ __device__ __forceinline__ void mma16816(float (&c)[4], u32 a0, u32 a1, u32 a2, 
   }
 }
 
+// Four e4m3 bytes -> two pairs of Act (lo: bytes 0, 1; hi: bytes 2, 3), exactly: the byte's
+// exponent and mantissa bits move under Act's, then one multiply by 2^(Act bias - 7) rebases the
+// exponent (subnormal e4m3 values become subnormal Act values first, which the half-precision
+// FMA keeps).
+template <class Act>
+__device__ __forceinline__ void fp8x4_to(u32 w, u32& lo, u32& hi) {
+  u32 a, b;
+  asm("prmt.b32 %0, %1, %2, 0x4140;" : "=r"(a) : "r"(w), "r"(0u));
+  asm("prmt.b32 %0, %1, %2, 0x4342;" : "=r"(b) : "r"(w), "r"(0u));
+  constexpr int SH = SameType<Act, bf16>::value ? 4 : 7;  // mantissa: 7 or 10 bits, e4m3's 3
+  const u32 sa = (a & 0x00800080u) << 8, sb = (b & 0x00800080u) << 8;
+  a = ((a & 0x007f007fu) << SH) | sa;
+  b = ((b & 0x007f007fu) << SH) | sb;
+  const u32 zero = 0x80008000u;  // -0: keeps the sign of zero
+  if constexpr (SameType<Act, bf16>::value) {
+    const u32 k = 0x7b807b80u;  // 2^120
+    asm("fma.rn.bf16x2 %0, %1, %2, %3;" : "=r"(lo) : "r"(a), "r"(k), "r"(zero));
+    asm("fma.rn.bf16x2 %0, %1, %2, %3;" : "=r"(hi) : "r"(b), "r"(k), "r"(zero));
+  } else {
+    const u32 k = 0x5c005c00u;  // 2^8
+    asm("fma.rn.f16x2 %0, %1, %2, %3;" : "=r"(lo) : "r"(a), "r"(k), "r"(zero));
+    asm("fma.rn.f16x2 %0, %1, %2, %3;" : "=r"(hi) : "r"(b), "r"(k), "r"(zero));
+  }
+}
+
+// Four int8 bytes -> two pairs of Act, exactly: each byte (offset by 128) goes into the mantissa
+// of 2^23, the float subtraction gives the signed value, and one cvt packs two.
+template <class Act>
+__device__ __forceinline__ void int8x4_to(u32 w, u32& lo, u32& hi) {
+  const u32 u = w ^ 0x80808080u;
+  const u32 magic = 0x4b000000u;
+  u32 e0, e1, e2, e3;
+  asm("prmt.b32 %0, %1, %2, 0x7540;" : "=r"(e0) : "r"(u), "r"(magic));
+  asm("prmt.b32 %0, %1, %2, 0x7541;" : "=r"(e1) : "r"(u), "r"(magic));
+  asm("prmt.b32 %0, %1, %2, 0x7542;" : "=r"(e2) : "r"(u), "r"(magic));
+  asm("prmt.b32 %0, %1, %2, 0x7543;" : "=r"(e3) : "r"(u), "r"(magic));
+  const float f0 = __uint_as_float(e0) - 8388736.0f, f1 = __uint_as_float(e1) - 8388736.0f;
+  const float f2 = __uint_as_float(e2) - 8388736.0f, f3 = __uint_as_float(e3) - 8388736.0f;
+  if constexpr (SameType<Act, bf16>::value) {
+    asm("cvt.rn.bf16x2.f32 %0, %1, %2;" : "=r"(lo) : "f"(f1), "f"(f0));
+    asm("cvt.rn.bf16x2.f32 %0, %1, %2;" : "=r"(hi) : "f"(f3), "f"(f2));
+  } else {
+    asm("cvt.rn.f16x2.f32 %0, %1, %2;" : "=r"(lo) : "f"(f1), "f"(f0));
+    asm("cvt.rn.f16x2.f32 %0, %1, %2;" : "=r"(hi) : "f"(f3), "f"(f2));
+  }
+}
+
+// A thread's 16-byte weight vector as MMA operand pairs: 8 registers of Act pairs (16 columns)
+// for 8-bit weights, the 4 loaded registers (8 columns) for dense ones.
+template <class Act, int WQ>
+__device__ __forceinline__ void weight_pairs(const U32x4& v, u32 (&r)[WQ ? 8 : 4]) {
+  if constexpr (WQ == 0) {
+    r[0] = v.x;
+    r[1] = v.y;
+    r[2] = v.z;
+    r[3] = v.w;
+  } else if constexpr (WQ == 1) {
+    fp8x4_to<Act>(v.x, r[0], r[1]);
+    fp8x4_to<Act>(v.y, r[2], r[3]);
+    fp8x4_to<Act>(v.z, r[4], r[5]);
+    fp8x4_to<Act>(v.w, r[6], r[7]);
+  } else {
+    int8x4_to<Act>(v.x, r[0], r[1]);
+    int8x4_to<Act>(v.y, r[2], r[3]);
+    int8x4_to<Act>(v.z, r[4], r[5]);
+    int8x4_to<Act>(v.w, r[6], r[7]);
+  }
+}
+
 template <class Cache>
 __device__ __forceinline__ Cache encode(float v, float scale) {
   if constexpr (IsFp8<Cache>::value) v = v / scale;
@@ -87,11 +162,13 @@ __device__ __forceinline__ Cache encode(float v, float scale) {
 // HIDDEN: columns of W and x. L, H, D, R, NEOX, K_NORM, Act, Cache, CosSin, Pos, Slot, POOL: as
 // in fused_kv.cu. TB: token bucket (a multiple of 8, >= num_tokens). S: k-splits. WARPS, MW:
 // warps per CTA and 16-row MMA tiles per warp. P: 32-column chunks of W in flight per thread.
-// KSL: columns of x per shared-memory stage. Dynamic shared memory: decode_shared_bytes() on the
-// host = max(2 * TB * (2 * KSL + 64), 4 * TB * MT) bytes.
+// KSL: columns of x per shared-memory stage. WQ, WS: weight storage and scales (above); P then
+// counts chunks of 64 columns (16 bytes of each row per thread, as for dense weights). Dynamic
+// shared memory: decode_shared_bytes() on the host = max(2 * TB * (2 * KSL + 64), 4 * TB * MT)
+// bytes.
 template <int HIDDEN, int L, int H, int D, int R, bool NEOX, bool K_NORM, class Act, class Cache,
           class CosSin, class Pos, class Slot, bool POOL, int TB, int S, int WARPS, int MW, int P,
-          int KSL>
+          int KSL, int WQ, int WS>
 __global__ void __launch_bounds__(WARPS * 32) fused_proj_kv(const FkvDecodeParams p) {
   using namespace decode_detail;
   constexpr int THREADS = WARPS * 32;
@@ -100,8 +177,10 @@ __global__ void __launch_bounds__(WARPS * 32) fused_proj_kv(const FkvDecodeParam
   constexpr int MT = WARPS * MW * 16;  // rows per CTA tile
   constexpr int UPC = MT / D;         // heads (K or V) per tile
   constexpr int KR = HIDDEN / S;      // columns per split
-  constexpr int CH = KR / 32;         // 32-column chunks per split
-  constexpr int CPS = KSL / 32;       // chunks per x stage
+  constexpr int CW = WQ ? 64 : 32;    // columns per chunk: 16 bytes of a row per thread x 4
+  constexpr int XV = CW / 32;         // 16-byte x vectors per thread and chunk
+  constexpr int CH = KR / CW;         // chunks per split
+  constexpr int CPS = KSL / CW;       // chunks per x stage
   constexpr int NSL = KR / KSL;       // x stages per split
   constexpr int NT = TB / 8;          // MMA n-tiles
   constexpr int XROW = 2 * KSL + 64;  // bytes per token row of a stage: 64 mod 128, so the
@@ -112,8 +191,13 @@ __global__ void __launch_bounds__(WARPS * 32) fused_proj_kv(const FkvDecodeParam
   static_assert(IsFp8<Cache>::value || SameType<Cache, Act>::value, "cache: the activation dtype or fp8");
   static_assert(MT % D == 0 && D % 2 == 0, "a CTA tile covers whole heads");
   static_assert(M % MT == 0, "whole tiles");
-  static_assert(HIDDEN % S == 0 && KR % KSL == 0 && KSL % 32 == 0 && CH % P == 0 && CH >= P,
+  static_assert(HIDDEN % S == 0 && KR % KSL == 0 && KSL % CW == 0 && CH % P == 0 && CH >= P,
                 "split, stage and pipeline sizes divide the columns");
+  static_assert(WQ >= 0 && WQ <= 2 && WS >= 0 && WS <= 3 && (WQ == 0) == (WS == 0),
+                "quantized weights come with scales, dense ones without");
+  static_assert(WS != 3 || (KR % 128 == 0 && (WARPS * MW * 16) % 16 == 0),
+                "block scales: whole 128-column blocks per split");
+  constexpr int CPB = 128 / CW;  // chunks per 128-column scale block
   static_assert(TB % 8 == 0 && TB >= 8, "token bucket: a multiple of 8");
   static_assert(L >= 1 && L <= FKV_DECODE_MAX_LAYERS, "layers per launch");
   static_assert(R % 2 == 0 && R <= D, "rotary_dim must be even and <= head_dim");
@@ -145,8 +229,11 @@ __global__ void __launch_bounds__(WARPS * 32) fused_proj_kv(const FkvDecodeParam
   };
   stage(0);
 
-  // ---- W: rows (m0 + (warp*MW + mi)*16 + g) and (+8), columns k0 + c*32 + tig*8 ----
-  const Act* wbase = static_cast<const Act*>(p.w) + (long long)(m0 + warp * MW * 16 + g) * HIDDEN + k0 + tig * 8;
+  // ---- W: rows (m0 + (warp*MW + mi)*16 + g) and (+8), bytes 16*tig.. of each 64-byte chunk
+  // (columns k0 + c*CW + tig*CW/4) ----
+  constexpr long long WROW = (long long)HIDDEN * (WQ ? 1 : 2);  // bytes per row of W
+  const unsigned char* wbase = static_cast<const unsigned char*>(p.w) +
+                               (long long)(m0 + warp * MW * 16 + g) * WROW + (long long)k0 * (WQ ? 1 : 2) + tig * 16;
   U32x4 wr[P][MW][2];
 #pragma unroll
   for (int c = 0; c < P; ++c)
@@ -154,15 +241,27 @@ __global__ void __launch_bounds__(WARPS * 32) fused_proj_kv(const FkvDecodeParam
     for (int mi = 0; mi < MW; ++mi)
 #pragma unroll
       for (int hf = 0; hf < 2; ++hf)
-        load_stream(wr[c][mi][hf], wbase + (long long)(mi * 16 + hf * 8) * HIDDEN + c * 32);
+        load_stream(wr[c][mi][hf], wbase + (long long)(mi * 16 + hf * 8) * WROW + c * 64);
 
   float acc[MW][NT][4];
+  // Block scales: the partial sum of the current 128-column block, folded into acc with its
+  // scale at the block's end. Dense and per-row/per-layer weights accumulate into acc directly.
+  constexpr int NB = WS == 3 ? MW : 1;
+  float blk[NB][WS == 3 ? NT : 1][4];
 #pragma unroll
   for (int mi = 0; mi < MW; ++mi)
 #pragma unroll
     for (int j = 0; j < NT; ++j)
 #pragma unroll
       for (int e = 0; e < 4; ++e) acc[mi][j][e] = 0.f;
+  if constexpr (WS == 3) {
+#pragma unroll
+    for (int mi = 0; mi < NB; ++mi)
+#pragma unroll
+      for (int j = 0; j < NT; ++j)
+#pragma unroll
+        for (int e = 0; e < 4; ++e) blk[mi][j][e] = 0.f;
+  }
 
   for (int c0 = 0; c0 < CH; c0 += P) {
 #pragma unroll
@@ -173,17 +272,48 @@ __global__ void __launch_bounds__(WARPS * 32) fused_proj_kv(const FkvDecodeParam
         __syncthreads();  // the stage is visible, and nobody still reads the buffer refilled next
         if (c / CPS + 1 < NSL) stage(c / CPS + 1);
       }
+      // The thread's x columns match its weight columns: 8 (dense) or 16 (8-bit) of the chunk.
       const unsigned char* xrow =
-          smem + ((c / CPS) & 1) * XBUF + g * XROW + (c % CPS) * 64 + tig * 16;
+          smem + ((c / CPS) & 1) * XBUF + g * XROW + (c % CPS) * (2 * CW) + tig * (16 * XV);
+      u32 ra[MW][WQ ? 8 : 4], rb[MW][WQ ? 8 : 4];  // rows g and g + 8 as Act pairs
+#pragma unroll
+      for (int mi = 0; mi < MW; ++mi) {
+        weight_pairs<Act, WQ>(wr[pp][mi][0], ra[mi]);
+        weight_pairs<Act, WQ>(wr[pp][mi][1], rb[mi]);
+      }
 #pragma unroll
       for (int j = 0; j < NT; ++j) {
-        const U32x4 b = *reinterpret_cast<const U32x4*>(xrow + j * 8 * XROW);
 #pragma unroll
-        for (int mi = 0; mi < MW; ++mi) {
-          const U32x4& a = wr[pp][mi][0];  // row g
-          const U32x4& a8 = wr[pp][mi][1];  // row g + 8
-          mma16816<Act>(acc[mi][j], a.x, a8.x, a.y, a8.y, b.x, b.y);
-          mma16816<Act>(acc[mi][j], a.z, a8.z, a.w, a8.w, b.z, b.w);
+        for (int xv = 0; xv < XV; ++xv) {
+          const U32x4 b = *reinterpret_cast<const U32x4*>(xrow + j * 8 * XROW + xv * 16);
+#pragma unroll
+          for (int mi = 0; mi < MW; ++mi) {
+            auto mma2 = [&](float (&d)[4]) {
+              mma16816<Act>(d, ra[mi][4 * xv], rb[mi][4 * xv], ra[mi][4 * xv + 1], rb[mi][4 * xv + 1], b.x, b.y);
+              mma16816<Act>(d, ra[mi][4 * xv + 2], rb[mi][4 * xv + 2], ra[mi][4 * xv + 3], rb[mi][4 * xv + 3], b.z, b.w);
+            };
+            if constexpr (WS == 3)
+              mma2(blk[mi % NB][j % NT]);
+            else
+              mma2(acc[mi][j]);
+          }
+        }
+      }
+      if constexpr (WS == 3) {
+        if ((c + 1) % CPB == 0) {  // the end of a 128-column block: fold it in with its scale
+          const int kb = (k0 + c * CW) / 128;
+#pragma unroll
+          for (int mi = 0; mi < MW; ++mi) {
+            const int rblock = (m0 + (warp * MW + mi) * 16) / 128;
+            const float sc = p.w_scale[(long long)rblock * p.w_scale_cols + kb];
+#pragma unroll
+            for (int j = 0; j < NT; ++j)
+#pragma unroll
+              for (int e = 0; e < 4; ++e) {
+                acc[mi][j][e] += sc * blk[mi % NB][j % NT][e];
+                blk[mi % NB][j % NT][e] = 0.f;
+              }
+          }
         }
       }
       if (c + P < CH) {
@@ -191,7 +321,7 @@ __global__ void __launch_bounds__(WARPS * 32) fused_proj_kv(const FkvDecodeParam
         for (int mi = 0; mi < MW; ++mi)
 #pragma unroll
           for (int hf = 0; hf < 2; ++hf)
-            load_stream(wr[pp][mi][hf], wbase + (long long)(mi * 16 + hf * 8) * HIDDEN + (c + P) * 32);
+            load_stream(wr[pp][mi][hf], wbase + (long long)(mi * 16 + hf * 8) * WROW + (long long)(c + P) * 64);
       }
     }
   }
@@ -266,6 +396,21 @@ __global__ void __launch_bounds__(WARPS * 32) fused_proj_kv(const FkvDecodeParam
       sum.y += v.y;
       sum.z += v.z;
       sum.w += v.w;
+    }
+    if constexpr (WS == 1 || WS == 2) {  // a per-layer or per-row scale multiplies the row's sum
+      const int r0 = m0 + q * 4;
+      if constexpr (WS == 1) {
+        const float sc = p.w_scale[r0 / (2 * KV)];  // 4 rows never cross a layer (KV % 4 == 0)
+        sum.x *= sc;
+        sum.y *= sc;
+        sum.z *= sc;
+        sum.w *= sc;
+      } else {
+        sum.x *= p.w_scale[r0];
+        sum.y *= p.w_scale[r0 + 1];
+        sum.z *= p.w_scale[r0 + 2];
+        sum.w *= p.w_scale[r0 + 3];
+      }
     }
     *reinterpret_cast<F32x4*>(tp + t * MT + q * 4) = sum;
   }

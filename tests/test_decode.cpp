@@ -204,8 +204,20 @@ TEST_CASE("decode kernels compile for sm_80 and sm_90 without spills") {
     fkv::KernelSpec e;
     int hidden, layers, tb;
     const char* arch;
+    fkv::WeightFormat weight = fkv::WeightFormat::Dense;
   };
   std::vector<Case> cases;
+  // Quantized weights (one byte per element, converted in registers), every format and bucket
+  // size the Qwen3-8B draft uses, bf16 and fp16.
+  for (fkv::WeightFormat w : {fkv::WeightFormat::Fp8Tensor, fkv::WeightFormat::Fp8Channel,
+                              fkv::WeightFormat::Fp8Block, fkv::WeightFormat::Int8Channel}) {
+    for (int tb : {8, 64})
+      cases.push_back(
+          {"qwen3 quantized", qwen3_epilogue(fkv::OutputMode::Pool), 4096, 5, tb, "sm_90", w});
+    fkv::KernelSpec e = qwen3_epilogue();
+    e.act = e.cache = fkv::DType::FP16;
+    cases.push_back({"qwen3 quantized fp16", e, 4096, 5, 16, "sm_80", w});
+  }
   for (const char* arch : {"sm_90", "sm_80"}) {
     cases.push_back({"qwen3 stacked", qwen3_epilogue(fkv::OutputMode::Stacked), 4096, 5, 8, arch});
     cases.push_back({"qwen3 pool", qwen3_epilogue(fkv::OutputMode::Pool), 4096, 5, 64, arch});
@@ -255,7 +267,8 @@ TEST_CASE("decode kernels compile for sm_80 and sm_90 without spills") {
       WARN("NVRTC here does not build " << c.arch << "; skipped " << c.what);
       continue;
     }
-    const fkv::DecodeSpec s = fkv::make_decode_spec(c.e, c.hidden, c.layers, c.tb, 132);
+    const fkv::DecodeSpec s =
+        fkv::make_decode_spec(c.e, c.hidden, c.layers, c.tb, 132, {}, c.weight);
     INFO(c.what << " " << c.arch << ": " << s.canonical());
     fkv::CompileOptions o;
     o.arch = fkv::Arch::parse(c.arch);
@@ -277,7 +290,8 @@ TEST_CASE("decode kernels compile for sm_80 and sm_90 without spills") {
     const int used = std::stoi(r[1]);
     // Registers per thread must leave room for the CTA (65536 per SM).
     CHECK(used * s.threads() <= 65536);
-    WARN(c.what << " " << c.arch << " tb=" << c.tb << ": " << used << " registers, " << s.threads()
-                << " threads, " << s.shared_bytes() << " B shared, grid " << s.grid());
+    WARN(c.what << " " << c.arch << " tb=" << c.tb << " " << fkv::to_string(c.weight) << ": "
+                << used << " registers, " << s.threads() << " threads, " << s.shared_bytes()
+                << " B shared, grid " << s.grid());
   }
 }

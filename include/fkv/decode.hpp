@@ -24,6 +24,7 @@
 #include "fkv/codegen.hpp"
 #include "fkv/decode_params.h"
 #include "fkv/spec.hpp"
+#include "fkv/weights.hpp"
 
 namespace fkv {
 
@@ -36,7 +37,7 @@ int decode_bucket(std::int64_t num_tokens);
 // Tiling overrides for tuning (bench/decode_bench --sweep); 0 = chosen by make_decode_spec.
 struct DecodeTuning {
   int splits = 0;              // k-splits (CTAs per row tile)
-  int pipeline = 0;            // 32-column chunks of W in flight per thread
+  int pipeline = 0;            // chunks of W in flight per thread (32 columns, 64 quantized)
   int mma_tiles_per_warp = 0;  // 16-row MMA tiles per warp
   int k_slice = 0;             // columns of hidden per shared-memory stage
 };
@@ -46,6 +47,9 @@ struct DecodeSpec {
   int hidden = 0;
   int num_layers = 0;
   int token_bucket = 8;
+  // How W is stored (include/fkv/weights.hpp): dense in the activation dtype, or one byte per
+  // element (FP8 e4m3, INT8) with fp32 scales.
+  WeightFormat weight = WeightFormat::Dense;
   // Tiling (see fused_proj_kv.cu): a CTA of `warps` warps owns warps * mma_tiles_per_warp * 16
   // rows of W (whole heads) and hidden / splits columns.
   int splits = 1;
@@ -61,11 +65,12 @@ struct DecodeSpec {
   int threads() const { return warps * 32; }
   int shared_bytes() const;             // dynamic shared memory per CTA
   std::size_t workspace_bytes() const;  // fp32 split partials
-  // "decode;hidden=4096;L=5;<KernelSpec::canonical()>;tb=8;S=8;warps=8;mw=1;P=8;ksl=512": part
-  // of the cache key.
+  // "decode;hidden=4096;L=5;<KernelSpec::canonical()>;tb=8;S=8;warps=8;mw=1;P=8;ksl=512" (then
+  // ";w=fp8_channel" for quantized weights): part of the cache key.
   std::string canonical() const;
   std::string short_name()
-      const;  // e.g. "fkvdec_h8_d128_r128_neox_kn_bf16_bf16_stacked_L5_x4096_tb8"
+      const;  // e.g. "fkvdec_h8_d128_r128_neox_kn_bf16_bf16_stacked_L5_x4096_tb8" (+ "_fp8_block")
+  int chunk_columns() const { return is_quantized(weight) ? 64 : 32; }  // columns per W chunk
   // Throws ConfigError (shape the kernel cannot take) or ArgumentError (bad tiling).
   void check() const;
 };
@@ -74,12 +79,17 @@ struct DecodeSpec {
 // it can: activations bf16/fp16, head_dim a multiple of 16, hidden a multiple of 256, at most
 // FKV_DECODE_MAX_LAYERS layers, no device-side debug checks.
 std::string decode_unsupported(const KernelSpec& epilogue, int hidden, int num_layers);
+// The same, for weights stored as `weight`: quantized weights also need head_dim * num_kv_heads
+// a multiple of 64 for 128 x 128 block scales (each layer's K and V rows whole blocks).
+std::string decode_unsupported(const KernelSpec& epilogue, int hidden, int num_layers,
+                               WeightFormat weight);
 
 // The spec for one token bucket, tiled for a GPU with `sm_count` SMs (enough CTAs to cover
 // the SMs several times; few enough splits to keep the partials small). Throws ConfigError
 // when decode_unsupported() says so, ArgumentError for an impossible tuning override.
 DecodeSpec make_decode_spec(const KernelSpec& epilogue, int hidden, int num_layers,
-                            int token_bucket, int sm_count, const DecodeTuning& tuning = {});
+                            int token_bucket, int sm_count, const DecodeTuning& tuning = {},
+                            WeightFormat weight = WeightFormat::Dense);
 
 // The specialized source: templates/fused_proj_kv.cu plus one explicit instantiation; its
 // first line is "// fkv spec: " + spec.canonical(), which is also its specialization (cache key).
@@ -93,7 +103,12 @@ struct DecodeModel {
   KernelSpec epilogue;  // mode is ignored: DecodeOptions says which modes to prepare
   int hidden = 0;
   int num_layers = 0;
-  const void* w_kv = nullptr;     // [L * 2 * H * D, hidden], per layer K rows then V rows, dense
+  const void* w_kv = nullptr;  // [L * 2 * H * D, hidden], per layer K rows then V rows, dense
+  // How w_kv is stored, and its fp32 scales (device) for a quantized format: [L] for
+  // Fp8Tensor, [L * 2 * H * D] for the per-channel formats, [rows / 128, hidden / 128] for
+  // Fp8Block (include/fkv/weights.hpp).
+  WeightFormat weight = WeightFormat::Dense;
+  const float* w_scale = nullptr;
   const float* k_norm = nullptr;  // [L, D] fp32, (1 + w) folded; required iff epilogue.k_norm
   std::vector<float> eps;         // [L]; empty = 1e-6 each
   // [max_position, R] in epilogue.cos_sin; needed iff R > 0, here or by set_cos_sin() before
@@ -120,7 +135,8 @@ struct DecodeOptions {
 // pool), one per token bucket up to decode_bucket(min(max_tokens, 64)). DecodeKV's constructor
 // compiles exactly these; precompile() can build them ahead of time. Throws as make_decode_spec.
 std::vector<DecodeSpec> decode_specs(const KernelSpec& epilogue, int hidden, int num_layers,
-                                     const DecodeOptions& options, int sm_count);
+                                     const DecodeOptions& options, int sm_count,
+                                     WeightFormat weight = WeightFormat::Dense);
 
 struct DecodeInput {
   const void* hidden = nullptr;     // [T, hidden] in the activation dtype, rows 16-byte aligned

@@ -18,7 +18,8 @@ typedef struct FkvDecodeParams {
   long long x_stride;
   long long num_tokens; /* tokens of this launch: 1 .. the kernel's token bucket */
   /* Packed W_kv [L * 2 * H * D, hidden], row-major, contiguous: per layer the K rows, then the
-   * V rows (the layout FusedKVMaterializer packs). */
+   * V rows (the layout FusedKVMaterializer packs), in the activation dtype or, quantized, one
+   * byte per element (FP8 e4m3 or INT8; see w_scale). */
   const void* w;
   /* Split-K partials [splits, bucket, L*2*H*D] fp32, and one arrival counter per row tile,
    * zero between launches (the last CTA of a tile resets its counter). Owned by the host. */
@@ -46,6 +47,10 @@ typedef struct FkvDecodeParams {
   /* FP8 caches store x / scale, saturated; 1.0 otherwise. */
   float k_scale[FKV_DECODE_MAX_LAYERS];
   float v_scale[FKV_DECODE_MAX_LAYERS];
+  /* Quantized W (one byte per element): its fp32 scales, [L] (per-tensor scale of each layer),
+   * [L * 2 * H * D] (per row) or [rows / 128, w_scale_cols] (128 x 128 blocks); null for dense W. */
+  const float* w_scale;
+  long long w_scale_cols;
 } FkvDecodeParams;
 
 #endif

@@ -28,6 +28,7 @@
 #include "fkv/runtime.hpp"
 #include "fkv/spec.hpp"
 #include "fkv/validate.hpp"
+#include "fkv/weights.hpp"
 
 namespace fkv {
 
@@ -73,6 +74,15 @@ struct MaterializerWeights {
   // of its heads (what a TP-local qkv_proj holds after its Q rows).
   std::vector<const void*> w_kv;
   std::int64_t w_kv_row_stride = 0;  // elements between rows; 0 = hidden
+  // How w_kv is stored (include/fkv/weights.hpp). Quantized: one byte per element (FP8 e4m3 or
+  // INT8), read as stored by the decode-size kernel and dequantized a few thousand rows at a
+  // time for the cuBLASLt path; never kept as a dense copy. Activations bf16 or fp16.
+  WeightFormat format = WeightFormat::Dense;
+  // Quantized formats: per attention layer, its fp32 scales in device memory, as the engines
+  // store them for the K/V rows: 1 value (fp8_tensor), 2*H*D values (fp8_channel,
+  // int8_channel), [2*H*D / 128, ceil(hidden / 128)] row-major (fp8_block; 2*H*D a multiple of
+  // 128). Copied by the constructor and by refresh_weights. Empty for dense weights.
+  std::vector<const float*> w_scale;
   // K-norm weight [D] as stored in the checkpoint (host, fp32): w for Rms, w for RmsOnePlus
   // too (the constructor folds it into 1 + w). Empty when the config has no K norm.
   std::vector<std::vector<float>> k_norm;
@@ -165,10 +175,13 @@ class FusedKVMaterializer {
   std::int64_t max_tokens() const;
 
   // The device buffers the launches read, for engines that expose them (e.g. sglang's
-  // flat_kv_weight_t): the packed W_kv [N, hidden] row-major in options.act (N =
+  // flat_kv_weight_t): the packed W_kv [N, hidden] row-major in options.act, or one byte per
+  // element for quantized weights (their packed scales: packed_weight_scales()) (N =
   // projection_width(), groups in plan order), and group g's folded K-norm weights
   // [L_g, D_g] fp32 (0 without a K norm). Owned by the materializer.
   CUdeviceptr packed_weights() const;
+  CUdeviceptr packed_weight_scales() const;  // 0 for dense weights
+  WeightFormat weight_format() const;
   CUdeviceptr k_norm_weights(std::size_t group) const;
 
   // The projection of the last call, [T, N] row-major (N = sum over layers of 2*H*D, layers in

@@ -40,7 +40,8 @@ struct Shape {
   int hidden = 0, layers = 0;
   std::int64_t hidden_pad = 0;  // x rows are hidden + hidden_pad elements apart
   std::int64_t max_pos = 4096;
-  bool scales = false;  // per-layer k/v scales (fp8 pool)
+  bool scales = false;                                  // per-layer k/v scales (fp8 pool)
+  fkv::WeightFormat weight = fkv::WeightFormat::Dense;  // how W_kv is stored
   std::int64_t kv() const { return std::int64_t{e.num_kv_heads} * e.head_dim; }
   std::int64_t rows() const { return layers * 2 * kv(); }
   std::int64_t stride() const { return hidden + hidden_pad; }
@@ -61,7 +62,13 @@ fkv::KernelSpec qwen3(int heads = 8, int head_dim = 128, int rotary_dim = 128) {
 // The model on the device and its exact values on the host.
 struct Model {
   Shape shape;
-  std::vector<double> w;           // [rows, hidden], the bf16/fp16 values
+  std::vector<double> w;  // [rows, hidden], the bf16/fp16 values (quantized: q * scale)
+  // Quantized weights: the fp32 scales as the kernels read them (weights.hpp: [L], [rows] or
+  // [rows / 128, hidden / 128]), and the dequantized weights rounded to the activation dtype
+  // the way the cuBLASLt path's dequantize kernel rounds them (fp32 q * scale, then once).
+  std::vector<float> w_scale;
+  std::vector<double> w_rounded;
+  fkv::DeviceBuffer d_w_scale;
   std::vector<float> k_norm;       // [L, D]
   std::vector<float> eps;          // [L]
   std::vector<float> cos_sin_f32;  // [max_pos, R], the device table's values
@@ -80,15 +87,71 @@ std::vector<double> decode_all(DType t, const std::vector<std::uint8_t>& bytes) 
   return out;
 }
 
+// Random quantized W (FP8 e4m3 bytes over the whole range, subnormals included, or INT8) and
+// random scales in the format's layout, with W's exact values m.w = q * scale.
+void make_quantized(Model& m, Rng& rng, CUstream stream) {
+  const Shape& s = m.shape;
+  const std::int64_t rows = s.rows(), H = s.hidden, per_layer = 2 * s.kv();
+  const bool fp8 = s.weight != fkv::WeightFormat::Int8Channel;
+  std::vector<std::uint8_t> q(static_cast<std::size_t>(rows * H));
+  std::vector<double> qv(q.size());
+  for (std::size_t i = 0; i < q.size(); ++i) {
+    if (fp8) {
+      // Mostly normal values up to +-448, one in ten in the subnormal range.
+      const double x = rng.normal() * (rng.coin(0.1) ? 0.004 : 40.0);
+      q[i] = static_cast<std::uint8_t>(fkv::round_to(DType::FP8_E4M3, x));
+      if ((q[i] & 0x7f) == 0x7f) q[i] &= 0xfe;  // never NaN
+      qv[i] = fkv::decode(DType::FP8_E4M3, q[i]);
+    } else {
+      const auto v = static_cast<std::int8_t>(
+          std::clamp<double>(std::nearbyint(rng.normal() * 40.0), -128.0, 127.0));
+      std::memcpy(&q[i], &v, 1);
+      qv[i] = v;
+    }
+  }
+  // Scales around 1 / (40 sqrt(hidden)): W ~ N(0, 1/hidden) as for dense weights.
+  const double base = 1.0 / (40.0 * std::sqrt(double(H)));
+  const std::int64_t cols = (H + 127) / 128;
+  auto scale_of = [&](std::int64_t row, std::int64_t col) -> float {
+    switch (fkv::scale_layout(s.weight)) {
+      case fkv::ScaleLayout::PerLayer:
+        return m.w_scale[static_cast<std::size_t>(row / per_layer)];
+      case fkv::ScaleLayout::PerRow:
+        return m.w_scale[static_cast<std::size_t>(row)];
+      default:
+        return m.w_scale[static_cast<std::size_t>((row / 128) * cols + col / 128)];
+    }
+  };
+  const std::int64_t n_scales = fkv::layer_scale_count(s.weight, per_layer, H) * s.layers;
+  for (std::int64_t i = 0; i < n_scales; ++i)
+    m.w_scale.push_back(static_cast<float>(base * (0.5 + rng.uniform())));
+  m.w.resize(q.size());
+  m.w_rounded.resize(q.size());
+  for (std::int64_t r = 0; r < rows; ++r)
+    for (std::int64_t c = 0; c < H; ++c) {
+      const std::size_t i = static_cast<std::size_t>(r * H + c);
+      const float sc = scale_of(r, c);
+      m.w[i] = qv[i] * double(sc);
+      const float product = static_cast<float>(qv[i]) * sc;  // as the dequantize kernel
+      m.w_rounded[i] = fkv::decode(s.e.act, fkv::round_to(s.e.act, double(product)));
+    }
+  m.d_w = to_device(q, stream);
+  m.d_w_scale = to_device(m.w_scale, stream);
+}
+
 Model make_model(const Shape& s, Rng& rng, CUstream stream) {
   Model m;
   m.shape = s;
   const std::size_t rows = static_cast<std::size_t>(s.rows()),
                     H = static_cast<std::size_t>(s.hidden);
   // W ~ N(0, 1/hidden): the projections are about unit size.
-  const auto w_bytes = random_values(s.e.act, rows * H, 1.0 / std::sqrt(double(s.hidden)), rng);
-  m.w = decode_all(s.e.act, w_bytes);
-  m.d_w = to_device(w_bytes, stream);
+  if (fkv::is_quantized(s.weight)) {
+    make_quantized(m, rng, stream);
+  } else {
+    const auto w_bytes = random_values(s.e.act, rows * H, 1.0 / std::sqrt(double(s.hidden)), rng);
+    m.w = decode_all(s.e.act, w_bytes);
+    m.d_w = to_device(w_bytes, stream);
+  }
   const std::size_t L = static_cast<std::size_t>(s.layers),
                     D = static_cast<std::size_t>(s.e.head_dim);
   for (std::size_t i = 0; i < L * D; ++i)
@@ -120,6 +183,9 @@ fkv::DecodeModel decode_model(const Model& m) {
   d.hidden = m.shape.hidden;
   d.num_layers = m.shape.layers;
   d.w_kv = m.d_w.ptr();
+  d.weight = m.shape.weight;
+  d.w_scale =
+      fkv::is_quantized(m.shape.weight) ? static_cast<const float*>(m.d_w_scale.ptr()) : nullptr;
   d.k_norm = m.shape.e.k_norm ? static_cast<const float*>(m.d_k_norm.ptr()) : nullptr;
   d.eps = m.eps;
   d.cos_sin = m.shape.e.rotary_dim > 0 ? m.d_cos_sin.ptr() : nullptr;
@@ -135,11 +201,9 @@ struct Tokens {
   fkv::DeviceBuffer d_x;
 };
 
-Tokens make_tokens(const Model& m, std::int64_t T, Rng& rng, CUstream stream) {
-  const Shape& s = m.shape;
-  Tokens k;
-  k.T = T;
-  k.x = random_values(s.e.act, static_cast<std::size_t>(T * s.stride()), 1.0, rng);
+// proj and abs_sum of k.x times `w` ([rows, hidden]).
+void project(const Shape& s, const std::vector<double>& w, Tokens& k) {
+  const std::int64_t T = k.T;
   const std::vector<double> x = decode_all(s.e.act, k.x);
   const std::size_t rows = static_cast<std::size_t>(s.rows()),
                     H = static_cast<std::size_t>(s.hidden);
@@ -152,7 +216,7 @@ Tokens make_tokens(const Model& m, std::int64_t T, Rng& rng, CUstream stream) {
       for (std::size_t n = part; n < rows; n += threads)
         for (std::int64_t t = 0; t < T; ++t) {
           const double* xr = x.data() + static_cast<std::size_t>(t * s.stride());
-          const double* wr = m.w.data() + n * H;
+          const double* wr = w.data() + n * H;
           double acc = 0, abs = 0;
           for (std::size_t i = 0; i < H; ++i) {
             acc += xr[i] * wr[i];
@@ -163,6 +227,14 @@ Tokens make_tokens(const Model& m, std::int64_t T, Rng& rng, CUstream stream) {
         }
     }));
   for (auto& f : parts) f.get();
+}
+
+Tokens make_tokens(const Model& m, std::int64_t T, Rng& rng, CUstream stream) {
+  const Shape& s = m.shape;
+  Tokens k;
+  k.T = T;
+  k.x = random_values(s.e.act, static_cast<std::size_t>(T * s.stride()), 1.0, rng);
+  project(s, m.w, k);
   k.d_x = to_device(k.x, stream);
   return k;
 }
@@ -590,9 +662,13 @@ struct MaterializerFor {
                              ", \"fkv\": {\"layers\": [" + layers + "]}}";
     config = fkv::ModelConfig::from_json(std::string_view(text), s.name);
     const std::size_t D = static_cast<std::size_t>(s.e.head_dim);
+    w.format = s.weight;
+    const int es = fkv::is_quantized(s.weight) ? 1 : elem_size(s.e.act);
+    const std::int64_t per = fkv::layer_scale_count(s.weight, 2 * s.kv(), s.hidden);
     for (int l = 0; l < s.layers; ++l) {
-      w.w_kv.push_back(static_cast<const char*>(m.d_w.ptr()) +
-                       l * 2 * s.kv() * s.hidden * elem_size(s.e.act));
+      w.w_kv.push_back(static_cast<const char*>(m.d_w.ptr()) + l * 2 * s.kv() * s.hidden * es);
+      if (fkv::is_quantized(s.weight))
+        w.w_scale.push_back(static_cast<const float*>(m.d_w_scale.ptr()) + l * per);
       w.k_norm.emplace_back(m.k_norm.begin() + static_cast<std::ptrdiff_t>(l * D),
                             m.k_norm.begin() + static_cast<std::ptrdiff_t>((l + 1) * D));
     }
@@ -697,4 +773,183 @@ TEST_CASE("FusedKVMaterializer takes the decode kernel up to its crossover") {
   o.decode_crossover = 0;
   fkv::FusedKVMaterializer off(mf.config, s.hidden, mf.w, o);
   CHECK(off.decode_crossover() == 0);
+}
+
+// ---- quantized weights (include/fkv/weights.hpp) ---------------------------------------------
+
+namespace {
+
+const fkv::WeightFormat kQuantized[] = {fkv::WeightFormat::Fp8Tensor, fkv::WeightFormat::Fp8Channel,
+                                        fkv::WeightFormat::Fp8Block,
+                                        fkv::WeightFormat::Int8Channel};
+
+// Captures `body`'s launches on `stream` into a graph.
+template <class F>
+CUgraph capture(CUstream stream, F&& body) {
+  FKV_CU(cuStreamSynchronize, stream);
+  FKV_CU(cuStreamBeginCapture, stream, CU_STREAM_CAPTURE_MODE_THREAD_LOCAL);
+  try {
+    body();
+  } catch (...) {
+    CUgraph broken = nullptr;
+    fkv::Driver::get().cuStreamEndCapture(stream, &broken);
+    if (broken) fkv::Driver::get().cuGraphDestroy(broken);
+    throw;
+  }
+  CUgraph graph = nullptr;
+  FKV_CU(cuStreamEndCapture, stream, &graph);
+  return graph;
+}
+
+// A stacked call of `T` tokens on the cuBLASLt path of `mat` (T above its crossover). The
+// projection is checked against x times the dequantized weights rounded as the dequantize kernel
+// rounds them (float64, within the activation dtype's rounding plus fp32 slack), then K and V
+// against the float64 epilogue of the projection the GPU computed (V bit-exact: a copy).
+void check_gemm_path(const Model& m, fkv::FusedKVMaterializer& mat, const Tokens& tok,
+                     std::int64_t T, Rng& rng, CUstream stream) {
+  const Shape& s = m.shape;
+  Tokens r;
+  r.T = T;
+  r.x = tok.x;
+  project(s, m.w_rounded, r);
+  const Call c = make_call(s, T, rng);
+  const fkv::DeviceBuffer d_pos = to_device(index_bytes(IndexType::I64, c.pos), stream);
+  const auto bytes = static_cast<std::size_t>(s.layers * T * s.kv() * elem_size(s.e.act));
+  fkv::DeviceBuffer k_out = alloc(bytes), v_out = alloc(bytes);
+  poison(k_out, stream);
+  poison(v_out, stream);
+  void* kp = k_out.ptr();
+  void* vp = v_out.ptr();
+  const fkv::MaterializerInput in{tok.d_x.ptr(), T, s.stride(), d_pos.ptr()};
+  mat.materialize_stacked(in, std::span<void* const>(&kp, 1), std::span<void* const>(&vp, 1),
+                          stream);
+  const std::int64_t N = mat.projection_width();
+  REQUIRE(N == s.rows());
+  std::vector<std::uint8_t> proj(static_cast<std::size_t>(T * N * elem_size(s.e.act)));
+  FKV_CU(cuStreamSynchronize, stream);
+  FKV_CU(cuMemcpyDtoH, proj.data(), mat.projection(), proj.size());
+  const std::vector<double> got = decode_all(s.e.act, proj);
+  std::int64_t bad = 0;
+  double worst = 0;
+  for (std::size_t i = 0; i < got.size(); ++i) {
+    const double tol = fkv::ulp(s.e.act, r.proj[i]) + 1e-5 * r.abs_sum[i];
+    const double err = std::fabs(got[i] - r.proj[i]);
+    worst = std::max(worst, err / tol);
+    if (!(err <= tol)) ++bad;
+  }
+  INFO("projection: " << bad << " of " << got.size() << " outside tolerance, worst " << worst
+                      << "x the tolerance");
+  REQUIRE(bad == 0);
+
+  fkv::ReferenceInputs ri;
+  ri.spec = s.e;
+  ri.spec.cos_sin = DType::FP32;
+  ri.spec.positions = IndexType::I64;
+  ri.num_tokens = T;
+  ri.num_layers = s.layers;
+  ri.proj = proj.data();
+  const auto pos = index_bytes(IndexType::I64, c.pos);
+  ri.positions = pos.data();
+  ri.cos_sin = m.cos_sin_f32.data();
+  ri.max_position = s.max_pos;
+  ri.k_norm_weight = m.k_norm.data();
+  ri.eps = m.eps;
+  const auto k = download(k_out, stream), v = download(v_out, stream);
+  require_match(s.e.act, k, fkv::reference_k(ri), "k");
+  fkv::CompareOptions exact;
+  exact.exact = true;
+  const fkv::CompareResult rv = fkv::compare(s.e.act, v.data(), fkv::reference_v(ri), exact);
+  INFO(rv.summary("v"));
+  REQUIRE(rv.ok());
+}
+
+}  // namespace
+
+TEST_CASE("decode kernel: quantized weights read as stored (fp8 tensor/channel/block, int8)") {
+  std::uint64_t offset = 100;
+  for (fkv::WeightFormat w : kQuantized) {
+    for (DType act : {DType::BF16, DType::FP16}) {
+      Shape s{"qwen3-quantized", qwen3(), 2048, 3};
+      s.weight = w;
+      s.e.act = s.e.cache = act;
+      if (act == DType::FP16) {  // and an fp8 pool with scales
+        s.e.cache = DType::FP8_E4M3;
+        s.scales = true;
+      }
+      INFO(fkv::to_string(w) << ", activations " << fkv::to_string(act));
+      DecodeCase fx(s, offset++, decode_options(64), 64);
+      for (std::int64_t T : {1, 8, 33, 64}) {
+        check_stacked(fx, T);
+        check_pool(fx, T);
+      }
+    }
+  }
+}
+
+TEST_CASE(
+    "FusedKVMaterializer: quantized weights on the decode path and as dequantized slices, "
+    "graph replay after refresh_weights") {
+  std::uint64_t offset = 200;
+  for (fkv::WeightFormat w : kQuantized) {
+    INFO(fkv::to_string(w));
+    Shape s{"qwen3-quantized", qwen3(4, 128, 128), 1024, 3};
+    s.weight = w;
+    const std::int64_t crossover = 8, T_big = 100;
+    DecodeCase fx(s, offset++, decode_options(crossover), T_big);
+    const CUstream stream = fx.stream;
+    const MaterializerFor mf(fx.m);
+    fkv::MaterializerOptions o;
+    o.max_tokens = 128;
+    o.external_cos_sin = true;
+    o.decode_crossover = crossover;
+    fkv::FusedKVMaterializer mat(mf.config, s.hidden, mf.w, o);
+    REQUIRE(mat.decode_crossover() == crossover);
+    REQUIRE(mat.weight_format() == w);
+    mat.set_cos_sin(0, fx.m.d_cos_sin.ptr(), s.max_pos);
+
+    // The decode path, pool mode.
+    const Call c = make_call(s, crossover, fx.rng);
+    PoolRun run(s, c, stream);
+    const fkv::MaterializerInput in{fx.tok.d_x.ptr(), crossover, s.stride(), run.d_pos.ptr()};
+    mat.materialize_pool(in, run.materializer_pool(), stream);
+    run.verify(s, c, expect(fx.m, fx.tok, c, s.e.cache), stream);
+
+    // The cuBLASLt path: slices dequantized into scratch, never a full dense copy.
+    check_gemm_path(fx.m, mat, fx.tok, T_big, fx.rng, stream);
+
+    // A graph captured on the decode path, replayed after refresh_weights with new weights.
+    GraphExec exec(
+        capture(stream, [&] { mat.materialize_pool(in, run.materializer_pool(), stream); }));
+    run.poison_all(stream);
+    exec.launch(stream);
+    run.verify(s, c, expect(fx.m, fx.tok, c, s.e.cache), stream);
+    const Model next = make_model(s, fx.rng, stream);
+    mat.refresh_weights(MaterializerFor(next).w, stream);
+    Tokens t2;
+    t2.T = crossover;
+    t2.x = fx.tok.x;
+    project(s, next.w, t2);
+    run.poison_all(stream);
+    exec.launch(stream);
+    run.verify(s, c, expect(next, t2, c, s.e.cache), stream);
+  }
+}
+
+TEST_CASE("quantized weights: packed 4-bit schemes and wrong arguments are refused by name") {
+  CHECK_THROWS_AS(fkv::parse_weight_format("gptq"), fkv::UnsupportedError);
+  CHECK_THROWS_AS(fkv::parse_weight_format("nvfp4"), fkv::UnsupportedError);
+  const Shape s{"qwen3-small", qwen3(4, 128, 128), 1024, 2};
+  Rng rng(seed() + 300);
+  const CUstream stream = test_stream().get();
+  const Model m = make_model(s, rng, stream);
+  MaterializerFor mf(m);
+  mf.w.format = fkv::WeightFormat::Fp8Channel;  // dense bf16 bytes but no scales
+  fkv::MaterializerOptions o;
+  o.external_cos_sin = true;
+  try {
+    fkv::FusedKVMaterializer mat(mf.config, s.hidden, mf.w, o);
+    FAIL("fp8 weights without scales were accepted");
+  } catch (const fkv::ArgumentError& e) {
+    CHECK(std::string(e.what()).find("w_scale has 0 entries") != std::string::npos);
+  }
 }

@@ -1,0 +1,108 @@
+// weights: the quantized formats of the packed K/V projection (names, refusals, scale layouts),
+// and NVRTC compiles of the kernels that read them: the decode kernel's quantized variants are
+// compiled in test_decode.cpp, the dequantize kernel of the cuBLASLt path here. No GPU needed.
+#include <catch2/catch.hpp>
+#include <string>
+
+#include "../src/dequant.hpp"
+#include "fkv/arch.hpp"
+#include "fkv/compiler.hpp"
+#include "fkv/decode.hpp"
+#include "fkv/errors.hpp"
+#include "fkv/weights.hpp"
+
+using fkv::WeightFormat;
+
+TEST_CASE("weight formats: names, the engines' spellings, scale layouts") {
+  for (WeightFormat f : {WeightFormat::Dense, WeightFormat::Fp8Tensor, WeightFormat::Fp8Channel,
+                         WeightFormat::Fp8Block, WeightFormat::Int8Channel})
+    CHECK(fkv::parse_weight_format(fkv::to_string(f)) == f);
+  CHECK(fkv::parse_weight_format("FP8") == WeightFormat::Fp8Tensor);
+  CHECK(fkv::parse_weight_format("fp8-per-channel") == WeightFormat::Fp8Channel);
+  CHECK(fkv::parse_weight_format("fp8_block128") == WeightFormat::Fp8Block);
+  CHECK(fkv::parse_weight_format("W8A16") == WeightFormat::Int8Channel);
+  CHECK(fkv::scale_layout(WeightFormat::Fp8Tensor) == fkv::ScaleLayout::PerLayer);
+  CHECK(fkv::scale_layout(WeightFormat::Int8Channel) == fkv::ScaleLayout::PerRow);
+  CHECK(fkv::layer_scale_count(WeightFormat::Dense, 2048, 4096) == 0);
+  CHECK(fkv::layer_scale_count(WeightFormat::Fp8Tensor, 2048, 4096) == 1);
+  CHECK(fkv::layer_scale_count(WeightFormat::Fp8Channel, 2048, 4096) == 2048);
+  CHECK(fkv::layer_scale_count(WeightFormat::Fp8Block, 2048, 4096) == 16 * 32);
+  CHECK(fkv::layer_scale_count(WeightFormat::Fp8Block, 2048, 4000) == 16 * 32);  // ceil
+  CHECK(fkv::weight_element_bytes(WeightFormat::Int8Channel, 2) == 1);
+  CHECK(fkv::weight_element_bytes(WeightFormat::Dense, 2) == 2);
+}
+
+TEST_CASE("weight formats: packed 4-bit schemes are refused by name, unknown names listed") {
+  for (const char* name : {"gptq", "AWQ", "nvfp4", "mxfp4", "int4", "w4a16", "gptq_marlin"}) {
+    INFO(name);
+    try {
+      fkv::parse_weight_format(name);
+      FAIL("accepted");
+    } catch (const fkv::UnsupportedError& e) {
+      const std::string what = e.what();
+      CHECK(what.find(std::string("'") + name + "'") != std::string::npos);
+      CHECK(what.find("4-bit") != std::string::npos);
+      CHECK(fkv::error_kind_of(e) == fkv::ErrorKind::Unsupported);
+    }
+  }
+  try {
+    fkv::parse_weight_format("fp9");
+    FAIL("accepted");
+  } catch (const fkv::ArgumentError& e) {
+    CHECK(std::string(e.what()).find("fp8_block") != std::string::npos);
+  }
+}
+
+TEST_CASE("quantized decode specs: chunks of 64 columns, whole 128-column blocks per split") {
+  fkv::KernelSpec e;
+  e.num_kv_heads = 8;
+  e.head_dim = 128;
+  e.rotary_dim = 128;
+  e.neox = true;
+  e.k_norm = true;
+  for (WeightFormat w :
+       {WeightFormat::Fp8Tensor, WeightFormat::Fp8Block, WeightFormat::Int8Channel}) {
+    for (int tb : {8, 16, 32, 64}) {
+      const fkv::DecodeSpec s = fkv::make_decode_spec(e, 4096, 5, tb, 132, {}, w);
+      INFO(s.canonical());
+      CHECK(s.chunk_columns() == 64);
+      CHECK(s.k_slice % 64 == 0);
+      CHECK((4096 / s.splits) % (s.k_slice) == 0);
+      if (w == WeightFormat::Fp8Block) CHECK((4096 / s.splits) % 128 == 0);
+      CHECK(s.canonical().find(";w=" + fkv::to_string(w)) != std::string::npos);
+      CHECK(s.short_name().find(fkv::to_string(w)) != std::string::npos);
+    }
+  }
+  // The dense spec's key is unchanged by the new field.
+  CHECK(fkv::make_decode_spec(e, 4096, 5, 8, 132).canonical().find(";w=") == std::string::npos);
+  // Block scales need whole 128-row blocks per layer's K and V rows.
+  e.num_kv_heads = 1;
+  e.head_dim = 48;
+  e.rotary_dim = 48;
+  CHECK(!fkv::decode_unsupported(e, 4096, 2, WeightFormat::Fp8Block).empty());
+  CHECK(fkv::decode_unsupported(e, 4096, 2, WeightFormat::Fp8Channel).empty());
+}
+
+TEST_CASE("the dequantize kernel of the cuBLASLt path compiles for every format and dtype") {
+  bool sm90 = false;
+  for (const fkv::Arch& a : fkv::supported_archs()) sm90 |= a.name() == "sm_90";
+  if (!sm90) {
+    WARN("NVRTC here does not build sm_90; skipped");
+    return;
+  }
+  fkv::CompileOptions o;
+  o.arch = fkv::Arch::parse("sm_90");
+  for (WeightFormat w : {WeightFormat::Fp8Tensor, WeightFormat::Fp8Channel, WeightFormat::Fp8Block,
+                         WeightFormat::Int8Channel})
+    for (fkv::DType act : {fkv::DType::BF16, fkv::DType::FP16}) {
+      const fkv::KernelSource src = fkv::generate_dequant(w, act, 4096);
+      INFO(src.specialization);
+      const fkv::CompiledKernel k = fkv::compile(src, o);
+      CHECK(!k.image.empty());
+      CHECK(k.lowered_name.find("dequant_weights") != std::string::npos);
+    }
+  CHECK_THROWS_AS(fkv::generate_dequant(WeightFormat::Dense, fkv::DType::BF16, 4096),
+                  fkv::ArgumentError);
+  CHECK_THROWS_AS(fkv::generate_dequant(WeightFormat::Fp8Tensor, fkv::DType::FP32, 4096),
+                  fkv::ArgumentError);
+}
