@@ -5,14 +5,19 @@
 // instantiation, and the name expression lets NVRTC tell us the lowered (mangled) name.
 #include "fkv/codegen.hpp"
 
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
 #include <xxhash.h>
 
+#include <cerrno>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
-#include <fstream>
+#include <optional>
 #include <sstream>
+#include <system_error>
 
 #include "fkv/errors.hpp"
 #include "fkv/options.hpp"
@@ -51,6 +56,46 @@ bool is_embedded_header(const std::string& include_name) {
   return false;
 }
 
+// A template or header from FKV_TEMPLATE_DIR: nullopt when there is no such file (the embedded
+// copy is used). Opened without blocking and read only if it is a regular file of at most
+// kMaxTemplateBytes: a FIFO there used to hang every compile, /dev/zero to eat memory until the
+// process died.
+std::optional<std::string> read_template_file(const std::filesystem::path& path) {
+  const int fd = ::open(path.c_str(), O_RDONLY | O_NONBLOCK | O_CLOEXEC | O_NOCTTY);
+  if (fd < 0 && errno == ENOENT) return std::nullopt;
+  auto refuse = [&](const std::string& why) -> ConfigError {
+    return ConfigError("FKV_TEMPLATE_DIR: cannot use " + path.string() + ": " + why);
+  };
+  if (fd < 0) throw refuse(std::error_code(errno, std::generic_category()).message());
+  struct Closer {
+    int fd;
+    ~Closer() { ::close(fd); }
+  } closer{fd};
+  struct stat st {};
+  if (::fstat(fd, &st) != 0)
+    throw refuse(std::error_code(errno, std::generic_category()).message());
+  if (!S_ISREG(st.st_mode))
+    throw refuse(
+        "not a regular file (a template must be a plain file, not a FIFO, device or "
+        "directory)");
+  auto too_large = [&] {
+    return refuse("larger than " + std::to_string(kMaxTemplateBytes >> 20) +
+                  " MiB, the limit for a kernel template or header");
+  };
+  if (st.st_size > static_cast<off_t>(kMaxTemplateBytes)) throw too_large();
+  std::string text;
+  char buf[65536];
+  for (;;) {  // to the end, in case the file grew since fstat
+    const ssize_t got = ::read(fd, buf, sizeof buf);
+    if (got < 0 && (errno == EINTR || errno == EAGAIN)) continue;
+    if (got < 0) throw refuse(std::error_code(errno, std::generic_category()).message());
+    if (got == 0) break;
+    text.append(buf, static_cast<std::size_t>(got));
+    if (text.size() > kMaxTemplateBytes) throw too_large();
+  }
+  return text;
+}
+
 }  // namespace
 
 std::string device_type(DType d) {
@@ -71,26 +116,194 @@ std::string device_type(DType d) {
 
 std::string device_type(IndexType t) { return t == IndexType::I32 ? "int" : "long long"; }
 
-void check_template_includes(const std::string& file, const std::string& text) {
-  std::istringstream lines(text);
-  int number = 0;
-  for (std::string line; std::getline(lines, line);) {
-    ++number;
-    const std::size_t hash = line.find_first_not_of(" \t");
-    if (hash == std::string::npos || line[hash] != '#') continue;
-    const std::size_t word = line.find_first_not_of(" \t", hash + 1);
-    if (word == std::string::npos || line.compare(word, 7, "include") != 0) continue;
-    const std::size_t open = line.find_first_of("\"<", word + 7);
-    const std::size_t close =
-        open == std::string::npos ? open : line.find_first_of("\">", open + 1);
-    const std::string target =
-        close == std::string::npos ? "" : line.substr(open + 1, close - open - 1);
+namespace {
+
+[[noreturn]] void refuse_include(const std::string& file, int line, const std::string& what) {
+  throw CompileError(
+      file + ":" + std::to_string(line) + ": " + what +
+      ". NVRTC would read that from disk, outside the cache key: FKV_TEMPLATE_DIR templates may "
+      "#include only the embedded headers (fkv_types.cuh, fkv/kernel_params.h, decode_params.h), "
+      "each as a plain #include \"name\" line; paste anything else into the template");
+}
+
+bool ident_char(char c) {
+  return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '_' ||
+         c == '$' || static_cast<unsigned char>(c) >= 0x80;
+}
+
+// The text after translation phase 2 (every backslash-newline removed), with the original line
+// number of each character, for messages.
+struct Spliced {
+  std::string text;
+  std::vector<int> line;
+};
+
+Spliced splice_lines(const std::string& file, const std::string& raw) {
+  Spliced out;
+  out.text.reserve(raw.size());
+  out.line.reserve(raw.size());
+  int line = 1;
+  for (std::size_t i = 0; i < raw.size(); ++i) {
+    const char c = raw[i];
+    if (c == '\r' && (i + 1 == raw.size() || raw[i + 1] != '\n'))
+      refuse_include(file, line, "a carriage return that does not end a line");
+    if (c == '\\') {
+      std::size_t j = i + 1;
+      while (j < raw.size() &&
+             (raw[j] == ' ' || raw[j] == '\t' || raw[j] == '\f' || raw[j] == '\v'))
+        ++j;
+      if (j < raw.size() && raw[j] == '\r') ++j;
+      if (j < raw.size() && raw[j] == '\n') {
+        // Compilers disagree on whether spaces between the backslash and the newline splice.
+        if (raw[i + 1] != '\n' && raw[i + 1] != '\r')
+          refuse_include(file, line, "a backslash followed by spaces at the end of a line");
+        i = j;
+        ++line;
+        continue;
+      }
+    }
+    out.text += c;
+    out.line.push_back(line);
+    if (c == '\n') ++line;
+  }
+  out.line.push_back(line);  // for the end of the text
+  return out;
+}
+
+}  // namespace
+
+void check_template_includes(const std::string& file, const std::string& raw) {
+  // The compiler's view of the text, translation phases 1 to 3 (line splices, comments, string
+  // and character literals, digraphs), so that no spelling of a directive escapes the check:
+  // "#inc\<newline>lude", "#/**/include", "%:include", "/* */ #include". Where compilers could
+  // disagree (spaces after a line-ending backslash, a lone carriage return, raw string literals,
+  // whose splices are undone) the template is refused rather than guessed at.
+  const Spliced sp = splice_lines(file, raw);
+  const std::string& s = sp.text;
+  const std::size_t n = s.size();
+  std::size_t i = 0;
+  bool line_start = true;  // only whitespace and comments so far on this line
+  auto line_of = [&](std::size_t at) { return sp.line[std::min(at, n)]; };
+  // Skips a comment at i, if there is one; true when it did. Sets `newline` if it spanned lines.
+  auto skip_comment = [&](bool& newline) {
+    if (i + 1 >= n || s[i] != '/') return false;
+    if (s[i + 1] == '/') {
+      while (i < n && s[i] != '\n') ++i;
+      return true;
+    }
+    if (s[i + 1] == '*') {
+      const std::size_t close = s.find("*/", i + 2);
+      const std::size_t stop = close == std::string::npos ? n : close + 2;
+      if (s.find('\n', i) < stop) newline = true;
+      i = stop;
+      return true;
+    }
+    return false;
+  };
+  auto skip_literal = [&](char quote) {  // at the opening quote; stops after it or at a newline
+    for (++i; i < n && s[i] != '\n'; ++i) {
+      if (s[i] == '\\' && i + 1 < n && s[i + 1] != '\n') {
+        ++i;
+      } else if (s[i] == quote) {
+        ++i;
+        return;
+      }
+    }
+  };
+  auto read_identifier = [&] {
+    const std::size_t b = i;
+    while (i < n && ident_char(s[i])) ++i;
+    return s.substr(b, i - b);
+  };
+  auto skip_blanks = [&] {  // horizontal whitespace and comments within the directive's line
+    for (;;) {
+      bool newline = false;
+      if (i < n && (s[i] == ' ' || s[i] == '\t' || s[i] == '\f' || s[i] == '\v')) {
+        ++i;
+      } else if (!skip_comment(newline)) {
+        return;
+      }
+    }
+  };
+  // The directive whose name starts at i ("#" already read).
+  auto directive = [&] {
+    const std::size_t at = i;
+    skip_blanks();
+    const std::string name = read_identifier();
+    if (name == "pragma") {
+      const std::size_t eol = std::min(s.find('\n', i), n);
+      if (s.substr(i, eol - i).find("include") != std::string::npos)
+        refuse_include(file, line_of(at), "a #pragma naming an include");
+      return;
+    }
+    if (name != "include" && name != "include_next" && name != "import" && name != "embed") return;
+    if (name != "include") refuse_include(file, line_of(at), "#" + name + " is not allowed");
+    skip_blanks();
+    std::string target;
+    if (i < n && (s[i] == '"' || s[i] == '<')) {
+      const char close = s[i] == '"' ? '"' : '>';
+      const std::size_t end = s.find_first_of(std::string(1, close) + "\n", i + 1);
+      if (end != std::string::npos && s[end] == close) {
+        target = s.substr(i + 1, end - i - 1);
+        i = end + 1;
+        skip_blanks();
+        if (i < n && s[i] != '\n') target.clear();  // more tokens after the header name
+      }
+    }
+    if (target.empty()) {
+      const std::size_t eol = std::min(s.find('\n', at), n);
+      refuse_include(file, line_of(at),
+                     "#include" + s.substr(i, eol - i) +
+                         " is not a plain #include \"name\" of an embedded header");
+    }
     if (!is_embedded_header(target))
-      throw CompileError(
-          file + ":" + std::to_string(number) + ": #include '" + (target.empty() ? line : target) +
-          "' is not one of the kernel headers fkv-jit hands NVRTC in memory, so the cache key "
-          "cannot see it. FKV_TEMPLATE_DIR templates may include only the embedded headers "
-          "(fkv_types.cuh, fkv/kernel_params.h, ...); paste anything else into the template");
+      refuse_include(file, line_of(at),
+                     "#include '" + target +
+                         "' is not one of the kernel headers fkv-jit hands NVRTC in memory");
+  };
+
+  while (i < n) {
+    const char c = s[i];
+    bool newline = false;
+    if (c == '\n') {
+      line_start = true;
+      ++i;
+    } else if (c == ' ' || c == '\t' || c == '\f' || c == '\v' || c == '\r') {
+      ++i;
+    } else if (skip_comment(newline)) {
+      line_start = line_start || newline;
+    } else if (line_start && (c == '#' || (c == '%' && i + 1 < n && s[i + 1] == ':'))) {
+      i += c == '#' ? 1 : 2;
+      line_start = false;
+      directive();
+    } else if (c == '"' || c == '\'') {
+      line_start = false;
+      skip_literal(c);
+    } else if ((c >= '0' && c <= '9') ||
+               (c == '.' && i + 1 < n && s[i + 1] >= '0' && s[i + 1] <= '9')) {
+      // A pp-number, digit separators included (1'000 is one token, not a character literal).
+      line_start = false;
+      for (++i; i < n; ++i) {
+        if ((s[i] == '+' || s[i] == '-') &&
+            (s[i - 1] == 'e' || s[i - 1] == 'E' || s[i - 1] == 'p' || s[i - 1] == 'P'))
+          continue;
+        if (s[i] == '\'' && i + 1 < n && ident_char(s[i + 1])) continue;
+        if (!ident_char(s[i]) && s[i] != '.') break;
+      }
+    } else if (ident_char(c)) {
+      const bool first = line_start;
+      line_start = false;
+      const std::size_t at = i;
+      const std::string word = read_identifier();
+      if (i < n && s[i] == '"' && word.back() == 'R')
+        refuse_include(file, line_of(at), "a raw string literal (its line splices are undone)");
+      if (word.rfind("__has_include", 0) == 0 || word.rfind("__has_embed", 0) == 0)
+        refuse_include(file, line_of(at), word + " looks for a file on disk");
+      if (first && word == "import") refuse_include(file, line_of(at), "an import is not allowed");
+    } else {
+      line_start = false;
+      ++i;
+    }
   }
 }
 
@@ -102,12 +315,9 @@ std::string template_text(const std::string& name, const JitOptions& options) {
   if (!options.template_dir.empty()) {
     // Kernel development: read the file from disk ("fkv/kernel_params.h" -> kernel_params.h).
     const auto path = options.template_dir / std::filesystem::path(name).filename();
-    std::ifstream in(path, std::ios::binary);
-    if (in) {
-      std::ostringstream s;
-      s << in.rdbuf();
-      check_template_includes(path.string(), s.str());
-      return s.str();
+    if (std::optional<std::string> text = read_template_file(path)) {
+      check_template_includes(path.string(), *text);
+      return *text;
     }
   }
   for (std::size_t i = 0; i < detail::kEmbeddedFileCount; ++i)

@@ -37,6 +37,16 @@ std::string arch_list() {
   return o.str();
 }
 
+std::string join(const std::vector<std::string>& words) {
+  std::string out;
+  for (const std::string& w : words) out += (out.empty() ? "" : " ") + w;
+  return out;
+}
+
+// NVRTC diagnostics that mean an integer constant expression overflowed (EDG's #61).
+constexpr const char* kOverflowDiagnostics[] = {"#61-D",
+                                                "integer operation result is out of range"};
+
 struct ProgramDeleter {
   void operator()(nvrtcProgram p) const { nvrtc().nvrtcDestroyProgram(&p); }
 };
@@ -244,6 +254,17 @@ CompiledKernel compile(const KernelSource& src, const CompileOptions& options,
                            out.log,
                        out.log, src.source);
 
+  // A constant expression that overflows (constexpr int KV = H * D for a huge head count) is only
+  // a warning to NVRTC, and the kernel would index with the wrapped value: an error here.
+  // KernelSpec::check refuses such specs first; this catches what it does not know about.
+  for (const char* diag : kOverflowDiagnostics)
+    if (out.log.find(diag) != std::string::npos)
+      throw CompileError("NVRTC compiled " + src.name_expression + " for " + options.arch.name() +
+                             " with an integer overflow in a constant expression ('" + diag +
+                             "'), so the kernel would index with a wrapped value; refused:\n" +
+                             out.log,
+                         out.log, src.source);
+
   const char* lowered = nullptr;
   check_nvrtc(nvrtc().nvrtcGetLoweredName(raw, src.name_expression.c_str(), &lowered),
               "nvrtcGetLoweredName");
@@ -259,7 +280,30 @@ CompiledKernel compile(const KernelSource& src, const CompileOptions& options,
     out.image.resize(size);
     check_nvrtc(nvrtc().nvrtcGetCUBIN(raw, out.image.data()), "nvrtcGetCUBIN");
   }
+  if (!image_has_kernel(out.image, out.lowered_name, out.is_ptx))
+    throw CompileError("NVRTC returned " + std::string(options.ptx ? "PTX" : "a CUBIN") + " of " +
+                           std::to_string(out.image.size()) + " bytes for " + options.arch.name() +
+                           " without the kernel " + out.lowered_name + " (" + src.name_expression +
+                           "); it is neither returned nor cached. NVRTC options: " +
+                           join(nvrtc_options(options, jit)),
+                       out.log, src.source);
   return out;
+}
+
+bool image_has_kernel(const std::string& image, const std::string& lowered_name, bool is_ptx) {
+  if (lowered_name.empty()) return false;
+  // PTX declares a kernel as ".entry <name>(" (or a newline before the parameters); a CUBIN holds
+  // its code in the ELF section ".text.<name>", which an image without the kernel lacks.
+  const std::string needle = (is_ptx ? ".entry " : ".text.") + lowered_name;
+  for (std::size_t at = image.find(needle); at != std::string::npos;
+       at = image.find(needle, at + 1)) {
+    const std::size_t end = at + needle.size();
+    const char next = end < image.size() ? image[end] : '\0';
+    if (is_ptx ? (next == '(' || next == ' ' || next == '\n' || next == '\r' || next == '\t')
+               : next == '\0')
+      return true;
+  }
+  return false;
 }
 
 }  // namespace fkv

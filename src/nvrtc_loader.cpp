@@ -3,9 +3,14 @@
 
 #include <cuda.h>
 #include <dlfcn.h>
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
+#include <cerrno>
 #include <mutex>
 #include <string>
+#include <system_error>
 #include <vector>
 
 #include "fkv/errors.hpp"
@@ -60,6 +65,11 @@ const Loaded& load() {
     void* h = nullptr;
     if (const std::string explicit_file = jit.nvrtc_library.string();
         !explicit_file.empty()) {  // FKV_NVRTC_LIBRARY
+      if (const std::string bad = check_library_file(explicit_file); !bad.empty()) {
+        loaded.error = "cannot load NVRTC from FKV_NVRTC_LIBRARY=" + explicit_file + ": " + bad +
+                       ". " + kInstallHint;
+        return;
+      }
       h = try_open(explicit_file, &tried);
       if (h == nullptr) {
         const char* why = ::dlerror();
@@ -90,6 +100,21 @@ const Loaded& load() {
 }
 
 }  // namespace
+
+std::string check_library_file(const std::string& file) {
+  const int fd = ::open(file.c_str(), O_RDONLY | O_NONBLOCK | O_CLOEXEC | O_NOCTTY);
+  if (fd < 0) return std::error_code(errno, std::generic_category()).message();
+  struct stat st {};
+  const int rc = ::fstat(fd, &st);
+  const int err = errno;
+  ::close(fd);
+  if (rc != 0) return std::error_code(err, std::generic_category()).message();
+  if (!S_ISREG(st.st_mode))
+    return "not a regular file (a FIFO, device or directory is never handed to dlopen)";
+  if (st.st_size > static_cast<off_t>(kMaxLibraryBytes))
+    return "larger than " + std::to_string(kMaxLibraryBytes >> 30) + " GiB";
+  return {};
+}
 
 void set_cuda_library_dirs(std::vector<std::string> dirs) {
   std::lock_guard<std::mutex> lock(dirs_mutex());

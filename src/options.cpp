@@ -4,6 +4,7 @@
 #include <spdlog/sinks/stdout_color_sinks.h>
 #include <spdlog/spdlog.h>
 
+#include <algorithm>
 #include <cstdlib>
 #include <mutex>
 #include <optional>
@@ -44,44 +45,84 @@ bool boolean(const char* name, const std::string& v) {
   bad(name, v, "1, true, yes, on or 0, false, no, off");
 }
 
-// One option name, and whether it may be glued to its value ("-I/usr/include", "-arch=sm_90").
-struct Refused {
-  const char* name;
-  const char* why;
+// FKV_NVRTC_OPTIONS is an allow-list: NVRTC has dozens of options, documented and not, that read
+// or write files (-include, -I, --time, --pch-dir, ...), change the target (-arch, -dlto), hide
+// the diagnostics fkv-jit reads (-w, --diag-suppress) or build no kernel at all
+// (-fdevice-syntax-only published a 1.7 KB image with no kernel). Only options that change how
+// the kernel is generated, and read or write nothing, pass.
+enum class Value { None, Bool, Int, Macro, Exact };
+struct Allowed {
+  const char* name;  // as written, up to '=' for options with a value
+  Value value;
+  const char* exact = nullptr;  // Value::Exact: the only value accepted
 };
-constexpr Refused kRefused[] = {
-    {"-include", "reads a header from disk, which the cache key cannot see"},
-    {"--pre-include", "reads a header from disk, which the cache key cannot see"},
-    {"-I", "adds an include path on disk, which the cache key cannot see"},
-    {"--include-path", "adds an include path on disk, which the cache key cannot see"},
-    {"--time", "writes a file outside the cache"},
-    {"-time", "writes a file outside the cache"},
-    {"--fdevice-time-trace", "writes a file outside the cache"},
-    {"-fdevice-time-trace", "writes a file outside the cache"},
-    {"--gpu-architecture",
-     "changes the target arch: fkv-jit chooses it per device (use --arch with precompile)"},
-    {"-arch",
-     "changes the target arch: fkv-jit chooses it per device (use --arch with precompile)"},
-    {"--dlink-time-opt", "makes LTO IR instead of a loadable image"},
-    {"-dlto", "makes LTO IR instead of a loadable image"},
-    {"--optix-ir", "makes OptiX IR instead of a loadable image"},
-    {"-optix-ir", "makes OptiX IR instead of a loadable image"},
-    {"--create-pch", "writes a precompiled header file"},
-    {"-create-pch", "writes a precompiled header file"},
-    {"--use-pch", "reads a precompiled header file"},
-    {"-use-pch", "reads a precompiled header file"},
-    {"--pch-dir", "reads and writes precompiled headers on disk"},
-    {"-pch-dir", "reads and writes precompiled headers on disk"},
-    {"--pch", "reads and writes precompiled headers on disk"},
-    {"-pch", "reads and writes precompiled headers on disk"},
+constexpr Allowed kAllowed[] = {
+    {"-lineinfo", Value::None},
+    {"--generate-line-info", Value::None},
+    {"-use_fast_math", Value::None},
+    {"--use_fast_math", Value::None},
+    {"-extra-device-vectorization", Value::None},
+    {"--extra-device-vectorization", Value::None},
+    {"-restrict", Value::None},
+    {"--restrict", Value::None},
+    {"-G", Value::None},  // device debug code: slow, but a correct kernel (cuda-gdb)
+    {"--device-debug", Value::None},
+    {"-maxrregcount", Value::Int},
+    {"--maxrregcount", Value::Int},
+    {"-ftz", Value::Bool},
+    {"--ftz", Value::Bool},
+    {"-prec-div", Value::Bool},
+    {"--prec-div", Value::Bool},
+    {"-prec-sqrt", Value::Bool},
+    {"--prec-sqrt", Value::Bool},
+    {"-fmad", Value::Bool},
+    {"--fmad", Value::Bool},
+    {"-D", Value::Macro},  // -DNAME or -DNAME=value, glued
+    {"--define-macro", Value::Macro},
+    // ptxas statistics (registers, spills) in the NVRTC log; no file, the same image.
+    {"-Xptxas", Value::Exact, "-v"},
+    {"--ptxas-options", Value::Exact, "-v"},
 };
 
-bool names_option(const std::string& word, const std::string& name) {
-  if (word == name) return true;
-  if (word.size() > name.size() && word.compare(0, name.size(), name) == 0) {
-    const char next = word[name.size()];
-    if (next == '=') return true;
-    if (name == "-I") return true;  // -I/path: the only short option glued to its value here
+bool identifier(const std::string& s) {
+  if (s.empty() || (s[0] >= '0' && s[0] <= '9')) return false;
+  return std::all_of(s.begin(), s.end(), [](char c) {
+    return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '_';
+  });
+}
+
+bool allowed(const std::string& w) {
+  for (const Allowed& a : kAllowed) {
+    const std::string name = a.name;
+    if (a.value == Value::None) {
+      if (w == name) return true;
+      continue;
+    }
+    if (a.value == Value::Macro && name == "-D") {
+      if (w.size() > 2 && w.compare(0, 2, "-D") == 0) {
+        const std::string m =
+            w.substr(2, w.find('=') == std::string::npos ? std::string::npos : w.find('=') - 2);
+        return identifier(m);
+      }
+      continue;
+    }
+    if (w.size() <= name.size() + 1 || w.compare(0, name.size(), name) != 0 ||
+        w[name.size()] != '=')
+      continue;
+    const std::string v = w.substr(name.size() + 1);
+    switch (a.value) {
+      case Value::Bool:
+        return v == "true" || v == "false";
+      case Value::Int:
+        return v.size() <= 3 && v.find_first_not_of("0123456789") == std::string::npos &&
+               std::stoi(v) >= 1 && std::stoi(v) <= 255;
+      case Value::Macro:
+        return identifier(v.substr(0, v.find('=')));
+      case Value::Exact:
+        return v == a.exact;
+      case Value::None:
+        break;
+    }
   }
   return false;
 }
@@ -90,13 +131,21 @@ std::once_flag g_logging_once;
 
 }  // namespace
 
+std::string allowed_nvrtc_options() {
+  return "-lineinfo, --use_fast_math, --extra-device-vectorization, --restrict, -G, "
+         "--maxrregcount=N (1-255), --ftz=true|false, --prec-div=true|false, "
+         "--prec-sqrt=true|false, --fmad=true|false, -DNAME[=value] (glued), "
+         "--ptxas-options=-v (the long and short spellings of each)";
+}
+
 void check_nvrtc_options(const std::vector<std::string>& options, const std::string& source) {
   for (const std::string& w : options)
-    for (const Refused& r : kRefused)
-      if (names_option(w, r.name))
-        throw ConfigError(source + ": NVRTC option '" + w + "' is not allowed: it " + r.why +
-                          ". Remove it; tuning options such as -lineinfo or "
-                          "--extra-device-vectorization are fine");
+    if (!allowed(w))
+      throw ConfigError(source + ": NVRTC option '" + w +
+                        "' is not allowed: fkv-jit passes only options that change how the "
+                        "kernel is generated and read or write no file (the cache key cannot see "
+                        "files, and the target arch is fkv-jit's choice). Allowed: " +
+                        allowed_nvrtc_options());
 }
 
 JitOptions JitOptions::from_env() {

@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <sstream>
+#include <unordered_set>
 
 #include "fkv/errors.hpp"
 #include "fkv/options.hpp"
@@ -77,11 +78,23 @@ std::string KernelSpec::short_name() const {
   return o.str();
 }
 
+std::string head_elements_error(int num_kv_heads, int head_dim) {
+  return "num_kv_heads * head_dim = " + std::to_string(num_kv_heads) + " * " +
+         std::to_string(head_dim) + " = " +
+         std::to_string(static_cast<std::int64_t>(num_kv_heads) * head_dim) +
+         " is more than the kernels can index: at most " + std::to_string(kMaxHeadElements) +
+         " K (and as many V) elements per token and layer, so that 2 * layers * num_kv_heads * "
+         "head_dim fits the 32-bit int the kernels index with for up to " +
+         std::to_string(kMaxLayers) + " layers (no real model comes near; check the config)";
+}
+
 void KernelSpec::check() const {
   if (num_kv_heads <= 0)
     throw ArgumentError("num_kv_heads must be positive, got " + std::to_string(num_kv_heads));
   if (head_dim <= 0)
     throw ArgumentError("head_dim must be positive, got " + std::to_string(head_dim));
+  if (static_cast<std::int64_t>(num_kv_heads) * head_dim > kMaxHeadElements)
+    throw ArgumentError(head_elements_error(num_kv_heads, head_dim));
   if (rotary_dim < 0 || rotary_dim % 2 != 0 || rotary_dim > head_dim)
     throw MismatchError(
         "Invalid fused KV rotary/head dim pair: rotary_dim=" + std::to_string(rotary_dim) +
@@ -233,10 +246,9 @@ DType act_dtype_of(const std::string& config_dtype) {
 
 std::vector<KernelSpec> kernel_specs_for(const Plan& plan, const VariantOptions& o) {
   std::vector<KernelSpec> out;
+  std::unordered_set<std::string> seen;  // canonical texts: a linear search made 4096 groups slow
   auto add = [&](const KernelSpec& s) {
-    for (const auto& e : out)
-      if (e == s) return;
-    out.push_back(s);
+    if (seen.insert(s.canonical()).second) out.push_back(s);
   };
   for (const LayerGroup& g : plan.groups) {
     if (o.stacked)

@@ -7,6 +7,7 @@
 
 #include <charconv>
 #include <cmath>
+#include <unordered_map>
 
 #include "fkv/errors.hpp"
 #include "fkv/rope.hpp"
@@ -127,6 +128,11 @@ void check_dims(const AttentionSpec& spec, int layer) {
         ", head_dim=" + std::to_string(spec.head_dim) + " at layer " + std::to_string(layer) +
         "; both must be positive.");
   }
+  // A layer too large for the kernels' 32-bit indexes is bad input (no real model comes near),
+  // refused here rather than as a kernel that cannot be built.
+  if (static_cast<std::int64_t>(spec.num_kv_heads) * spec.head_dim > kMaxHeadElements)
+    throw ConfigError("layer " + std::to_string(layer) + ": " +
+                      head_elements_error(spec.num_kv_heads, spec.head_dim));
   // The seed's text, kept exactly; RoPE rotates pairs, so rotary_dim must be even.
   if (spec.rotary_dim < 0 || spec.rotary_dim % 2 != 0 || spec.rotary_dim > spec.head_dim) {
     throw MismatchError(
@@ -205,6 +211,7 @@ AttentionSpec validate(const ModelConfig& config) {
   const AttentionSpec ref = attention_spec(ref_layer);
   check_dims(ref, ref_layer.index);
   check_buildable(config, ref, ref_layer.index);
+  const std::string ref_rope = ref.rope.canonical();  // once, not once per layer
 
   for (size_t n = 1; n < layers.size(); ++n) {
     const LayerAttention& layer = *layers[n];
@@ -222,7 +229,7 @@ AttentionSpec validate(const ModelConfig& config) {
     if (got.rotary_dim != ref.rotary_dim || got.is_neox_style != ref.is_neox_style) {
       throw MismatchError(mismatch("RoPE config", rope_config(ref), rope_config(got), i));
     }
-    if (!(got.rope == ref.rope)) {
+    if (got.rope.canonical() != ref_rope) {
       throw MismatchError(mismatch("RoPE frequency", "(" + format_rope(ref.rope) + ")",
                                    "(" + format_rope(got.rope) + ")", i));
     }
@@ -245,20 +252,26 @@ Plan make_plan(const ModelConfig& config, ValidationMode mode) {
     plan.groups.push_back(std::move(group));
     return plan;
   }
+  // Layers are grouped through a hash map keyed on the spec's fields and the canonical text of
+  // its frequencies, computed once per layer: comparing each layer with every group (and
+  // rebuilding both canonical texts per comparison) made 4096 layers of distinct frequencies take
+  // a minute. check_buildable runs once per distinct spec, not per layer.
+  std::unordered_map<std::string, std::size_t> group_of;  // group key -> index in plan.groups
   for (const LayerAttention* layer : checked_attention_layers(config)) {
     check_supported(config, *layer);
     AttentionSpec spec = attention_spec(*layer);
     check_dims(spec, layer->index);
-    check_buildable(config, spec, layer->index);
-    LayerGroup* target = nullptr;
-    for (auto& group : plan.groups)
-      if (group.attn == spec) target = &group;
-    if (target == nullptr) {
+    std::string key = std::to_string(spec.num_kv_heads) + ";" + std::to_string(spec.head_dim) +
+                      ";" + std::to_string(spec.rotary_dim) + ";" +
+                      (spec.is_neox_style ? "1;" : "0;") + to_string(spec.k_norm) + ";" +
+                      spec.rope.canonical();
+    auto [it, fresh] = group_of.try_emplace(std::move(key), plan.groups.size());
+    if (fresh) {
+      check_buildable(config, spec, layer->index);
       const int heads = spec.num_kv_heads;
       plan.groups.push_back(LayerGroup{std::move(spec), {}, {0, heads, heads, false}});
-      target = &plan.groups.back();
     }
-    target->layers.push_back(layer->index);
+    plan.groups[it->second].layers.push_back(layer->index);
   }
   return plan;
 }

@@ -10,6 +10,8 @@
 #include <fstream>
 #include <map>
 #include <optional>
+#include <utility>
+#include <vector>
 
 #include "env_guard.hpp"
 #include "fkv/cache.hpp"
@@ -206,20 +208,68 @@ TEST_CASE("FKV_DECODE_CROSSOVER and FKV_NVRTC_LIBRARY are read here, not where t
   CHECK(JitOptions::from_env().nvrtc_library == "/opt/cuda/lib64/libnvrtc.so.13");
 }
 
-TEST_CASE("FKV_NVRTC_OPTIONS that read or write files or change the target are refused",
-          "[options][security]") {
+TEST_CASE("FKV_NVRTC_OPTIONS: only the allow-list passes", "[options][security]") {
   EnvGuard env;
   // Each of these escaped the cache key or the cache before (issue 13 item 6).
-  for (const char* bad :
-       {"-include /tmp/evil.h", "--pre-include=/tmp/evil.h", "-I/tmp", "-I /tmp",
-        "--include-path=/tmp", "--time=/tmp/t.csv", "--time /tmp/t.csv", "--gpu-architecture=sm_80",
-        "-arch=compute_80", "-arch sm_80", "-dlto", "--fdevice-time-trace=/tmp/trace.json",
-        "--pch-dir=/tmp", "--create-pch=/tmp/x.pch"}) {
+  // Issue 23 item 9: the deny-list let through -fdevice-syntax-only (an image with no kernel,
+  // which `cache verify` called ok) and every undocumented option; now only an allow-list passes.
+  for (const char* bad : {"-include /tmp/evil.h",
+                          "--pre-include=/tmp/evil.h",
+                          "-I/tmp",
+                          "-I /tmp",
+                          "--include-path=/tmp",
+                          "--time=/tmp/t.csv",
+                          "--time /tmp/t.csv",
+                          "--gpu-architecture=sm_80",
+                          "-arch=compute_80",
+                          "-arch sm_80",
+                          "-dlto",
+                          "--fdevice-time-trace=/tmp/trace.json",
+                          "--pch-dir=/tmp",
+                          "--create-pch=/tmp/x.pch",
+                          "-fdevice-syntax-only",
+                          "--fdevice-syntax-only",
+                          "--preinclude=/tmp/evil.h",
+                          "-w",
+                          "--disable-warnings",
+                          "--diag-suppress=61",
+                          "-std=c++20",
+                          "--minimal",
+                          "--device-c",
+                          "-rdc=true",
+                          "--ptxas-options=--output-file=/tmp/x",
+                          "-Xptxas",
+                          "-Xptxas=-O0",
+                          "--maxrregcount=0",
+                          "--maxrregcount=abc",
+                          "--maxrregcount=9999",
+                          "--ftz=yes",
+                          "--fmad",
+                          "-D",
+                          "-D 'X'",
+                          "-D1X",
+                          "--define-macro=",
+                          "-lineinfo=1",
+                          "--split-compile=0",
+                          "-Ofast-compile=max"}) {
     INFO(bad);
     env.set("FKV_NVRTC_OPTIONS", std::string("--maxrregcount=64 ") + bad);
     CHECK_THROWS_WITH(JitOptions::from_env(), Catch::Contains("FKV_NVRTC_OPTIONS: NVRTC option") &&
                                                   Catch::Contains("is not allowed"));
   }
+  // The message names the option and lists the allowed ones.
+  env.set("FKV_NVRTC_OPTIONS", "-fdevice-syntax-only");
+  CHECK_THROWS_WITH(JitOptions::from_env(),
+                    Catch::Contains("'-fdevice-syntax-only' is not allowed") &&
+                        Catch::Contains("Allowed: -lineinfo, --use_fast_math"));
+  // Every option on the allow-list passes, in each spelling.
+  env.set("FKV_NVRTC_OPTIONS",
+          "-lineinfo --generate-line-info --use_fast_math -use_fast_math "
+          "--extra-device-vectorization -extra-device-vectorization --restrict -G --device-debug "
+          "--maxrregcount=64 -maxrregcount=255 --ftz=true -ftz=false --prec-div=false "
+          "--prec-sqrt=true --fmad=false -fmad=true -DFKV_TUNE -DFKV_TUNE=3 "
+          "--define-macro=FKV_X=1 --ptxas-options=-v -Xptxas=-v");
+  CHECK(JitOptions::from_env().nvrtc_options.size() == 22);
   // A JitOptions filled in by hand is checked where the options are used.
   JitOptions jit;
   jit.nvrtc_options = {"--include-path=/tmp"};
@@ -256,6 +306,65 @@ TEST_CASE("FKV_TEMPLATE_DIR templates may include only the embedded headers",
   fs::remove(dir / "fused_kv.cu");
   spill(dir / "fkv_types.cuh", "#pragma once\n#include \"../../outside.h\"\n");
   CHECK_THROWS_AS(fkv::template_text("fkv_types.cuh", jit), fkv::CompileError);
+}
+
+TEST_CASE("FKV_TEMPLATE_DIR: no spelling of #include reaches a file outside the key",
+          "[options][security]") {
+  // Issue 23 item 11: the line-based check missed these spellings, and NVRTC read the outside
+  // file; after it changed, the old image was served as a hit. Each is refused before NVRTC runs.
+  fkv_test::TempDir tmp;
+  const fs::path dir = tmp.path / "templates";
+  fs::create_directories(dir);
+  const std::string out = (tmp.path / "outside.h").string();
+  spill(out, "#define FKV_OUTSIDE 1\n");
+  JitOptions jit;
+  jit.template_dir = dir;
+  const std::string good = fkv::template_text("fused_kv.cu", JitOptions{});
+  const std::string q = "\"" + out + "\"";
+  const std::vector<std::pair<std::string, std::string>> bypasses = {
+      {"line splice", "#inc\\\nlude " + q + "\n"},
+      {"splice after #", "#\\\ninclude " + q + "\n"},
+      {"CRLF splice", "#inc\\\r\nlude " + q + "\r\n"},
+      {"comment after #", "#/**/include " + q + "\n"},
+      {"digraph", "%:include " + q + "\n"},
+      {"digraph and comment", "%:/* x */include <" + out + ">\n"},
+      {"comment before #", "/**/ #include " + q + "\n"},
+      {"multi-line comment before #", "/* a\n */ #include " + q + "\n"},
+      {"computed include", "#define FKV_H " + q + "\n#include FKV_H\n"},
+      {"include_next", "#include_next " + q + "\n"},
+      {"import", "#import " + q + "\n"},
+      {"embed", "#embed " + q + "\n"},
+      {"__has_include", "#if __has_include(" + q + ")\n#endif\n"},
+      {"pragma", "#pragma include_alias(\"fkv_types.cuh\", " + q + ")\n"},
+      {"digit separator hiding a comment", "int x = 1'0 + '/*';\n#include " + q + "\n// */\n"},
+      {"string hiding a comment", "const char* s = \"/*\";\n#include " + q + "\n// */\n"},
+      {"raw string", "const char* s = R\"(\n)\";\n#include " + q + "\n"},
+      {"backslash and spaces", "// x \\ \n#include " + q + "\n"},
+      {"lone carriage return", "int x;\r#include " + q + "\n"},
+      {"tokens after the name", "#include \"fkv_types.cuh\" " + q + "\n"},
+      {"angle brackets", "  #  include <" + out + ">\n"},
+  };
+  for (const auto& [what, text] : bypasses) {
+    INFO(what);
+    spill(dir / "fused_kv.cu", good + "\n" + text);
+    CHECK_THROWS_AS(fkv::template_text("fused_kv.cu", jit), fkv::CompileError);
+    CHECK_THROWS_WITH(fkv::generate(small_spec(), jit), Catch::Contains("cache key"));
+    spill(dir / "fkv_types.cuh", text);  // a header copy is read the same way
+    CHECK_THROWS_AS(fkv::template_text("fkv_types.cuh", jit), fkv::CompileError);
+    fs::remove(dir / "fkv_types.cuh");
+  }
+  // What is not a directive passes: text in comments and strings, a '#' inside a line.
+  const std::string fine =
+      "// #include \"/etc/passwd\" in a comment\n/* #include <x> */\n"
+      "#include \"fkv_types.cuh\"  // the embedded header, with a comment\n"
+      "%:include <fkv/kernel_params.h>\n#define FKV_STR(x) #x\nconst char* s = \"#include <x>\";\n"
+      "int n = 1'000'000;\n";
+  spill(dir / "fused_kv.cu", good + "\n" + fine);
+  CHECK_NOTHROW(fkv::template_text("fused_kv.cu", jit));
+  // Every embedded template and header passes the check.
+  for (const char* name : {"fused_kv.cu", "fused_proj_kv.cu", "fkv_types.cuh",
+                           "fkv/kernel_params.h", "decode_params.h"})
+    CHECK_NOTHROW(fkv::check_template_includes(name, fkv::template_text(name, JitOptions{})));
 }
 
 TEST_CASE("FKV_DUMP_SOURCE never writes through a planted symlink", "[options][security][nvrtc]") {

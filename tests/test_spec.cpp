@@ -253,6 +253,29 @@ TEST_CASE("invalid specs are refused with the fix", "[spec]") {
   CHECK(parse_dtype("float8_e4m3fn") == DType::FP8_E4M3);
 }
 
+TEST_CASE("specs too large for the kernels' 32-bit indexes are refused", "[spec][limits]") {
+  // Issue 23 item 12: the kernels compute constexpr int KV = H * D (and the decode kernel
+  // layers * 2 * KV); 16777216 x 128 wrapped to 0 and compiled with only a warning.
+  KernelSpec s = base();
+  s.num_kv_heads = 16777216;
+  CHECK_THROWS_AS(s.check(), ArgumentError);
+  CHECK_THROWS_WITH(s.check(),
+                    Catch::Contains("num_kv_heads * head_dim = 16777216 * 128 = 2147483648"));
+  s.num_kv_heads = 1 << 30;  // 2^37 elements: no 32-bit product in the check itself
+  CHECK_THROWS_AS(s.check(), ArgumentError);
+  // The bound leaves room for every layer of a model, K and V, in one int.
+  CHECK(2 * static_cast<std::int64_t>(kMaxLayers) * kMaxHeadElements <= 2147483647);
+  s.num_kv_heads = static_cast<int>(kMaxHeadElements / s.head_dim);
+  CHECK_NOTHROW(s.check());
+  s.num_kv_heads += 1;
+  CHECK_THROWS_AS(s.check(), ArgumentError);
+  s = base();
+  s.head_dim = 1 << 20;  // head_dim alone over the bound is refused by the same check
+  s.num_kv_heads = 1;
+  s.rotary_dim = 0;
+  CHECK_THROWS_WITH(s.check(), Catch::Contains("more than the kernels can index"));
+}
+
 TEST_CASE("kernel_specs_for gives one spec per group and mode", "[spec]") {
   Plan plan;
   AttentionSpec a;

@@ -5,6 +5,7 @@
 // numbering differs from attention order. The seed is printed; set FKV_TEST_SEED to replay.
 #include <algorithm>
 #include <catch2/catch.hpp>
+#include <chrono>
 #include <cmath>
 #include <cstdlib>
 #include <filesystem>
@@ -828,4 +829,63 @@ TEST_CASE(
     INFO(f.string());
     check_buildable_property(f);
   }
+}
+
+TEST_CASE("4096 layers of distinct RoPE frequencies plan in linear time", "[validate][limits]") {
+  // Issue 23 item 5: grouping compared each layer with every group, rebuilding the canonical JSON
+  // of both frequencies per comparison: 61 s for this config (under every limit, < 1 MiB).
+  json doc = {{"layers", json::array()}};
+  for (int i = 0; i < fkv::kMaxLayers; ++i) {
+    Layer l;
+    l.theta = 10000.0 + i;
+    doc["layers"].push_back(l.to_json());
+  }
+  REQUIRE(doc.dump().size() < (std::size_t{1} << 20));
+  const ModelConfig config = ModelConfig::from_json(doc, "synthetic-4096");
+  const auto t0 = std::chrono::steady_clock::now();
+  const fkv::Plan plan = fkv::make_plan(config, ValidationMode::Grouped);
+  const auto specs = fkv::kernel_specs_for(plan, fkv::VariantOptions{});
+  const double seconds =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  CHECK(plan.groups.size() == static_cast<std::size_t>(fkv::kMaxLayers));
+  CHECK(plan.groups[4095].layers == std::vector<int>{4095});
+  CHECK(plan.groups[7].attn.rope.theta == 10007.0);
+  CHECK(specs.size() == 2);  // the frequencies are not part of the kernel: stacked and pool
+  CHECK(seconds < 5.0);      // about 0.1 s (docs/reliability.md); generous for ASan and a busy CI
+  // Strict mode stops at the first mismatch, with the seed's text.
+  CHECK_THROWS_WITH(fkv::validate(config),
+                    Catch::Contains("RoPE frequency mismatch") && Catch::Contains("at layer 1."));
+  // Layers that agree still share one group, in order of first appearance.
+  for (int i = 0; i < fkv::kMaxLayers; ++i) doc["layers"][i]["rope_theta"] = 10000.0 + i % 3;
+  const fkv::Plan three =
+      fkv::make_plan(ModelConfig::from_json(doc, "synthetic-3"), ValidationMode::Grouped);
+  REQUIRE(three.groups.size() == 3);
+  CHECK(three.groups[1].layers.size() == 1365);
+  CHECK(three.groups[1].layers.front() == 1);
+  CHECK(three.groups[2].layers.back() == 4094);
+}
+
+TEST_CASE("a layer too large for the kernels' 32-bit indexes is bad input", "[validate][limits]") {
+  // Issue 23 item 12: 16777216 KV heads x 128 passed validate and precompile; the kernel's
+  // constexpr int KV = H * D wrapped to 0 (NVRTC only warned).
+  Layer big;
+  big.kv = 16777216;
+  for (ValidationMode mode : {ValidationMode::Strict, ValidationMode::Grouped}) {
+    const ModelConfig config = load({big});
+    try {
+      fkv::make_plan(config, mode);
+      FAIL("a plan for 16777216 KV heads x 128");
+    } catch (const fkv::ConfigError& e) {
+      CHECK(fkv::error_kind_of(e) == fkv::ErrorKind::BadInput);
+      CHECK_THAT(e.what(), Catch::Contains("num_kv_heads * head_dim = 16777216 * 128") &&
+                               Catch::Contains("layer 0"));
+    }
+  }
+  // The bound: 2 * kMaxLayers * H * D fits an int. At it, the layer validates and builds.
+  Layer edge;
+  edge.kv = static_cast<int>(fkv::kMaxHeadElements / 128);
+  CHECK(2 * fkv::kMaxLayers * fkv::kMaxHeadElements <= 2147483647);
+  CHECK_NOTHROW(fkv::make_plan(load({edge}), ValidationMode::Grouped));
+  edge.kv += 1;
+  CHECK_THROWS_AS(fkv::make_plan(load({edge}), ValidationMode::Grouped), ConfigError);
 }

@@ -5,6 +5,7 @@
 // development).
 #pragma once
 
+#include <cstddef>
 #include <span>
 #include <string>
 #include <utility>
@@ -31,10 +32,17 @@ struct KernelSource {
 KernelSource generate(const KernelSpec& spec, const JitOptions& options);
 KernelSource generate(const KernelSpec& spec);  // with JitOptions::global()
 
+// The most bytes a template or header read from FKV_TEMPLATE_DIR may have (4 MiB; the embedded
+// ones are under 64 KB).
+inline constexpr std::size_t kMaxTemplateBytes = std::size_t{4} << 20;
+
 // The text of an embedded template or header ("fused_kv.cu", "fkv_types.cuh",
 // "fkv/kernel_params.h"), or of the copy in options.template_dir (FKV_TEMPLATE_DIR) when that
-// is set; a copy whose #includes name anything but an embedded header is refused
-// (check_template_includes), since NVRTC would read that from disk, outside the cache key.
+// has one (no file of that name: the embedded copy). The copy must be a regular file of at most
+// kMaxTemplateBytes: anything else (a FIFO, /dev/zero, a directory, an unreadable file) is a
+// ConfigError naming it, found without blocking or reading it. A copy with an #include of
+// anything but an embedded header is a CompileError (check_template_includes), since NVRTC
+// would read that from disk, outside the cache key.
 std::string template_text(const std::string& name, const JitOptions& options);
 std::string template_text(const std::string& name);  // with JitOptions::global()
 
@@ -51,8 +59,12 @@ std::string device_type(IndexType index);
 std::string read_template(KernelSource& out, const std::string& template_name,
                           std::span<const char* const> headers, const JitOptions& options);
 
-// Throws CompileError when `text` (the file `file`) has an #include of anything but an
-// embedded header.
+// Throws CompileError when `text` (the file `file`) could make NVRTC read a file from disk: an
+// #include of anything but an embedded header, in any spelling the preprocessor accepts (line
+// splices, comments between '#' and the name, the %: digraph); #include_next, #import, #embed,
+// __has_include, a computed #include MACRO. Text whose reading compilers could disagree on (a
+// backslash and spaces ending a line, a lone carriage return, raw string literals) is refused
+// too.
 void check_template_includes(const std::string& file, const std::string& text);
 
 }  // namespace fkv

@@ -52,12 +52,19 @@ struct CompiledKernel {
   std::string log;  // NVRTC log (warnings), may be empty
 };
 
-// Compiles with NVRTC; throws CompileError carrying the log and the specialized source.
+// Compiles with NVRTC; throws CompileError carrying the log and the specialized source. Also a
+// CompileError: a log reporting an integer overflow in a constant expression (NVRTC's warning
+// #61, "integer operation result is out of range"), and an image without the kernel's code
+// (image_has_kernel; e.g. -fdevice-syntax-only makes one), which is never returned or cached.
 // Thread-safe (NVRTC programs are independent).
 CompiledKernel compile(const KernelSource& src, const CompileOptions& options,
                        const JitOptions& jit);
 CompiledKernel compile(const KernelSource& src,
                        const CompileOptions& options);  // JitOptions::global()
+
+// Whether `image` (a CUBIN, or PTX text when is_ptx) holds the code of the kernel `lowered_name`:
+// a ".text.<name>" ELF section, or a ".entry <name>" PTX directive.
+bool image_has_kernel(const std::string& image, const std::string& lowered_name, bool is_ptx);
 
 // The exact NVRTC options used for these CompileOptions (part of cache keys): fkv-jit's own,
 // then jit.nvrtc_options (FKV_NVRTC_OPTIONS), which must pass check_nvrtc_options.

@@ -4,7 +4,8 @@
 // what to install.
 //
 // Where a library is looked for, first hit wins:
-//   1. $FKV_NVRTC_LIBRARY (NVRTC only; JitOptions::nvrtc_library): an explicit file;
+//   1. $FKV_NVRTC_LIBRARY (NVRTC only; JitOptions::nvrtc_library): an explicit file, which must
+//      be a regular file (check_library_file);
 //   2. the directories given to set_cuda_library_dirs() (the Python package passes the lib
 //      folders of the nvidia-* wheels, e.g. site-packages/nvidia/cu13/lib);
 //   3. the dynamic linker's search (LD_LIBRARY_PATH, ld.so.cache, a library already loaded by
@@ -16,6 +17,7 @@
 
 #include <nvrtc.h>
 
+#include <cstddef>
 #include <string>
 #include <vector>
 
@@ -28,6 +30,14 @@ void set_cuda_library_dirs(std::vector<std::string> dirs);
 // dlopen of "lib<stem>.so.<major>" along the search above (e.g. stem "cublasLt"). Returns the
 // handle, or nullptr with `tried` listing every file name attempted.
 void* open_cuda_library(const std::string& stem, std::string* tried = nullptr);
+
+// The most bytes a library file named by FKV_NVRTC_LIBRARY may have (libnvrtc is about 100 MB).
+inline constexpr std::size_t kMaxLibraryBytes = std::size_t{1} << 30;
+
+// Why `file` (FKV_NVRTC_LIBRARY) must not be handed to dlopen, or "" when it may: it must be a
+// regular file of at most kMaxLibraryBytes. Checked without blocking (O_NONBLOCK) and without
+// reading it, since dlopen of a FIFO hangs and of /dev/zero reads until memory runs out.
+std::string check_library_file(const std::string& file);
 
 // The NVRTC entry points fkv-jit calls.
 struct Nvrtc {

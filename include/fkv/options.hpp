@@ -23,8 +23,7 @@ struct JitOptions {
   // that tiles the head with it; a head it cannot tile keeps the default rule); 0 = the rule.
   int loads_per_lane = 0;
   // FKV_NVRTC_OPTIONS: extra NVRTC options (whitespace-separated), appended after fkv-jit's own
-  // and part of every cache key. Options that read or write files or change the target arch are
-  // refused (check_nvrtc_options).
+  // and part of every cache key. Only options on an allow-list pass (check_nvrtc_options).
   std::vector<std::string> nvrtc_options;
   // FKV_DECODE_CROSSOVER: the largest token count sent to the decode-size kernel, >= 0 (0 = never);
   // -1 = unset: decode_crossover() uses the value measured for the device.
@@ -60,12 +59,17 @@ struct JitOptions {
   static const JitOptions& global();
 };
 
-// Refuses (ConfigError) NVRTC options that read or write files, or that change what is built,
-// since the cache key cannot see their effect: -include / --pre-include, -I / --include-path,
-// --time, --gpu-architecture / -arch, -dlto / --dlink-time-opt, --fdevice-time-trace,
-// --create-pch / --use-pch / --pch-dir, --output-file style options. `source` names where the
+// Refuses (ConfigError, naming the option and listing the allowed ones) every NVRTC option but
+// an allow-list of options that change how the kernel is generated and read or write no file:
+// -lineinfo, --use_fast_math, --extra-device-vectorization, --restrict, -G, --maxrregcount=N,
+// --ftz= / --prec-div= / --prec-sqrt= / --fmad= (true or false), -DNAME[=value] and
+// --ptxas-options=-v, in their long and short spellings. Anything else (-I, -include, --time,
+// -arch, -w, --diag-suppress, -fdevice-syntax-only, ...) could read or write files outside the
+// cache key, change the target, hide diagnostics or build no kernel. `source` names where the
 // options came from, for the message.
 void check_nvrtc_options(const std::vector<std::string>& options, const std::string& source);
+// The allowed options, as the message above lists them.
+std::string allowed_nvrtc_options();
 
 // Points the library's logs (spdlog's default logger) at stderr and sets their level. Called by
 // JitOptions::global(); a host program that installs its own default logger before the first

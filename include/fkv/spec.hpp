@@ -58,6 +58,15 @@ struct Tiling {
   int fixed_layers_per_block = 0;
 };
 
+// The most K elements of one token and layer (num_kv_heads * head_dim) a kernel may have. The
+// kernels index a token's K/V row, and the decode kernel its packed weight rows
+// (layers * 2 * num_kv_heads * head_dim), with 32-bit ints, and NVRTC only warns when such a
+// constant overflows: with this bound 2 * kMaxLayers * kMaxHeadElements fits an int. 262143 is
+// 32x a 64-head x 128 MHA layer (num_kv_heads = 16777216 with head_dim 128 is refused).
+inline constexpr std::int64_t kMaxHeadElements = 2147483647 / (2 * kMaxLayers);
+// The message for a spec over that bound (KernelSpec::check, validate).
+std::string head_elements_error(int num_kv_heads, int head_dim);
+
 struct KernelSpec {
   int num_kv_heads = 0;
   int head_dim = 0;
@@ -94,7 +103,8 @@ struct KernelSpec {
   // when head_dim cannot be tiled (check() says why).
   Tiling tiling(const JitOptions& options) const;
   Tiling tiling() const;  // with JitOptions::global()
-  // Throws ConfigError/ArgumentError when the combination cannot be compiled.
+  // Throws ConfigError/ArgumentError when the combination cannot be compiled, among them an
+  // ArgumentError when num_kv_heads * head_dim > kMaxHeadElements.
   void check() const;
   bool operator==(const KernelSpec& o) const { return canonical() == o.canonical(); }
 };
