@@ -3,6 +3,8 @@
 // Every entry point runs its body inside guard(), which turns each C++ exception into a status
 // and the thread-local last-error text, so that no exception crosses the C boundary.
 #include <algorithm>
+#include <cmath>
+#include <cstddef>
 #include <cstring>
 #include <exception>
 #include <memory>
@@ -11,6 +13,7 @@
 #include <set>
 #include <span>
 #include <string>
+#include <type_traits>
 #include <vector>
 
 #include "fkv/arch.hpp"
@@ -54,12 +57,35 @@ struct fkv_kernel {
 
 namespace {
 
-thread_local std::string t_error;
-thread_local std::string t_log;
+// The last error of each thread. glibc runs a thread's thread_local destructors before the
+// atexit handlers, so the texts live on the heap behind a trivially destructible pointer: a call
+// from an atexit handler finds no destroyed string, only a null pointer, and makes a new pair,
+// which the exiting process keeps. The owner frees the pair when any other thread ends.
+struct LastError {
+  std::string text;
+  std::string log;
+};
+thread_local LastError* t_last = nullptr;
+struct LastErrorOwner {
+  ~LastErrorOwner() {
+    delete t_last;
+    t_last = nullptr;
+  }
+};
+thread_local LastErrorOwner t_last_owner;
+
+LastError& last_error() {
+  if (t_last == nullptr) {
+    t_last = new LastError;
+    static_cast<void>(&t_last_owner);  // registers the owner's destructor for this thread
+  }
+  return *t_last;
+}
 
 fkv_status fail(fkv_status status, std::string text, std::string log = {}) {
-  t_error = std::move(text);
-  t_log = std::move(log);
+  LastError& e = last_error();
+  e.text = std::move(text);
+  e.log = std::move(log);
   return status;
 }
 
@@ -88,10 +114,11 @@ void require(const void* p, const char* what) {
 }
 
 // Strings that accessors hand out beyond the life of a temporary (rope scaling types, a small
-// closed set): kept for the life of the process.
+// closed set): kept for the life of the process, and never destroyed, so that atexit handlers
+// and static destructors can still call the API.
 const char* intern(const std::string& s) {
-  static std::mutex mu;
-  static std::set<std::string> strings;
+  static std::mutex& mu = *new std::mutex;
+  static std::set<std::string>& strings = *new std::set<std::string>;
   std::lock_guard<std::mutex> lock(mu);
   return strings.insert(s).first->c_str();
 }
@@ -152,6 +179,108 @@ fkv_dtype to_c(fkv::DType d) {
   }
   return FKV_DTYPE_BF16;
 }
+
+// ---- option structs: struct_size and the layouts from before it -----------------------------
+// fkv.h's rule: readers read only the fields inside struct_size, init functions write only
+// inside it. A struct_size above this is not a size but an uninitialized struct.
+constexpr std::size_t kMaxStructSize = 4096;
+
+template <class T>
+void check_struct_size(const T& o, const char* what, const char* init) {
+  if (o.struct_size == 0 || o.struct_size > kMaxStructSize)
+    throw fkv::ArgumentError(std::string(what) + ".struct_size is " +
+                             std::to_string(o.struct_size) + ": initialize the options with " +
+                             init + "() (which sets it) before changing fields");
+}
+
+// Copies field `f` of the caller's struct `from` into `to` when the whole field lies inside
+// from.struct_size; `to` keeps its default otherwise.
+#define FKV_TAKE(to, from, f)                                                                      \
+  do {                                                                                             \
+    if ((from).struct_size >= offsetof(std::remove_cvref_t<decltype(from)>, f) + sizeof((from).f)) \
+      (to).f = (from).f;                                                                           \
+  } while (0)
+
+// Writes the defaults of the fields inside `size` bytes of *o, zeroes any bytes past the
+// library's struct (fields of a newer fkv.h it does not know) and sets struct_size.
+template <class T>
+void init_sized(T* o, std::size_t size, const T& defaults) {
+  if (o == nullptr || size < sizeof(o->struct_size)) return;
+  auto* bytes = reinterpret_cast<unsigned char*>(o);
+  std::memcpy(bytes, &defaults, std::min(size, sizeof(T)));
+  if (size > sizeof(T))
+    std::memset(bytes + sizeof(T), 0, std::min(size, kMaxStructSize) - sizeof(T));
+  o->struct_size = size;
+}
+
+fkv_precompile_options precompile_defaults() {
+  fkv_precompile_options o{};
+  o.struct_size = sizeof(o);
+  return o;
+}
+
+fkv_precompile_options read_precompile_options(const fkv_precompile_options& from) {
+  check_struct_size(from, "fkv_precompile_options", "fkv_precompile_options_init");
+  if (from.struct_size < offsetof(fkv_precompile_options, arch) + sizeof(from.arch))
+    throw fkv::ArgumentError("fkv_precompile_options.struct_size is " +
+                             std::to_string(from.struct_size) +
+                             ": too small to hold arch, which is required");
+  fkv_precompile_options o = precompile_defaults();
+  FKV_TAKE(o, from, arch);
+  FKV_TAKE(o, from, act_dtype);
+  FKV_TAKE(o, from, kv_dtype);
+  FKV_TAKE(o, from, cos_sin_dtype);
+  FKV_TAKE(o, from, index_dtype);
+  FKV_TAKE(o, from, modes);
+  FKV_TAKE(o, from, cache_dir);
+  FKV_TAKE(o, from, strict);
+  FKV_TAKE(o, from, jobs);
+  FKV_TAKE(o, from, decode_gpu);
+  return o;
+}
+
+fkv_materializer_options materializer_defaults() {
+  const fkv::MaterializerOptions d;
+  fkv_materializer_options o{};
+  o.struct_size = sizeof(o);
+  o.grouped = d.mode == fkv::ValidationMode::Grouped;
+  o.act = to_c(d.act);
+  o.cache = to_c(d.cache);
+  o.cos_sin = to_c(d.cos_sin);
+  o.index_i64 = d.index == fkv::IndexType::I64;
+  o.max_tokens = d.max_tokens;
+  o.max_position = d.max_position;
+  o.device = d.device;
+  o.stacked = d.stacked;
+  o.pool = d.pool;
+  o.paged = d.paged;
+  o.tp_size = d.tp_size;
+  o.tp_rank = d.tp_rank;
+  o.decode_crossover = d.decode_crossover;
+  return o;
+}
+
+fkv_materializer_options read_materializer_options(const fkv_materializer_options& from) {
+  check_struct_size(from, "fkv_materializer_options", "fkv_materializer_options_init");
+  fkv_materializer_options o = materializer_defaults();
+  FKV_TAKE(o, from, grouped);
+  FKV_TAKE(o, from, act);
+  FKV_TAKE(o, from, cache);
+  FKV_TAKE(o, from, cos_sin);
+  FKV_TAKE(o, from, index_i64);
+  FKV_TAKE(o, from, max_tokens);
+  FKV_TAKE(o, from, max_position);
+  FKV_TAKE(o, from, device);
+  FKV_TAKE(o, from, stacked);
+  FKV_TAKE(o, from, pool);
+  FKV_TAKE(o, from, paged);
+  FKV_TAKE(o, from, tp_size);
+  FKV_TAKE(o, from, tp_rank);
+  FKV_TAKE(o, from, decode_crossover);
+  return o;
+}
+
+#undef FKV_TAKE
 
 fkv::KernelSpec to_spec(const fkv_kernel_desc& d) {
   fkv::KernelSpec s;
@@ -216,7 +345,14 @@ fkv::MaterializerWeights materializer_weights(const fkv::Plan& plan, const std::
   fkv::MaterializerWeights mw;
   mw.w_kv.assign(w.w_kv, w.w_kv + L);
   mw.w_kv_row_stride = w.w_kv_row_stride;
-  if (w.eps) mw.eps.assign(w.eps, w.eps + L);
+  if (w.eps) {
+    mw.eps.assign(w.eps, w.eps + L);
+    for (std::size_t l = 0; l < L; ++l)
+      if (!std::isfinite(mw.eps[l]) || !(mw.eps[l] > 0.0f))
+        throw fkv::ArgumentError("weights.eps[" + std::to_string(l) + "] is " +
+                                 std::to_string(mw.eps[l]) +
+                                 ": the K-norm eps must be a finite number > 0");
+  }
   std::vector<std::size_t> head_dim(L, 0), row(L, 0);
   for (std::size_t i = 0; i < L && i < layers.size(); ++i)
     for (const fkv::LayerGroup& g : plan.groups)
@@ -244,8 +380,8 @@ extern "C" {
 
 // ---- status and errors -----------------------------------------------------------------------
 
-const char* fkv_last_error(void) { return t_error.c_str(); }
-const char* fkv_last_error_log(void) { return t_log.c_str(); }
+const char* fkv_last_error(void) { return t_last ? t_last->text.c_str() : ""; }
+const char* fkv_last_error_log(void) { return t_last ? t_last->log.c_str() : ""; }
 
 const char* fkv_status_name(fkv_status status) {
   if (status == FKV_OK) return "FKV_OK";
@@ -467,6 +603,10 @@ fkv_status fkv_plan_cos_sin(const fkv_plan* plan, int group, int64_t max_positio
     if (g.attn.rotary_dim == 0)
       throw fkv::ArgumentError("group " + std::to_string(group) +
                                " has no RoPE (rotary_dim 0): it needs no cos/sin table");
+    if (max_position < 0 || max_position > fkv::kMaxRopePositions)
+      throw fkv::ArgumentError("max_position is " + std::to_string(max_position) +
+                               ": give the number of positions the cos/sin table must cover, "
+                               "from 1 to 2^31, or 0 for the config's max_position_embeddings");
     const std::int64_t rows = max_position > 0 ? max_position : plan->max_position_embeddings;
     if (rows <= 0)
       throw fkv::ArgumentError(
@@ -492,16 +632,18 @@ fkv_status fkv_plan_cos_sin(const fkv_plan* plan, int group, int64_t max_positio
 
 // ---- precompilation --------------------------------------------------------------------------
 
-void fkv_precompile_options_init(fkv_precompile_options* options) {
-  if (options) *options = fkv_precompile_options{};
+void fkv_precompile_options_init_v2(fkv_precompile_options* options, size_t struct_size) {
+  init_sized(options, struct_size, precompile_defaults());
 }
 
-fkv_status fkv_precompile_with_options(const fkv_config* config,
-                                       const fkv_precompile_options* options,
-                                       fkv_precompile_result* result) {
+fkv_status fkv_precompile_with_options_v2(const fkv_config* config,
+                                          const fkv_precompile_options* given,
+                                          fkv_precompile_result* result) {
   return guard([&] {
     require(config, "config");
-    require(options, "options");
+    require(given, "options");
+    const fkv_precompile_options read = read_precompile_options(*given);
+    const fkv_precompile_options* options = &read;
     require(options->arch, "arch");
     auto given = [](const char* s) { return s != nullptr && *s != '\0'; };
     if (options->jobs < 0)
@@ -635,37 +777,20 @@ fkv_status fkv_materialize_pool(const fkv_kernel* kernel, const fkv_inputs* in,
 
 // ---- the materializer ---------------------------------------------------------------------
 
-void fkv_materializer_options_init(fkv_materializer_options* o) {
-  if (!o) return;
-  const fkv::MaterializerOptions d;
-  *o = fkv_materializer_options{};
-  o->grouped = d.mode == fkv::ValidationMode::Grouped;
-  o->act = to_c(d.act);
-  o->cache = to_c(d.cache);
-  o->cos_sin = to_c(d.cos_sin);
-  o->index_i64 = d.index == fkv::IndexType::I64;
-  o->max_tokens = d.max_tokens;
-  o->max_position = d.max_position;
-  o->device = d.device;
-  o->stacked = d.stacked;
-  o->pool = d.pool;
-  o->paged = d.paged;
-  o->tp_size = d.tp_size;
-  o->tp_rank = d.tp_rank;
-  o->decode_crossover = d.decode_crossover;
+void fkv_materializer_options_init_v2(fkv_materializer_options* options, size_t struct_size) {
+  init_sized(options, struct_size, materializer_defaults());
 }
 
-fkv_status fkv_materializer_create(const fkv_config* config, const fkv_materializer_weights* w,
-                                   const fkv_materializer_options* options,
-                                   fkv_materializer** out) {
+fkv_status fkv_materializer_create_v2(const fkv_config* config, const fkv_materializer_weights* w,
+                                      const fkv_materializer_options* options,
+                                      fkv_materializer** out) {
   return guard([&] {
     require(config, "config");
     require(w, "weights");
     require(out, "out");
     *out = nullptr;
-    fkv_materializer_options o;
-    fkv_materializer_options_init(&o);
-    if (options) o = *options;
+    const fkv_materializer_options o =
+        options ? read_materializer_options(*options) : materializer_defaults();
     const fkv::Plan plan =
         fkv::shard_plan(fkv::make_plan(config->config, o.grouped ? fkv::ValidationMode::Grouped
                                                                  : fkv::ValidationMode::Strict),
@@ -798,6 +923,102 @@ fkv_status fkv_materializer_take_error_flag(fkv_materializer* m, void* stream,
     *flags = m->m->take_error_flag(static_cast<CUstream>(stream));
     return FKV_OK;
   });
+}
+
+// ---- entry points of programs built before struct_size -------------------------------------
+// fkv.h maps these names to the *_v2 functions with macros; programs compiled against the
+// first fkv.h call the symbols themselves, with the first layouts (no struct_size, no
+// decode_gpu, no decode_crossover). They read and write exactly those layouts.
+
+#undef fkv_precompile_options_init
+#undef fkv_precompile_with_options
+#undef fkv_materializer_options_init
+#undef fkv_materializer_create
+
+struct fkv_precompile_options_v1 {
+  const char* arch;
+  const char* act_dtype;
+  const char* kv_dtype;
+  const char* cos_sin_dtype;
+  const char* index_dtype;
+  const char* modes;
+  const char* cache_dir;
+  int strict;
+  int jobs;
+};
+
+struct fkv_materializer_options_v1 {
+  int grouped;
+  fkv_dtype act;
+  fkv_dtype cache;
+  fkv_dtype cos_sin;
+  int index_i64;
+  int64_t max_tokens;
+  int64_t max_position;
+  int device;
+  int stacked;
+  int pool;
+  int paged;
+  int tp_size;
+  int tp_rank;
+};
+
+FKV_API void fkv_precompile_options_init(fkv_precompile_options_v1* options);
+FKV_API fkv_status fkv_precompile_with_options(const fkv_config* config,
+                                               const fkv_precompile_options_v1* options,
+                                               fkv_precompile_result* result);
+FKV_API void fkv_materializer_options_init(fkv_materializer_options_v1* options);
+FKV_API fkv_status fkv_materializer_create(const fkv_config* config,
+                                           const fkv_materializer_weights* weights,
+                                           const fkv_materializer_options_v1* options,
+                                           fkv_materializer** out);
+
+void fkv_precompile_options_init(fkv_precompile_options_v1* options) {
+  if (options) *options = fkv_precompile_options_v1{};
+}
+
+fkv_status fkv_precompile_with_options(const fkv_config* config,
+                                       const fkv_precompile_options_v1* v1,
+                                       fkv_precompile_result* result) {
+  if (v1 == nullptr) return fkv_precompile_with_options_v2(config, nullptr, result);
+  fkv_precompile_options o = precompile_defaults();
+  o.arch = v1->arch;
+  o.act_dtype = v1->act_dtype;
+  o.kv_dtype = v1->kv_dtype;
+  o.cos_sin_dtype = v1->cos_sin_dtype;
+  o.index_dtype = v1->index_dtype;
+  o.modes = v1->modes;
+  o.cache_dir = v1->cache_dir;
+  o.strict = v1->strict;
+  o.jobs = v1->jobs;
+  return fkv_precompile_with_options_v2(config, &o, result);
+}
+
+void fkv_materializer_options_init(fkv_materializer_options_v1* options) {
+  if (!options) return;
+  const fkv_materializer_options d = materializer_defaults();
+  *options = {d.grouped, d.act,     d.cache, d.cos_sin, d.index_i64, d.max_tokens, d.max_position,
+              d.device,  d.stacked, d.pool,  d.paged,   d.tp_size,   d.tp_rank};
+}
+
+fkv_status fkv_materializer_create(const fkv_config* config, const fkv_materializer_weights* w,
+                                   const fkv_materializer_options_v1* v1, fkv_materializer** out) {
+  if (v1 == nullptr) return fkv_materializer_create_v2(config, w, nullptr, out);
+  fkv_materializer_options o = materializer_defaults();
+  o.grouped = v1->grouped;
+  o.act = v1->act;
+  o.cache = v1->cache;
+  o.cos_sin = v1->cos_sin;
+  o.index_i64 = v1->index_i64;
+  o.max_tokens = v1->max_tokens;
+  o.max_position = v1->max_position;
+  o.device = v1->device;
+  o.stacked = v1->stacked;
+  o.pool = v1->pool;
+  o.paged = v1->paged;
+  o.tp_size = v1->tp_size;
+  o.tp_rank = v1->tp_rank;
+  return fkv_materializer_create_v2(config, w, &o, out);
 }
 
 }  // extern "C"

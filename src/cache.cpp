@@ -439,7 +439,8 @@ std::size_t KernelCache::clear() {
 }
 
 KernelCache& KernelCache::global() {
-  static KernelCache cache(CacheOptions::from(JitOptions::global()));
+  // Never destroyed: Runtime::global() holds it, and atexit handlers may still call the library.
+  static KernelCache& cache = *new KernelCache(CacheOptions::from(JitOptions::global()));
   return cache;
 }
 

@@ -136,7 +136,7 @@ Driver& Driver::get() {
   // destroyed: modules and contexts may be released by static destructors after main().
   static std::once_flag once;
   static Driver* instance = nullptr;
-  static std::exception_ptr failure;
+  static std::exception_ptr& failure = *new std::exception_ptr;  // never destroyed, like instance
   std::call_once(once, [] {
     try {
       instance = new Driver();
@@ -184,8 +184,9 @@ CUcontext ensure_context(int device) {
 
   // Primary contexts retained here are kept for the life of the process: releasing one would
   // destroy it (and every module fkv-jit loaded into it) while callers may still use it.
-  static std::mutex mutex;
-  static std::map<int, CUcontext> retained;
+  // Never destroyed: atexit handlers and static destructors may still prepare kernels.
+  static std::mutex& mutex = *new std::mutex;
+  static std::map<int, CUcontext>& retained = *new std::map<int, CUcontext>;
   CUcontext ctx = nullptr;
   {
     std::lock_guard<std::mutex> lock(mutex);

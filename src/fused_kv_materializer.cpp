@@ -580,12 +580,13 @@ FusedKVMaterializer::FusedKVMaterializer(const ModelConfig& config, std::int64_t
     }
     m.w_scales = DeviceBuffer(static_cast<std::size_t>(scales) * sizeof(float));
     m.pack_scales(w, setup.get());
-    // Slices of up to 32 MB dequantized (whole 128-row blocks), at most one group's rows.
+    // Slices of up to dequant_slice_bytes (whole 128-row blocks), at most one group's rows.
     std::int64_t most = 0;
     for (const Impl::Group& g : m.groups)
       most = std::max(most, g.width * static_cast<std::int64_t>(g.members.size()));
-    const std::int64_t fit = std::max<std::int64_t>(
-        kWeightBlock, (32ll << 20) / (hidden_size * es) / kWeightBlock * kWeightBlock);
+    const std::int64_t fit =
+        std::max<std::int64_t>(kWeightBlock, static_cast<std::int64_t>(o.dequant_slice_bytes) /
+                                                 (hidden_size * es) / kWeightBlock * kWeightBlock);
     m.dq_rows = std::min(most, fit);
     m.dq_scratch = DeviceBuffer(static_cast<std::size_t>(m.dq_rows * hidden_size * es));
     m.dequant =

@@ -24,7 +24,7 @@ std::mutex& dirs_mutex() {
   return m;
 }
 std::vector<std::string>& extra_dirs() {
-  static std::vector<std::string> dirs;
+  static std::vector<std::string>& dirs = *new std::vector<std::string>;  // never destroyed
   return dirs;
 }
 
@@ -55,7 +55,7 @@ struct Loaded {
 };
 
 const Loaded& load() {
-  static Loaded loaded;
+  static Loaded& loaded = *new Loaded;  // never destroyed: atexit handlers may still compile
   static std::once_flag once;
   // Outside call_once: a malformed FKV_* variable is a ConfigError for this caller, and the
   // next call reads again (JitOptions::global() keeps only a successful read).

@@ -165,17 +165,20 @@ JitOptions JitOptions::from_env() {
     check_nvrtc_options(o.nvrtc_options, "FKV_NVRTC_OPTIONS");
   }
   if (auto v = env("FKV_DECODE_CROSSOVER"); v && !v->empty())
-    o.decode_crossover =
-        int_in_range("FKV_DECODE_CROSSOVER", *v, 0, 1 << 30, "a token count >= 0 (0 = never)");
+    o.decode_crossover = int_in_range("FKV_DECODE_CROSSOVER", *v, 0, 999999999,
+                                      "a token count from 0 (never) to 999999999");
   if (auto v = env("FKV_TEMPLATE_DIR"); v && !v->empty()) o.template_dir = *v;
   if (auto v = env("FKV_DUMP_SOURCE"); v && !v->empty()) o.dump_source = *v;
   if (auto v = env("FKV_NVRTC_LIBRARY"); v && !v->empty()) o.nvrtc_library = *v;
 
+  // XDG_CACHE_HOME and HOME count only when absolute (the XDG rule, applied to both): a relative
+  // one would put the cache wherever the process happens to run. Neither usable: memory only,
+  // and the cache's warning says why.
   if (auto dir = env("FKV_CACHE_DIR"); dir && !dir->empty())
     o.cache_dir = *dir;
   else if (auto xdg = env("XDG_CACHE_HOME"); xdg && !xdg->empty() && (*xdg)[0] == '/')
     o.cache_dir = fs::path(*xdg) / "fkv-jit";
-  else if (auto home = env("HOME"); home && !home->empty())
+  else if (auto home = env("HOME"); home && !home->empty() && (*home)[0] == '/')
     o.cache_dir = fs::path(*home) / ".cache" / "fkv-jit";
   if (auto ro = env("FKV_CACHE_READONLY_DIRS")) {
     std::stringstream parts(*ro);
@@ -201,11 +204,12 @@ JitOptions JitOptions::from_env() {
 
 const JitOptions& JitOptions::global() {
   // A throwing initializer leaves the static uninitialized: the next call reads again.
-  static const JitOptions options = [] {
+  // Never destroyed: atexit handlers and static destructors may still call the library.
+  static const JitOptions& options = *new JitOptions([] {
     JitOptions o = from_env();
     configure_logging(o.log_level);
     return o;
-  }();
+  }());
   return options;
 }
 

@@ -140,8 +140,9 @@ double round_to_format(double x, int mant, int emin) {
 }  // namespace
 
 const std::vector<std::string>& RopeTable::supported_types() {
-  static const std::vector<std::string> types = {"default", "linear", "dynamic",
-                                                 "llama3",  "yarn",   "longrope"};
+  // Never destroyed: a call from an atexit handler or a static destructor still finds it.
+  static const auto& types = *new const std::vector<std::string>{"default", "linear", "dynamic",
+                                                                 "llama3",  "yarn",   "longrope"};
   return types;
 }
 
@@ -158,8 +159,8 @@ RopeTable::RopeTable(const RopeFrequencies& freq, int rotary_dim, std::int64_t m
   if (rotary_dim < 2 || rotary_dim % 2 != 0)
     throw ConfigError("rotary_dim must be even and >= 2 to build a RoPE table, got " +
                       std::to_string(rotary_dim) + ".");
-  if (max_position < 1)
-    throw ConfigError("max_position of a RoPE table must be >= 1, got " +
+  if (max_position < 1 || max_position > kMaxRopePositions)
+    throw ConfigError("max_position of a RoPE table must be in [1, 2^31], got " +
                       std::to_string(max_position) + ".");
   if (!(freq.theta > 0.0) || !std::isfinite(freq.theta))
     throw ConfigError("rope_theta must be a finite number > 0, got " + std::to_string(freq.theta) +
@@ -311,9 +312,23 @@ double RopeTable::sin(std::int64_t pos, int i) const {
   return std::sin(static_cast<double>(pos) * inv_freq_[i]) * attention_factor_;
 }
 
+// rows * cols * elem, or ArgumentError when it does not fit in size_t (the constructor's bound
+// keeps every table far below that; this guards the arithmetic, not the inputs).
+std::size_t RopeTable::checked_size(std::size_t elem) const {
+  std::size_t n = 0;
+  if (max_position_ < 0 ||
+      __builtin_mul_overflow(static_cast<std::size_t>(max_position_),
+                             static_cast<std::size_t>(rotary_dim_), &n) ||
+      __builtin_mul_overflow(n, elem, &n))
+    throw ArgumentError("a RoPE table of " + std::to_string(max_position_) + " x " +
+                        std::to_string(rotary_dim_) + " entries of " + std::to_string(elem) +
+                        " bytes does not fit in memory");
+  return n;
+}
+
 std::vector<double> RopeTable::values() const {
   const int half = rotary_dim_ / 2;
-  std::vector<double> out(static_cast<std::size_t>(max_position_) * rotary_dim_);
+  std::vector<double> out(checked_size(sizeof(double)) / sizeof(double));
   for (std::int64_t p = 0; p < max_position_; ++p) {
     double* row = out.data() + p * rotary_dim_;
     for (int i = 0; i < half; ++i) {
@@ -339,7 +354,7 @@ std::size_t RopeTable::size_bytes(DType dtype) const {
           "a RoPE cos/sin table can be fp32, bf16 or fp16; fp8 is not supported "
           "(choose cos_sin = fp32 or the activation dtype).");
   }
-  return static_cast<std::size_t>(max_position_) * rotary_dim_ * elem;
+  return checked_size(elem);
 }
 
 std::vector<std::uint8_t> RopeTable::bytes(DType dtype) const {

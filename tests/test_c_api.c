@@ -10,6 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include "fkv/fkv.h"
@@ -263,6 +264,27 @@ static void test_plan(void) {
     }
     CHECK_STATUS(fkv_plan_cos_sin(plan, 0, P, FKV_DTYPE_FP8_E4M3, NULL, 0, &need),
                  FKV_ERR_ARGUMENT);
+
+    /* max_position out of range (issue 23 item 1): 2^57 rows used to overflow the size to 0
+     * bytes, so the call returned OK and filling the buffer crashed; -5 meant "the config's
+     * value". Both are FKV_ERR_ARGUMENT now, before any size is computed. 2^31 is the bound. */
+    need = 12345;
+    CHECK_STATUS(fkv_plan_cos_sin(plan, 0, (int64_t)1 << 57, FKV_DTYPE_FP32, NULL, 0, &need),
+                 FKV_ERR_ARGUMENT);
+    CHECK_CONTAINS("max_position is 144115188075855872");
+    CHECK_CONTAINS("2^31");
+    CHECK(need == 12345);
+    CHECK_STATUS(
+        fkv_plan_cos_sin(plan, 0, (int64_t)1 << 57, FKV_DTYPE_FP32, table, sizeof table, NULL),
+        FKV_ERR_ARGUMENT);
+    CHECK_STATUS(fkv_plan_cos_sin(plan, 0, -5, FKV_DTYPE_FP32, NULL, 0, &need), FKV_ERR_ARGUMENT);
+    CHECK_CONTAINS("max_position is -5");
+    CHECK_STATUS(fkv_plan_cos_sin(plan, 0, ((int64_t)1 << 31) + 1, FKV_DTYPE_FP32, NULL, 0, &need),
+                 FKV_ERR_ARGUMENT);
+    /* The bound itself is a size, not an error: 2^31 x 128 x 4 bytes. */
+    CHECK_STATUS(fkv_plan_cos_sin(plan, 0, (int64_t)1 << 31, FKV_DTYPE_FP32, NULL, 0, &need),
+                 FKV_OK);
+    CHECK(need == ((size_t)1 << 31) * R * 4);
   }
   fkv_plan_free(plan);
   fkv_config_free(cfg);
@@ -555,7 +577,52 @@ static void test_materializer_arguments(void) {
   fkv_materializer_free(NULL);
 }
 
+/* Issue 23 item 13: a malformed FKV_* variable is bad input (FKV_ERR_BAD_INPUT naming the
+ * variable), not a config mismatch. Variables are read once per process, so in a child. */
+static void test_env_error(void) {
+  pid_t pid = fork();
+  int status = 0;
+  if (pid == 0) {
+    char dir[] = "/tmp/fkv-c-api-env-XXXXXX";
+    fkv_config* cfg = NULL;
+    fkv_precompile_options o;
+    fkv_status s;
+    int ok;
+    char path[1024];
+    setenv("FKV_BLOCK_WARPS", "abc", 1);
+    path_join(path, sizeof path, FKV_TEST_DATA_DIR, "qwen3-8b.json");
+    if (fkv_config_load(path, &cfg) != FKV_OK || mkdtemp(dir) == NULL) _exit(2);
+    fkv_precompile_options_init(&o);
+    o.arch = "sm_90";
+    o.cache_dir = dir;
+    s = fkv_precompile_with_options(cfg, &o, NULL);
+    ok = s == FKV_ERR_BAD_INPUT && strstr(fkv_last_error(), "FKV_BLOCK_WARPS") != NULL &&
+         strstr(fkv_last_error(), "abc") != NULL;
+    if (!ok) fprintf(stderr, "FKV_BLOCK_WARPS=abc: %s: %s\n", fkv_status_name(s), fkv_last_error());
+    rmdir(dir);
+    _exit(ok ? 0 : 1);
+  }
+  CHECK(pid > 0);
+  if (pid <= 0) return;
+  CHECK(waitpid(pid, &status, 0) == pid);
+  CHECK(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+}
+
+/* Issue 23 item 14: a NUL inside a config string no longer cuts the error text there; the
+ * text shows it as \x00 and keeps what follows. */
+static void test_nul_in_error(void) {
+  fkv_config* cfg = NULL;
+  fkv_status s = fkv_config_from_json(
+      "{\"model_type\": \"qwen3\\u0000after-the-nul\", \"num_hidden_layers\": 2}", "nul.json",
+      &cfg);
+  CHECK(s != FKV_OK);
+  CHECK_CONTAINS("qwen3\\x00after-the-nul");
+  if (cfg) fkv_config_free(cfg);
+}
+
 int main(void) {
+  test_env_error();
+  test_nul_in_error();
   test_config_and_validate();
   test_bad_input();
   test_mismatch_texts();

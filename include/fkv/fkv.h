@@ -14,6 +14,22 @@
  * - Pointers documented as "device" are CUDA device pointers in the calling thread's current
  *   context; `stream` is a CUstream / cudaStream_t (NULL = the legacy default stream).
  * - Strides and counts are in elements, not bytes.
+ * - Option structs (fkv_precompile_options, fkv_materializer_options) start with `struct_size`
+ *   and grow only at the end. Their init functions are macros that pass sizeof(*options) to the
+ *   library, which fills in the fields inside that size (defaults), sets struct_size and writes
+ *   nothing past it; readers read only the fields inside struct_size and use the default for the
+ *   others, so a program built against an older fkv.h keeps working with a newer library. A
+ *   struct_size of 0 (options never initialized) or too small to hold a required field is
+ *   FKV_ERR_ARGUMENT; fields past what the library knows (a newer fkv.h) are ignored.
+ *   Programs built before struct_size existed call the unversioned symbols
+ *   (fkv_precompile_options_init, fkv_precompile_with_options, fkv_materializer_options_init,
+ *   fkv_materializer_create); the library keeps them and serves them the first layouts, without
+ *   struct_size, decode_gpu and decode_crossover. FFI users (ctypes, cffi) call the *_v2 symbols
+ *   and set struct_size themselves.
+ * - Structs the library writes (fkv_layer_info, fkv_attention_info, fkv_kernel_desc,
+ *   fkv_precompile_result) never change: a new field means a new struct and function.
+ * - Thread-local error texts and the library's process-wide state are never destroyed, so these
+ *   functions may be called from atexit handlers and static destructors.
  */
 #ifndef FKV_FKV_H
 #define FKV_FKV_H
@@ -190,18 +206,21 @@ FKV_API fkv_status fkv_plan_kernel_desc(const fkv_plan* plan, int group, fkv_dty
 /* The cos/sin cache of group `group`, [max_position, R] row-major (cos in columns [0, R/2),
  * sin in [R/2, R)), computed in float64 and rounded once to `dtype` (fp32, bf16, fp16), written
  * to host memory `out` of `out_bytes` bytes (>= max_position * R * size(dtype)).
- * max_position = 0 uses the config's max_position_embeddings. `bytes_needed` (may be NULL)
- * receives the size; with out = NULL only the size is computed. FKV_ERR_ARGUMENT for a group
- * without RoPE (rotary_dim 0) or a buffer too small. */
+ * max_position = 0 uses the config's max_position_embeddings; otherwise it must be in [1, 2^31]
+ * (FKV_ERR_ARGUMENT for a negative or larger value). `bytes_needed` (may be NULL) receives the
+ * size; with out = NULL only the size is computed. FKV_ERR_ARGUMENT for a group without RoPE
+ * (rotary_dim 0) or a buffer too small; FKV_ERR_OUT_OF_MEMORY when the table does not fit in
+ * host memory. */
 FKV_API fkv_status fkv_plan_cos_sin(const fkv_plan* plan, int group, int64_t max_position,
                                     fkv_dtype dtype, void* out, size_t out_bytes,
                                     size_t* bytes_needed);
 
 /* ---- precompilation (no GPU needed) ------------------------------------------------------ */
 
-/* What to precompile. Start from fkv_precompile_options_init(), which sets every field to its
- * default; fields may be added at the end in later versions (the init function sets them). */
+/* What to precompile. Start from fkv_precompile_options_init(), which sets struct_size and every
+ * field to its default; fields may be added at the end in later versions (see "Conventions"). */
 typedef struct fkv_precompile_options {
+  size_t struct_size; /* sizeof(fkv_precompile_options) of the caller's fkv.h; set by init */
   /* The device arch: "sm_80", "sm_90", "sm_100", "sm_120", "90", "9.0". What is built is what
    * the runtime loads on such a device (an arch NVRTC cannot build maps to the newest one of the
    * same major, or to PTX); "sm_90a"/"sm_100a" map to "sm_90"/"sm_100", which the runtime loads
@@ -222,7 +241,12 @@ typedef struct fkv_precompile_options {
   const char* decode_gpu;
 } fkv_precompile_options;
 
-FKV_API void fkv_precompile_options_init(fkv_precompile_options* options);
+/* Sets struct_size = min(struct_size, the library's size) and the defaults of the fields inside
+ * it; writes nothing past struct_size bytes (nothing at all when struct_size is smaller than the
+ * struct_size field). Call it through the macro. */
+FKV_API void fkv_precompile_options_init_v2(fkv_precompile_options* options, size_t struct_size);
+#define fkv_precompile_options_init(options) \
+  fkv_precompile_options_init_v2((options), sizeof(*(options)))
 
 /* Counts of one precompile run. */
 typedef struct fkv_precompile_result {
@@ -236,10 +260,13 @@ typedef struct fkv_precompile_result {
  * filled in and a text naming the kernels, when any kernel could not be saved on disk (no
  * usable cache directory, disk full): a precompile whose output is lost is a failure.
  * FKV_ERR_ARGUMENT for a name that is not an arch ("compute_90", "sm_1") or an unknown dtype
- * or mode, FKV_ERR_COMPILE for an arch NVRTC cannot serve. */
-FKV_API fkv_status fkv_precompile_with_options(const fkv_config* config,
-                                               const fkv_precompile_options* options,
-                                               fkv_precompile_result* result);
+ * or mode, or a struct_size that does not reach `arch`; FKV_ERR_COMPILE for an arch NVRTC cannot
+ * serve. */
+FKV_API fkv_status fkv_precompile_with_options_v2(const fkv_config* config,
+                                                  const fkv_precompile_options* options,
+                                                  fkv_precompile_result* result);
+#define fkv_precompile_with_options(config, options, result) \
+  fkv_precompile_with_options_v2((config), (options), (result))
 
 /* The earlier form: fkv_precompile_with_options with the given arch, dtypes and cache_dir and
  * every other option at its default (both output modes, fp32 cos/sin, int64 indices). */
@@ -307,6 +334,7 @@ FKV_API fkv_status fkv_materialize_pool(const fkv_kernel* kernel, const fkv_inpu
 typedef struct fkv_materializer fkv_materializer;
 
 typedef struct fkv_materializer_options {
+  size_t struct_size;   /* sizeof(fkv_materializer_options) of the caller's fkv.h; set by init */
   int grouped;          /* 0 = strict (the seed's semantics, one group), else grouped plan */
   fkv_dtype act;        /* hidden, W_kv and proj: bf16 or fp16 */
   fkv_dtype cache;      /* pool dtype: act, fp8_e4m3 or fp8_e5m2 (stacked output is act) */
@@ -329,8 +357,12 @@ typedef struct fkv_materializer_options {
 } fkv_materializer_options;
 
 /* Defaults: strict, bf16, bf16 cache, fp32 cos/sin, int64, max_tokens 8192, device 0, stacked
- * and pool, flat layout, tp_size 1, decode_crossover -1. */
-FKV_API void fkv_materializer_options_init(fkv_materializer_options* options);
+ * and pool, flat layout, tp_size 1, decode_crossover -1. Sets struct_size like
+ * fkv_precompile_options_init_v2 and writes nothing past it. Call it through the macro. */
+FKV_API void fkv_materializer_options_init_v2(fkv_materializer_options* options,
+                                              size_t struct_size);
+#define fkv_materializer_options_init(options) \
+  fkv_materializer_options_init_v2((options), sizeof(*(options)))
 
 typedef struct fkv_materializer_weights {
   int64_t hidden_size;
@@ -348,11 +380,13 @@ typedef struct fkv_materializer_weights {
 /* Validates `config` (strict: FKV_ERR_CONFIG_MISMATCH with the exact mismatch text; a tp_size
  * that does not split the KV heads: FKV_ERR_CONFIG_MISMATCH naming both numbers), checks the
  * weights against it (FKV_ERR_ARGUMENT) and prepares everything on options->device (NULL
- * options = the defaults). */
-FKV_API fkv_status fkv_materializer_create(const fkv_config* config,
-                                           const fkv_materializer_weights* weights,
-                                           const fkv_materializer_options* options,
-                                           fkv_materializer** out);
+ * options = the defaults; a struct_size of 0: FKV_ERR_ARGUMENT). */
+FKV_API fkv_status fkv_materializer_create_v2(const fkv_config* config,
+                                              const fkv_materializer_weights* weights,
+                                              const fkv_materializer_options* options,
+                                              fkv_materializer** out);
+#define fkv_materializer_create(config, weights, options, out) \
+  fkv_materializer_create_v2((config), (weights), (options), (out))
 FKV_API void fkv_materializer_free(fkv_materializer* m);
 FKV_API int fkv_materializer_num_layers(const fkv_materializer* m);
 FKV_API int fkv_materializer_num_groups(const fkv_materializer* m);

@@ -31,12 +31,17 @@ struct RopeOptions {
   std::int64_t seq_len = 0;
 };
 
+// The most rows a RoPE table may have: 2^31 positions. Far beyond any context length, and small
+// enough that max_position * rotary_dim * 8 (the float64 table) cannot overflow size_t.
+inline constexpr std::int64_t kMaxRopePositions = std::int64_t{1} << 31;
+
 // The cos/sin table of one frequency set. Cheap to construct (keeps R/2 frequencies, not the
 // table); the entries are computed on demand. Immutable, so safe to share between threads.
 class RopeTable {
  public:
   // Throws ConfigError for an unknown rope type (naming it and listing the supported ones), a
-  // missing or malformed scaling key (naming it), rotary_dim odd or < 2, max_position < 1, and
+  // missing or malformed scaling key (naming it), rotary_dim odd or < 2, max_position < 1 or
+  // above kMaxRopePositions, and
   // parameters whose table would not be finite (a frequency that is not finite, negative or
   // above 1e280; an attention factor that is not finite, <= 0 or above 65504). A table that
   // constructs is finite in every dtype for every position; validate() constructs one per group.
@@ -63,15 +68,19 @@ class RopeTable {
   double cos(std::int64_t pos, int i) const;
   double sin(std::int64_t pos, int i) const;
   // The whole table in float64, [max_position, R] row-major (max_position * R doubles).
+  // Throws ArgumentError when that size does not fit in size_t (never for a table that
+  // constructed), std::bad_alloc when it cannot be allocated.
   std::vector<double> values() const;
 
   // The whole table converted once, round-to-nearest-even, to `dtype` (FP32, BF16, FP16), as
   // little-endian bytes ready to upload (max_position * R * dtype_size bytes). Throws
-  // ArgumentError for any other dtype.
+  // ArgumentError for any other dtype, or when the size does not fit in size_t.
   std::vector<std::uint8_t> bytes(DType dtype) const;
   std::size_t size_bytes(DType dtype) const;
 
  private:
+  std::size_t checked_size(std::size_t elem) const;
+
   std::string type_;
   int rotary_dim_ = 0;
   std::int64_t max_position_ = 0;
