@@ -204,7 +204,8 @@ int main(int argc, char** argv) {
 
     const fkv::ModelConfig config = draft_config();
     std::vector<std::vector<float>> norms(kLayers, std::vector<float>(kHeadDim, 1.0f));
-    auto materializer = [&](fkv::WeightFormat f) {
+    auto materializer = [&](fkv::WeightFormat f, std::int64_t crossover = -1,
+                            std::size_t slice = 8u << 20) {
       fkv::MaterializerWeights w;
       w.format = f;
       w.k_norm = norms;
@@ -220,17 +221,35 @@ int main(int argc, char** argv) {
       fkv::MaterializerOptions o;
       o.max_tokens = max_t;
       o.max_position = kMaxPos;
+      o.decode_crossover = crossover;
+      o.dequant_slice_bytes = slice;
       return std::make_unique<fkv::FusedKVMaterializer>(config, kHidden, w, o);
     };
     const fkv::WeightFormat formats[] = {fkv::WeightFormat::Dense, fkv::WeightFormat::Fp8Tensor,
                                          fkv::WeightFormat::Fp8Channel, fkv::WeightFormat::Fp8Block,
                                          fkv::WeightFormat::Int8Channel};
+    // Variants of fp8_tensor: the decode kernel forced up to 64 tokens, and dequantized slices
+    // of 4 and 32 MB (the default is 8 MB).
+    struct Variant {
+      fkv::WeightFormat format;
+      std::string name;
+      std::int64_t crossover;
+      std::size_t slice;
+    };
+    std::vector<Variant> variants;
+    for (fkv::WeightFormat f : formats) variants.push_back({f, fkv::to_string(f), -1, 8u << 20});
+    variants.push_back({fkv::WeightFormat::Fp8Tensor, "fp8_t/decode", 64, 8u << 20});
+    variants.push_back({fkv::WeightFormat::Fp8Tensor, "fp8_t/slice4M", 0, 4u << 20});
+    variants.push_back({fkv::WeightFormat::Fp8Tensor, "fp8_t/slice32M", 0, 32u << 20});
     json rows = json::array();
-    std::printf("\n%6s %-13s %10s %9s %9s\n", "T", "weights", "step_us", "/bf16", "/probe_q");
+    std::printf("\n%6s %-15s %10s %9s %9s\n", "T", "weights", "step_us", "/bf16", "/probe_q");
     for (std::int64_t T : tokens) {
       double bf16_us = 0;
-      for (fkv::WeightFormat f : formats) {
-        const auto mat = materializer(f);
+      for (const Variant& var : variants) {
+        const fkv::WeightFormat f = var.format;
+        if (var.crossover > 0 && T > var.crossover) continue;
+        if (var.crossover == 0 && T <= 64) continue;
+        const auto mat = materializer(f, var.crossover, var.slice);
         fkv::MaterializerInput in;
         in.hidden = d_x.ptr();
         in.num_tokens = T;
@@ -245,14 +264,14 @@ int main(int argc, char** argv) {
         const double us = t["median_us"].get<double>();
         if (f == fkv::WeightFormat::Dense) bf16_us = us;
         const json row = {{"T", T},
-                          {"weights", fkv::to_string(f)},
+                          {"weights", var.name},
                           {"median_us", us},
                           {"decode_path", T <= mat->decode_crossover()},
                           {"vs_bf16", us / bf16_us},
                           {"vs_probe_q", us / probe_q}};
         rows.push_back(row);
-        std::printf("%6lld %-13s %10.2f %9.3f %9.3f\n", static_cast<long long>(T),
-                    fkv::to_string(f).c_str(), us, us / bf16_us, us / probe_q);
+        std::printf("%6lld %-15s %10.2f %9.3f %9.3f\n", static_cast<long long>(T), var.name.c_str(),
+                    us, us / bf16_us, us / probe_q);
       }
     }
     doc["rows"] = rows;

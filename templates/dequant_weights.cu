@@ -6,18 +6,24 @@
 //
 //   out[r, k] = round_to_Act(value(w[row0 + r, k]) * scale(row0 + r, k)),  r < rows
 // scale: WS 1 = scale[row / rows_per_layer] (a per-tensor scale of each layer), 2 = scale[row],
-// 3 = scale[(row / 128) * scale_cols + k / 128] (128 x 128 blocks). One thread per 16 columns.
+// 3 = scale[(row / 128) * scale_cols + k / 128] (128 x 128 blocks). One thread per 16 columns:
+// one 16-byte load, the exact conversion the decode kernel uses (fkv_types.cuh), an fp32 multiply
+// by the scale, two 16-byte stores.
 #include "fkv_types.cuh"
 
 namespace fkv_kernels {
 namespace dequant_detail {
 
-// An e4m3 byte as a float, exactly, without float subnormals (so --ftz cannot change it).
-__device__ __forceinline__ float e4m3_value(u32 b) {
-  const u32 mag = b & 0x7fu;
-  float f = (mag >> 3) == 0 ? (float)(mag & 7u) * 0.001953125f  // subnormal: m * 2^-9
-                            : __uint_as_float((mag << 20) + (120u << 23));  // 2^(e-7) (1 + m/8)
-  return (b & 0x80u) ? -f : f;
+struct alignas(16) U32x4 {
+  u32 x, y, z, w;
+};
+
+// A pair of Act values (exact: every e4m3 and int8 value is one) times s, rounded once.
+template <class Act>
+__device__ __forceinline__ u32 scale_pair(u32 pair, float s) {
+  const float lo = to_float(from_bits<Act>(pair & 0xffffu)) * s;
+  const float hi = to_float(from_bits<Act>(pair >> 16)) * s;
+  return float_to_bits(lo, (Act*)0) | (float_to_bits(hi, (Act*)0) << 16);
 }
 
 }  // namespace dequant_detail
@@ -28,18 +34,16 @@ __global__ void __launch_bounds__(256) dequant_weights(const unsigned char* __re
                                                        Act* __restrict__ out, long long row0,
                                                        long long rows, long long rows_per_layer,
                                                        long long scale_cols) {
+  using namespace dequant_detail;
   static_assert(HIDDEN % 16 == 0, "rows are whole 16-byte vectors");
   static_assert(WQ == 1 || WQ == 2, "FP8 e4m3 or INT8");
-  constexpr int VPR = HIDDEN / 16;  // vectors per row
+  constexpr int VPR = HIDDEN / 16;  // 16-byte vectors (16 weights) per row
   const long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x;
   if (i >= rows * VPR) return;
   const long long r = i / VPR;
   const int c = (int)(i - r * VPR) * 16;
   const long long row = row0 + r;
-  const u32* src = reinterpret_cast<const u32*>(w + row * (long long)HIDDEN + c);
-  u32 word[4];
-#pragma unroll
-  for (int q = 0; q < 4; ++q) word[q] = __ldg(src + q);
+  const U32x4 v = *reinterpret_cast<const U32x4*>(w + row * (long long)HIDDEN + c);
   float s;
   if constexpr (WS == 1)
     s = scale[row / rows_per_layer];
@@ -47,24 +51,20 @@ __global__ void __launch_bounds__(256) dequant_weights(const unsigned char* __re
     s = scale[row];
   else
     s = scale[(row / 128) * scale_cols + c / 128];
-  u32 packed[8];
+  const u32 in[4] = {v.x, v.y, v.z, v.w};
+  u32 o[8];
 #pragma unroll
   for (int q = 0; q < 4; ++q) {
-#pragma unroll
-    for (int h = 0; h < 2; ++h) {
-      u32 bits[2];
-#pragma unroll
-      for (int e = 0; e < 2; ++e) {
-        const u32 b = (word[q] >> (8 * (2 * h + e))) & 0xffu;
-        const float v = WQ == 1 ? dequant_detail::e4m3_value(b) : (float)(int)(signed char)b;
-        bits[e] = float_to_bits(v * s, (Act*)0);
-      }
-      packed[2 * q + h] = bits[0] | (bits[1] << 16);
-    }
+    if constexpr (WQ == 1)
+      fp8x4_to<Act>(in[q], o[2 * q], o[2 * q + 1]);
+    else
+      int8x4_to<Act>(in[q], o[2 * q], o[2 * q + 1]);
+    o[2 * q] = scale_pair<Act>(o[2 * q], s);
+    o[2 * q + 1] = scale_pair<Act>(o[2 * q + 1], s);
   }
-  u32* dst = reinterpret_cast<u32*>(out + r * (long long)HIDDEN + c);
-#pragma unroll
-  for (int q = 0; q < 8; ++q) dst[q] = packed[q];
+  U32x4* dst = reinterpret_cast<U32x4*>(out + r * (long long)HIDDEN + c);
+  dst[0] = U32x4{o[0], o[1], o[2], o[3]};
+  dst[1] = U32x4{o[4], o[5], o[6], o[7]};
 }
 
 }  // namespace fkv_kernels

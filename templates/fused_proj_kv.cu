@@ -82,53 +82,6 @@ __device__ __forceinline__ void mma16816(float (&c)[4], u32 a0, u32 a1, u32 a2, 
   }
 }
 
-// Four e4m3 bytes -> two pairs of Act (lo: bytes 0, 1; hi: bytes 2, 3), exactly: the byte's
-// exponent and mantissa bits move under Act's, then one multiply by 2^(Act bias - 7) rebases the
-// exponent (subnormal e4m3 values become subnormal Act values first, which the half-precision
-// FMA keeps).
-template <class Act>
-__device__ __forceinline__ void fp8x4_to(u32 w, u32& lo, u32& hi) {
-  u32 a, b;
-  asm("prmt.b32 %0, %1, %2, 0x4140;" : "=r"(a) : "r"(w), "r"(0u));
-  asm("prmt.b32 %0, %1, %2, 0x4342;" : "=r"(b) : "r"(w), "r"(0u));
-  constexpr int SH = SameType<Act, bf16>::value ? 4 : 7;  // mantissa: 7 or 10 bits, e4m3's 3
-  const u32 sa = (a & 0x00800080u) << 8, sb = (b & 0x00800080u) << 8;
-  a = ((a & 0x007f007fu) << SH) | sa;
-  b = ((b & 0x007f007fu) << SH) | sb;
-  const u32 zero = 0x80008000u;  // -0: keeps the sign of zero
-  if constexpr (SameType<Act, bf16>::value) {
-    const u32 k = 0x7b807b80u;  // 2^120
-    asm("fma.rn.bf16x2 %0, %1, %2, %3;" : "=r"(lo) : "r"(a), "r"(k), "r"(zero));
-    asm("fma.rn.bf16x2 %0, %1, %2, %3;" : "=r"(hi) : "r"(b), "r"(k), "r"(zero));
-  } else {
-    const u32 k = 0x5c005c00u;  // 2^8
-    asm("fma.rn.f16x2 %0, %1, %2, %3;" : "=r"(lo) : "r"(a), "r"(k), "r"(zero));
-    asm("fma.rn.f16x2 %0, %1, %2, %3;" : "=r"(hi) : "r"(b), "r"(k), "r"(zero));
-  }
-}
-
-// Four int8 bytes -> two pairs of Act, exactly: each byte (offset by 128) goes into the mantissa
-// of 2^23, the float subtraction gives the signed value, and one cvt packs two.
-template <class Act>
-__device__ __forceinline__ void int8x4_to(u32 w, u32& lo, u32& hi) {
-  const u32 u = w ^ 0x80808080u;
-  const u32 magic = 0x4b000000u;
-  u32 e0, e1, e2, e3;
-  asm("prmt.b32 %0, %1, %2, 0x7540;" : "=r"(e0) : "r"(u), "r"(magic));
-  asm("prmt.b32 %0, %1, %2, 0x7541;" : "=r"(e1) : "r"(u), "r"(magic));
-  asm("prmt.b32 %0, %1, %2, 0x7542;" : "=r"(e2) : "r"(u), "r"(magic));
-  asm("prmt.b32 %0, %1, %2, 0x7543;" : "=r"(e3) : "r"(u), "r"(magic));
-  const float f0 = __uint_as_float(e0) - 8388736.0f, f1 = __uint_as_float(e1) - 8388736.0f;
-  const float f2 = __uint_as_float(e2) - 8388736.0f, f3 = __uint_as_float(e3) - 8388736.0f;
-  if constexpr (SameType<Act, bf16>::value) {
-    asm("cvt.rn.bf16x2.f32 %0, %1, %2;" : "=r"(lo) : "f"(f1), "f"(f0));
-    asm("cvt.rn.bf16x2.f32 %0, %1, %2;" : "=r"(hi) : "f"(f3), "f"(f2));
-  } else {
-    asm("cvt.rn.f16x2.f32 %0, %1, %2;" : "=r"(lo) : "f"(f1), "f"(f0));
-    asm("cvt.rn.f16x2.f32 %0, %1, %2;" : "=r"(hi) : "f"(f3), "f"(f2));
-  }
-}
-
 // A thread's 16-byte weight vector as MMA operand pairs: 8 registers of Act pairs (16 columns)
 // for 8-bit weights, the 4 loaded registers (8 columns) for dense ones.
 template <class Act, int WQ>
