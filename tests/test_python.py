@@ -286,6 +286,95 @@ def test_nvrtc_missing():
         shutil.rmtree(cache)
 
 
+# ---- issue 23: the C boundary and Python arguments -------------------------------------------
+
+def test_cos_sin_range():
+    """max_position 2**57 used to overflow the table size to 0 bytes (the interpreter then died
+    filling it); -5 meant "the config's value". Both are ArgumentErrors now."""
+    p = fkv_jit.plan(DATA / "qwen3-8b.json")
+    e = raises(fkv_jit.ArgumentError, p.cos_sin_bytes, 0, 2 ** 57)
+    assert "max_position is 144115188075855872" in str(e) and "2^31" in str(e), str(e)
+    e = raises(fkv_jit.ArgumentError, p.cos_sin_bytes, 0, -5)
+    assert "max_position is -5" in str(e), str(e)
+
+
+def test_malformed_env_is_bad_input():
+    """FKV_BLOCK_WARPS=abc is bad input (BadInputError naming the variable), not a config
+    mismatch. Variables are read once per process: a fresh interpreter."""
+    cache = tempfile.mkdtemp(prefix="fkv-py-env-")
+    code = ("import fkv_jit\n"
+            "try:\n"
+            f"    fkv_jit.precompile({str(DATA / 'qwen3-8b.json')!r}, 'sm_90', cache_dir={cache!r})\n"
+            "except fkv_jit.BadInputError as e:\n"
+            "    assert not isinstance(e, fkv_jit.ConfigMismatchError)\n"
+            "    print('BadInputError:', e)\n")
+    try:
+        r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                           timeout=600, env=dict(os.environ, FKV_BLOCK_WARPS="abc"))
+        assert r.returncode == 0, r.stderr
+        assert "BadInputError:" in r.stdout and "FKV_BLOCK_WARPS" in r.stdout, r.stdout
+    finally:
+        shutil.rmtree(cache)
+
+
+def test_nul_in_config_string_kept_in_error():
+    """A NUL inside a config string shows as \\x00 in the message, which keeps the text after it."""
+    text = '{"model_type": "qwen3\\u0000after-the-nul", "num_hidden_layers": 2}'
+    e = raises(fkv_jit.FkvError, fkv_jit.config_from_json, text, "nul.json")
+    assert "qwen3\\x00after-the-nul" in str(e), str(e)
+
+
+def test_paths_str_bytes_pathlike():
+    """Paths may be str, bytes or os.PathLike (precompile(cache_dir=b"/x") used to write to
+    ./b'/x'/)."""
+    path = DATA / "qwen3-8b.json"
+    spec = fkv_jit.validate(str(path))
+    assert fkv_jit.validate(path) == spec
+    assert fkv_jit.validate(os.fsencode(str(path))) == spec
+    assert fkv_jit.load_config(os.fsencode(str(path))).num_layers == 36
+    cache = tempfile.mkdtemp(prefix="fkv-py-bytes-")
+    cwd = os.getcwd()
+    try:
+        os.chdir(cache)  # a cache written to ./b'...' would land here
+        fkv_jit.precompile(path, "sm_90", cache_dir=os.fsencode(os.path.join(cache, "c")))
+        assert sorted(os.listdir(cache)) == ["c"], os.listdir(cache)
+        assert list(Path(cache, "c").rglob("*.cubin"))
+    finally:
+        os.chdir(cwd)
+        shutil.rmtree(cache)
+    raises(TypeError, fkv_jit.load_config, 42)
+
+
+def test_nul_in_strings_refused():
+    """A str with a NUL used to be cut at the NUL: validate(path + "\\0junk") validated path."""
+    path = str(DATA / "qwen3-8b.json")
+    e = raises(fkv_jit.ArgumentError, fkv_jit.validate, path + "\0junk")
+    assert "NUL" in str(e), str(e)
+    raises(fkv_jit.ArgumentError, fkv_jit.load_config, path + "\0")
+    raises(fkv_jit.ArgumentError, fkv_jit.config_from_json, two_layers(layer()), "name\0x")
+    raises(fkv_jit.ArgumentError, fkv_jit.config_from_json, '{"fkv": {"layers": []}}\0 junk')
+    raises(fkv_jit.ArgumentError, fkv_jit.precompile, path, "sm_90\0")
+    raises(fkv_jit.ArgumentError, fkv_jit.precompile, path, "sm_90", dtype="bf16\0x")
+    raises(fkv_jit.ArgumentError, fkv_jit.precompile, path, "sm_90", cache_dir="/tmp/x\0y")
+    p = fkv_jit.plan(path)
+    raises(fkv_jit.ArgumentError, p.cos_sin_bytes, 0, 4, "fp32\0")
+    raises(fkv_jit.ArgumentError, p.kernel_desc, 0, "bf16\0")
+
+
+def test_integers_past_32_bits_refused():
+    """plan(tp_size=2**32 + 8, tp_rank=2**32 + 1) used to return the TP-8 rank-1 plan."""
+    path = DATA / "qwen3-8b.json"
+    e = raises(fkv_jit.ArgumentError, fkv_jit.plan, path, tp_size=2 ** 32 + 8, tp_rank=2 ** 32 + 1)
+    assert "tp_size is 4294967304" in str(e), str(e)
+    raises(fkv_jit.ArgumentError, fkv_jit.plan, path, tp_size=8, tp_rank=2 ** 32 + 1)
+    raises(fkv_jit.ArgumentError, fkv_jit.plan, path, tp_size=-(2 ** 32) + 8)
+    p = fkv_jit.plan(path)
+    raises(fkv_jit.ArgumentError, p.kernel_desc, 2 ** 32)  # group 2**32 is not group 0
+    raises(fkv_jit.ArgumentError, p.cos_sin_bytes, 2 ** 32, 4)
+    raises(fkv_jit.ArgumentError, fkv_jit.Kernel, fkv_jit.KernelDesc(8, 128, 128), 2 ** 32)
+    raises(fkv_jit.ArgumentError, fkv_jit.Kernel, fkv_jit.KernelDesc(2 ** 32 + 8, 128, 128))
+
+
 def main():
     print(f"fkv_jit {fkv_jit.version()} from {fkv_jit.library_path()}")
     from plain_runner import run  # tests/plain_runner.py, beside this file

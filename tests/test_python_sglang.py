@@ -267,6 +267,22 @@ def test_pool_options_rejected_when_traced_paths_cannot_take_them():
     assert "slot_mappings and tensor scales" in str(e), str(e)
 
 
+def test_eps_must_be_finite_and_positive():
+    """Issue 23 item 20: variance_epsilon = NaN used to surface as "malformed JSON at byte 196"
+    about a config the user never wrote. Now the eps itself is named."""
+    for bad in (float("nan"), float("inf"), 0.0, -1e-6):
+        e = raises(ValueError, helper, [make_layer(), make_layer(eps=bad)])
+        assert "variance_epsilon of layer 1" in str(e) and "eps" in str(e), str(e)
+        assert "JSON" not in str(e), str(e)
+    # The config helper's eps argument likewise.
+    cfg = {"hidden_size": HIDDEN, "fkv": {"layers": [
+        {"num_kv_heads": 2, "head_dim": 64, "rotary_dim": 64, "is_neox_style": True,
+         "rope_theta": 10000.0}] * 2}}
+    w = [torch.empty(256, HIDDEN, dtype=torch.bfloat16, device=META)] * 2
+    e = raises(ValueError, fkv_jit.FusedKVMaterializeHelper, cfg, w, None, [1e-6, float("nan")])
+    assert "eps[1]" in str(e) and "finite" in str(e), str(e)
+
+
 def main():
     from plain_runner import run  # tests/plain_runner.py, beside this file
 

@@ -241,6 +241,68 @@ def test_output_reuse_guard_sees_every_holder():
     assert m._unheld(kept), copied.shape
 
 
+def test_fakes_check_what_the_cuda_path_checks():
+    """Issue 23 item 19: the fake implementations (and so a meta helper and torch.compile's
+    trace) accepted what the CUDA path refuses (wrong dtype or hidden width, 3-D input,
+    positions of the wrong length, a pool of the wrong dtype or shape) and took output shapes
+    from the wrong dimensions. They now raise the binding's errors."""
+    h = meta_helper([layer()] * 2)  # 2 KV heads of 64, bf16, hidden 96
+    T = 4
+    hid = torch.empty(T, HIDDEN, dtype=torch.bfloat16, device=META)
+    pos = torch.empty(T, dtype=torch.int64, device=META)
+    op = torch.ops.fkv_jit.materialize
+    assert op(h._handle, hid, pos).shape == (T * 2 * 2 * 2 * 64,)
+    e = raises(TypeError, op, h._handle, hid.float(), pos)
+    assert "ctx_hidden dtype torch.float32 differs from the weights' bf16" in str(e), str(e)
+    e = raises(ValueError, op, h._handle, torch.empty(T, HIDDEN - 1, dtype=torch.bfloat16, device=META), pos)
+    assert "ctx_hidden must be [num_tokens, 96]" in str(e), str(e)
+    raises(ValueError, op, h._handle, torch.empty(T, 1, HIDDEN, dtype=torch.bfloat16, device=META), pos)
+    e = raises(ValueError, op, h._handle, hid, torch.empty(T + 1, dtype=torch.int64, device=META))
+    assert "positions=5, total_ctx=4" in str(e), str(e)
+    raises(TypeError, op, h._handle, hid, pos.int())
+    # Through the helper (meta: the op's fake runs) the same errors.
+    raises(ValueError, h.materialize, torch.empty(T, 1, HIDDEN, dtype=torch.bfloat16, device=META),
+           pos, lambda *a: None)
+    raises(ValueError, h.materialize, hid, torch.empty(T + 1, dtype=torch.int64, device=META),
+           lambda *a: None)
+
+    def pool(shape=(64, 2, 64), dtype=torch.bfloat16, n=2):
+        return [torch.empty(*shape, dtype=dtype, device=META) for _ in range(n)]
+
+    loc = torch.empty(T, dtype=torch.int64, device=META)
+    h.materialize_to_pool(hid, pos, loc, pool(), pool())  # right: no error
+    h.materialize_to_pool(hid, pos, loc, pool((64, 128)), pool((64, 128)))  # [slots, H*D] too
+    e = raises(TypeError, h.materialize_to_pool, hid, pos, loc, pool(dtype=torch.float16), pool())
+    assert "k_buffers[0] is torch.float16; the helper writes bf16 pools" in str(e), str(e)
+    e = raises(ValueError, h.materialize_to_pool, hid, pos, loc, pool((64, 4, 64)), pool((64, 4, 64)))
+    assert "k_buffers[0] must be [num_slots, num_kv_heads, head_dim]" in str(e), str(e)
+    e = raises(ValueError, h.materialize_to_pool, hid, pos, loc, pool(), pool((32, 2, 64)))
+    assert "same layout" in str(e), str(e)
+    e = raises(ValueError, h.materialize_to_pool, hid, pos,
+               torch.empty(T + 2, dtype=torch.int64, device=META), pool(), pool())
+    assert "cache_loc has 6 entries for 4 tokens" in str(e), str(e)
+    raises(TypeError, h.materialize_to_pool, hid.half(), pos, loc, pool(), pool())
+    raises(ValueError, h.materialize_to_pool, hid, pos, loc, pool(), pool(), k_scales=[1.0, 1.0])
+
+    # torch.compile fails at trace time instead of tracing the wrong shapes.
+    def step(hidden, positions):
+        out = []
+        h.materialize(hidden, positions, lambda lid, k, v: out.append(k))
+        return out[0]
+
+    torch._dynamo.reset()
+    compiled = torch.compile(step, fullgraph=True, backend="eager")
+    assert compiled(hid, pos).shape == (T, 2, 64)
+    torch._dynamo.reset()
+    compiled = torch.compile(step, fullgraph=True, backend="eager")
+    try:
+        compiled(hid.float(), pos)
+    except Exception as e:  # dynamo wraps the fake's TypeError
+        assert "ctx_hidden dtype torch.float32" in str(e), str(e)
+    else:
+        raise AssertionError("torch.compile traced an fp32 input")
+
+
 def main():
     from plain_runner import run  # tests/plain_runner.py, beside this file
 

@@ -17,6 +17,7 @@ something.
 from __future__ import annotations
 
 import json
+import math
 import operator
 import sys
 from typing import Callable, List, Optional, Sequence
@@ -252,7 +253,16 @@ class FusedKVMaterializeHelper:
         self.groups = [_Group(g.layers, g.spec.num_kv_heads, g.spec.head_dim)
                        for g in self.plan.groups]
         self._stacked_elems = 2 * sum(g.elems for g in self.groups)
+        # H*D of each attention layer (layer_ids order): the pool rows the ops' checks expect.
+        width = {l: g.heads * g.head_dim for g in self.groups for l in g.layers}
+        self.layer_widths = [width[l] for l in self.layer_ids]
         self._single = self.groups[0] if len(self.groups) == 1 else None
+
+        eps_values = [] if eps is None else [float(e) for e in _per_layer(eps, L, "eps")]
+        for i, e in enumerate(eps_values):
+            if not (math.isfinite(e) and e > 0):
+                raise ValueError(f"eps[{i}] (layer {self.layer_ids[i]}) is {e}: the K-norm eps "
+                                 "must be a finite number > 0")
 
         self._native = None
         self._fn_pool = self._fn_stacked = None  # the binding's calls (CUDA helpers only)
@@ -269,7 +279,6 @@ class FusedKVMaterializeHelper:
                        "decode_crossover": -1 if decode_crossover is None else int(decode_crossover)}
             host_norms = [] if not needs_norm else _host_fp32(norms)
             host_biases = [] if biases is None else _host_fp32(biases)
-            eps_values = [] if eps is None else [float(e) for e in _per_layer(eps, L, "eps")]
             with torch.cuda.device(index):
                 fns = native().materializer_create(*self.config._source, json.dumps(options),
                                                    [w.detach() for w in weights], host_norms,

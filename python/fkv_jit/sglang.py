@@ -178,7 +178,11 @@ class FusedKVMaterializeHelper(_ConfigHelper):
             kv_biases.append(None if bias is None else bias[q_size:q_size + 2 * kv_size].detach())
             k_norm = getattr(attn, "k_norm", None)
             norms.append(None if k_norm is None else k_norm.weight.detach())
-            eps_values.append(float(k_norm.variance_epsilon) if k_norm is not None else 1e-6)
+            eps = float(k_norm.variance_epsilon) if k_norm is not None else 1e-6
+            if not (math.isfinite(eps) and eps > 0):
+                raise ValueError(f"self_attn.k_norm.variance_epsilon of layer {layer_id} is {eps}: "
+                                 "the K-norm eps must be a finite number > 0")
+            eps_values.append(eps)
         mixed_bias = any(b is None for b in kv_biases) != all(b is None for b in kv_biases)
         mixed_norm = any(n is None for n in norms) != all(n is None for n in norms)
         if mixed_bias or mixed_norm:

@@ -20,8 +20,10 @@
 #include <tvm/ffi/function.h>
 #include <tvm/ffi/string.h>
 
+#include <cmath>
 #include <cstdint>
 #include <cstring>
+#include <limits>
 #include <memory>
 #include <mutex>
 #include <nlohmann/json.hpp>
@@ -77,13 +79,57 @@ auto guarded(F&& body) {
   }
 }
 
+// ---- arguments ---------------------------------------------------------------------------------
+// Python ints arrive as int64 (tvm-ffi would cut them to 32 bits for an `int` parameter, so that
+// 2**32 + 8 read as 8) and Python strs as counted strings (a NUL inside would end the C string
+// the library reads, so that "a.json\0junk" read "a.json"). Both are refused here, by name.
+
+int to_int(std::int64_t v, const char* what) {
+  if (v < std::numeric_limits<int>::min() || v > std::numeric_limits<int>::max())
+    raise("ArgumentError", std::string(what) + " is " + std::to_string(v) +
+                               ", outside the 32-bit range the library takes");
+  return static_cast<int>(v);
+}
+
+// A string the library reads as a C string: no NUL inside.
+const char* c_str(const ffi::String& s, const char* what) {
+  if (std::memchr(s.data(), '\0', s.size()) != nullptr)
+    raise("ArgumentError",
+          std::string(what) + " contains a NUL character (at offset " +
+              std::to_string(static_cast<const char*>(std::memchr(s.data(), '\0', s.size())) -
+                             s.data()) +
+              "), which a path, name or JSON text cannot hold");
+  return s.c_str();
+}
+
+// An integer option of the materializer's JSON options: range-checked, not truncated.
+template <class T>
+T json_int(const json& o, const char* key, T fallback, bool required = false) {
+  if (!o.contains(key)) {
+    if (required) raise("ArgumentError", std::string("option '") + key + "' is missing");
+    return fallback;
+  }
+  const json& v = o.at(key);
+  if (!v.is_number_integer())
+    raise("ArgumentError", std::string("option '") + key + "' must be an integer, got " + v.dump());
+  if (v.is_number_unsigned()
+          ? v.get<std::uint64_t>() > static_cast<std::uint64_t>(std::numeric_limits<T>::max())
+          : (v.get<std::int64_t>() < std::numeric_limits<T>::min() ||
+             v.get<std::int64_t>() > std::numeric_limits<T>::max()))
+    raise("ArgumentError", std::string(key) + " is " + v.dump() + ", outside the range [" +
+                               std::to_string(std::numeric_limits<T>::min()) + ", " +
+                               std::to_string(std::numeric_limits<T>::max()) + "]");
+  return v.get<T>();
+}
+
 // ---- configs through the C API ---------------------------------------------------------------
 
 struct ConfigHandle {
   fkv_config* c = nullptr;
-  ConfigHandle(const std::string& source, bool is_path, const std::string& name) {
-    check(is_path ? fkv_config_load(source.c_str(), &c)
-                  : fkv_config_from_json(source.c_str(), name.c_str(), &c));
+  ConfigHandle(const ffi::String& source, bool is_path, const ffi::String& name) {
+    check(is_path ? fkv_config_load(c_str(source, "the config path"), &c)
+                  : fkv_config_from_json(c_str(source, "the config JSON text"),
+                                         c_str(name, "the config name"), &c));
   }
   ~ConfigHandle() { fkv_config_free(c); }
   ConfigHandle(const ConfigHandle&) = delete;
@@ -176,16 +222,19 @@ ffi::String validate(ffi::String source, bool is_path, ffi::String name) {
 // head per rank when num_kv_heads < tp_size; anything else a ConfigError naming both numbers,
 // raised as ConfigMismatchError like the C API's FKV_ERR_CONFIG_MISMATCH; a bad tp_size or
 // tp_rank an ArgumentError). The C API's plans are unsharded, so the binding applies it to them.
-fkv::KVHeadShard rank_heads(int num_kv_heads, int tp_size, int tp_rank) {
+fkv::KVHeadShard rank_heads(int num_kv_heads, std::int64_t tp_size, std::int64_t tp_rank) {
   return guarded([&] {
-    return fkv::kv_head_shard(num_kv_heads, fkv::TensorParallel{tp_size, tp_rank});
+    return fkv::kv_head_shard(
+        num_kv_heads, fkv::TensorParallel{to_int(tp_size, "tp_size"), to_int(tp_rank, "tp_rank")});
   });
 }
 
 // The plan of rank tp_rank of tp_size (tp_size 1: the whole model): each group's num_kv_heads
 // is the rank's share and "heads" says which heads those are, as `fkv-jit plan --tp` prints them.
-ffi::String plan(ffi::String source, bool is_path, ffi::String name, bool grouped, int tp_size,
-                 int tp_rank) {
+ffi::String plan(ffi::String source, bool is_path, ffi::String name, bool grouped,
+                 std::int64_t tp_size, std::int64_t tp_rank) {
+  to_int(tp_size, "tp_size");
+  to_int(tp_rank, "tp_rank");
   ConfigHandle c(source, is_path, name);
   PlanHandle p(c, grouped);
   json out = json::parse(fkv_plan_json(p.p));
@@ -209,18 +258,20 @@ ffi::String plan(ffi::String source, bool is_path, ffi::String name, bool groupe
 
 const char* dtype_name(fkv_dtype d) { return fkv_dtype_name(d); }
 
-fkv_dtype parse(const std::string& name) {
+fkv_dtype parse(const ffi::String& name) {
   fkv_dtype d{};
-  check(fkv_dtype_parse(name.c_str(), &d));
+  check(fkv_dtype_parse(c_str(name, "the dtype name"), &d));
   return d;
 }
 
-ffi::String kernel_desc(ffi::String source, bool is_path, ffi::String name, bool grouped, int group,
-                        ffi::String act, ffi::String cache, bool pool, int tp_size, int tp_rank) {
+ffi::String kernel_desc(ffi::String source, bool is_path, ffi::String name, bool grouped,
+                        std::int64_t group, ffi::String act, ffi::String cache, bool pool,
+                        std::int64_t tp_size, std::int64_t tp_rank) {
   ConfigHandle c(source, is_path, name);
   PlanHandle p(c, grouped);
   fkv_kernel_desc d{};
-  check(fkv_plan_kernel_desc(p.p, group, parse(act), parse(cache), pool ? 1 : 0, &d));
+  check(fkv_plan_kernel_desc(p.p, to_int(group, "group"), parse(act), parse(cache), pool ? 1 : 0,
+                             &d));
   d.num_kv_heads = rank_heads(d.num_kv_heads, tp_size, tp_rank).num_heads;
   return json{{"num_kv_heads", d.num_kv_heads},
               {"head_dim", d.head_dim},
@@ -237,14 +288,16 @@ ffi::String kernel_desc(ffi::String source, bool is_path, ffi::String name, bool
       .dump();
 }
 
-ffi::Bytes cos_sin(ffi::String source, bool is_path, ffi::String name, bool grouped, int group,
-                   int64_t max_position, ffi::String dtype) {
+ffi::Bytes cos_sin(ffi::String source, bool is_path, ffi::String name, bool grouped,
+                   std::int64_t group64, int64_t max_position, ffi::String dtype) {
+  const int group = to_int(group64, "group");
   ConfigHandle c(source, is_path, name);
   PlanHandle p(c, grouped);
   const fkv_dtype dt = parse(dtype);
   std::size_t need = 0;
   check(fkv_plan_cos_sin(p.p, group, max_position, dt, nullptr, 0, &need));
-  std::string buf(need, '\0');
+  std::string buf;
+  guarded([&] { buf.assign(need, '\0'); });  // MemoryError, not a crash, for a huge table
   check(fkv_plan_cos_sin(p.p, group, max_position, dt, buf.data(), buf.size(), nullptr));
   return ffi::Bytes(buf);
 }
@@ -253,14 +306,16 @@ ffi::Array<int64_t> precompile(ffi::String source, bool is_path, ffi::String nam
                                ffi::String dtype, ffi::String kv_dtype, ffi::String cache_dir,
                                ffi::String decode_gpu) {
   ConfigHandle c(source, is_path, name);
-  auto opt = [](const ffi::String& s) { return s.size() ? s.c_str() : nullptr; };
+  auto opt = [](const ffi::String& s, const char* what) {
+    return s.size() ? c_str(s, what) : nullptr;
+  };
   fkv_precompile_options o;
   fkv_precompile_options_init(&o);
-  o.arch = arch.c_str();
-  o.act_dtype = opt(dtype);
-  o.kv_dtype = opt(kv_dtype);
-  o.cache_dir = opt(cache_dir);
-  o.decode_gpu = opt(decode_gpu);
+  o.arch = c_str(arch, "arch");
+  o.act_dtype = opt(dtype, "dtype");
+  o.kv_dtype = opt(kv_dtype, "kv_dtype");
+  o.cache_dir = opt(cache_dir, "cache_dir");
+  o.decode_gpu = opt(decode_gpu, "decode_gpu");
   fkv_precompile_result r{};
   check(fkv_precompile_with_options(c.c, &o, &r));
   return ffi::Array<int64_t>{static_cast<int64_t>(r.n_variants),
@@ -268,29 +323,30 @@ ffi::Array<int64_t> precompile(ffi::String source, bool is_path, ffi::String nam
 }
 
 // desc: the JSON of kernel_desc(). Returns [name, outcome, arch].
-ffi::Array<ffi::String> kernel_prepare_impl(const ffi::String& desc_json, int device) {
+ffi::Array<ffi::String> kernel_prepare_impl(const ffi::String& desc_json, std::int64_t device) {
   const json j = json::parse(std::string(desc_json));
+  auto dtype = [&](const char* key) { return parse(ffi::String(j.at(key).get<std::string>())); };
   fkv_kernel_desc d{};
-  d.num_kv_heads = j.at("num_kv_heads");
-  d.head_dim = j.at("head_dim");
-  d.rotary_dim = j.at("rotary_dim");
+  d.num_kv_heads = json_int<int>(j, "num_kv_heads", 0, true);
+  d.head_dim = json_int<int>(j, "head_dim", 0, true);
+  d.rotary_dim = json_int<int>(j, "rotary_dim", 0, true);
   d.neox = j.at("neox").get<bool>();
   d.k_norm = j.at("k_norm").get<bool>();
-  d.act = parse(j.at("act"));
-  d.cache = parse(j.at("cache"));
-  d.cos_sin = parse(j.at("cos_sin"));
+  d.act = dtype("act");
+  d.cache = dtype("cache");
+  d.cos_sin = dtype("cos_sin");
   d.positions_i64 = j.at("positions_i64").get<bool>();
   d.slots_i64 = j.at("slots_i64").get<bool>();
   d.mode_pool = j.at("pool").get<bool>();
   d.debug = j.at("debug").get<bool>();
   fkv_kernel* k = nullptr;
-  check(fkv_kernel_prepare(&d, device, &k));
+  check(fkv_kernel_prepare(&d, to_int(device, "device"), &k));
   ffi::Array<ffi::String> out{fkv_kernel_name(k), fkv_kernel_outcome(k), fkv_kernel_arch(k)};
   fkv_kernel_free(k);
   return out;
 }
 
-ffi::Array<ffi::String> kernel_prepare(ffi::String desc_json, int device) {
+ffi::Array<ffi::String> kernel_prepare(ffi::String desc_json, std::int64_t device) {
   return guarded([&] { return kernel_prepare_impl(desc_json, device); });
 }
 
@@ -685,7 +741,12 @@ fkv::MaterializerWeights weights_of(const State& st, const ffi::Array<ffi::Tenso
   w.w_kv_row_stride = row_stride;
   w.k_norm = host_vectors(k_norm, "k_norm weights");
   w.kv_bias = host_vectors(kv_bias, "kv biases");
-  for (double e : eps) w.eps.push_back(static_cast<float>(e));
+  for (double e : eps) {
+    if (!std::isfinite(e) || !(e > 0.0))
+      raise("ValueError", "eps[" + std::to_string(w.eps.size()) + "] is " + std::to_string(e) +
+                              ": the K-norm eps must be a finite number > 0");
+    w.eps.push_back(static_cast<float>(e));
+  }
   return w;
 }
 
@@ -730,23 +791,23 @@ ffi::Map<ffi::String, ffi::Any> materializer_create(ffi::String source, bool is_
     st->opt.act = fkv::parse_dtype(o.at("act"));
     st->opt.cache = fkv::parse_dtype(o.at("cache"));
     st->opt.index = fkv::IndexType::I64;
-    st->opt.max_tokens = o.at("max_tokens");
-    st->opt.max_position = o.at("max_position");
-    st->opt.device = o.at("device");
+    st->opt.max_tokens = json_int<std::int64_t>(o, "max_tokens", 0, true);
+    st->opt.max_position = json_int<std::int64_t>(o, "max_position", 0, true);
+    st->opt.device = json_int<int>(o, "device", 0, true);
     st->opt.debug_checks = o.at("debug").get<bool>();
     st->opt.stacked = o.at("stacked").get<bool>();
     st->opt.pool = o.at("pool").get<bool>();
     st->opt.paged = o.value("paged", false);
-    st->opt.tp_size = o.value("tp_size", 1);
-    st->opt.tp_rank = o.value("tp_rank", 0);
-    st->opt.decode_crossover = o.value("decode_crossover", std::int64_t{-1});
+    st->opt.tp_size = json_int<int>(o, "tp_size", 1);
+    st->opt.tp_rank = json_int<int>(o, "tp_rank", 0);
+    st->opt.decode_crossover = json_int<std::int64_t>(o, "decode_crossover", -1);
     st->opt.external_cos_sin = o.value("external_cos_sin", false);
     st->opt.cos_sin = fkv::parse_dtype(o.value("cos_sin", std::string("fp32")));
-    st->hidden = o.at("hidden");
+    st->hidden = json_int<std::int64_t>(o, "hidden", 0, true);
     const fkv::ModelConfig config =
-        is_path ? fkv::ModelConfig::from_file(std::string(source))
+        is_path ? fkv::ModelConfig::from_file(c_str(source, "the config path"))
                 : fkv::ModelConfig::from_json(std::string_view(source.data(), source.size()),
-                                              std::string(name));
+                                              c_str(name, "the config name"));
     fkv::ensure_context(st->opt.device);
     const fkv::MaterializerWeights w = weights_of(*st, w_kv, k_norm, kv_bias, eps);
     st->m = std::make_unique<fkv::FusedKVMaterializer>(config, st->hidden, w, st->opt);
