@@ -2,12 +2,14 @@
 // facts written down, the architecture rules on synthetic configs, and bad input.
 #include <unistd.h>
 
+#include <algorithm>
 #include <catch2/catch.hpp>
 #include <chrono>
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
 #include <iterator>
+#include <map>
 #include <set>
 #include <string>
 
@@ -162,7 +164,7 @@ TEST_CASE("eagle3 drafts: llama family, no K norm", "[config][data]") {
   check_uniform(a, {8, 128, true, KNormKind::None});
   CHECK(a.layers[0].head_dim.source == "derived: hidden_size / num_attention_heads = 4096/32");
   CHECK(a.layers[0].rope.value.theta == 10000.0);
-  CHECK_THAT(a.layers[0].rope.source, Contains("default: 10000"));
+  CHECK_THAT(a.layers[0].rope.source, Contains("class default (LlamaConfig).rope_theta"));
   CHECK(a.dtype.value == "float16");
 
   auto b = load("eagle3-qwen3-8b-draft.json");
@@ -388,10 +390,15 @@ TEST_CASE("neox rules by architecture and explicit keys", "[config][rules]") {
   CHECK(e.source == "rope_is_neox_style");
   CHECK_THROWS_WITH(neox(R"(, "model_type": "llama", "rope_is_neox_style": "yes")"),
                     Contains("rope_is_neox_style") && Contains("true or false"));
-  // A family whose modeling code does not read the key: refused, never silently ignored.
+  // A family whose modeling code does not read the key: checked against the resolved layout,
+  // refused when it contradicts it (UnsupportedError), accepted when it agrees.
+  CHECK_THROWS_AS(neox(R"(, "model_type": "cohere", "rope_is_neox_style": true)"),
+                  fkv::UnsupportedError);
   CHECK_THROWS_WITH(neox(R"(, "model_type": "cohere", "rope_is_neox_style": true)"),
-                    Contains("'rope_is_neox_style'") && Contains("does not read it") &&
-                        Contains("modeling_cohere.py"));
+                    Contains("'rope_is_neox_style'") && Contains("contradicts") &&
+                        Contains("modeling_cohere.py") && Contains("neox false"));
+  CHECK_THAT(neox(R"(, "model_type": "cohere", "rope_is_neox_style": false)").source,
+             Contains("agrees: rope_is_neox_style = false"));
   CHECK_THROWS_WITH(neox(R"(, "model_type": "llama", "is_neox_style": false)"),
                     Contains("'is_neox_style'"));
 }
@@ -401,7 +408,8 @@ TEST_CASE("glm / chatglm rotate half the head by default", "[config][rules]") {
       R"({"model_type": "glm", "num_hidden_layers": 1, "hidden_size": 4096, "num_attention_heads": 32,
                      "num_key_value_heads": 2, "head_dim": 128})");
   CHECK(g.layers[0].rotary_dim.value == 64);
-  CHECK_THAT(g.layers[0].rotary_dim.source, Contains("configuration_glm.py"));
+  CHECK_THAT(g.layers[0].rotary_dim.source,
+             Contains("class default (GlmConfig).partial_rotary_factor"));
   auto c = parse(
       R"({"model_type": "chatglm", "num_layers": 2, "hidden_size": 4096, "num_attention_heads": 32,
                      "kv_channels": 128, "multi_query_attention": true, "multi_query_group_num": 2,
@@ -515,7 +523,7 @@ TEST_CASE("per-layer head lists (OpenELM) are refused: no registry entry reads t
       parse(
           R"({"model_type": "llama", "num_hidden_layers": 2, "hidden_size": 64, "num_attention_heads": 2,
                               "num_kv_heads": [1, 1]})"),
-      Contains("'num_kv_heads'") && Contains("KV heads per layer"));
+      Contains("'num_kv_heads'") && Contains("contradicts") && Contains("num_kv_heads 2"));
 }
 
 TEST_CASE("NoPE by interval, Llama4 style", "[config][rules]") {
@@ -783,8 +791,14 @@ TEST_CASE("head_dim must divide exactly", "[config][errors]") {
           R"({"model_type": "llama", "num_hidden_layers": 1, "hidden_size": 5120, "num_attention_heads": 96})"),
       Contains("test.json") && Contains("'hidden_size'") && Contains("not divisible") &&
           Contains("num_attention_heads 96") && Contains("head_dim"));
+  // Without hidden_size, LlamaConfig's own default (4096) applies, as in transformers.
+  CHECK(parse(R"({"model_type": "llama", "num_hidden_layers": 1, "num_attention_heads": 8})")
+            .layers[0]
+            .head_dim.source ==
+        "derived: class default (LlamaConfig).hidden_size / num_attention_heads = 4096/8");
   CHECK_THROWS_WITH(
-      parse(R"({"model_type": "llama", "num_hidden_layers": 1, "num_attention_heads": 8})"),
+      parse(
+          R"({"model_type": "olmo", "num_hidden_layers": 1, "num_attention_heads": 8, "hidden_size": null})"),
       Contains("'hidden_size'") && Contains("missing"));
 }
 
@@ -795,8 +809,11 @@ TEST_CASE("empty layer lists are clear errors", "[config][errors]") {
   };
   CHECK_THROWS_WITH(parse(base("qwen3") + R"("layer_types": []})"),
                     Contains("'layer_types'") && Contains("empty"));
-  CHECK_THROWS_WITH(parse(base("smollm3") + R"("no_rope_layers": []})"),
-                    Contains("'no_rope_layers'") && Contains("empty"));
+  // SmolLM3Config's no_rope_layer_interval (4) stands in for the empty list, as in transformers.
+  CHECK(parse(base("smollm3") + R"("no_rope_layers": []})").layers[1].rotary_dim.value > 0);
+  CHECK_THROWS_WITH(
+      parse(base("smollm3") + R"("no_rope_layers": [], "no_rope_layer_interval": null})"),
+      Contains("'no_rope_layers'") && Contains("empty"));
   CHECK_THROWS_WITH(parse(base("nemotron_h") + R"("hybrid_override_pattern": ""})"),
                     Contains("hybrid_override_pattern") && Contains("empty"));
   CHECK_THROWS_WITH(parse(base("qwen3") + R"("layer_types": ["full_attention"]})"),
@@ -843,9 +860,15 @@ TEST_CASE("every registry entry cites the modeling code it was checked against",
     INFO(a.name);
     CHECK_FALSE(a.name.empty());
     CHECK((!a.model_types.empty() || !a.architecture_prefix.empty()));
-    // A citation names a file (…modeling_x.py / model_definitions.py) and a class in it.
-    CHECK_THAT(a.citation, Contains(".py"));
-    CHECK(a.citation.find("Attention") != std::string::npos);
+    // A supported entry's citation names a file (…modeling_x.py / model_definitions.py) and a
+    // class in it; a refusal names its reason and the file it was read from (or that there is
+    // none in the engines).
+    if (a.refused()) {
+      CHECK_FALSE(a.citation.empty());
+    } else {
+      CHECK_THAT(a.citation, Contains(".py"));
+      CHECK(a.citation.find("Attention") != std::string::npos);
+    }
     for (const auto& t : a.model_types) CHECK(types.insert(t).second);  // one entry per model_type
     for (const auto& k : a.reads) {
       INFO(k);
@@ -873,17 +896,22 @@ TEST_CASE("docs/config-rules.md lists every registry entry with its citation",
     CHECK(doc.find(a.citation) != std::string::npos);
 }
 
-TEST_CASE("an unknown model_type is refused, naming it and showing the explicit schema",
+TEST_CASE("an unknown model_type is refused in three lines, naming it and its neighbours",
           "[config][registry]") {
   try {
     parse(
-        R"({"model_type": "mystery_lm", "num_hidden_layers": 2, "hidden_size": 512, "num_attention_heads": 4})");
-    FAIL("expected a ConfigError");
-  } catch (const fkv::ConfigError& e) {
+        R"({"model_type": "qwen3_mystery", "num_hidden_layers": 2, "hidden_size": 512, "num_attention_heads": 4})");
+    FAIL("expected an UnsupportedError");
+  } catch (const fkv::UnsupportedError& e) {
     const std::string w = e.what();
-    CHECK_THAT(w, Contains("test.json") && Contains("'model_type'") && Contains("\"mystery_lm\"") &&
-                      Contains("does not guess") &&
-                      Contains("{\"fkv\": {\"layers\": [{\"num_kv_heads\"") && Contains("qwen3"));
+    INFO(w);
+    CHECK_THAT(w, Contains("test.json") && Contains("'model_type'") &&
+                      Contains("\"qwen3_mystery\"") && Contains("does not guess") &&
+                      Contains("Nearest supported model_types: qwen3") &&
+                      Contains("docs/config-rules.md"));
+    CHECK(std::count(w.begin(), w.end(), '\n') <= 2);
+    CHECK(w.size() < 600);
+    CHECK_THAT(w, !Contains("llama, mistral, mixtral"));  // no full family list
   }
   // Nested: the name as written, with its path.
   CHECK_THROWS_WITH(parse(R"({"model_type": "llava", "text_config": {"model_type": "mystery_text",
@@ -907,32 +935,46 @@ TEST_CASE("an unknown model_type is refused, naming it and showing the explicit 
 TEST_CASE("a layout key the family does not read is refused, naming it", "[config][registry]") {
   const std::string base =
       R"({"model_type": "qwen3", "num_hidden_layers": 2, "hidden_size": 512, "num_attention_heads": 4, )";
-  for (const char* key :
-       {R"("global_head_dim": 256)", R"("v_head_dim": 64)", R"("attention_k_eq_v": true)",
-        R"("cross_attention_layers": [1])", R"("linear_attn_config": {"kda_layers": [1]})",
-        R"("kv_lora_rank": 512)", R"("swa_num_key_value_heads": 2)", R"("no_rope_layers": [1, 0])",
-        R"("rope_local_base_freq": 10000)", R"("num_kv_shared_layers": 1)"}) {
+  // Keys whose meaning the entry cannot check.
+  for (const char* key : {R"("global_head_dim": 256)", R"("v_head_dim": 64)",
+                          R"("attention_k_eq_v": true)", R"("cross_attention_layers": [1])",
+                          R"("linear_attn_config": {"kda_layers": [1]})", R"("kv_lora_rank": 512)",
+                          R"("swa_num_key_value_heads": 2)", R"("num_kv_shared_layers": 1)"}) {
     const std::string text = base + key + "}";
     const std::string name = std::string(key).substr(1, std::string(key).find('"', 1) - 1);
     INFO(text);
+    CHECK_THROWS_AS(parse(text), fkv::UnsupportedError);
     CHECK_THROWS_WITH(parse(text), Contains("'" + name + "'") &&
                                        Contains("changes the attention layout") &&
                                        Contains("modeling_qwen3.py"));
   }
+  // Checkable keys that contradict the resolved layout: refused, naming both.
+  CHECK_THROWS_WITH(parse(base + R"("no_rope_layers": [1, 0]})"),
+                    Contains("'no_rope_layers'") && Contains("contradicts") &&
+                        Contains("layer 1 rotary_dim 128"));
   // In a nested config, with its path; false / empty values state nothing and pass.
   CHECK_THROWS_WITH(
       parse(R"({"model_type": "x", "text_config": {"model_type": "llama", "num_hidden_layers": 1,
                               "hidden_size": 512, "num_attention_heads": 4, "use_sliding_window": true}})"),
       Contains("'text_config.use_sliding_window'"));
   CHECK_NOTHROW(parse(base + R"("attention_k_eq_v": false, "cross_attention_layers": []})"));
-  // Every listed key is refused by an entry that reads none of them (GPT-J reads only rotary_dim).
+  // Every listed key is refused or checked by an entry that reads none of them (GPT-J reads only
+  // rotary_dim): never silently ignored.
   for (const fkv::LayoutKey& k : fkv::layout_keys()) {
     if (k.key == "rotary_dim") continue;
     INFO(k.key);
-    CHECK_THROWS_WITH(
-        parse(R"({"model_type": "gptj", "n_layer": 1, "n_embd": 512, "n_head": 4, ")" + k.key +
-              R"(": 1})"),
-        Contains("'" + k.key + "'"));
+    try {
+      auto c = parse(R"({"model_type": "gptj", "n_layer": 1, "n_embd": 512, "n_head": 4, ")" +
+                     k.key + R"(": 1})");
+      // Accepted only as a key that agrees, and then --explain says so.
+      const auto& L = c.layers[0];
+      const std::string all = L.kind.source + L.head_dim.source + L.num_kv_heads.source +
+                              L.rotary_dim.source + L.is_neox_style.source + L.rope.source +
+                              L.k_norm.source;
+      CHECK_THAT(all, Contains("agrees: " + k.key + " = 1"));
+    } catch (const fkv::ConfigError& e) {
+      CHECK_THAT(std::string(e.what()), Contains("'" + k.key + "'"));
+    }
   }
 }
 
@@ -1178,7 +1220,8 @@ TEST_CASE(
   check_uniform(nested, {2, 128, true, KNormKind::None});
   CHECK(nested.layers[0].num_kv_heads.source == "text_config.num_key_value_heads");
   CHECK_THAT(nested.layers[0].rope.source, Contains("mrope: exact for text tokens"));
-  // Qwen2VLAttention computes hidden_size // num_heads and never reads head_dim: refused, not used.
+  // Qwen2VLAttention computes hidden_size // num_heads and never reads head_dim: a head_dim that
+  // contradicts it is refused (one that agrees is accepted).
   CHECK_THROWS_WITH(parse(R"({"model_type": "qwen2_vl", "num_hidden_layers": 1, "hidden_size": 3584,
                               "num_attention_heads": 28, "num_key_value_heads": 4, "head_dim": 256})"),
                     Contains("'head_dim'") && Contains("modeling_qwen2_5_vl.py"));
@@ -1194,7 +1237,7 @@ TEST_CASE(
                 "rope_parameters": {"full_attention": {"rope_theta": 1e6, "partial_rotary_factor": 0.5},
                                     "sliding_attention": {"rope_theta": 1e4}}})"),
       Contains("'rope_parameters.full_attention.partial_rotary_factor'") &&
-          Contains("rotates the whole head"));
+          Contains("contradicts") && Contains("layer 1 rotary_dim 64"));
 }
 
 // ------------------------------------------------------------------------------------------------
@@ -1253,4 +1296,207 @@ TEST_CASE("input size, file kind and layer count are capped", "[config][limits]"
       std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
   CHECK(c.layers.size() == (std::size_t)fkv::kMaxLayers);
   CHECK(ms < 1000.0);
+}
+
+// ------------------------------------------------------------------------------------------------
+// Files written by Python's json (issue 24).
+
+TEST_CASE("Python-JSON literals NaN, Infinity, -Infinity are read anywhere",
+          "[config][errors][python-json]") {
+  const std::string base =
+      R"({"model_type": "llama", "num_hidden_layers": 2, "hidden_size": 512, "num_attention_heads": 4, )";
+  // Mamba-2 / Bamba / Falcon-H1 / Nemotron-H / Granite-4 write "time_step_limit": [0.0, Infinity].
+  auto c = parse(base + R"("time_step_limit": [0.0, Infinity], "a": -Infinity, "b": NaN,
+                           "c": {"__float__": "Infinity"}, "d": "Infinity", "e": [NaN,-Infinity]})");
+  CHECK(c.layers.size() == 2);
+  // Inside strings the words are left alone.
+  CHECK_NOTHROW(parse(base + R"("note": "NaN, Infinity", "x": "[Infinity]"})"));
+  // A non-finite value where the layout needs a number stays an error, naming the key.
+  CHECK_THROWS_WITH(parse(base + R"("rope_theta": Infinity})"),
+                    Contains("'rope_theta'") && Contains("finite") && Contains("Infinity"));
+  CHECK_THROWS_WITH(parse(base + R"("rope_theta": NaN})"),
+                    Contains("'rope_theta'") && Contains("NaN"));
+  CHECK_THROWS_WITH(parse(base + R"("rms_norm_eps": {"__float__": "-Infinity"}})"),
+                    Contains("'rms_norm_eps'") && Contains("finite"));
+  CHECK_THROWS_WITH(parse(base + R"("rope_theta": "Infinity"})"),
+                    Contains("'rope_theta'") && Contains("finite"));
+  CHECK_THROWS_WITH(parse(base + R"("num_key_value_heads": Infinity})"),
+                    Contains("'num_key_value_heads'") && Contains("integer"));
+  // A parse error after a literal still reports the byte offset of the original text.
+  try {
+    parse("{\"a\": Infinity,\n \"b\": ,}");
+    FAIL("expected a ConfigError");
+  } catch (const fkv::ConfigError& e) {
+    CHECK_THAT(std::string(e.what()), Contains("line 2") && Contains("column 7"));
+  }
+  // A bare word that is not one of the three literals is still malformed.
+  CHECK_THROWS_WITH(parse(base + R"("x": Inf})"), Contains("malformed JSON"));
+  // From an nlohmann::json built by the caller: the transformers 5 spelling.
+  nlohmann::json j = nlohmann::json::parse(base + R"("rope_theta": {"__float__": "NaN"}})");
+  CHECK_THROWS_WITH(ModelConfig::from_json(j, "j"), Contains("'rope_theta'") && Contains("NaN"));
+}
+
+// ------------------------------------------------------------------------------------------------
+// Issue 24: redundant keys, class defaults, no bypass, coverage of the engines' model types.
+
+TEST_CASE("redundant layout keys: accepted when they agree, refused naming both when not",
+          "[config][registry][redundant]") {
+  // rotary_dim 32 beside partial_rotary_factor 0.5 on head_dim 64 (Phi reads only the factor).
+  const std::string phi =
+      R"({"model_type": "phi", "num_hidden_layers": 2, "hidden_size": 2048, "num_attention_heads": 32,
+          "partial_rotary_factor": 0.5, )";
+  auto ok = parse(phi + R"("rotary_dim": 32})");
+  CHECK(ok.layers[0].rotary_dim.value == 32);
+  CHECK_THAT(ok.layers[0].rotary_dim.source, Contains("agrees: rotary_dim = 32"));
+  CHECK_THROWS_AS(parse(phi + R"("rotary_dim": 48})"), fkv::UnsupportedError);
+  CHECK_THROWS_WITH(parse(phi + R"("rotary_dim": 48})"),
+                    Contains("'rotary_dim'") && Contains("48") && Contains("contradicts") &&
+                        Contains("rotary_dim 32") && Contains("partial_rotary_factor"));
+  // sliding_window_pattern "LLLG" beside layer_types that say the same (Gemma 2 reads layer_types).
+  const std::string g2 =
+      R"({"model_type": "gemma2", "num_hidden_layers": 4, "hidden_size": 512, "num_attention_heads": 4,
+          "head_dim": 128, "sliding_window": 64,
+          "layer_types": ["sliding_attention", "sliding_attention", "sliding_attention", "full_attention"], )";
+  auto g = parse(g2 + R"("sliding_window_pattern": "LLLG"})");
+  CHECK(g.layers[3].kind.value == LayerKind::FullAttention);
+  CHECK_THAT(g.layers[0].kind.source, Contains("agrees: sliding_window_pattern = \"LLLG\""));
+  CHECK_NOTHROW(parse(g2 + R"("sliding_window_pattern": 4})"));
+  CHECK_THROWS_WITH(parse(g2 + R"("sliding_window_pattern": "LG"})"),
+                    Contains("'sliding_window_pattern'") && Contains("contradicts") &&
+                        Contains("layer 1 is sliding_attention"));
+  // rotary_pct 1.0 on a family that rotates the whole head.
+  const std::string llama =
+      R"({"model_type": "llama", "num_hidden_layers": 2, "hidden_size": 512, "num_attention_heads": 4, )";
+  auto l = parse(llama + R"("rotary_pct": 1.0})");
+  CHECK_THAT(l.layers[0].rotary_dim.source, Contains("agrees: rotary_pct = 1.0"));
+  CHECK_THROWS_WITH(parse(llama + R"("rotary_pct": 0.5})"),
+                    Contains("'rotary_pct'") && Contains("0.5") && Contains("rotary_dim 128"));
+  // A head_dim that restates hidden_size / heads, on a family that derives it.
+  auto vl = parse(R"({"model_type": "qwen2_vl", "num_hidden_layers": 1, "hidden_size": 3584,
+                      "num_attention_heads": 28, "num_key_value_heads": 4, "head_dim": 128})");
+  CHECK_THAT(vl.layers[0].head_dim.source, Contains("agrees: head_dim = 128"));
+  // A key whose meaning the entry cannot check still refuses, naming it.
+  CHECK_THROWS_WITH(parse(llama + R"("global_head_dim": 256})"),
+                    Contains("'global_head_dim'") && Contains("cannot tell what it means"));
+}
+
+TEST_CASE("omitted fields take the config class's defaults (generated from transformers)",
+          "[config][class-defaults]") {
+  // A gpt-oss EAGLE-3-style layer config without RoPE keys: GptOssConfig's yarn, not 10000.
+  auto c = parse(R"({"model_type": "gpt_oss", "num_hidden_layers": 2, "hidden_size": 2880,
+                     "num_attention_heads": 64, "num_key_value_heads": 8, "head_dim": 64})");
+  for (const auto* L : c.attention_layers()) {
+    CHECK(L->rope.value.theta == 150000.0);
+    CHECK(L->rope.value.scaling_type == "yarn");
+    CHECK(L->rope.value.scaling["factor"].get<double>() == 32.0);
+    CHECK(L->rope.value.scaling["original_max_position_embeddings"].get<int>() == 4096);
+    CHECK_THAT(L->rope.source, Contains("class default (GptOssConfig)"));
+  }
+  // GptOssConfig computes alternating layer_types (sliding first) with its sliding_window 128.
+  CHECK(c.layers[0].kind.value == LayerKind::SlidingAttention);
+  CHECK(c.layers[1].kind.value == LayerKind::FullAttention);
+  CHECK(c.layers[0].sliding_window == 128);
+  CHECK_THAT(c.layers[0].kind.source, Contains("class default (GptOssConfig)"));
+  CHECK(c.eps.value == 1e-5);
+  CHECK_THAT(c.eps.source, Contains("class default (GptOssConfig).rms_norm_eps"));
+  CHECK(c.max_position_embeddings.value == 131072);
+  // A file that states any RoPE key keeps its own (no mix with the class's yarn dict).
+  auto t = parse(R"({"model_type": "gpt_oss", "num_hidden_layers": 2, "hidden_size": 2880,
+                     "num_attention_heads": 64, "num_key_value_heads": 8, "head_dim": 64,
+                     "rope_theta": 10000})");
+  CHECK(t.layers[0].rope.value.theta == 10000.0);
+  CHECK(t.layers[0].rope.value.scaling_type == "default");
+  // Qwen3Config's head_dim default (128), not hidden_size / heads.
+  auto q = parse(R"({"model_type": "qwen3", "num_hidden_layers": 1, "hidden_size": 2560,
+                     "num_attention_heads": 32, "num_key_value_heads": 8})");
+  CHECK(q.layers[0].head_dim.value == 128);
+  CHECK(q.layers[0].head_dim.source == "class default (Qwen3Config).head_dim");
+  // null is written: the class keeps the None and the reader derives.
+  auto n = parse(R"({"model_type": "qwen3", "num_hidden_layers": 1, "hidden_size": 2560,
+                     "num_attention_heads": 32, "num_key_value_heads": 8, "head_dim": null})");
+  CHECK(n.layers[0].head_dim.value == 80);
+}
+
+TEST_CASE("the explicit schema cannot bypass MLA, linear attention, cross-attention, K=V keys",
+          "[config][explicit][registry]") {
+  const std::string layers =
+      R"("fkv": {"layers": [{"num_kv_heads": 4, "head_dim": 64}, {"num_kv_heads": 4, "head_dim": 64}]})";
+  for (const char* key : {R"("kv_lora_rank": 512)", R"("qk_rope_head_dim": 64)",
+                          R"("linear_attn_config": {"kda_layers": [1]})",
+                          R"("linear_num_key_heads": 16)", R"("cross_attention_layers": [1])",
+                          R"("attention_k_eq_v": true)", R"("num_kv_shared_layers": 1)"}) {
+    const std::string text = R"({"model_type": "mystery_lm", "num_hidden_layers": 2, )" +
+                             std::string(key) + ", " + layers + "}";
+    const std::string name = std::string(key).substr(1, std::string(key).find('"', 1) - 1);
+    INFO(text);
+    CHECK_THROWS_AS(parse(text), fkv::UnsupportedError);
+    CHECK_THROWS_WITH(parse(text), Contains("'" + name + "'") && Contains("explicit schema"));
+  }
+  // A refused model_type stays refused beside the explicit schema.
+  CHECK_THROWS_AS(parse(R"({"model_type": "mamba", "num_hidden_layers": 2, )" + layers + "}"),
+                  fkv::UnsupportedError);
+  // Plain per-head layers of an unknown model_type are what the schema is for.
+  CHECK_NOTHROW(parse(R"({"model_type": "mystery_lm", "num_hidden_layers": 2, )" + layers + "}"));
+}
+
+TEST_CASE("a refused model_type names its reason in at most three lines", "[config][registry]") {
+  try {
+    parse(R"({"model_type": "mamba", "num_hidden_layers": 2, "hidden_size": 512})");
+    FAIL("expected an UnsupportedError");
+  } catch (const fkv::UnsupportedError& e) {
+    const std::string w = e.what();
+    INFO(w);
+    CHECK_THAT(w, Contains("\"mamba\"") && Contains("not supported") &&
+                      Contains("Nearest supported model_types") &&
+                      Contains("docs/config-rules.md"));
+    CHECK(std::count(w.begin(), w.end(), '\n') <= 2);
+    CHECK_THAT(w, !Contains("explicit schema"));
+  }
+}
+
+TEST_CASE("multimodal wrappers: the text config decides, the wrapper's default when unnamed",
+          "[config][registry][nested]") {
+  // llava's text_config without model_type: LlavaConfig defaults it to llama.
+  auto c = parse(R"({"model_type": "llava", "text_config": {"num_hidden_layers": 2,
+                     "hidden_size": 512, "num_attention_heads": 4}})");
+  CHECK(c.family == "Llama");
+  CHECK(c.model_type == "llama");
+  auto m = parse(R"({"model_type": "mistral3", "text_config": {"model_type": "mistral",
+                     "num_hidden_layers": 2, "hidden_size": 512, "num_attention_heads": 4,
+                     "sliding_window": null}})");
+  CHECK(m.family == "Mistral");
+  CHECK_THROWS_AS(parse(R"({"model_type": "llava", "num_hidden_layers": 2})"),
+                  fkv::UnsupportedError);
+}
+
+TEST_CASE("every model_type the engines serve has a verdict", "[config][registry][coverage]") {
+  std::ifstream in(std::string(FKV_TEST_DATA_DIR) + "/../../data/model_types.json");
+  REQUIRE(in.good());
+  const auto doc = nlohmann::json::parse(in);
+  CHECK(doc["versions"].contains("transformers"));
+  CHECK(doc["versions"].contains("vllm"));
+  CHECK(doc["versions"].contains("sglang"));
+  std::map<std::string, const fkv::Architecture*> verdict;
+  for (const auto& a : fkv::architectures())
+    for (const auto& t : a.model_types) verdict[t] = &a;
+  std::map<std::string, std::string> wrapper;
+  for (const auto& e : doc["model_types"])
+    if (e.contains("text_model_type")) wrapper[e["model_type"]] = e["text_model_type"];
+  int supported = 0, refused = 0, wrappers = 0;
+  for (const auto& e : doc["model_types"]) {
+    const std::string t = e["model_type"];
+    INFO(t);
+    if (verdict.count(t)) {
+      (verdict[t]->refused() ? refused : supported)++;
+      CHECK_FALSE(verdict[t]->citation.empty());
+      continue;
+    }
+    // A wrapper: its text config's model_type decides, and that one has a verdict.
+    REQUIRE(wrapper.count(t));
+    CHECK(verdict.count(wrapper[t]));
+    ++wrappers;
+  }
+  WARN("engine model types: " << doc["model_types"].size() << "; supported " << supported
+                              << ", refused " << refused << ", wrappers " << wrappers);
+  CHECK(supported + refused + wrappers == (int)doc["model_types"].size());
 }

@@ -132,11 +132,11 @@ enum class KindDefault {
 };
 
 struct Architecture {
-  std::string name;                      // "Qwen3"
-  std::vector<std::string> model_types;  // matched against the (nested) model_type
+  std::string name{};                      // "Qwen3"
+  std::vector<std::string> model_types{};  // matched against the (nested) model_type
   // When non-empty, matched against architectures[0] as a prefix instead, before model_type
   // (DFlash drafts ship model_type "qwen3" but their attention always has a K norm).
-  std::string architecture_prefix;
+  std::string architecture_prefix{};
   RopeStyle style = RopeStyle::Neox;
   KNormRule k_norm = KNormRule::None;
   RotaryDefault rotary = RotaryDefault::Full;
@@ -145,12 +145,15 @@ struct Architecture {
   bool mla = false;  // multi-head latent attention: every attention layer unsupported
   // The layout keys (layout_keys()) this family's modeling code reads. Any other layout key in
   // a config is refused.
-  std::vector<std::string> reads;
-  // transformers __init__ defaults a shipped config relies on (JSON object text, or "").
-  std::string class_defaults;
-  std::string class_defaults_name;
+  std::vector<std::string> reads{};
   // The modeling code every rule above was checked against: repository, file and class.
-  std::string citation;
+  std::string citation{};
+  // Non-empty: the verdict is a refusal, with this reason ("MLA: the cache holds a latent",
+  // "no attention", "cross-attention", ...); a config of these model_types is refused with an
+  // UnsupportedError before any layer is read.
+  std::string refusal{};
+
+  bool refused() const { return !refusal.empty(); }
 };
 
 // Every entry, in the order docs/config-rules.md lists them.

@@ -19,6 +19,7 @@
 #include <utility>
 
 #include "fkv/errors.hpp"
+#include "generated/model_data.hpp"
 #include "internal.hpp"
 
 namespace fkv {
@@ -110,10 +111,10 @@ Nested nested_of(const json& root, const std::string& file) {
     const Hit t{&root["speculators_model_type"], "speculators_model_type"};
     const std::string type = top.string(t);
     if (type != "dflash" && type != "eagle3")
-      top.fail(t.path,
-               "\"" + type +
-                   "\" is not a speculators model type fkv-jit reads; supported: \"dflash\" "
-                   "(Qwen3DFlashAttention layers) and \"eagle3\" (Llama layers)");
+      top.refuse(t.path,
+                 "\"" + type +
+                     "\" is not a speculators model type fkv-jit reads; supported: \"dflash\" "
+                     "(Qwen3DFlashAttention layers) and \"eagle3\" (Llama layers)");
     if (!present(root, "transformer_layer_config") || !root["transformer_layer_config"].is_object())
       top.fail("transformer_layer_config",
                "missing or not an object: the speculators format keeps the draft's layer "
@@ -126,6 +127,49 @@ Nested nested_of(const json& root, const std::string& file) {
     return {&root[k], k, ""};
   }
   return {};
+}
+
+const EngineModelType* engine_model_type(const std::string& type) {
+  const auto& table = engine_model_types();
+  auto it = std::lower_bound(table.begin(), table.end(), type,
+                             [](const EngineModelType& e, const std::string& t) {
+                               return std::string_view(e.model_type) < t;
+                             });
+  return it != table.end() && it->model_type == type ? &*it : nullptr;
+}
+
+// transformers' config-class defaults for `type` (generated table), reduced to what the reader
+// may take from them: layout keys only where the entry reads them, and the RoPE dicts only when
+// the file states no RoPE key at all (a file's rope_theta with the class's yarn dict would be a
+// mix no engine runs).
+ClassDefaults class_defaults_for(const Doc& doc, const Family& fam, const std::string& type) {
+  const EngineModelType* it = engine_model_type(type);
+  if (!it || !*it->class_defaults) return {};
+  ClassDefaults d{it->config_class, json::parse(it->class_defaults)};
+  const bool rope_written = [&] {
+    for (const char* k : {"rope_theta", "rope_scaling", "rope_parameters", "rope_local_base_freq",
+                          "rotary_emb_base"})
+      if ((doc.nested() && doc.nested()->contains(k)) || doc.root().contains(k)) return true;
+    return false;
+  }();
+  for (const LayoutKey& k : layout_keys())
+    if (!fam.reads(k.key)) d.values.erase(k.key);
+  // A partial rotary factor inside the file's RoPE dicts (Qwen3.5 keeps it in rope_parameters)
+  // is the file's, not replaced by the class's top-level one.
+  for (const json* obj : {doc.nested(), &doc.root()})
+    for (const char* k : {"rope_parameters", "rope_scaling"})
+      if (obj && present(*obj, k) && (*obj)[k].is_object()) {
+        const json& p = (*obj)[k];
+        bool has = p.contains("partial_rotary_factor");
+        for (auto it = p.begin(); it != p.end(); ++it)
+          has = has || (it->is_object() && it->contains("partial_rotary_factor"));
+        if (has) d.values.erase("partial_rotary_factor");
+      }
+  if (rope_written) {
+    d.values.erase("rope_parameters");
+    d.values.erase("rope_scaling");
+  }
+  return d;
 }
 
 // The registry entry of a config, or arch == nullptr when there is none.
@@ -154,10 +198,11 @@ Family family_of(const Doc& doc, const Nested& nested, std::string& model_type_s
   if (nested.speculators_type == "dflash") return {by_name("DFlash draft"), ""};
   if (nested.speculators_type == "eagle3") {
     if (type != "llama")
-      refuse_unknown(doc, "key '" + model_type_src + "': a speculators eagle3 draft with \"" +
-                              type +
-                              "\" layers is not in the registry (only Llama layers, which vLLM's "
-                              "Eagle3LlamaForCausalLM builds, are).");
+      refuse_unknown(doc,
+                     "key '" + model_type_src + "': a speculators eagle3 draft with \"" + type +
+                         "\" layers is not in the registry (only Llama layers, which vLLM's "
+                         "Eagle3LlamaForCausalLM builds, are).",
+                     "");
     return {by_name("Llama"), type};
   }
   std::string arch0 = nested.obj ? arch_of(*nested.obj) : "";
@@ -165,9 +210,30 @@ Family family_of(const Doc& doc, const Nested& nested, std::string& model_type_s
   for (const Architecture& a : architectures())
     if (!a.architecture_prefix.empty() && arch0.rfind(a.architecture_prefix, 0) == 0)
       return {&a, ""};
-  for (const Architecture& a : architectures())
-    for (const auto& t : a.model_types)
-      if (t == type) return {&a, type};
+  auto by_type = [](const std::string& t) -> const Architecture* {
+    for (const Architecture& a : architectures())
+      for (const auto& x : a.model_types)
+        if (x == t) return &a;
+    return nullptr;
+  };
+  if (const Architecture* a = by_type(type)) return {a, type};
+  // A multimodal wrapper (llava, mistral3, ...) whose text config names no model_type: the text
+  // config class the wrapper defaults to (transformers' config class, generated table).
+  if (const EngineModelType* e = engine_model_type(type); e && *e->text_model_type) {
+    if (!nested.obj)
+      refuse_unknown(doc,
+                     "key '" + model_type_src + "': \"" + type +
+                         "\" is a multimodal wrapper, and this config has no text_config (or "
+                         "llm_config) holding its language model.",
+                     "");
+    if (const Architecture* a = by_type(e->text_model_type)) {
+      model_type_src +=
+          " (a wrapper; text_config has no model_type: " + std::string(e->config_class) +
+          " defaults it to \"" + e->text_model_type + "\")";
+      type = e->text_model_type;
+      return {a, type};
+    }
+  }
   return {nullptr, type};
 }
 
@@ -180,6 +246,11 @@ ModelConfig ModelConfig::from_json(const nlohmann::json& root, std::string name)
                       "{\"layers\": [...]}), got " +
                       std::string(root.type_name()));
   check_depth(root, name);
+  if (has_non_finite_spelling(root)) {
+    json copy = root;
+    restore_non_finite(copy);
+    return from_json(copy, std::move(name));
+  }
   const Nested nested = nested_of(root, name);
   Doc doc(root, name, nested.obj, nested.name);
   ModelConfig cfg;
@@ -188,9 +259,10 @@ ModelConfig ModelConfig::from_json(const nlohmann::json& root, std::string name)
 
   std::string model_type_src;
   const Family fam = family_of(doc, nested, model_type_src, cfg.model_type);
-  if (fam.arch && !fam.arch->class_defaults.empty())
-    doc.set_defaults({fam.arch->class_defaults_name, json::parse(fam.arch->class_defaults)});
+  if (fam.arch && !fam.arch->refused())
+    doc.set_defaults(class_defaults_for(doc, fam, cfg.model_type));
 
+  if (fam.arch && fam.arch->refused()) refuse_family(doc, model_type_src, fam);
   const Hit explicit_list = explicit_layers(doc);
   if (explicit_list && explicit_list.v->is_array() && explicit_list.v->size() > (size_t)kMaxLayers)
     doc.fail(explicit_list.path, "has " + std::to_string(explicit_list.v->size()) +
@@ -232,12 +304,15 @@ ModelConfig ModelConfig::from_json(const nlohmann::json& root, std::string name)
   if (!layers || (!fam.arch && explicit_list)) {
     if (!explicit_list) {
       if (!fam.arch && !model_type_src.empty())
-        refuse_unknown(doc, "key '" + model_type_src + "': model_type \"" + cfg.model_type +
-                                "\" is not in the architecture registry.");
+        refuse_unknown(doc,
+                       "key '" + model_type_src + "': model_type \"" + cfg.model_type +
+                           "\" is not in the architecture registry.",
+                       cfg.model_type);
       doc.fail("num_hidden_layers",
                "missing: no num_hidden_layers, n_layer or num_layers key (and no explicit "
                "\"layers\" schema); is this a model config.json?");
     }
+    refuse_schema_bypass(doc);
     apply_explicit(doc, explicit_list, cfg.layers, false);
     if (layers && cfg.num_hidden_layers.value != (int)cfg.layers.size())
       doc.fail(explicit_list.path, "has " + std::to_string(cfg.layers.size()) +
@@ -251,15 +326,21 @@ ModelConfig ModelConfig::from_json(const nlohmann::json& root, std::string name)
   }
   if (!fam.arch) {
     if (model_type_src.empty())
-      refuse_unknown(doc, "no model_type (looked for " +
-                              (nested.obj ? nested.name + ".model_type and " : std::string()) +
-                              "model_type), so the architecture is unknown.");
-    refuse_unknown(doc, "key '" + model_type_src + "': model_type \"" + cfg.model_type +
-                            "\" is not in the architecture registry.");
+      refuse_unknown(doc,
+                     "no model_type (looked for " +
+                         (nested.obj ? nested.name + ".model_type and " : std::string()) +
+                         "model_type), so the architecture is unknown.",
+                     "");
+    refuse_unknown(doc,
+                   "key '" + model_type_src + "': model_type \"" + cfg.model_type +
+                       "\" is not in the architecture registry.",
+                   cfg.model_type);
   }
-  refuse_unread_layout_keys(doc, fam);
+  const std::vector<UnreadKey> unread = unread_layout_keys(doc, fam);
+  for (const UnreadKey& k : unread) doc.ignore(k.key);
   cfg.family = fam.arch->name;
   cfg = infer(doc, std::move(cfg), fam);
+  check_unread_keys(doc, fam, unread, cfg.layers);
   if (explicit_list) apply_explicit(doc, explicit_list, cfg.layers, true);
   return cfg;
 }

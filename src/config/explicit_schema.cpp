@@ -45,7 +45,7 @@ void apply_explicit(const Doc& doc, const Hit& h, std::vector<LayerAttention>& l
     doc.fail(h.path, "has " + std::to_string(h.v->size()) + " entries but the model has " +
                          std::to_string(layers.size()) + " layers; give one entry per layer");
   if (!inferred) layers.assign(h.v->size(), LayerAttention{});
-  static const std::set<std::string> known = {
+  static const auto& known = *new std::set<std::string>{
       "kind",   "num_kv_heads", "head_dim",   "rotary_dim",   "is_neox_style",
       "k_norm", "eps",          "rope_theta", "rope_scaling", "sliding_window"};
   for (size_t i = 0; i < h.v->size(); ++i) {

@@ -37,7 +37,8 @@ Sourced<int> rotary_of(const Doc& doc, const Family& fam, int D, const std::stri
       return {r, h.path};
     }
   Hit factor;
-  if (fam.reads("partial_rotary_factor")) {
+  if (fam.reads("rotary_pct")) factor = doc.find({"rotary_pct"});  // GPT-NeoX
+  if (!factor && fam.reads("partial_rotary_factor")) {
     factor = doc.find({"partial_rotary_factor"});
     if (!factor)
       if (Hit params = rope_params_for(doc, tname.empty() ? "full_attention" : tname);
@@ -154,7 +155,7 @@ ModelConfig infer(const Doc& doc, ModelConfig cfg, const Family& fam) {
   // Model-wide head_dim facts.
   Hit hd_key = doc.find({"head_dim", "kv_channels"});
   if (hd_key && hd_key.v->is_array())
-    doc.fail(hd_key.path, "per-layer head_dim lists are not supported; use the explicit schema");
+    doc.refuse(hd_key.path, "per-layer head_dim lists are not supported; use the explicit schema");
 
   // NoPE facts.
   Hit no_rope = doc.find({"no_rope_layers"});

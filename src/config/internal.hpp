@@ -34,6 +34,10 @@ inline std::string lower(std::string s) {
 
 // A short rendering of a JSON value for error messages.
 inline std::string show(const json& v) {
+  if (v.is_number_float() && !std::isfinite(v.get<double>())) {
+    const double d = v.get<double>();
+    return std::isnan(d) ? "NaN" : d > 0 ? "Infinity" : "-Infinity";
+  }
   std::string s = v.dump();
   if (s.size() > 60) s = s.substr(0, 57) + "...";
   if (v.is_string()) return s + " (a string)";
@@ -80,22 +84,36 @@ class Doc {
   const json* nested() const { return nested_; }
   const std::string& nested_name() const { return nested_name_; }
   void set_defaults(ClassDefaults d) { defaults_ = std::move(d); }
+  void ignore(const std::string& key) { ignored_.push_back(key); }
+  // A class default the reader uses by itself (layer_types_period: the period of the
+  // layer_types list the class's __init__ computes), with its source.
+  Hit class_default(const char* key) const {
+    if (!present(defaults_.values, key)) return {};
+    return {&defaults_.values[key], "class default (" + defaults_.name + ")." + key};
+  }
 
+  // Bad input (a malformed or wrong value): ConfigError, exit 2.
   [[noreturn]] void fail(const std::string& path, const std::string& what) const {
     throw ConfigError(file_ + ": key '" + path + "': " + what);
+  }
+  // The file is fine but its attention is not something fkv-jit serves (or can check):
+  // UnsupportedError, exit 9.
+  [[noreturn]] void refuse(const std::string& path, const std::string& what) const {
+    throw UnsupportedError(file_ + ": key '" + path + "': " + what);
   }
 
   // The nested layer config first (for fields it holds), then the top level, then class defaults.
   // A key written as null is absent, but it is not replaced by the class default: transformers
   // keeps the None (Ernie4_5Config: head_dim None -> hidden_size / num_attention_heads, not 128).
+  // Keys in ignore() are not found: layout keys the entry does not read, checked separately.
   Hit find(std::initializer_list<const char*> keys) const {
     if (nested_)
       for (const char* k : keys)
-        if (present(*nested_, k)) return {&(*nested_)[k], nested_name_ + "." + k};
+        if (present(*nested_, k) && !ignored(k)) return {&(*nested_)[k], nested_name_ + "." + k};
     for (const char* k : keys)
-      if (present(root_, k)) return {&root_[k], k};
+      if (present(root_, k) && !ignored(k)) return {&root_[k], k};
     for (const char* k : keys)
-      if (present(defaults_.values, k) && !written(k))
+      if (present(defaults_.values, k) && !written(k) && !ignored(k))
         return {&defaults_.values[k], "class default (" + defaults_.name + ")." + k};
     return {};
   }
@@ -133,9 +151,13 @@ class Doc {
   }
 
   double number(const Hit& h) const {
+    if (h.v->is_string())
+      for (const char* s : {"Infinity", "-Infinity", "NaN", "inf", "-inf", "nan"})
+        if (h.v->get_ref<const std::string&>() == s)
+          fail(h.path, std::string("expected a finite number, got ") + s);
     if (!h.v->is_number()) fail(h.path, "expected a number, got " + show(*h.v));
     double d = h.v->get<double>();
-    if (!std::isfinite(d)) fail(h.path, "expected a finite number, got " + h.v->dump());
+    if (!std::isfinite(d)) fail(h.path, "expected a finite number, got " + show(*h.v));
     return d;
   }
 
@@ -174,8 +196,13 @@ class Doc {
            (root_.is_object() && root_.contains(k));
   }
 
+  bool ignored(const char* k) const {
+    return std::find(ignored_.begin(), ignored_.end(), k) != ignored_.end();
+  }
+
   const json& root_;
   std::string file_;
+  std::vector<std::string> ignored_;
   const json* nested_ = nullptr;
   std::string nested_name_;
   ClassDefaults defaults_;
@@ -203,14 +230,42 @@ struct Family {
   }
 };
 
+// The refused model_types (verdicts.cpp), appended to the registry after the supported entries.
+void add_refused_model_types(std::vector<Architecture>& table);
+
 // JSON access (json_access.cpp): parsing with the size and depth limits.
 json parse_text(std::string_view text, const std::string& name);
 std::string read_file_capped(const std::string& path);
 void check_depth(const json& root, const std::string& name);
+// Python-JSON spellings of non-finite floats ({"__float__": "Infinity"}, and the markers
+// parse_text writes for bare NaN / Infinity) -> doubles, anywhere in the document.
+void restore_non_finite(json& root);
+bool has_non_finite_spelling(const json& root);
 
 // Refusals (registry.cpp): layout keys the entry does not read, unknown model_types.
-void refuse_unread_layout_keys(const Doc& doc, const Family& fam);
-[[noreturn]] void refuse_unknown(const Doc& doc, const std::string& what);
+// A layout key present in the file that the entry does not read.
+struct UnreadKey {
+  std::string key;   // "rotary_dim"
+  std::string path;  // "text_config.rotary_dim"
+  const json* value = nullptr;
+  std::string layer_type;  // set when the key sits in per-layer-type RoPE parameters
+};
+// Refuses (UnsupportedError) an unread layout key whose meaning fkv-jit cannot check; returns
+// the others, to be checked against the resolved layout by check_unread_keys.
+std::vector<UnreadKey> unread_layout_keys(const Doc& doc, const Family& fam);
+// An unread key that agrees with every layer is noted in the source of the fact it restates
+// ("; agrees: rotary_dim = 32"); one that contradicts is refused, naming both.
+void check_unread_keys(const Doc& doc, const Family& fam, const std::vector<UnreadKey>& keys,
+                       std::vector<LayerAttention>& layers);
+// `type` (may be "") is the model_type to suggest neighbours for.
+[[noreturn]] void refuse_unknown(const Doc& doc, const std::string& what, const std::string& type);
+// A model_type whose registry verdict is a refusal (Architecture::refusal).
+[[noreturn]] void refuse_family(const Doc& doc, const std::string& path, const Family& fam);
+// Keys meaning MLA, linear attention, cross-attention or K/V sharing, refused beside the
+// explicit schema too.
+void refuse_schema_bypass(const Doc& doc);
+// The `count` supported model_types nearest to `type` (edit distance less shared prefix).
+std::string nearest_supported(const std::string& type, size_t count);
 
 // Layer kinds (layer_kinds.cpp).
 std::optional<LayerKind> kind_from_name(const std::string& raw);

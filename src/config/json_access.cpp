@@ -8,6 +8,7 @@
 
 #include <cerrno>
 #include <cstring>
+#include <optional>
 #include <vector>
 
 #include "internal.hpp"
@@ -37,7 +38,116 @@ std::string depth_message(const std::string& name) {
          " levels deep; no model config needs that many (a corrupt or hostile file?)";
 }
 
+// Python's json module writes non-finite floats as the bare literals NaN, Infinity and
+// -Infinity (Mamba-2 / Bamba / Falcon-H1 "time_step_limit": [0.0, Infinity]); strict JSON has no
+// such tokens. Outside strings, each is replaced by a marker string, which restore_non_finite()
+// turns back into a double after parsing. `shifts` records (offset in the rewritten text, bytes
+// added so far) so that a parse error still reports the byte offset of the original text.
+constexpr std::string_view kMarker = "\\u0001fkv-non-finite:";
+constexpr std::string_view kMarkerValue = "\x01fkv-non-finite:";
+
+struct Rewritten {
+  std::string text;
+  std::vector<std::pair<size_t, long>> shifts;
+};
+
+std::optional<Rewritten> rewrite_python_literals(std::string_view in) {
+  static constexpr std::string_view literals[] = {"-Infinity", "Infinity", "NaN"};
+  auto delimiter = [&](size_t i) {
+    return i >= in.size() || std::string_view(" \t\r\n,]}:").find(in[i]) != std::string_view::npos;
+  };
+  std::optional<Rewritten> out;
+  size_t copied = 0;
+  long added = 0;
+  bool in_string = false;
+  for (size_t i = 0; i < in.size(); ++i) {
+    const char c = in[i];
+    if (in_string) {
+      if (c == '\\')
+        ++i;
+      else if (c == '"')
+        in_string = false;
+      continue;
+    }
+    if (c == '"') {
+      in_string = true;
+      continue;
+    }
+    if (c != 'N' && c != 'I' && c != '-') continue;
+    // A literal starts a value: the previous non-blank byte is one of [ , : (or none).
+    size_t j = i;
+    while (j > 0 && std::string_view(" \t\r\n").find(in[j - 1]) != std::string_view::npos) --j;
+    if (j > 0 && std::string_view("[,:").find(in[j - 1]) == std::string_view::npos) continue;
+    for (std::string_view lit : literals) {
+      if (in.substr(i, lit.size()) != lit || !delimiter(i + lit.size())) continue;
+      if (!out) out.emplace();
+      const std::string repl = "\"" + std::string(kMarker) + std::string(lit) + "\"";
+      out->text.append(in.substr(copied, i - copied));
+      out->text += repl;
+      added += (long)repl.size() - (long)lit.size();
+      out->shifts.push_back({out->text.size(), added});
+      copied = i + lit.size();
+      i = copied - 1;
+      break;
+    }
+  }
+  if (out) out->text.append(in.substr(copied));
+  return out;
+}
+
+size_t original_offset(const Rewritten& r, size_t byte) {
+  long shift = 0;
+  for (const auto& [at, added] : r.shifts)
+    if (at <= byte) shift = added;
+  return (size_t)std::max<long>(1, (long)byte - shift);
+}
+
+std::optional<double> non_finite_of(const json& v) {
+  auto from_text = [](std::string_view s) -> std::optional<double> {
+    if (s == "Infinity" || s == "inf") return std::numeric_limits<double>::infinity();
+    if (s == "-Infinity" || s == "-inf") return -std::numeric_limits<double>::infinity();
+    if (s == "NaN" || s == "nan") return std::numeric_limits<double>::quiet_NaN();
+    return std::nullopt;
+  };
+  if (v.is_string()) {
+    const auto& s = v.get_ref<const std::string&>();
+    if (s.rfind(kMarkerValue, 0) == 0)
+      return from_text(std::string_view(s).substr(kMarkerValue.size()));
+    return std::nullopt;
+  }
+  // transformers 5 serializes non-finite floats as {"__float__": "Infinity"}.
+  if (v.is_object() && v.size() == 1 && v.contains("__float__") && v["__float__"].is_string())
+    return from_text(v["__float__"].get<std::string>());
+  return std::nullopt;
+}
+
 }  // namespace
+
+void restore_non_finite(json& root) {
+  std::vector<json*> todo = {&root};
+  while (!todo.empty()) {
+    json* v = todo.back();
+    todo.pop_back();
+    if (auto d = non_finite_of(*v)) {
+      *v = *d;
+      continue;
+    }
+    if (v->is_structured())
+      for (json& child : *v) todo.push_back(&child);
+  }
+}
+
+bool has_non_finite_spelling(const json& root) {
+  std::vector<const json*> todo = {&root};
+  while (!todo.empty()) {
+    const json* v = todo.back();
+    todo.pop_back();
+    if (non_finite_of(*v)) return true;
+    if (v->is_structured())
+      for (const json& child : *v) todo.push_back(&child);
+  }
+  return false;
+}
 
 json parse_text(std::string_view text, const std::string& name) {
   if (text.size() > kMaxConfigBytes)
@@ -51,18 +161,23 @@ json parse_text(std::string_view text, const std::string& name) {
       throw TooDeep{};
     return true;
   };
+  const std::optional<Rewritten> rewritten = rewrite_python_literals(text);
+  const std::string_view parsed = rewritten ? std::string_view(rewritten->text) : text;
   try {
-    return json::parse(text.begin(), text.end(), limit);
+    json root = json::parse(parsed.begin(), parsed.end(), limit);
+    restore_non_finite(root);
+    return root;
   } catch (const TooDeep&) {
     throw ConfigError(depth_message(name));
   } catch (const json::parse_error& e) {
-    auto [line, col] = line_col(text, e.byte);
+    const size_t byte = rewritten ? original_offset(*rewritten, e.byte) : e.byte;
+    auto [line, col] = line_col(text, byte);
     std::string what = e.what();
     // nlohmann's text starts with "[json.exception.parse_error.101] parse error at line L, column
     // C: ".
     auto colon = what.find(": ");
     std::string detail = colon != std::string::npos ? what.substr(colon + 2) : what;
-    throw ConfigError(name + ": malformed JSON at byte " + std::to_string(e.byte) + " (line " +
+    throw ConfigError(name + ": malformed JSON at byte " + std::to_string(byte) + " (line " +
                       std::to_string(line) + ", column " + std::to_string(col) + "): " + detail);
   } catch (const json::exception& e) {
     // out_of_range.406: a number that does not fit a double ("1e999"); found by fuzz/fuzz_config.

@@ -7,11 +7,11 @@ namespace fkv::config_detail {
 
 std::optional<LayerKind> kind_from_name(const std::string& raw) {
   std::string s = lower(raw);
-  static const std::set<std::string> full = {"full_attention", "attention", "global", "full",
-                                             "self_attention"};
-  static const std::set<std::string> sliding = {"sliding_attention", "local", "sliding",
-                                                "chunked_attention"};
-  static const std::set<std::string> none = {
+  static const auto& full =
+      *new std::set<std::string>{"full_attention", "attention", "global", "full", "self_attention"};
+  static const auto& sliding =
+      *new std::set<std::string>{"sliding_attention", "local", "sliding", "chunked_attention"};
+  static const auto& none = *new std::set<std::string>{
       "linear_attention", "conv", "mamba", "mamba2", "ssm",      "mlp",           "moe",
       "recurrent",        "rwkv", "no_op", "none",   "deltanet", "gated_deltanet"};
   if (full.count(s)) return LayerKind::FullAttention;
@@ -194,6 +194,18 @@ LayerKinds resolve_kinds(const Doc& doc, const Family& fam, int n) {
                                     ": full attention iff (layer + 1) % " + std::to_string(p) +
                                     " == 0, else linear_attention"};
     });
+  } else if (Hit h = doc.class_default("layer_types_period")) {
+    // The config class computes layer_types in __init__ (Gemma 3: five sliding, one full;
+    // gpt-oss: alternating): full iff (i + 1) % period == 0.
+    int p = doc.positive_int(h);
+    set_all([&](int i) {
+      bool full = (i + 1) % p == 0;
+      return Sourced<LayerKind>{full ? LayerKind::FullAttention : LayerKind::SlidingAttention,
+                                h.path + "=" + std::to_string(p) +
+                                    ": layer_types as the class computes them, full iff (layer "
+                                    "+ 1) % " +
+                                    std::to_string(p) + " == 0, else sliding_attention"};
+    });
   } else if (fam.arch->kinds == KindDefault::AllSlidingIfWindow) {
     // Mistral / Starcoder2: the attention passes config.sliding_window to every layer.
     Hit win = doc.find({"sliding_window"});
@@ -203,11 +215,11 @@ LayerKinds resolve_kinds(const Doc& doc, const Family& fam, int n) {
       return Sourced<LayerKind>{win ? LayerKind::SlidingAttention : LayerKind::FullAttention, src};
     });
   } else if (fam.arch->kinds == KindDefault::KeyRequired) {
-    doc.fail("layer_types",
-             "missing: \"" + fam.arch->name +
-                 "\" configs say which layers are attention layers "
-                 "with layer_types or attn_type_list, and without one the engines disagree (" +
-                 fam.arch->citation + "); add one of them");
+    doc.refuse("layer_types",
+               "missing: \"" + fam.arch->name +
+                   "\" configs say which layers are attention layers "
+                   "with layer_types or attn_type_list, and without one the engines disagree (" +
+                   fam.arch->citation + "); add one of them");
   } else {
     // Qwen2/Qwen3 style: use_sliding_window -> layers >= max_window_layers slide.
     Hit use = doc.find({"use_sliding_window"});
