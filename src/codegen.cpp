@@ -270,6 +270,8 @@ void check_template_includes(const std::string& file, const std::string& raw) {
       ++i;
     } else if (c == ' ' || c == '\t' || c == '\f' || c == '\v' || c == '\r') {
       ++i;
+    } else if (s.compare(i, 3, "\xEF\xBB\xBF") == 0) {
+      i += 3;  // a UTF-8 byte-order mark: NVRTC 13 does not skip one, but a compiler may
     } else if (skip_comment(newline)) {
       line_start = line_start || newline;
     } else if (line_start && (c == '#' || (c == '%' && i + 1 < n && s[i + 1] == ':'))) {

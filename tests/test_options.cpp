@@ -343,6 +343,7 @@ TEST_CASE("FKV_TEMPLATE_DIR: no spelling of #include reaches a file outside the 
       {"lone carriage return", "int x;\r#include " + q + "\n"},
       {"tokens after the name", "#include \"fkv_types.cuh\" " + q + "\n"},
       {"angle brackets", "  #  include <" + out + ">\n"},
+      {"byte-order mark before #", "\xEF\xBB\xBF#include " + q + "\n"},
   };
   for (const auto& [what, text] : bypasses) {
     INFO(what);
