@@ -48,6 +48,7 @@
 #include "fkv/rope.hpp"
 #include "fkv/runtime.hpp"
 #include "fkv/version.hpp"
+#include "fkv/weights.hpp"
 
 using json = nlohmann::json;
 using fkv_bench::time_graph;  // the timing method (bench_timing.hpp)
@@ -322,11 +323,15 @@ int main(int argc, char** argv) {
   double target_ms = 200;
   int calls = 20;
   bool no_sweep = false;
+  std::string weight = "dense";
   app.add_option("--out", out, "JSON output file");
   app.add_option("--tokens", tokens, "token counts")->delimiter(',');
   app.add_option("--target-ms", target_ms, "about this much GPU time per measurement");
   app.add_option("--calls", calls, "calls per captured graph");
   app.add_flag("--no-sweep", no_sweep, "skip the tiling sweep at T = 8 and 64");
+  app.add_option("--weight", weight,
+                 "weight format of the sweep's kernels (dense, fp8_tensor, fp8_channel, "
+                 "fp8_block, int8_channel): random bytes with scales 1e-3");
   CLI11_PARSE(app, argc, argv);
 
   try {
@@ -470,8 +475,28 @@ int main(int argc, char** argv) {
             r["fused_pool"]["median_us"].get<double>(), r["fused_over_probe"].get<double>());
     std::ofstream(out) << doc.dump(2);
 
-    // -- tiling sweep (pool mode)
+    // -- tiling sweep (pool mode), with --weight's format
     if (!no_sweep) {
+      const fkv::WeightFormat wf = fkv::parse_weight_format(weight);
+      fkv::DecodeModel sweep_model = decode_model(d);
+      fkv::DeviceBuffer wq, wscale;
+      if (fkv::is_quantized(wf)) {
+        Rng qrng{99};
+        std::vector<std::uint8_t> bytes(static_cast<std::size_t>(kRows * kHidden));
+        for (auto& b : bytes) {
+          b = static_cast<std::uint8_t>(qrng.next() >> 56);
+          if ((b & 0x7f) == 0x7f) b &= 0xfe;  // no FP8 NaN
+        }
+        wq = upload(bytes);
+        wscale = upload(std::vector<float>(
+            static_cast<std::size_t>(fkv::layer_scale_count(wf, kRows, kHidden)), 1e-3f));
+        sweep_model.w_kv = wq.ptr();
+        sweep_model.weight = wf;
+        sweep_model.w_scale = static_cast<const float*>(wscale.ptr());
+      }
+      doc["sweep_weight"] = fkv::to_string(wf);
+      const auto chunk = fkv::is_quantized(wf) ? "64-column" : "32-column";
+      say("\nsweep weights: %s (pipeline counts %s chunks)", fkv::to_string(wf).c_str(), chunk);
       struct Try {
         std::int64_t T;
         fkv::DecodeTuning t;
@@ -493,7 +518,7 @@ int main(int argc, char** argv) {
           o.max_tokens = t.T;
           o.stacked = false;
           o.tuning = t.t;
-          return std::make_unique<fkv::DecodeKV>(decode_model(d), o);
+          return std::make_unique<fkv::DecodeKV>(sweep_model, o);
         }));
       json sweep = json::array();
       say("\nsweep (pool): T splits pipeline mw -> us");

@@ -60,13 +60,15 @@ struct MaterializerOptions {
   bool external_cos_sin = false;
   std::size_t gemm_workspace_bytes = 32u << 20;
   // Quantized weights above the decode crossover: the bytes of one dequantized slice (whole
-  // 128-row blocks; at least one block). Small slices stay in L2 between the dequantize kernel
-  // and the GEMM that reads them; each slice is one more GEMM launch (docs/performance.md).
-  std::size_t dequant_slice_bytes = 8u << 20;
+  // 128-row blocks; at least one block). Each slice is one more GEMM launch: on the H200 32 MB
+  // slices were faster than 8 or 4 MB ones at 512 and 4096 tokens (docs/performance.md), and
+  // they keep less than half of a Qwen3-8B draft's weights dense at a time.
+  std::size_t dequant_slice_bytes = 32u << 20;
   // Calls of 1..decode_crossover tokens take the decode-size kernel when the model allows it
   // (one group, bf16/fp16, no K/V bias, not paged, no debug checks: decode_unsupported()).
   // -1 = fkv::decode_crossover(device): FKV_DECODE_CROSSOVER, else the value measured for this
-  // GPU, else 0. 0 = never (cuBLASLt + the epilogue kernel for every call).
+  // GPU, else 0; with quantized weights 64 whenever that is positive. 0 = never (cuBLASLt + the
+  // epilogue kernel for every call).
   std::int64_t decode_crossover = -1;
 };
 
