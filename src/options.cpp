@@ -63,8 +63,6 @@ constexpr Allowed kAllowed[] = {
     {"--use_fast_math", Value::None},
     {"-extra-device-vectorization", Value::None},
     {"--extra-device-vectorization", Value::None},
-    {"-restrict", Value::None},
-    {"--restrict", Value::None},
     {"-G", Value::None},  // device debug code: slow, but a correct kernel (cuda-gdb)
     {"--device-debug", Value::None},
     {"-maxrregcount", Value::Int},
@@ -132,7 +130,7 @@ std::once_flag g_logging_once;
 }  // namespace
 
 std::string allowed_nvrtc_options() {
-  return "-lineinfo, --use_fast_math, --extra-device-vectorization, --restrict, -G, "
+  return "-lineinfo, --use_fast_math, --extra-device-vectorization, -G, "
          "--maxrregcount=N (1-255), --ftz=true|false, --prec-div=true|false, "
          "--prec-sqrt=true|false, --fmad=true|false, -DNAME[=value] (glued), "
          "--ptxas-options=-v (the long and short spellings of each)";

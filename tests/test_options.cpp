@@ -251,7 +251,8 @@ TEST_CASE("FKV_NVRTC_OPTIONS: only the allow-list passes", "[options][security]"
                           "--define-macro=",
                           "-lineinfo=1",
                           "--split-compile=0",
-                          "-Ofast-compile=max"}) {
+                          "-Ofast-compile=max",
+                          "--restrict"}) {
     INFO(bad);
     env.set("FKV_NVRTC_OPTIONS", std::string("--maxrregcount=64 ") + bad);
     CHECK_THROWS_WITH(JitOptions::from_env(), Catch::Contains("FKV_NVRTC_OPTIONS: NVRTC option") &&
@@ -265,11 +266,11 @@ TEST_CASE("FKV_NVRTC_OPTIONS: only the allow-list passes", "[options][security]"
   // Every option on the allow-list passes, in each spelling.
   env.set("FKV_NVRTC_OPTIONS",
           "-lineinfo --generate-line-info --use_fast_math -use_fast_math "
-          "--extra-device-vectorization -extra-device-vectorization --restrict -G --device-debug "
+          "--extra-device-vectorization -extra-device-vectorization -G --device-debug "
           "--maxrregcount=64 -maxrregcount=255 --ftz=true -ftz=false --prec-div=false "
           "--prec-sqrt=true --fmad=false -fmad=true -DFKV_TUNE -DFKV_TUNE=3 "
           "--define-macro=FKV_X=1 --ptxas-options=-v -Xptxas=-v");
-  CHECK(JitOptions::from_env().nvrtc_options.size() == 22);
+  CHECK(JitOptions::from_env().nvrtc_options.size() == 21);
   // A JitOptions filled in by hand is checked where the options are used.
   JitOptions jit;
   jit.nvrtc_options = {"--include-path=/tmp"};

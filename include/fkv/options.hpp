@@ -61,7 +61,7 @@ struct JitOptions {
 
 // Refuses (ConfigError, naming the option and listing the allowed ones) every NVRTC option but
 // an allow-list of options that change how the kernel is generated and read or write no file:
-// -lineinfo, --use_fast_math, --extra-device-vectorization, --restrict, -G, --maxrregcount=N,
+// -lineinfo, --use_fast_math, --extra-device-vectorization, -G, --maxrregcount=N,
 // --ftz= / --prec-div= / --prec-sqrt= / --fmad= (true or false), -DNAME[=value] and
 // --ptxas-options=-v, in their long and short spellings. Anything else (-I, -include, --time,
 // -arch, -w, --diag-suppress, -fdevice-syntax-only, ...) could read or write files outside the
