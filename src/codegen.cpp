@@ -59,7 +59,8 @@ bool is_embedded_header(const std::string& include_name) {
 // A template or header from FKV_TEMPLATE_DIR: nullopt when there is no such file (the embedded
 // copy is used). Opened without blocking and read only if it is a regular file of at most
 // kMaxTemplateBytes: a FIFO there used to hang every compile, /dev/zero to eat memory until the
-// process died.
+// process died. Not cache_fs::read_file: that refuses a symlink, and kernel developers link
+// their working copies into this directory.
 std::optional<std::string> read_template_file(const std::filesystem::path& path) {
   const int fd = ::open(path.c_str(), O_RDONLY | O_NONBLOCK | O_CLOEXEC | O_NOCTTY);
   if (fd < 0 && errno == ENOENT) return std::nullopt;
