@@ -17,6 +17,7 @@
 #include <map>
 #include <mutex>
 #include <optional>
+#include <set>
 #include <sstream>
 #include <system_error>
 #include <unordered_map>
@@ -38,6 +39,26 @@ using Clock = std::chrono::steady_clock;
 
 double seconds_since(Clock::time_point t0) {
   return std::chrono::duration<double>(Clock::now() - t0).count();
+}
+
+// A path in a log message, control characters escaped (cache_fs::printable).
+std::string shown(const fs::path& p) { return printable(p.string()); }
+
+// The lock file of the entry that `file` (its image or meta file) belongs to: names in an entry
+// directory are "<short>-<digest>.<ext>", with no '.' before the extension.
+fs::path lock_of(const fs::path& file) {
+  const std::string n = file.filename().string();
+  return file.parent_path() / (n.substr(0, n.find('.')) + ".lock");
+}
+
+// A removal that failed: handed to the caller's list when it asked for one (it reports them),
+// else logged.
+void report_failure(const std::string& failure, std::vector<std::string>* failures) {
+  if (failure.empty()) return;
+  if (failures)
+    failures->push_back(failure);
+  else
+    spdlog::warn("fkv-jit cache: {}", printable(failure));
 }
 
 }  // namespace
@@ -105,15 +126,35 @@ struct KernelCache::Impl {
   std::unordered_map<std::string, std::shared_future<Entry>> inflight;  // single flight
   std::atomic<bool> publish_warned{false};
 
+  // PrecompileScope: how many are alive, and the writable root's entries (image paths) that
+  // prune keeps meanwhile. Guarded by `mu`.
+  int scopes = 0;
+  std::set<fs::path> pinned;
+
+  std::string first_publish_error;  // guarded by `mu`
+
   void warn_publish(const std::string& what) {
+    {
+      std::lock_guard lock(mu);
+      if (first_publish_error.empty()) first_publish_error = what;
+    }
     if (!publish_warned.exchange(true))
       spdlog::warn(
           "fkv-jit cache: cannot publish to {}: {}; kernels stay in memory for this process "
-          "(further "
-          "failures are logged at debug level)",
-          options.root.string(), what);
+          "(further failures are logged at debug level)",
+          shown(options.root), printable(what));
     else
-      spdlog::debug("fkv-jit cache: cannot publish: {}", what);
+      spdlog::debug("fkv-jit cache: cannot publish: {}", printable(what));
+  }
+
+  bool in_scope() {
+    std::lock_guard lock(mu);
+    return scopes > 0;
+  }
+
+  void pin(const fs::path& image) {
+    std::lock_guard lock(mu);
+    if (scopes > 0 && !image.empty()) pinned.insert(image);
   }
 
   // Creates the entry's nvrtc and arch directories (0700) when missing. A concurrent
@@ -138,8 +179,9 @@ struct KernelCache::Impl {
       return e;
     }
     if (e.state == EntryState::Bad) {
-      spdlog::warn("fkv-jit cache: removing bad entry {}: {}", p.image.string(), e.problem);
-      remove_entry(p.meta, p.image);
+      spdlog::warn("fkv-jit cache: removing bad entry {}: {}", shown(p.image),
+                   printable(e.problem));
+      report_failure(remove_entry(p.meta, p.image), nullptr);
     }
     return std::nullopt;
   }
@@ -163,7 +205,7 @@ struct KernelCache::Impl {
       std::string problem = entry_dir_problem(options.root, wp->dir, false, &missing);
       // Debug only: the publish below fails on the same check and warns (once per process).
       if (!problem.empty())
-        spdlog::debug("fkv-jit cache: not reading {}: {}", wp->image.string(), problem);
+        spdlog::debug("fkv-jit cache: not reading {}: {}", shown(wp->image), printable(problem));
       LoadedEntry e;
       if (problem.empty() && !missing) e = load_entry(wp->meta, &key);  // fast path, no lock
       if (e.state == EntryState::Ok) {
@@ -188,7 +230,8 @@ struct KernelCache::Impl {
       std::string problem = entry_dir_problem(ro, p.dir, true, &missing);
       if (missing) continue;
       if (!problem.empty()) {
-        spdlog::warn("fkv-jit cache: skipping read-only entry {}: {}", p.image.string(), problem);
+        spdlog::warn("fkv-jit cache: skipping read-only entry {}: {}", shown(p.image),
+                     printable(problem));
         continue;
       }
       LoadedEntry e = load_entry(p.meta, &key, true);
@@ -196,35 +239,59 @@ struct KernelCache::Impl {
         return {Entry{std::make_shared<const CompiledKernel>(std::move(e.kernel)), p.image},
                 CacheOutcome::ReadOnlyHit};
       if (e.state == EntryState::Bad)
-        spdlog::warn("fkv-jit cache: skipping bad entry in read-only root {}: {}", p.image.string(),
-                     e.problem);
+        spdlog::warn("fkv-jit cache: skipping bad entry in read-only root {}: {}", shown(p.image),
+                     printable(e.problem));
     }
 
     if (!wp) return {compiled(), CacheOutcome::Compiled};
 
+    return publish_locked(*wp, key, compiled);
+  }
+
+  // Under the key's lock: the entry if another process published it meanwhile (DiskHit), else
+  // make() published into the writable root (Compiled; path empty when that failed).
+  std::pair<Entry, CacheOutcome> publish_locked(const EntryPaths& wp, const CacheKey& key,
+                                                const std::function<Entry()>& make) {
     // Another process may be compiling this key: wait for its lock. The lock file keeps the
     // directory non-empty, so a concurrent `cache clear` leaves it (and our entry) alone once
     // we hold it; if the directory vanished before we could open the lock, make it again.
     std::optional<FileLock> lock;
     for (int attempt = 0; attempt < 4 && !(lock && lock->held()); ++attempt) {
-      if (std::string problem = ensure_entry_dirs(*wp); !problem.empty()) {
+      if (std::string problem = ensure_entry_dirs(wp); !problem.empty()) {
         warn_publish(problem);
-        return {compiled(), CacheOutcome::Compiled};
+        return {make(), CacheOutcome::Compiled};
       }
       lock.reset();
-      lock.emplace(wp->lock, kLockTimeout);
-      if (!lock->held() && (lock->busy() || fs::is_directory(wp->dir)))
+      lock.emplace(wp.lock, kLockTimeout);
+      if (!lock->held() && (lock->busy() || fs::is_directory(wp.dir)))
         break;  // flock unusable or timed out
     }
-    if (auto e = load_writable(*wp, key))
-      return {Entry{std::make_shared<const CompiledKernel>(std::move(e->kernel)), wp->image},
+    if (auto e = load_writable(wp, key)) {
+      pin(wp.image);
+      return {Entry{std::make_shared<const CompiledKernel>(std::move(e->kernel)), wp.image},
               CacheOutcome::DiskHit};
+    }
 
-    Entry built = compiled();
-    fs::path published = publish(*wp, key, *built.kernel);
+    Entry built = make();
+    fs::path published = publish(wp, key, *built.kernel);
     built.path = published;
+    pin(published);  // before the prune below, which would otherwise see it as any other entry
     if (!published.empty() && options.max_bytes) prune(options.max_bytes, published);
     return {built, CacheOutcome::Compiled};
+  }
+
+  // PrecompileScope: `e` (returned by a lookup) into the writable root when it is not there,
+  // publishing its verified bytes; pinned against prune either way. Returns the entry's path
+  // in the writable root, or empty when it cannot be written there.
+  fs::path settle(const CacheKey& key, const std::string& short_name, const Entry& e) {
+    if (memory_only || options.disabled || !e.kernel) return {};
+    const EntryPaths wp = entry_paths(options.root, key, short_name);
+    if (e.path == wp.image && fs::exists(wp.meta)) {
+      pin(wp.image);
+      return wp.image;
+    }
+    auto [entry, outcome] = publish_locked(wp, key, [&] { return Entry{e.kernel, {}}; });
+    return entry.path;
   }
 
   // Image first, then the meta file, which commits the entry. Returns the image path, or
@@ -244,25 +311,35 @@ struct KernelCache::Impl {
   }
 
   // Removes least recently used entries (by image mtime; hits touch it) of the writable root
-  // until it holds at most max_bytes. `keep` (the entry just published) is never removed.
-  std::uint64_t prune(std::uint64_t max_bytes, const fs::path& keep = {}) {
+  // until it holds at most max_bytes. `keep` (the entry just published) and the entries pinned
+  // by a PrecompileScope are never removed. Returns the bytes really removed.
+  std::uint64_t prune(std::uint64_t max_bytes, const fs::path& keep = {},
+                      std::vector<std::string>* failures = nullptr) {
     if (memory_only) return 0;
     remove_stale_temps(options.root);
     auto entries = scan_root(options.root, false);
     std::sort(entries.begin(), entries.end(),
               [](const Scanned& a, const Scanned& b) { return a.mtime < b.mtime; });
+    std::set<fs::path> kept;
+    {
+      std::lock_guard lock(mu);
+      kept = pinned;
+    }
+    kept.insert(keep);
     std::uint64_t total = 0, removed = 0;
     for (const auto& s : entries) total += s.info.bytes;
     for (const auto& s : entries) {
-      if (total <= max_bytes) break;
-      if (s.info.path == keep) continue;
+      if (total <= max_bytes && max_bytes > 0) break;  // 0: every entry, empty ones too
+      if (kept.count(s.info.path)) continue;
       if (s.untrusted_dir) continue;  // never touched: the directory is not ours alone
       if (s.meta.empty() && !older_than(s.info.path, kStaleAfter)) continue;  // maybe mid-publish
-      remove_entry(s.meta, s.info.path);
+      if (std::string err = remove_entry(s.meta, s.info.path); !err.empty()) {
+        report_failure(err, failures);
+        continue;  // still there (at least in part): it still counts against the cap
+      }
       // Its lock file too, so evicted keys leave nothing behind. A process holding that lock
       // keeps it on the unlinked inode; at worst a second process compiles the key as well.
-      fs::path lock = s.info.path;
-      ::unlink(lock.replace_extension(".lock").c_str());
+      report_failure(remove_file(lock_of(s.info.path)), failures);
       total -= s.info.bytes;
       removed += s.info.bytes;
     }
@@ -288,19 +365,19 @@ KernelCache::KernelCache(CacheOptions options) : impl_(std::make_unique<Impl>())
     if (problem.empty())
       m.readonly_roots.push_back(ro);
     else
-      spdlog::warn("fkv-jit cache: ignoring read-only cache root {}: {}", ro.string(), problem);
+      spdlog::warn("fkv-jit cache: ignoring read-only cache root {}: {}", shown(ro),
+                   printable(problem));
   }
   if (m.options.root.empty()) {
     spdlog::warn(
-        "fkv-jit cache: no cache directory (set FKV_CACHE_DIR, XDG_CACHE_HOME or HOME); kernels "
-        "are cached "
-        "in memory only");
+        "fkv-jit cache: no cache directory (set FKV_CACHE_DIR, or an absolute XDG_CACHE_HOME or "
+        "HOME: relative ones are ignored); kernels are cached in memory only");
     return;
   }
   std::string problem = prepare_root(m.options.root);
   if (problem.empty()) problem = ensure_private_dir(layout_dir(m.options.root));
   if (!problem.empty()) {
-    CacheError refused("refusing cache root " + m.options.root.string() + ": " + problem +
+    CacheError refused("refusing cache root " + shown(m.options.root) + ": " + printable(problem) +
                        ". Use a directory owned by this user with mode 0700 (chmod 700 DIR), or "
                        "set FKV_CACHE_DIR");
     spdlog::warn("fkv-jit cache: {}; kernels are cached in memory only", refused.what());
@@ -329,41 +406,59 @@ CacheResult KernelCache::get(const CacheKey& key, const std::string& short_name,
   if (!is_cache_digest(key.digest))
     throw CacheError("cache key digest '" + key.digest + "' is not 32 hex digits");
   Impl& m = *impl_;
-  std::promise<Impl::Entry> promise;
-  {
-    std::unique_lock lock(m.mu);
-    if (auto it = m.memory.find(key.digest); it != m.memory.end())
-      return {it->second.kernel, CacheOutcome::MemoryHit, it->second.path, seconds_since(t0)};
-    if (auto it = m.inflight.find(key.digest); it != m.inflight.end()) {
-      auto waiting = it->second;
-      lock.unlock();
-      const Impl::Entry& e = waiting.get();  // rethrows the builder's exception
-      return {e.kernel, CacheOutcome::MemoryHit, e.path, seconds_since(t0)};
-    }
-    m.inflight.emplace(key.digest, promise.get_future().share());
-  }
-  try {
-    auto [entry, outcome] = m.load_or_build(key, short_name, build);
+  CacheResult r = [&]() -> CacheResult {
+    std::promise<Impl::Entry> promise;
     {
-      std::lock_guard lock(m.mu);
-      m.memory[key.digest] = entry;
-      m.inflight.erase(key.digest);
+      std::unique_lock lock(m.mu);
+      if (auto it = m.memory.find(key.digest); it != m.memory.end())
+        return {it->second.kernel, CacheOutcome::MemoryHit, it->second.path, 0};
+      if (auto it = m.inflight.find(key.digest); it != m.inflight.end()) {
+        auto waiting = it->second;
+        lock.unlock();
+        const Impl::Entry& e = waiting.get();  // rethrows the builder's exception
+        return {e.kernel, CacheOutcome::MemoryHit, e.path, 0};
+      }
+      m.inflight.emplace(key.digest, promise.get_future().share());
     }
-    promise.set_value(entry);
-    return {entry.kernel, outcome, entry.path, seconds_since(t0)};
-  } catch (...) {
-    {
-      std::lock_guard lock(m.mu);
-      m.inflight.erase(key.digest);
+    try {
+      auto [entry, outcome] = m.load_or_build(key, short_name, build);
+      {
+        std::lock_guard lock(m.mu);
+        m.memory[key.digest] = entry;
+        m.inflight.erase(key.digest);
+      }
+      promise.set_value(entry);
+      return {entry.kernel, outcome, entry.path, 0};
+    } catch (...) {
+      {
+        std::lock_guard lock(m.mu);
+        m.inflight.erase(key.digest);
+      }
+      promise.set_exception(std::current_exception());
+      throw;
     }
-    promise.set_exception(std::current_exception());
-    throw;
+  }();
+  if (m.in_scope()) {  // a precompile: the kernel must be in the writable root
+    const fs::path path = m.settle(key, short_name, Impl::Entry{r.kernel, r.path});
+    if (path != r.path) {
+      std::lock_guard lock(m.mu);
+      if (auto it = m.memory.find(key.digest); it != m.memory.end() && !path.empty())
+        it->second.path = path;
+      r.path = path;
+    }
   }
+  r.seconds = seconds_since(t0);
+  return r;
 }
 
 const CacheOptions& KernelCache::options() const { return impl_->options; }
 
 bool KernelCache::memory_only() const { return impl_->memory_only; }
+
+std::string KernelCache::publish_error() const {
+  std::lock_guard lock(impl_->mu);
+  return impl_->first_publish_error;
+}
 
 std::vector<CacheEntryInfo> KernelCache::list() const {
   std::vector<CacheEntryInfo> out;
@@ -375,31 +470,54 @@ std::vector<CacheEntryInfo> KernelCache::list() const {
   return out;
 }
 
-std::vector<CacheEntryInfo> KernelCache::verify() {
+std::vector<CacheEntryInfo> KernelCache::verify(std::vector<std::string>* failures) {
   std::vector<CacheEntryInfo> out;
   if (impl_->options.disabled) return out;
   if (!impl_->memory_only) {
     remove_stale_temps(impl_->options.root);
     for (auto& s : scan_root(impl_->options.root, false)) {
-      bool uncommitted = s.meta.empty();
-      if (!s.info.ok && !s.untrusted_dir &&
-          (!uncommitted || older_than(s.info.path, kStaleAfter))) {
-        spdlog::warn("fkv-jit cache: removing bad entry {}: {}", s.info.path.string(),
-                     s.info.problem);
-        remove_entry(s.meta, s.info.path);
-        s.info.removed = true;
+      if (s.info.in_progress) continue;  // another process is between its two renames
+      if (!s.info.ok && !s.untrusted_dir && !s.meta.empty()) {
+        // Confirm under the key's lock, as a lookup does: a publisher holds it from compile to
+        // commit, and between its two renames the new image sits beside the old meta file.
+        FileLock lock(lock_of(s.meta), std::chrono::seconds(0));
+        if (lock.busy()) continue;  // being written right now
+        LoadedEntry again = load_entry(s.meta, nullptr);
+        if (again.state != EntryState::Bad) continue;  // replaced meanwhile (or gone)
+      }
+      if (!s.info.ok && !s.untrusted_dir) {
+        spdlog::warn("fkv-jit cache: removing bad entry {}: {}", shown(s.info.path),
+                     printable(s.info.problem));
+        if (std::string err = remove_entry(s.meta, s.info.path); err.empty()) {
+          s.info.removed = true;
+        } else {
+          report_failure(err, failures);
+          s.info.problem += "; " + err;
+        }
       }
       out.push_back(std::move(s.info));
     }
   }
   for (const auto& ro : impl_->readonly_roots)
-    for (auto& s : scan_root(ro, true)) out.push_back(std::move(s.info));
+    for (auto& s : scan_root(ro, true))
+      if (!s.info.in_progress) out.push_back(std::move(s.info));
   return out;
 }
 
-std::uint64_t KernelCache::prune(std::uint64_t max_bytes) { return impl_->prune(max_bytes); }
+std::vector<CacheDirProblem> KernelCache::unusable_dirs() const {
+  std::vector<CacheDirProblem> out;
+  if (impl_->options.disabled) return out;
+  if (!impl_->memory_only) out = cache_entry::unusable_dirs(impl_->options.root, false);
+  for (const auto& ro : impl_->readonly_roots)
+    for (auto& d : cache_entry::unusable_dirs(ro, true)) out.push_back(std::move(d));
+  return out;
+}
 
-std::size_t KernelCache::clear() {
+std::uint64_t KernelCache::prune(std::uint64_t max_bytes, std::vector<std::string>* failures) {
+  return impl_->prune(max_bytes, {}, failures);
+}
+
+std::size_t KernelCache::clear(std::vector<std::string>* failures) {
   Impl& m = *impl_;
   {
     std::lock_guard lock(m.mu);
@@ -408,6 +526,13 @@ std::size_t KernelCache::clear() {
   if (m.memory_only) return 0;
   std::size_t entries = 0;
   for (const auto& dir : entry_dirs(m.options.root, false)) {
+    // Never into a directory a lookup refuses (another owner, writable by others): its files
+    // are not ours to remove. Named as a failure, so that the caller does not report "empty".
+    if (std::string problem = entry_dir_problem(m.options.root, dir, false, nullptr);
+        !problem.empty()) {
+      report_failure("left alone: " + problem, failures);
+      continue;
+    }
     // One entry at a time, under its key's lock, so that a clear running beside a publish (which
     // holds that lock from compile to commit) never removes half of a new entry: an entry whose
     // lock is busy is being written right now and is left alone.
@@ -422,20 +547,37 @@ std::size_t KernelCache::clear() {
       FileLock lock(dir / (base + ".lock"), std::chrono::seconds(0));
       if (lock.busy()) continue;
       // Meta files first: a clear that is interrupted leaves uncommitted images, never a
-      // committed entry without its image. The lock file goes last, while we hold it.
+      // committed entry without its image. The lock file goes last, while we hold it. An entry
+      // counts as removed once its meta file is gone (it is no longer committed).
       std::stable_partition(files.begin(), files.end(), [](const fs::path& f) {
         return ends_with(f.filename().string(), kMetaSuffix);
       });
+      bool kept = false;  // a meta file could not be removed: leave the entry whole
       for (const auto& f : files) {
-        if (ends_with(f.filename().string(), kMetaSuffix)) ++entries;
-        if (!ends_with(f.filename().string(), ".lock")) ::unlink(f.c_str());
+        const std::string n = f.filename().string();
+        const bool meta = ends_with(n, kMetaSuffix);
+        if (ends_with(n, ".lock") || (kept && !meta)) continue;
+        const std::string err = remove_file(f);
+        report_failure(err, failures);
+        if (meta && err.empty()) ++entries;
+        if (meta && !err.empty()) kept = true;
       }
-      ::unlink((dir / (base + ".lock")).c_str());
+      if (!kept) report_failure(remove_file(dir / (base + ".lock")), failures);
     }
     ::rmdir(dir.c_str());                // only when now empty
     ::rmdir(dir.parent_path().c_str());  // likewise
   }
   return entries;
+}
+
+KernelCache::PrecompileScope::PrecompileScope(KernelCache& cache) : cache_(cache) {
+  std::lock_guard lock(cache_.impl_->mu);
+  ++cache_.impl_->scopes;
+}
+
+KernelCache::PrecompileScope::~PrecompileScope() {
+  std::lock_guard lock(cache_.impl_->mu);
+  if (--cache_.impl_->scopes == 0) cache_.impl_->pinned.clear();
 }
 
 KernelCache& KernelCache::global() {

@@ -162,9 +162,12 @@ std::string publish_entry(const EntryPaths& p, const CacheKey& key, const Compil
   return err;
 }
 
-void remove_entry(const fs::path& meta, const fs::path& image) {
-  ::unlink(meta.c_str());
-  if (!image.empty()) ::unlink(image.c_str());
+std::string remove_entry(const fs::path& meta, const fs::path& image) {
+  // When the meta file stays, so does the image: a committed entry without its image would be
+  // worse than the bad entry it was.
+  if (!meta.empty())
+    if (std::string err = remove_file(meta); !err.empty()) return err;
+  return image.empty() ? std::string() : remove_file(image);
 }
 
 bool is_image_name(std::string_view n) { return ends_with(n, ".cubin") || ends_with(n, ".ptx"); }
@@ -215,6 +218,10 @@ std::vector<Scanned> scan_root(const fs::path& root, bool readonly) {
         }
         s.info.ok = e.state == EntryState::Ok;
         s.info.problem = e.problem;
+        if (e.image.empty())  // the meta file could not be read: its image by the file name
+          for (const char* ext : {".cubin", ".ptx"})
+            if (std::error_code ec2; fs::exists(dir / (base + ext), ec2))
+              e.image = dir / (base + ext);
         s.info.path = e.image.empty() ? f : e.image;
         if (!e.arch.empty()) s.info.arch = e.arch;
         s.info.bytes = e.bytes;
@@ -230,7 +237,10 @@ std::vector<Scanned> scan_root(const fs::path& root, bool readonly) {
         if (fs::exists(dir / (base + kMetaSuffix))) continue;  // listed with its meta file
         s.info.path = f;
         s.info.ok = false;
-        s.info.problem = "no meta file (uncommitted: a publish in progress or interrupted)";
+        s.info.in_progress = !older_than(f, kStaleAfter);
+        s.info.problem = s.info.in_progress
+                             ? "no meta file yet (uncommitted: a publish in progress)"
+                             : "no meta file (uncommitted: a publish was interrupted)";
         std::error_code ec2;
         s.info.bytes = fs::file_size(f, ec2);
       } else {
@@ -245,6 +255,35 @@ std::vector<Scanned> scan_root(const fs::path& root, bool readonly) {
       out.push_back(std::move(s));
     }
   }
+  return out;
+}
+
+std::vector<CacheDirProblem> unusable_dirs(const fs::path& root, bool readonly) {
+  std::vector<CacheDirProblem> out;
+  // Each child of `parent` (v1/ holds nvrtc-* directories, those hold arch directories) that a
+  // lookup would refuse; `descend` collects the usable ones for the next level.
+  auto check = [&](const fs::path& parent, std::vector<fs::path>* descend) {
+    std::vector<fs::path> children;
+    std::error_code ec;
+    for (const auto& c : fs::directory_iterator(parent, ec)) children.push_back(c.path());
+    std::sort(children.begin(), children.end());
+    for (const auto& c : children) {
+      if (is_temp_name(c.filename().string())) continue;
+      bool missing = false;
+      std::string p = dir_trust_problem(c, readonly, readonly, &missing);
+      if (missing) continue;  // removed meanwhile
+      if (p.empty()) {
+        if (descend) descend->push_back(c);
+        continue;
+      }
+      out.push_back({c, printable(p), readonly});
+    }
+  };
+  std::vector<fs::path> nvrtc_dirs;
+  check(layout_dir(root), &nvrtc_dirs);
+  for (const auto& nv : nvrtc_dirs) check(nv, nullptr);
+  std::sort(out.begin(), out.end(),
+            [](const CacheDirProblem& a, const CacheDirProblem& b) { return a.path < b.path; });
   return out;
 }
 

@@ -37,6 +37,38 @@ std::string mode_text(mode_t m) {
 
 std::string errno_text(int e) { return std::error_code(e, std::generic_category()).message(); }
 
+std::string printable(std::string_view text, bool keep_newlines) {
+  std::string out;
+  out.reserve(text.size());
+  for (const char c : text) {
+    const auto u = static_cast<unsigned char>(c);
+    const bool kept = keep_newlines && (c == '\n' || c == '\t');
+    if ((u < 0x20 && !kept) || u == 0x7f) {
+      char buf[5];
+      std::snprintf(buf, sizeof buf, "\\x%02x", u);
+      out += buf;
+    } else {
+      out += c;
+    }
+  }
+  return out;
+}
+
+std::string file_kind(mode_t mode) {
+  if (S_ISREG(mode)) return "a regular file";
+  if (S_ISDIR(mode)) return "a directory";
+  if (S_ISFIFO(mode)) return "a FIFO";
+  if (S_ISSOCK(mode)) return "a socket";
+  if (S_ISCHR(mode) || S_ISBLK(mode)) return "a device";
+  if (S_ISLNK(mode)) return "a symbolic link";
+  return "not a regular file";
+}
+
+std::string remove_file(const fs::path& path) {
+  if (::unlink(path.c_str()) == 0 || errno == ENOENT) return {};
+  return "cannot remove " + printable(path.string()) + ": " + errno_text(errno);
+}
+
 std::string sanitize(std::string_view in, std::size_t max, bool allow_dot) {
   std::string out;
   for (char c : in) {
@@ -55,16 +87,25 @@ std::string sanitize(std::string_view in, std::size_t max, bool allow_dot) {
 
 std::optional<std::string> read_file(const fs::path& path, std::uint64_t max, std::string& err,
                                      int* code, FileTrust trust) {
-  int fd = ::open(path.c_str(), O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
+  // O_NONBLOCK: opening a FIFO without a writer would otherwise wait forever. It changes
+  // nothing for a regular file, the only kind read past the fstat below.
+  int fd = ::open(path.c_str(), O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
   if (fd < 0) {
     if (code) *code = errno;
     err = errno_text(errno);
     return std::nullopt;
   }
   struct stat st {};
-  if (::fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
+  if (::fstat(fd, &st) != 0) {
+    if (code) *code = errno;
+    err = errno_text(errno);
     ::close(fd);
-    err = "not a regular file";
+    return std::nullopt;
+  }
+  if (!S_ISREG(st.st_mode)) {
+    ::close(fd);
+    if (code) *code = EINVAL;
+    err = "it is " + file_kind(st.st_mode) + ", not a regular file";
     return std::nullopt;
   }
   if (trust != FileTrust::Any) {
@@ -87,6 +128,7 @@ std::optional<std::string> read_file(const fs::path& path, std::uint64_t max, st
     ssize_t n = ::read(fd, out.data() + done, out.size() - done);
     if (n < 0 && errno == EINTR) continue;
     if (n < 0) {
+      if (code) *code = errno;
       err = errno_text(errno);
       ::close(fd);
       return std::nullopt;
@@ -239,13 +281,33 @@ bool ends_with(std::string_view s, std::string_view suffix) {
   return s.size() >= suffix.size() && s.substr(s.size() - suffix.size()) == suffix;
 }
 
+namespace {
+
+// The lock file, opened (created when missing) without following a symlink and without
+// blocking on a FIFO planted at its path; only a regular file is used. -1 when there is none.
+int open_lock_file(const fs::path& path) {
+  int fd = ::open(path.c_str(), O_RDWR | O_CREAT | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC, 0600);
+  if (fd < 0) {
+    spdlog::debug("fkv-jit cache: no lock file {}: {}", printable(path.string()),
+                  errno_text(errno));
+    return -1;
+  }
+  struct stat st {};
+  if (::fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
+    spdlog::debug("fkv-jit cache: no lock file {}: it is {}", printable(path.string()),
+                  file_kind(st.st_mode));
+    ::close(fd);
+    return -1;
+  }
+  return fd;
+}
+
+}  // namespace
+
 FileLock::FileLock(const fs::path& path, std::chrono::seconds timeout) {
   using Clock = std::chrono::steady_clock;
-  fd_ = ::open(path.c_str(), O_RDWR | O_CREAT | O_NOFOLLOW | O_CLOEXEC, 0600);
-  if (fd_ < 0) {
-    spdlog::debug("fkv-jit cache: no lock file {}: {}", path.string(), errno_text(errno));
-    return;
-  }
+  fd_ = open_lock_file(path);
+  if (fd_ < 0) return;
   auto t0 = Clock::now();
   auto pause = std::chrono::milliseconds(1);
   while (true) {
@@ -260,25 +322,22 @@ FileLock::FileLock(const fs::path& path, std::chrono::seconds timeout) {
         return;
       }
       ::close(fd_);
-      fd_ = ::open(path.c_str(), O_RDWR | O_CREAT | O_NOFOLLOW | O_CLOEXEC, 0600);
-      if (fd_ < 0) {
-        spdlog::debug("fkv-jit cache: no lock file {}: {}", path.string(), errno_text(errno));
-        return;
-      }
+      fd_ = open_lock_file(path);
+      if (fd_ < 0) return;
       continue;
     }
     int e = errno;
     if (e == EINTR) continue;
     if (e != EWOULDBLOCK) {
-      spdlog::debug("fkv-jit cache: cannot lock {}: {}; compiling without it", path.string(),
-                    errno_text(e));
+      spdlog::debug("fkv-jit cache: cannot lock {}: {}; compiling without it",
+                    printable(path.string()), errno_text(e));
       break;
     }
     if (Clock::now() - t0 >= timeout) {
       busy_ = true;
       if (timeout.count() == 0) break;  // a try-lock: the caller decides
       spdlog::warn("fkv-jit cache: waited {} s for {}; compiling without the lock", timeout.count(),
-                   path.string());
+                   printable(path.string()));
       break;
     }
     std::this_thread::sleep_for(pause);

@@ -6,6 +6,7 @@
 #include <chrono>
 #include <exception>
 #include <mutex>
+#include <system_error>
 #include <thread>
 #include <utility>
 
@@ -55,6 +56,7 @@ PrecompileResult precompile(const Plan& plan, const VariantOptions& options,
       result.kernels.push_back({d.epilogue, d, t, CacheOutcome::Compiled, {}, 0});
   }
 
+  KernelCache::PrecompileScope scope(cache);
   const std::size_t total = result.kernels.size();
   std::atomic<std::size_t> next{0};
   std::atomic<bool> failed{false};
@@ -87,6 +89,21 @@ PrecompileResult precompile(const Plan& plan, const VariantOptions& options,
   worker();  // the calling thread is one of the workers
   for (auto& t : threads) t.join();
   if (error) std::rethrow_exception(error);
+  // What is on disk now, checked rather than assumed: another process's prune or clear may
+  // have removed an entry after it was written.
+  result.max_bytes = cache.options().max_bytes;
+  for (PrecompiledKernel& k : result.kernels) {
+    if (k.path.empty()) continue;
+    std::error_code ec, ec2;
+    std::filesystem::path meta = k.path;
+    meta.replace_extension(cache_entry::kMetaSuffix);
+    const auto bytes =
+        std::filesystem::file_size(k.path, ec) + std::filesystem::file_size(meta, ec2);
+    if (ec || ec2)
+      k.path.clear();
+    else
+      result.bytes_on_disk += bytes;
+  }
   result.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   return result;
 }

@@ -21,6 +21,7 @@
 
 #include "env_guard.hpp"
 #include "fkv/cache.hpp"
+#include "fkv/cache_fs.hpp"
 #include "fkv/errors.hpp"
 #include "log_capture.hpp"
 #include "temp_dir.hpp"
@@ -966,4 +967,194 @@ TEST_CASE("real NVRTC compile is cached on disk", "[cache][nvrtc]") {
   CHECK(second.outcome == CacheOutcome::DiskHit);
   CHECK(second.kernel->image == first.kernel->image);
   CHECK(second.kernel->lowered_name == first.kernel->lowered_name);
+}
+
+// ---- issue 23, part B: precompile scopes, unusable directories, publishes in progress, logs ---
+
+TEST_CASE("a precompile scope keeps its whole set under a size cap smaller than the set",
+          "[cache]") {
+  // Before: every publish pruned to the cap, evicting the entries the same run had just
+  // written, while each was reported persisted.
+  TempDir tmp;
+  fs::path root = tmp.path / "cache";
+  CountingBuilder builder;
+  std::vector<CacheKey> keys = {test_key("cap0"), test_key("cap1"), test_key("cap2")};
+  std::uint64_t entry_bytes = 0;
+  {
+    KernelCache probe(options_for(tmp.path / "probe"));
+    auto r = probe.get(keys[0], short_name(keys[0]), builder(keys[0]));
+    entry_bytes = fs::file_size(r.path) + fs::file_size(meta_of(r.path));
+  }
+  fkv::CacheOptions o = options_for(root);
+  o.max_bytes = entry_bytes * 3 / 2;  // room for one entry of the three
+  KernelCache old_entries(options_for(root));
+  CacheKey stale = test_key("cap-old");
+  old_entries.get(stale, short_name(stale), builder(stale));  // evicted first: not in the set
+
+  KernelCache cache(o);
+  std::vector<fs::path> paths;
+  {
+    KernelCache::PrecompileScope scope(cache);
+    for (const auto& k : keys) paths.push_back(cache.get(k, short_name(k), builder(k)).path);
+    for (const auto& p : paths) {
+      INFO(p);
+      CHECK(fs::exists(p));
+      CHECK(fs::exists(meta_of(p)));
+    }
+    CHECK(cache.list().size() == 3);  // the old entry went, the set stayed
+    CHECK(cache.prune(0) == 0);       // an explicit prune keeps the set too, while the scope lives
+  }
+  // Without a scope (a serving process), the cap holds again: the next publish prunes.
+  CacheKey later = test_key("cap-later");
+  cache.get(later, short_name(later), builder(later));
+  CHECK(cache.list().size() == 1);
+}
+
+TEST_CASE("a precompile scope copies read-only hits into the writable root", "[cache]") {
+  // Before: `FKV_CACHE_READONLY_DIRS=old fkv-jit precompile --cache-dir NEW` reported cache
+  // hits and left NEW empty.
+  TempDir tmp;
+  fs::path old_root = tmp.path / "old", fresh = tmp.path / "new";
+  CountingBuilder builder;
+  CacheKey key = test_key("copy");
+  {
+    KernelCache c(options_for(old_root));
+    c.get(key, short_name(key), builder(key));
+  }
+  fkv::CacheOptions o = options_for(fresh);
+  o.readonly_roots = {old_root};
+  {
+    KernelCache plain(o);  // a lookup outside a precompile still just reads the read-only root
+    auto r = plain.get(key, short_name(key), builder(key));
+    CHECK(r.outcome == CacheOutcome::ReadOnlyHit);
+    CHECK(files_under(fresh).empty());
+  }
+  KernelCache c(o);
+  {
+    KernelCache::PrecompileScope scope(c);
+    auto r = c.get(key, short_name(key), builder(key));
+    CHECK(r.outcome == CacheOutcome::ReadOnlyHit);
+    CHECK(r.path.string().rfind(fresh.string(), 0) == 0);
+    CHECK(fs::exists(r.path));
+    auto again = c.get(key, short_name(key), builder(key));  // a memory hit: same path
+    CHECK(again.outcome == CacheOutcome::MemoryHit);
+    CHECK(again.path == r.path);
+  }
+  CHECK(builder.calls == 1);  // copied, not compiled again
+  KernelCache only_new(options_for(fresh));
+  auto hit = only_new.get(key, short_name(key), builder(key));
+  CHECK(hit.outcome == CacheOutcome::DiskHit);
+  CHECK(hit.kernel->image == fake_kernel(key).image);
+
+  SECTION("no usable writable root: not persisted") {
+    fs::path bad = tmp.path / "open";
+    fs::create_directories(bad);
+    fs::permissions(bad, fs::perms::all);  // writable by others: refused
+    fkv::CacheOptions ob = options_for(bad);
+    ob.readonly_roots = {old_root};
+    KernelCache mem(ob);
+    REQUIRE(mem.memory_only());
+    KernelCache::PrecompileScope scope(mem);
+    CHECK(mem.get(key, short_name(key), builder(key)).path.empty());
+  }
+}
+
+TEST_CASE("unusable entry directories are named, not invisible", "[cache][security]") {
+  // Before: a symlinked v1/nvrtc-13.0 or an sm_90 directory of another user was skipped by
+  // every scan, so `cache verify` said "0 entries checked" while every lookup ran memory-only.
+  TempDir tmp;
+  fs::path root = tmp.path / "cache";
+  KernelCache c(options_for(root));
+  REQUIRE_FALSE(c.memory_only());
+  CHECK(c.unusable_dirs().empty());
+  fs::path elsewhere = tmp.path / "elsewhere";
+  fs::create_directories(elsewhere / "sm_90");
+  fs::permissions(elsewhere, fs::perms::owner_all);
+  fs::create_directory_symlink(elsewhere, root / "v1" / "nvrtc-13.0");
+  fs::create_directories(root / "v1" / "nvrtc-12.8" / "sm_80");
+  fs::permissions(root / "v1" / "nvrtc-12.8", fs::perms::owner_all);
+  fs::permissions(root / "v1" / "nvrtc-12.8" / "sm_80",
+                  fs::perms::owner_all | fs::perms::group_write);
+  spill(root / "v1" / "nvrtc-12.8" / "sm_90", "a file where a directory belongs");
+  auto dirs = c.unusable_dirs();
+  REQUIRE(dirs.size() == 3);
+  CHECK(dirs[0].path == root / "v1" / "nvrtc-12.8" / "sm_80");
+  CHECK(dirs[0].problem.find("writable by group or others") != std::string::npos);
+  CHECK(dirs[1].path == root / "v1" / "nvrtc-12.8" / "sm_90");
+  CHECK(dirs[1].problem.find("not a directory") != std::string::npos);
+  CHECK(dirs[2].path == root / "v1" / "nvrtc-13.0");
+  CHECK(dirs[2].problem.find("symbolic link") != std::string::npos);
+  if (::geteuid() == 0) {  // another owner
+    fs::create_directories(root / "v1" / "nvrtc-12.9" / "sm_90");
+    fs::permissions(root / "v1" / "nvrtc-12.9", fs::perms::owner_all);
+    fs::permissions(root / "v1" / "nvrtc-12.9" / "sm_90", fs::perms::owner_all);
+    REQUIRE(::lchown((root / "v1" / "nvrtc-12.9" / "sm_90").c_str(), 65534, 65534) == 0);
+    dirs = c.unusable_dirs();
+    REQUIRE(dirs.size() == 4);
+    CHECK(dirs[2].problem.find("owned by uid 65534") != std::string::npos);
+  }
+}
+
+TEST_CASE("verify skips a publish in progress", "[cache]") {
+  // Before: an image whose meta file was not written yet (another process between its two
+  // renames) was a bad entry, and `cache verify` exited 6.
+  TempDir tmp;
+  fs::path root = tmp.path / "cache";
+  KernelCache c(options_for(root));
+  CountingBuilder builder;
+  CacheKey done = test_key("done"), writing = test_key("writing"), locked = test_key("locked");
+  fs::path image = c.get(done, short_name(done), builder(done)).path;
+  const fs::path dir = image.parent_path();
+  spill(dir / (short_name(writing) + "-" + writing.digest + ".cubin"), "half of a publish");
+  spill(dir / (short_name(writing) + "-" + writing.digest + ".cubin.tmp.1.2.3"), "temp");
+  auto verified = c.verify();
+  REQUIRE(verified.size() == 1);
+  CHECK(verified[0].ok);
+  auto listed = c.list();  // still shown by list(), as a publish in progress
+  REQUIRE(listed.size() == 2);
+  for (const auto& e : listed)
+    if (!e.ok) CHECK(e.in_progress);
+
+  SECTION("a bad entry whose key lock is held is being replaced: left alone") {
+    fs::path limage = c.get(locked, short_name(locked), builder(locked)).path;
+    fs::resize_file(limage, 10);  // what a reader sees between the publisher's two renames
+    {
+      fkv::cache_fs::FileLock held(fs::path(limage).replace_extension(".lock"));
+      REQUIRE(held.held());
+      std::string report;
+      pid_t pid = ::fork();  // flock is per open file: verify from another process
+      if (pid == 0) {
+        KernelCache other(options_for(root));
+        auto v = other.verify();
+        bool skipped = true;
+        for (const auto& e : v) skipped &= e.path != limage && e.ok;
+        ::_exit(skipped && fs::exists(limage) ? 0 : 1);
+      }
+      int status = 0;
+      REQUIRE(::waitpid(pid, &status, 0) == pid);
+      CHECK((WIFEXITED(status) && WEXITSTATUS(status) == 0));
+    }
+    auto v = c.verify();  // unlocked now: removed
+    int removed = 0;
+    for (const auto& e : v) removed += e.removed;
+    CHECK(removed == 1);
+  }
+}
+
+TEST_CASE("log messages escape control characters in paths", "[cache][security]") {
+  // Before: the cache root's path reached the log (and the terminal) raw.
+  TempDir tmp;
+  fs::path root = tmp.path / "c\x1b]0;owned\x07\n";
+  fs::create_directories(root);
+  fs::permissions(root, fs::perms::all);  // refused: the warning names the root
+  LogCapture log;
+  KernelCache c(options_for(root));
+  CHECK(c.memory_only());
+  const std::string text = log.text();
+  INFO(text);
+  CHECK(text.find('\x1b') == std::string::npos);
+  CHECK(text.find('\x07') == std::string::npos);
+  CHECK(text.find("c\\x1b]0;owned\\x07\\x0a") != std::string::npos);
+  CHECK(fkv::cache_fs::printable("a\tb\nc\x7f") == "a\\x09b\\x0ac\\x7f");
+  CHECK(fkv::cache_fs::printable("a\tb\nc", true) == "a\tb\nc");
 }

@@ -619,3 +619,124 @@ TEST_CASE("clock skew: entries stamped in the future or the past; prune keeps th
     CHECK(is_expected(c.get(k, short_name(k), [&] { return fake_kernel(k); }), k));
   for (const auto& e : KernelCache(options_for(root)).verify()) CHECK(e.ok);
 }
+
+// ---- issue 23, part B: FIFOs, failed removals -------------------------------------------------
+
+TEST_CASE("a FIFO at an entry's meta, image or lock path never hangs a reader", "[faults][fifo]") {
+  // Before: open(O_RDONLY) of a FIFO without a writer waited forever, so a lookup, list() and
+  // verify() hung. In a child with an alarm, so that a hang fails the test instead of CI.
+  TempDir tmp;
+  const fs::path root = tmp.path / "cache";
+  const fs::path ro_root = tmp.path / "baked";
+  CacheKey meta_key = key_of("fifo-meta"), image_key = key_of("fifo-image"),
+           lock_key = key_of("fifo-lock"), ro_key = key_of("fifo-ro");
+  fs::path meta_image, image_image, ro_image;
+  {
+    KernelCache c(options_for(root));
+    meta_image = c.get(meta_key, short_name(meta_key), [&] { return fake_kernel(meta_key); }).path;
+    image_image =
+        c.get(image_key, short_name(image_key), [&] { return fake_kernel(image_key); }).path;
+    KernelCache baked(options_for(ro_root));
+    ro_image = baked.get(ro_key, short_name(ro_key), [&] { return fake_kernel(ro_key); }).path;
+  }
+  REQUIRE(fs::remove(meta_of(meta_image)));
+  REQUIRE(::mkfifo(meta_of(meta_image).c_str(), 0600) == 0);
+  REQUIRE(fs::remove(image_image));
+  REQUIRE(::mkfifo(image_image.c_str(), 0600) == 0);
+  REQUIRE(fs::remove(meta_of(ro_image)));
+  REQUIRE(::mkfifo(meta_of(ro_image).c_str(), 0600) == 0);
+  const fs::path lock_path =
+      meta_image.parent_path() /
+      (short_name(lock_key) + "-" + lock_key.digest + ".lock");  // a key not published yet
+  REQUIRE(::mkfifo(lock_path.c_str(), 0600) == 0);
+
+  std::string report = in_child([&]() -> std::string {
+    ::alarm(30);  // a hang ends the child with SIGALRM, which the parent reports
+    LogCapture log;
+    fkv::CacheOptions o = options_for(root);
+    o.readonly_roots = {ro_root};
+    KernelCache c(o);
+    auto listed = c.list();
+    int bad = 0;
+    for (const auto& e : listed) bad += !e.ok;
+    CHILD_CHECK(bad == 3);  // both FIFO entries of the writable root, and the read-only one
+    for (const auto& key : {meta_key, image_key, lock_key, ro_key}) {
+      auto r = c.get(key, short_name(key), [&] { return fake_kernel(key); });
+      CHILD_CHECK(r.outcome == CacheOutcome::Compiled);
+      CHILD_CHECK(is_expected(r, key));
+      CHILD_CHECK(!r.path.empty());
+    }
+    if (!log.has("a FIFO, not a regular file")) return "log: " + log.text();
+    CHILD_CHECK(::mkfifo(meta_of(meta_image).c_str(), 0600) != 0);  // replaced by the rebuild
+    for (const auto& e : c.verify()) CHILD_CHECK(e.ok || e.readonly);
+    return {};
+  });
+  CHECK(report == "");
+}
+
+TEST_CASE("clear, prune and verify count only real removals and name each failure",
+          "[faults][unlink]") {
+  TempDir tmp;
+  const fs::path root = tmp.path / "cache";
+  CacheKey a = key_of("unlink-a"), b = key_of("unlink-b");
+  fs::path pa, pb;
+  {
+    KernelCache c(options_for(root));
+    pa = c.get(a, short_name(a), [&] { return fake_kernel(a); }).path;
+    pb = c.get(b, short_name(b), [&] { return fake_kernel(b); }).path;
+  }
+
+  SECTION("a directory where an entry's meta file belongs (EISDIR, also as root)") {
+    REQUIRE(fs::remove(meta_of(pa)));
+    fs::create_directory(meta_of(pa));
+    LogCapture log;
+    KernelCache c(options_for(root));
+    std::vector<std::string> failures;
+    CHECK(c.clear(&failures) == 1);  // b only: a's meta "file" could not be removed
+    REQUIRE(failures.size() == 1);
+    CHECK(failures[0].find(meta_of(pa).string()) != std::string::npos);
+    CHECK(failures[0].find("Is a directory") != std::string::npos);
+    CHECK(fs::exists(pa));  // its image stays with it: never half an entry
+    CHECK_FALSE(fs::exists(pb));
+    CHECK_FALSE(log.has("cannot remove"));  // handed to the caller, who reports it
+    c.clear();                              // without a list: logged instead
+    CHECK(log.has("cannot remove"));
+
+    failures.clear();
+    CHECK(c.prune(0, &failures) == 0);
+    CHECK(failures.size() == 1);
+    failures.clear();
+    auto verified = c.verify(&failures);
+    REQUIRE(verified.size() == 1);
+    CHECK_FALSE(verified[0].removed);
+    CHECK(verified[0].problem.find("Is a directory") != std::string::npos);
+    CHECK(failures.size() == 1);
+  }
+  SECTION("an entry directory this user cannot write (EACCES)") {
+    if (::geteuid() == 0 && !give_to_nobody(tmp.path)) {
+      WARN("running as root and cannot chown to uid 65534: EACCES case skipped");
+      return;
+    }
+    std::string report = in_child([&]() -> std::string {
+      if (auto e = drop_root(); !e.empty()) return e;
+      const fs::path dir = pa.parent_path();
+      CHILD_CHECK(::chmod(dir.c_str(), 0500) == 0);
+      KernelCache c(options_for(root));
+      std::vector<std::string> failures;
+      CHILD_CHECK(c.clear(&failures) == 0);  // before: 2, with nothing removed
+      CHILD_CHECK(failures.size() == 2);
+      CHILD_CHECK(failures[0].find("Permission denied") != std::string::npos);
+      failures.clear();
+      CHILD_CHECK(c.prune(0, &failures) == 0);  // before: both entries' bytes
+      CHILD_CHECK(failures.size() == 2);
+      CHILD_CHECK(c.list().size() == 2);
+      CHILD_CHECK(fs::exists(pa) && fs::exists(meta_of(pa)) && fs::exists(pb));
+      CHILD_CHECK(::chmod(dir.c_str(), 0700) == 0);
+      failures.clear();
+      CHILD_CHECK(c.clear(&failures) == 2);
+      CHILD_CHECK(failures.empty());
+      return {};
+    });
+    CHECK(report == "");
+  }
+}

@@ -208,6 +208,40 @@ TEST_CASE("FKV_DECODE_CROSSOVER and FKV_NVRTC_LIBRARY are read here, not where t
   CHECK(JitOptions::from_env().nvrtc_library == "/opt/cuda/lib64/libnvrtc.so.13");
 }
 
+TEST_CASE("FKV_DECODE_CROSSOVER's message states the range it accepts", "[options]") {
+  // Before: 1073741824 was refused by a message that asked only for ">= 0".
+  EnvGuard env;
+  env.set("FKV_DECODE_CROSSOVER", "999999999");
+  CHECK(JitOptions::from_env().decode_crossover == 999999999);
+  for (const char* bad : {"1000000000", "1073741824", "-1"}) {
+    INFO(bad);
+    env.set("FKV_DECODE_CROSSOVER", bad);
+    CHECK_THROWS_WITH(JitOptions::from_env(), Catch::Contains("from 0 (never) to 999999999"));
+  }
+}
+
+TEST_CASE("the cache root: XDG_CACHE_HOME and HOME count only when absolute", "[options]") {
+  // Before: a relative XDG_CACHE_HOME was skipped but a relative HOME was used, putting the
+  // cache below whatever directory the process ran in.
+  EnvGuard env;
+  env.set("FKV_CACHE_DIR", std::nullopt);
+  env.set("XDG_CACHE_HOME", "relative/xdg");
+  env.set("HOME", "/home/me");
+  CHECK(JitOptions::from_env().cache_dir == "/home/me/.cache/fkv-jit");
+  env.set("HOME", "relative-home");
+  CHECK(JitOptions::from_env().cache_dir.empty());
+  env.set("XDG_CACHE_HOME", "/xdg");
+  CHECK(JitOptions::from_env().cache_dir == "/xdg/fkv-jit");
+  env.set("XDG_CACHE_HOME", std::nullopt);
+  env.set("FKV_CACHE_DIR", "explicit/relative");  // an explicit choice is taken as given
+  CHECK(JitOptions::from_env().cache_dir == "explicit/relative");
+  env.set("FKV_CACHE_DIR", std::nullopt);
+  fkv_test::LogCapture log;
+  fkv::KernelCache cache(fkv::CacheOptions::from_env());
+  CHECK(cache.memory_only());
+  CHECK(log.has("absolute XDG_CACHE_HOME or HOME: relative ones are ignored"));
+}
+
 TEST_CASE("FKV_NVRTC_OPTIONS: only the allow-list passes", "[options][security]") {
   EnvGuard env;
   // Each of these escaped the cache key or the cache before (issue 13 item 6).

@@ -76,12 +76,44 @@ class KernelCache {
                   const std::function<CompiledKernel()>& build);
 
   const CacheOptions& options() const;
-  bool memory_only() const;                  // true when no writable root could be used
+  bool memory_only() const;  // true when no writable root could be used
+  // Why the first publish of this cache failed ("" when none did), as the warning said it:
+  // "cannot write <path>: No space left on device", "<dir>: it is not a directory", ...
+  std::string publish_error() const;
   std::vector<CacheEntryInfo> list() const;  // entries of every root
-  std::vector<CacheEntryInfo> verify();  // checks each entry; removes bad ones in the writable root
-  std::uint64_t prune(std::uint64_t max_bytes);  // LRU; returns bytes removed
-  std::size_t clear();                           // removes every entry of the writable root
-                                                 // and empties the in-memory map
+
+  // The maintenance calls. Each one counts only what it really removed; a file it could not
+  // remove (EACCES, EISDIR, EBUSY, ...) is appended to `failures` as "cannot remove <path>:
+  // <errno text>" when the caller gives a list (and reports them), else logged as a warning.
+  //
+  // Checks each entry; removes bad ones in the writable root. A publish in progress (an image
+  // whose meta file is not there yet, younger than 10 minutes, or a bad entry whose key lock is
+  // held) is skipped, neither listed nor removed.
+  std::vector<CacheEntryInfo> verify(std::vector<std::string>* failures = nullptr);
+  // Directories of every root that lookups refuse (see CacheDirProblem); verify() cannot see
+  // entries in them, so `cache verify` reports these as well.
+  std::vector<CacheDirProblem> unusable_dirs() const;
+  // LRU; returns the bytes of the entries actually removed.
+  std::uint64_t prune(std::uint64_t max_bytes, std::vector<std::string>* failures = nullptr);
+  // Removes every entry of the writable root (except those being published at that moment) and
+  // empties the in-memory map; returns the number of entries actually removed.
+  std::size_t clear(std::vector<std::string>* failures = nullptr);
+
+  // While one is alive (fkv::precompile holds one), every kernel get() returns is put into the
+  // writable root: a read-only hit, or a memory hit that is not on disk there, is published
+  // there (the verified bytes, under the same key). Prune, the automatic one after each publish
+  // included, keeps each of those entries, so a precompile run fills the root it was given, and
+  // its own size cap never evicts part of the set it is building. Nested scopes are fine.
+  class PrecompileScope {
+   public:
+    explicit PrecompileScope(KernelCache& cache);
+    ~PrecompileScope();
+    PrecompileScope(const PrecompileScope&) = delete;
+    PrecompileScope& operator=(const PrecompileScope&) = delete;
+
+   private:
+    KernelCache& cache_;
+  };
 
   // The process-wide cache, configured from JitOptions::global() on first use.
   static KernelCache& global();

@@ -25,10 +25,22 @@ struct CacheEntryInfo {
   std::string arch;
   std::uint64_t bytes = 0;  // image + meta file
   bool ok = true;
-  std::string problem;                          // why it is not ok
-  bool readonly = false;                        // found in a read-only root
-  bool removed = false;                         // verify() removed it
+  std::string problem;    // why it is not ok
+  bool readonly = false;  // found in a read-only root
+  bool removed = false;   // verify() removed it
+  // An image without its meta file, younger than cache_entry::kStaleAfter: a publish in
+  // progress (another process between its two renames). Not ok, but not bad either.
+  bool in_progress = false;
   std::filesystem::file_time_type last_used{};  // image mtime: publish time, touched on hits
+};
+
+// A directory of a cache root that the cache cannot use (KernelCache::unusable_dirs): entries
+// in it are never read and never published (a symlinked v1/nvrtc-13.0, an sm_90 directory of
+// another user or writable by others, a file where a directory belongs).
+struct CacheDirProblem {
+  std::filesystem::path path;
+  std::string problem;
+  bool readonly = false;  // in a read-only root
 };
 
 namespace cache_entry {
@@ -89,7 +101,10 @@ std::string entry_checksum(const std::string& digest, const std::string& image_n
 std::string publish_entry(const EntryPaths& p, const CacheKey& key, const CompiledKernel& k);
 
 // Meta first: once it is gone the entry is no longer committed, whatever happens next.
-void remove_entry(const std::filesystem::path& meta, const std::filesystem::path& image);
+// Returns "" when both files are gone (or were already), else what could not be removed and
+// why ("cannot remove <path>: <errno text>"); the image is left when the meta file could not be
+// removed.
+std::string remove_entry(const std::filesystem::path& meta, const std::filesystem::path& image);
 
 bool is_image_name(std::string_view n);
 bool is_temp_name(std::string_view n);
@@ -105,8 +120,15 @@ struct Scanned {
   std::filesystem::file_time_type mtime;
 };
 
-// Every entry of one root, verified (checksums included), plus uncommitted images.
+// Every entry of one root, verified (checksums included), plus uncommitted images (those
+// younger than kStaleAfter marked in_progress). Temp files are never listed.
 std::vector<Scanned> scan_root(const std::filesystem::path& root, bool readonly);
+
+// The directories below layout_dir(root) that a lookup or publish would refuse (what
+// entry_dir_problem checks: symlinks, where not a read-only root; anything that is not a
+// directory; another owner; writable by group or others), each with the reason. entry_dirs()
+// and scan_root() skip or refuse them; this names them, so that `cache verify` can report them.
+std::vector<CacheDirProblem> unusable_dirs(const std::filesystem::path& root, bool readonly);
 
 // Removes temp files older than kStaleAfter (crashed publishers) from a writable root.
 void remove_stale_temps(const std::filesystem::path& root);

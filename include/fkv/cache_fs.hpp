@@ -17,6 +17,20 @@ namespace fkv::cache_fs {
 
 std::string errno_text(int e);
 
+// `text` with every control character (ESC, CR, BEL, DEL, ...) written as \xHH, so that a file
+// name cannot drive a terminal or forge a log line. With keep_newlines, newline and tab stay
+// (multi-line messages); without, they are escaped too (a path on one line of a table or log).
+// The library's one escaping function: every log message that holds a path uses it, and the
+// CLI's printable() is this function.
+std::string printable(std::string_view text, bool keep_newlines = false);
+
+// "a FIFO", "a directory", "a socket", ... for a file that should have been a regular file.
+std::string file_kind(mode_t mode);
+
+// unlink(path): "" when it is gone (ENOENT included: someone else removed it), else
+// "cannot remove <path>: <errno text>" (escaped with printable()).
+std::string remove_file(const std::filesystem::path& path);
+
 // Every run of characters outside [A-Za-z0-9_-] (and '.' with allow_dot) becomes one '_'; no
 // leading '-', '_' or '.' (so never "..", never an option-looking name), at most `max`
 // characters, never empty ("kernel").
@@ -29,9 +43,11 @@ enum class FileTrust {
   PrivateOrRoot,  // the same, but root may own it too (a read-only root baked into an image)
 };
 
-// Reads a regular file without following a symlink in its last component, at most `max`
-// bytes, checking its owner and mode on the open descriptor (no race with a rename). Returns
-// std::nullopt and sets `err` (errno in `code`) on failure.
+// Reads a whole regular file safely: no symlink in its last component (O_NOFOLLOW), opened with
+// O_NONBLOCK so that a FIFO (or a device) planted at the path cannot hang the reader, then
+// checked on the open descriptor: a regular file (fstat), at most `max` bytes, its owner and
+// mode per `trust` (no race with a rename). Returns std::nullopt and sets `err` (errno in
+// `code`) on failure. Every read of a file that someone else may have placed goes through it.
 std::optional<std::string> read_file(const std::filesystem::path& path, std::uint64_t max,
                                      std::string& err, int* code = nullptr,
                                      FileTrust trust = FileTrust::Any);

@@ -24,8 +24,9 @@ struct PrecompiledKernel {
   std::optional<DecodeSpec> decode;  // set for a decode-size kernel
   ArchTarget target;
   CacheOutcome outcome = CacheOutcome::Compiled;
-  // The entry on disk (in the writable root, or a read-only root on a ReadOnlyHit); empty
-  // when the kernel is only in memory: the root was refused or publishing failed (disk full).
+  // The entry in the cache's writable root (a kernel found in a read-only root is copied
+  // there); empty when it is not there: the root was refused, publishing failed (disk full),
+  // or the entry was gone again when the run ended (another process's prune or clear).
   std::filesystem::path path;
   double seconds = 0;  // time the cache lookup (and compile) took
   bool persisted() const { return !path.empty(); }
@@ -48,13 +49,21 @@ struct PrecompileResult {
   double seconds = 0;                      // wall time of the whole run
   std::size_t compiled() const;            // built now (the rest were cache hits)
   std::size_t not_persisted() const;       // kernels with an empty path
+  // Bytes the persisted kernels take on disk (images and meta files), and the cache's size cap
+  // (CacheOptions::max_bytes, 0 = none). The run's own prune keeps its kernels; when they alone
+  // pass the cap, the next publish into that root evicts some of them: over_cap().
+  std::uint64_t bytes_on_disk = 0;
+  std::uint64_t max_bytes = 0;
+  bool over_cap() const { return max_bytes != 0 && bytes_on_disk > max_bytes; }
 };
 
 // Called after each kernel, never concurrently: the kernel and how many of `total` are done.
 using PrecompileProgress =
     std::function<void(const PrecompiledKernel&, std::size_t done, std::size_t total)>;
 
-// Builds kernel_specs_for(plan, options) for every target into `cache`, `jobs` at a time
+// Builds kernel_specs_for(plan, options) for every target into `cache`'s writable root (under
+// a KernelCache::PrecompileScope: read-only hits are copied there, and the run's own size-cap
+// prune never evicts its kernels), `jobs` at a time
 // (0 = one per hardware thread; NVRTC programs are independent). Targets come from
 // arch_for_compute_capability / resolve_arch, so that each entry is the one the runtime looks
 // up on that device. The plan decides the kernels: a tensor-parallel deployment passes the

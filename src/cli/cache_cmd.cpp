@@ -10,6 +10,7 @@
 
 #include "commands.hpp"
 #include "fkv/cache.hpp"
+#include "fkv/cache_fs.hpp"
 #include "fkv/codegen.hpp"
 #include "fkv/errors.hpp"
 
@@ -51,7 +52,9 @@ CacheOptions options_for(const std::string& cache_dir) {
   if (!cache_dir.empty()) o.root = cache_dir;
   o.disabled = false;
   if (o.root.empty())
-    throw CacheError("no cache directory: pass --cache-dir DIR or set FKV_CACHE_DIR (or HOME)");
+    throw CacheError(
+        "no cache directory: pass --cache-dir DIR or set FKV_CACHE_DIR (or an absolute "
+        "XDG_CACHE_HOME or HOME; relative ones are ignored)");
   return o;
 }
 
@@ -61,21 +64,43 @@ void require_writable(const KernelCache& cache) {
                      " (see the warning above); nothing was changed");
 }
 
+// A file name or path on one line of output: every control character escaped, newlines too.
+std::string shown(std::string_view text) { return cache_fs::printable(text); }
+
 void print_table(const std::vector<CacheEntryInfo>& entries) {
   std::printf("%-48s %-7s %10s  %-10s %-3s %-8s %s\n", "kernel", "arch", "size", "last used", "ro",
               "status", "path");
   for (const auto& e : entries) {
-    std::string status = e.ok ? "ok" : (e.removed ? "removed" : "BAD");
-    std::printf("%-48s %-7s %10s  %-10s %-3s %-8s %s\n", e.kernel.c_str(), e.arch.c_str(),
-                human_bytes(e.bytes).c_str(), age(e.last_used).c_str(), e.readonly ? "ro" : "",
-                status.c_str(), e.path.c_str());
-    if (!e.ok) std::printf("    %s\n", e.problem.c_str());
+    std::string status = e.ok ? "ok" : e.removed ? "removed" : e.in_progress ? "writing" : "BAD";
+    std::printf("%-48s %-7s %10s  %-10s %-3s %-8s %s\n", shown(e.kernel).c_str(),
+                shown(e.arch).c_str(), human_bytes(e.bytes).c_str(), age(e.last_used).c_str(),
+                e.readonly ? "ro" : "", status.c_str(), shown(e.path.string()).c_str());
+    if (!e.ok) std::printf("    %s\n", shown(e.problem).c_str());
   }
 }
 
+// Directories lookups refuse, one line each; verify counts them as problems.
+void print_unusable(const std::vector<CacheDirProblem>& dirs) {
+  for (const auto& d : dirs)
+    std::printf("unusable directory%s: %s\n", d.readonly ? " (read-only root)" : "",
+                shown(d.problem).c_str());
+}
+
+// Removals that failed: exit 6 (CacheFailure) naming them (the first in the message, every one
+// on stderr when there are several).
+void fail_on_removals(const std::vector<std::string>& failures, const std::string& what) {
+  if (failures.empty()) return;
+  if (failures.size() == 1) throw CommandFailure(CacheFailure, what + ": " + failures.front());
+  for (const auto& f : failures) std::fprintf(stderr, "fkv-jit: %s\n", shown(f).c_str());
+  throw CommandFailure(CacheFailure, what + ": " + std::to_string(failures.size()) +
+                                         " files could not be removed (listed above), the first: " +
+                                         failures.front());
+}
+
 std::string roots_text(const KernelCache& cache) {
-  std::string s = cache.options().root.string();
-  for (const auto& ro : cache.options().readonly_roots) s += ", " + ro.string() + " (read-only)";
+  std::string s = shown(cache.options().root.string());
+  for (const auto& ro : cache.options().readonly_roots)
+    s += ", " + shown(ro.string()) + " (read-only)";
   return s;
 }
 
@@ -117,12 +142,12 @@ void verify_config(const std::string& cache_dir, const VerifyArgs& a) {
       const std::string status = !found ? "MISSING" : found->ok ? "ok" : "BAD";
       missing += status != "ok";
       std::printf("%-44s %-13s %-8s %s\n", k.name.c_str(), t.name().c_str(), status.c_str(),
-                  found ? printable(found->path.string()).c_str() : "-");
-      if (found && !found->ok) std::printf("    %s\n", printable(found->problem).c_str());
+                  found ? shown(found->path.string()).c_str() : "-");
+      if (found && !found->ok) std::printf("    %s\n", shown(found->problem).c_str());
     }
   }
   std::printf("%zu kernels needed, %zu present and valid, %zu missing or bad, in %s\n", total,
-              total - missing, missing, printable(roots_text(cache)).c_str());
+              total - missing, missing, roots_text(cache).c_str());
   if (missing)
     throw CommandFailure(Incomplete,
                          std::to_string(missing) + " of " + std::to_string(total) +
@@ -158,6 +183,7 @@ void add_cache_commands(CLI::App& app) {
     }
     std::printf("%zu entries, %s, %zu bad, in %s%s\n", entries.size(), human_bytes(bytes).c_str(),
                 bad, roots_text(c).c_str(), c.memory_only() ? " (writable root not usable)" : "");
+    print_unusable(c.unusable_dirs());
   });
 
   CLI::App* verify = cache->add_subcommand(
@@ -177,19 +203,33 @@ void add_cache_commands(CLI::App& app) {
     if (!need.variants.config.empty() || !need.archs.empty()) return verify_config(cache_dir, need);
     KernelCache c(options_for(cache_dir));
     require_writable(c);
-    const auto entries = c.verify();
+    std::vector<std::string> failures;
+    const auto entries = c.verify(&failures);
     std::vector<CacheEntryInfo> bad;
     for (const auto& e : entries)
       if (!e.ok) bad.push_back(e);
     if (!bad.empty()) print_table(bad);
+    // Entries in these cannot be seen at all (a symlinked nvrtc directory, an arch directory of
+    // another user): every process runs memory-only for their kernels.
+    const std::vector<CacheDirProblem> dirs = c.unusable_dirs();
+    print_unusable(dirs);
     std::size_t removed = 0;
     for (const auto& e : bad) removed += e.removed;
     std::printf(
-        "%zu entries checked, %zu bad (%zu removed, %zu in read-only roots or still being "
-        "written)\n",
-        entries.size(), bad.size(), removed, bad.size() - removed);
-    if (!bad.empty())
-      throw CommandFailure(CacheFailure, std::to_string(bad.size()) + " bad cache entries found");
+        "%zu entries checked, %zu bad (%zu removed, %zu left: in read-only roots, or could not "
+        "be removed), %zu unusable directories\n",
+        entries.size(), bad.size(), removed, bad.size() - removed, dirs.size());
+    fail_on_removals(failures, "cache verify");
+    if (!bad.empty() || !dirs.empty())
+      throw CommandFailure(
+          CacheFailure,
+          bad.empty() ? std::to_string(dirs.size()) +
+                            " unusable cache directories: lookups neither read nor write entries "
+                            "in them; fix or remove them (listed above)"
+                      : std::to_string(bad.size()) + " bad cache entries found" +
+                            (dirs.empty() ? std::string()
+                                          : " and " + std::to_string(dirs.size()) +
+                                                " unusable cache directories"));
   });
 
   static std::string max_bytes;
@@ -211,12 +251,15 @@ void add_cache_commands(CLI::App& app) {
     } else if (cap == 0) {
       throw CommandFailure(Usage, "no size cap: pass --max-bytes N or set FKV_CACHE_MAX_BYTES");
     }
-    const std::uint64_t removed = c.prune(cap);
+    std::vector<std::string> failures;
+    const std::uint64_t removed = c.prune(cap, &failures);
     std::uint64_t left = 0;
     for (const auto& e : c.list())
       if (!e.readonly) left += e.bytes;
     std::printf("removed %s; %s left in %s (cap %s)\n", human_bytes(removed).c_str(),
-                human_bytes(left).c_str(), c.options().root.c_str(), human_bytes(cap).c_str());
+                human_bytes(left).c_str(), shown(c.options().root.string()).c_str(),
+                human_bytes(cap).c_str());
+    fail_on_removals(failures, "cache prune");
   });
 
   CLI::App* clear = cache->add_subcommand("clear", "remove every entry of the writable cache root");
@@ -224,8 +267,10 @@ void add_cache_commands(CLI::App& app) {
   clear->callback([] {
     KernelCache c(options_for(cache_dir));
     require_writable(c);
-    const std::size_t n = c.clear();
-    std::printf("removed %zu entries from %s\n", n, c.options().root.c_str());
+    std::vector<std::string> failures;
+    const std::size_t n = c.clear(&failures);
+    std::printf("removed %zu entries from %s\n", n, shown(c.options().root.string()).c_str());
+    fail_on_removals(failures, "cache clear");
   });
 }
 

@@ -23,16 +23,20 @@ struct PrecompileArgs {
   bool json = false;
 };
 
-// Why nothing or not everything reached the disk, for the summary.
+// Why nothing or not everything reached the disk, for the summary: the cache's own reason.
 std::string why_not_persisted(const KernelCache& cache) {
   if (cache.options().disabled) return "FKV_DISABLE_CACHE is set and no --cache-dir was given";
   if (cache.memory_only())
     return cache.options().root.empty()
-               ? std::string("no cache directory (pass --cache-dir, or set FKV_CACHE_DIR or HOME)")
+               ? std::string(
+                     "no cache directory (pass --cache-dir, or set FKV_CACHE_DIR, or an "
+                     "absolute XDG_CACHE_HOME or HOME)")
                : "cache root " + cache.options().root.string() +
                      " cannot be used (see the warning above)";
-  return "publishing to " + cache.options().root.string() +
-         " failed (disk full, quota, read-only file system: see the warning above)";
+  if (const std::string e = cache.publish_error(); !e.empty())
+    return "publishing to " + cache.options().root.string() + " failed: " + e;
+  return "entries written to " + cache.options().root.string() +
+         " were removed again before the run ended (another process's prune or clear)";
 }
 
 void run_precompile(const PrecompileArgs& a) {
@@ -67,7 +71,7 @@ void run_precompile(const PrecompileArgs& a) {
                          {"ms", k.seconds * 1e3},
                          {"persisted", k.persisted()},
                          {"path", k.path.string()}});
-    nlohmann::json out = {{"ok", missing == 0},
+    nlohmann::json out = {{"ok", missing == 0 && !r.over_cap()},
                           {"config", a.variants.config},
                           {"kernels", kernels},
                           {"compiled", r.compiled()},
@@ -79,7 +83,13 @@ void run_precompile(const PrecompileArgs& a) {
       out["error"] = std::to_string(missing) + " of " + std::to_string(r.kernels.size()) +
                      " kernels were not saved: " + why;
       out["exit_code"] = Incomplete;
+    } else if (r.over_cap()) {
+      out["error"] =
+          "the kernels take " + std::to_string(r.bytes_on_disk) +
+          " bytes, more than the size cap FKV_CACHE_MAX_BYTES=" + std::to_string(r.max_bytes);
+      out["exit_code"] = Incomplete;
     }
+    out["bytes"] = r.bytes_on_disk;
     std::cout << json_text(out) << std::endl;
   } else {
     std::printf("%-44s %-13s %-9s %9s  %s\n", "variant", "arch", "result", "ms", "path");
@@ -89,6 +99,19 @@ void run_precompile(const PrecompileArgs& a) {
                   k.persisted() ? printable(k.path.string()).c_str() : "NOT SAVED (memory only)");
     std::printf("%zu kernels (%zu compiled, %zu cache hits) in %.1f ms\n", r.kernels.size(),
                 r.compiled(), r.kernels.size() - r.compiled(), r.seconds * 1e3);
+  }
+  if (missing == 0 && r.over_cap()) {
+    // Every kernel is on disk, kept there by the run itself; the next publish into this root
+    // would evict some of them.
+    const std::string message =
+        "the " + std::to_string(r.kernels.size()) + " kernels take " +
+        std::to_string(r.bytes_on_disk) + " bytes, more than the cache's size cap of " +
+        std::to_string(r.max_bytes) +
+        " bytes (FKV_CACHE_MAX_BYTES): they are all in the cache now, but the next kernel "
+        "published there evicts some of them. Raise FKV_CACHE_MAX_BYTES to at least " +
+        std::to_string(r.bytes_on_disk) + " or unset it";
+    if (a.json) print_error(message);
+    throw CommandFailure(Incomplete, a.json ? "" : message);
   }
   if (missing == 0) return;
   // Exit 8 with a summary naming what a deployment would lack.

@@ -10,6 +10,7 @@
 #include <string>
 
 #include "commands.hpp"
+#include "fkv/cache_fs.hpp"
 #include "fkv/compiler.hpp"
 #include "fkv/errors.hpp"
 #include "fkv/options.hpp"
@@ -23,21 +24,8 @@ bool g_json = false;  // --json on the command line (set before parsing)
 
 bool json_requested() { return g_json; }
 
-std::string printable(std::string_view text) {
-  std::string out;
-  out.reserve(text.size());
-  for (const char c : text) {
-    const auto u = static_cast<unsigned char>(c);
-    if ((u < 0x20 && c != '\n' && c != '\t') || u == 0x7f) {
-      char buf[5];
-      std::snprintf(buf, sizeof buf, "\\x%02x", u);
-      out += buf;
-    } else {
-      out += c;
-    }
-  }
-  return out;
-}
+// The library's escaping (fkv/cache_fs.hpp), keeping newlines and tabs of multi-line messages.
+std::string printable(std::string_view text) { return cache_fs::printable(text, true); }
 
 std::string json_text(const nlohmann::json& j) {
   return j.dump(2, ' ', false, nlohmann::json::error_handler_t::replace);

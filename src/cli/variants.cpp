@@ -27,6 +27,7 @@ void add_variant_options(CLI::App* cmd, VariantArgs& a, bool config_positional) 
   cmd->add_flag("--strict", a.strict, "require one uniform group (the seed's semantics)");
   cmd->add_option("--tp", a.tp,
                   "tensor-parallel degree: build the kernels of a rank's share of the KV heads")
+      ->check(CLI::PositiveNumber)  // --tp 0 is a usage error (exit 3), as -j 0 is
       ->capture_default_str();
   cmd->add_option("--decode", a.decode_gpu,
                   "also the decode-size kernels that calls of a few tokens take on this GPU (a "
