@@ -89,20 +89,18 @@ PrecompileResult precompile(const Plan& plan, const VariantOptions& options,
   worker();  // the calling thread is one of the workers
   for (auto& t : threads) t.join();
   if (error) std::rethrow_exception(error);
-  // What is on disk now, checked rather than assumed: another process's prune or clear may
-  // have removed an entry after it was written.
+  // The size of the set on disk, for the cap check. An entry another process removed since
+  // (its own prune, a `cache clear`) is not counted; that is the other process's doing, and the
+  // kernel was written, so it stays "persisted".
   result.max_bytes = cache.options().max_bytes;
-  for (PrecompiledKernel& k : result.kernels) {
+  for (const PrecompiledKernel& k : result.kernels) {
     if (k.path.empty()) continue;
     std::error_code ec, ec2;
     std::filesystem::path meta = k.path;
     meta.replace_extension(cache_entry::kMetaSuffix);
-    const auto bytes =
-        std::filesystem::file_size(k.path, ec) + std::filesystem::file_size(meta, ec2);
-    if (ec || ec2)
-      k.path.clear();
-    else
-      result.bytes_on_disk += bytes;
+    const auto image = std::filesystem::file_size(k.path, ec);
+    const auto meta_bytes = std::filesystem::file_size(meta, ec2);
+    if (!ec && !ec2) result.bytes_on_disk += image + meta_bytes;
   }
   result.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   return result;

@@ -25,8 +25,8 @@ struct PrecompiledKernel {
   ArchTarget target;
   CacheOutcome outcome = CacheOutcome::Compiled;
   // The entry in the cache's writable root (a kernel found in a read-only root is copied
-  // there); empty when it is not there: the root was refused, publishing failed (disk full),
-  // or the entry was gone again when the run ended (another process's prune or clear).
+  // there); empty when it could not be written there: the root was refused, publishing failed
+  // (disk full, a directory at the entry's path).
   std::filesystem::path path;
   double seconds = 0;  // time the cache lookup (and compile) took
   bool persisted() const { return !path.empty(); }

@@ -33,10 +33,9 @@ std::string why_not_persisted(const KernelCache& cache) {
                      "absolute XDG_CACHE_HOME or HOME)")
                : "cache root " + cache.options().root.string() +
                      " cannot be used (see the warning above)";
-  if (const std::string e = cache.publish_error(); !e.empty())
-    return "publishing to " + cache.options().root.string() + " failed: " + e;
-  return "entries written to " + cache.options().root.string() +
-         " were removed again before the run ended (another process's prune or clear)";
+  const std::string e = cache.publish_error();
+  return "publishing to " + cache.options().root.string() + " failed" +
+         (e.empty() ? std::string(" (see the warning above)") : ": " + e);
 }
 
 void run_precompile(const PrecompileArgs& a) {
