@@ -399,3 +399,19 @@ TEST_CASE("rope: parameters whose table would not be finite are refused", "[rope
                                 {"attention_factor", 65504.0}}),
                           128, 16));
 }
+
+// Issue 23 item 1: max_position * R * 4 used to overflow size_t for 2^57 positions, so
+// size_bytes() said 0 and the C API returned an empty table. The constructor now takes at most
+// kMaxRopePositions (2^31) rows; size_bytes() and values() check their arithmetic.
+TEST_CASE("rope: max_position is bounded and sizes never overflow", "[rope]") {
+  RopeFrequencies f;
+  f.theta = 10000.0;
+  const std::int64_t huge = std::int64_t{1} << 57;
+  CHECK_THROWS_WITH(RopeTable(f, 128, huge),
+                    Catch::Contains("[1, 2^31]") && Catch::Contains(std::to_string(huge)));
+  CHECK_THROWS_AS(RopeTable(f, 128, fkv::kMaxRopePositions + 1), fkv::ConfigError);
+  CHECK_THROWS_AS(RopeTable(f, 128, -5), fkv::ConfigError);
+  const RopeTable max(f, 128, fkv::kMaxRopePositions);
+  CHECK(max.size_bytes(DType::FP32) == (std::size_t{1} << 31) * 128 * 4);
+  CHECK(max.size_bytes(DType::BF16) == (std::size_t{1} << 31) * 128 * 2);
+}
