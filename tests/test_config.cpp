@@ -1400,6 +1400,15 @@ TEST_CASE("omitted fields take the config class's defaults (generated from trans
   CHECK(c.eps.value == 1e-5);
   CHECK_THAT(c.eps.source, Contains("class default (GptOssConfig).rms_norm_eps"));
   CHECK(c.max_position_embeddings.value == 131072);
+  // The same from a file shaped like a gpt-oss EAGLE-3 draft (no RoPE keys at all).
+  auto d = load("gpt-oss-eagle3-draft-no-rope.json");
+  REQUIRE(d.attention_layers().size() == 1);
+  CHECK(d.layers[0].rope.value.theta == 150000.0);
+  CHECK(d.layers[0].rope.value.scaling_type == "yarn");
+  CHECK(d.layers[0].rope.value.scaling["factor"].get<double>() == 32.0);
+  CHECK(d.layers[0].rope.value.scaling["original_max_position_embeddings"].get<int>() == 4096);
+  CHECK_THAT(d.layers[0].rope.source,
+             Contains("theta: class default (GptOssConfig).rope_parameters.rope_theta"));
   // A file that states any RoPE key keeps its own (no mix with the class's yarn dict).
   auto t = parse(R"({"model_type": "gpt_oss", "num_hidden_layers": 2, "hidden_size": 2880,
                      "num_attention_heads": 64, "num_key_value_heads": 8, "head_dim": 64,
@@ -1452,6 +1461,19 @@ TEST_CASE("a refused model_type names its reason in at most three lines", "[conf
     CHECK(std::count(w.begin(), w.end(), '\n') <= 2);
     CHECK_THAT(w, !Contains("explicit schema"));
   }
+}
+
+TEST_CASE("real configs of model types added in issue 24", "[config][data]") {
+  auto vl = load("qwen3-vl-8b-instruct.json");
+  CHECK(vl.family == "Qwen3-VL / Qwen3-Omni (text)");
+  CHECK(vl.attention_layers().size() == 36);
+  check_uniform(vl, {8, 128, true, KNormKind::Rms});
+  CHECK(vl.layers[0].rope.value.theta == 5000000.0);
+  auto neox = load("pythia-14m-gpt-neox.json");
+  CHECK(neox.family == "GPT-NeoX");
+  check_uniform(neox, {4, 32, true, KNormKind::None});
+  CHECK(neox.layers[0].rotary_dim.value == 8);
+  CHECK_THAT(neox.layers[0].rotary_dim.source, Contains("rotary_pct"));
 }
 
 TEST_CASE("multimodal wrappers: the text config decides, the wrapper's default when unnamed",

@@ -610,6 +610,37 @@ const std::map<std::string, Verdict>& verdicts() {
       {"EXAONE 3 / 3.5", {"exaone3.0-7.8b-instruct.json", 8, 128, 128, true, K::None, ""}},
       {"InternLM3", {"internlm3-8b-instruct.json", 2, 128, 128, true, K::None, ""}},
       {"Starcoder2", {"starcoder2-3b.json", 2, 128, 128, true, K::None, ""}},
+      // Issue 24 variants.
+      {"Qwen3-VL / Qwen3-Omni (text)",
+       {"qwen3-vl-8b-instruct.json", 8, 128, 128, true, K::Rms, ""}},
+      {"Qwen3-like",
+       {R"({"model_type": "dots1", "num_hidden_layers": 2, "hidden_size": 4096, "num_attention_heads": 32,
+                    "num_key_value_heads": 32, "head_dim": 128, "rope_theta": 10000.0})",
+        32, 128, 128, true, K::Rms, ""}},
+      {"Ministral",
+       {R"({"model_type": "ministral", "num_hidden_layers": 2, "hidden_size": 4096, "num_attention_heads": 32,
+                        "num_key_value_heads": 8, "head_dim": 128, "sliding_window": 32768,
+                        "layer_types": ["full_attention", "sliding_attention"], "rope_theta": 100000000.0})",
+        8, 128, 128, true, K::None, ""}},
+      {"Qwen2-like",
+       {R"({"model_type": "cwm", "num_hidden_layers": 4, "hidden_size": 6144, "num_attention_heads": 48,
+                  "num_key_value_heads": 8, "head_dim": 128, "sliding_window": 8192,
+                  "layer_types": ["full_attention", "sliding_attention", "sliding_attention", "sliding_attention"],
+                  "rope_theta": 1000000.0})",
+        8, 128, 128, true, K::None, ""}},
+      {"Apertus",
+       {R"({"model_type": "apertus", "num_hidden_layers": 2, "hidden_size": 4096, "num_attention_heads": 32,
+                      "num_key_value_heads": 8, "rope_theta": 12000000.0})",
+        8, 128, 128, true, K::Rms, ""}},
+      {"Llama-like",
+       {R"({"model_type": "phimoe", "num_hidden_layers": 2, "hidden_size": 4096, "num_attention_heads": 32,
+                     "num_key_value_heads": 8, "rope_theta": 1000000.0, "sliding_window": null})",
+        8, 128, 128, true, K::None, ""}},
+      {"Helium",
+       {R"({"model_type": "helium", "num_hidden_layers": 2, "hidden_size": 2560, "num_attention_heads": 20,
+                     "num_key_value_heads": 20, "head_dim": 128, "rope_theta": 100000.0})",
+        20, 128, 128, false, K::None, ""}},
+      {"GPT-NeoX", {"pythia-14m-gpt-neox.json", 4, 32, 8, true, K::None, ""}},
   };
   return v;
 }
@@ -619,6 +650,16 @@ const std::map<std::string, Verdict>& verdicts() {
 TEST_CASE("every registry entry has a config with its expected verdict", "[validate][registry]") {
   for (const fkv::Architecture& a : fkv::architectures()) {
     INFO("registry entry " << a.name);
+    if (a.refused()) {
+      // A refused model_type: the reader refuses it (exit 9), naming the reason.
+      const std::string text =
+          R"({"model_type": ")" + a.model_types.front() + R"(", "num_hidden_layers": 2})";
+      CHECK_THROWS_AS(ModelConfig::from_json(std::string_view(text), "minimal.json"),
+                      fkv::UnsupportedError);
+      CHECK_THROWS_WITH(ModelConfig::from_json(std::string_view(text), "minimal.json"),
+                        Catch::Contains(a.refusal));
+      continue;
+    }
     const auto it = verdicts().find(a.name);
     REQUIRE(it != verdicts().end());  // add a config for the new entry above
     const Verdict& v = it->second;
@@ -673,6 +714,9 @@ TEST_CASE("every config in tests/data has its expected strict verdict",
       {"smollm3-3b.json", {"", 0, 0, 0, true, K::None, "RoPE config mismatch"}},
       {"speculators-dflash-qwen3-8b.json", {"", 8, 128, 128, true, K::Rms, ""}},
       {"starcoder2-3b.json", {"", 2, 128, 128, true, K::None, ""}},
+      {"qwen3-vl-8b-instruct.json", {"", 8, 128, 128, true, K::Rms, ""}},
+      {"pythia-14m-gpt-neox.json", {"", 4, 32, 8, true, K::None, ""}},
+      {"gpt-oss-eagle3-draft-no-rope.json", {"", 8, 64, 64, true, K::None, ""}},
   };
   int n = 0;
   for (const auto& e : std::filesystem::directory_iterator(FKV_TEST_DATA_DIR)) {

@@ -379,22 +379,24 @@ std::vector<Architecture> build() {
   });
   add({
       .name = "EXAONE 4",
-      .model_types = {"exaone4"},
+      .model_types = {"exaone4", "exaone_moe"},
       .k_norm = KN::Rms,
       .nope = NR::FullLayersIfSliding,
       .reads = with_basics({"layer_types"}),
       .citation =
           "transformers src/transformers/models/exaone4/modeling_exaone4.py Exaone4Attention "
           "(k_norm = Exaone4RMSNorm(head_dim); RoPE only if sliding_window is None or the "
-          "layer slides)",
+          "layer slides); exaone_moe/modular_exaone_moe.py ExaoneMoeAttention(Exaone4Attention): "
+          "pass",
   });
   add({
       .name = "LFM2",
-      .model_types = {"lfm2"},
+      .model_types = {"lfm2", "lfm2_moe"},
       .k_norm = KN::Rms,
       .reads = with_basics({"layer_types"}),
       .citation = "transformers src/transformers/models/lfm2/modeling_lfm2.py Lfm2Attention "
-                  "(k_layernorm = Lfm2RMSNorm(head_dim), weight w; conv layers have no KV)",
+                  "(k_layernorm = Lfm2RMSNorm(head_dim), weight w; conv layers have no KV); "
+                  "lfm2_moe/modular_lfm2_moe.py Lfm2MoeAttention(Lfm2Attention): pass",
   });
   add({
       .name = "ERNIE 4.5",
@@ -545,23 +547,25 @@ std::vector<Architecture> build() {
   });
   add({
       .name = "Apertus",
-      .model_types = {"apertus"},
+      .model_types = {"apertus", "hy_v3"},
       .k_norm = KN::Rms,
       .reads = with_basics({}),
       .citation = "transformers src/transformers/models/apertus/modular_apertus.py "
                   "ApertusAttention(LlamaAttention) (q_norm/k_norm = ApertusRMSNorm(head_dim) on "
-                  "the per-head view, before RoPE)",
+                  "the per-head view, before RoPE); hy_v3/modular_hy_v3.py "
+                  "HYV3Attention(ApertusAttention): pass",
   });
   add({
       .name = "Llama-like",
-      .model_types = {"bitnet", "phimoe", "hyperclovax"},
+      .model_types = {"bitnet", "phimoe", "hyperclovax", "emu3_text_model", "deepseek_ocr2_text"},
       .reads = with_basics({}),
       .citation =
           "transformers src/transformers/models/bitnet/modular_bitnet.py "
           "BitNetAttention(LlamaAttention) (attn_sub_norm acts on the attention output, not K); "
           "phimoe/modular_phimoe.py PhimoeAttention(LlamaAttention); "
           "hyperclovax/modular_hyperclovax.py HyperCLOVAXAttention(GraniteAttention) (rotate_half, "
-          "no q/k norm)",
+          "no q/k norm); emu3/modular_emu3.py Emu3Attention(LlamaAttention): pass; "
+          "deepseek_ocr2/modular_deepseek_ocr2.py DeepseekOcr2TextAttention(LlamaAttention): pass",
   });
   add({
       .name = "Helium",

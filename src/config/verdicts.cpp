@@ -221,9 +221,6 @@ void add_refused_model_types(std::vector<Architecture>& table) {
        "an engine module name, not a config.json model_type (a multimodal wrapper or "
        "reward/classification head): the nested text config's model_type decides",
        "vLLM vllm/model_executor/models/deepseek_ocr.py"},
-      {"deepseek_ocr2_text",
-       "MLA (kv_lora_rank): the cache holds a compressed latent, not per-head K/V",
-       "transformers src/transformers/models/deepseek_ocr2/modular_deepseek_ocr2.py"},
       {"deepseek_v32", "MLA (kv_lora_rank): the cache holds a compressed latent, not per-head K/V",
        "transformers src/transformers/models/deepseek_v32/modular_deepseek_v32.py"},
       {"deepseek_v4",
@@ -306,8 +303,6 @@ void add_refused_model_types(std::vector<Architecture>& table) {
        "not yet checked against its modeling code (RoPE attention whose K norm, RoPE pairing and "
        "layer kinds no registry entry states)",
        "transformers src/transformers/models/embedding_gemma2/modular_embedding_gemma2.py"},
-      {"emu3_text_model", "no RoPE attention in its modeling code (encoder, audio or vision model)",
-       "transformers src/transformers/models/emu3/modular_emu3.py"},
       {"ernie",
        "cross-attention (encoder-decoder or cross-attention layers): K/V come from another "
        "sequence",
@@ -336,8 +331,6 @@ void add_refused_model_types(std::vector<Architecture>& table) {
        "an engine draft/MTP module name, not a config.json model_type: its config carries the "
        "target model_type (or a speculators draft format), whose verdict applies",
        "vLLM vllm/model_executor/models/exaone4_5_mtp.py"},
-      {"exaone_moe", "no RoPE attention in its modeling code (encoder, audio or vision model)",
-       "transformers src/transformers/models/exaone_moe/modular_exaone_moe.py"},
       {"exaone_moe_mtp",
        "an engine draft/MTP module name, not a config.json model_type: its config carries the "
        "target model_type (or a speculators draft format), whose verdict applies",
@@ -536,10 +529,6 @@ void add_refused_model_types(std::vector<Architecture>& table) {
        "not yet checked against its modeling code (RoPE attention whose K norm, RoPE pairing and "
        "layer kinds no registry entry states)",
        "transformers src/transformers/models/hunyuan_vl/modular_hunyuan_vl.py"},
-      {"hy_v3",
-       "not yet checked against its modeling code (RoPE attention whose K norm, RoPE pairing and "
-       "layer kinds no registry entry states)",
-       "transformers src/transformers/models/hy_v3/modular_hy_v3.py"},
       {"hy_v3_mtp",
        "an engine draft/MTP module name, not a config.json model_type: its config carries the "
        "target model_type (or a speculators draft format), whose verdict applies",
@@ -679,10 +668,6 @@ void add_refused_model_types(std::vector<Architecture>& table) {
        "an engine draft/MTP module name, not a config.json model_type: its config carries the "
        "target model_type (or a speculators draft format), whose verdict applies",
        "sglang python/sglang/srt/models/lfm2_dspark.py"},
-      {"lfm2_moe",
-       "not yet checked against its modeling code (RoPE attention whose K norm, RoPE pairing and "
-       "layer kinds no registry entry states)",
-       "transformers src/transformers/models/lfm2_moe/modular_lfm2_moe.py"},
       {"lfm3",
        "not yet checked against its modeling code (RoPE attention whose K norm, RoPE pairing and "
        "layer kinds no registry entry states)",
