@@ -1,4 +1,5 @@
 // The fkv-jit binary: output, JSON, and exit codes (docs/cli.md) of validate and plan.
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -11,6 +12,7 @@
 #include <sstream>
 #include <string>
 
+#include "fkv/cache.hpp"
 #include "fkv/version.hpp"
 
 namespace fs = std::filesystem;
@@ -517,6 +519,299 @@ TEST_CASE("a bad environment value is bad input (exit 2) for every command", "[c
     CHECK(contains(r.err, "FKV_CACHE_MAX_BYTES"));
     CHECK(r.out.empty());
   }
+}
+
+// ---- cache, files and the CLI (issue 23, part B) ----------------------------------------------
+
+namespace {
+
+// `n` committed entries with fake images in `root`, written through the library, as a
+// precompile would leave them; returns their image paths.
+std::vector<fs::path> fake_entries(const std::string& root, int n = 2) {
+  fkv::CacheOptions o;
+  o.root = root;
+  fkv::KernelCache cache(o);
+  std::vector<fs::path> out;
+  for (int i = 0; i < n; ++i) {
+    const std::string v = "fake" + std::to_string(i);
+    const fkv::CacheKey key = fkv::CacheKey::from_fields({{"schema", "1"},
+                                                          {"nvrtc", "12.8"},
+                                                          {"arch", "sm_90"},
+                                                          {"output", "cubin"},
+                                                          {"kernel", "fused_kv<" + v + ">"}});
+    out.push_back(cache
+                      .get(key, "fused_kv_" + v,
+                           [&] {
+                             fkv::CompiledKernel k;
+                             k.image = std::string(600, 'a' + static_cast<char>(i));
+                             k.lowered_name = "_Z8fused_kv" + v;
+                             return k;
+                           })
+                      .path);
+    REQUIRE(!out.back().empty());
+  }
+  return out;
+}
+
+fs::path meta_path(const fs::path& image) {
+  fs::path m = image;
+  return m.replace_extension(".meta.json");
+}
+
+}  // namespace
+
+TEST_CASE("a FIFO at an entry path hangs no cache command", "[cli][fifo]") {
+  // Before: open() of the FIFO waited for a writer forever. `timeout` turns a hang into 124.
+  const std::string dir = fresh_dir("fifo");
+  const std::vector<fs::path> images = fake_entries(dir);
+  fs::remove(meta_path(images[0]));
+  REQUIRE(::mkfifo(meta_path(images[0]).c_str(), 0600) == 0);
+  fs::remove(images[1]);
+  REQUIRE(::mkfifo(images[1].c_str(), 0600) == 0);
+  const Result ls = run("cache ls --cache-dir '" + dir + "'", "timeout 60");
+  INFO(ls.out << ls.err);
+  CHECK(ls.code == 0);
+  CHECK(contains(ls.out, "it is a FIFO, not a regular file"));
+  CHECK(contains(ls.out, "2 entries"));
+  const Result verify = run("cache verify --cache-dir '" + dir + "'", "timeout 60");
+  INFO(verify.out << verify.err);
+  CHECK(verify.code == 6);  // bad entries, removed
+  CHECK(contains(verify.out, "2 bad (2 removed"));
+  CHECK(run("cache verify --cache-dir '" + dir + "'", "timeout 60").code == 0);
+}
+
+TEST_CASE("a FIFO in a precompiled cache hangs neither precompile nor verify --config",
+          "[cli][fifo][nvrtc]") {
+  const std::string dir = fresh_dir("fifo-precompile");
+  const std::string args = data(kDraft) + " --arch sm_90 --cache-dir '" + dir + "'";
+  REQUIRE(run("precompile " + args).code == 0);
+  fs::path meta;
+  for (const auto& e : fs::recursive_directory_iterator(dir))
+    if (contains(e.path().filename().string(), "_pool") &&
+        contains(e.path().filename().string(), ".meta.json"))
+      meta = e.path();
+  REQUIRE(!meta.empty());
+  fs::remove(meta);
+  REQUIRE(::mkfifo(meta.c_str(), 0600) == 0);
+  const Result check = run("cache verify --config " + args, "timeout 60");
+  INFO(check.out << check.err);
+  CHECK(check.code == 8);
+  CHECK(contains(check.out, "BAD"));
+  const Result again = run("precompile " + args, "timeout 120");
+  INFO(again.out << again.err);
+  CHECK(again.code == 0);
+  CHECK(contains(again.out, "2 kernels (1 compiled, 1 cache hits)"));
+  CHECK(run("cache verify --config " + args, "timeout 60").code == 0);
+}
+
+TEST_CASE("precompile under a size cap smaller than its kernels keeps them all and exits 8",
+          "[cli][nvrtc]") {
+  // Before: exit 0 with every kernel "persisted", while the run's own prune had evicted some;
+  // `cache verify --config` then reported them MISSING.
+  const std::string dir = fresh_dir("cap");
+  const std::string args = data(kDraft) + " --arch sm_90 --cache-dir '" + dir + "'";
+  const Result r = run("precompile " + args, "FKV_CACHE_MAX_BYTES=1K");
+  INFO(r.out << r.err);
+  CHECK(r.code == 8);
+  CHECK(contains(r.err, "more than the cache's size cap of 1024 bytes (FKV_CACHE_MAX_BYTES)"));
+  CHECK(count_files(dir, ".cubin") == 2);
+  const Result v = run("cache verify --config " + args);
+  INFO(v.out << v.err);
+  CHECK(v.code == 0);
+  const Result j = run("precompile --json " + args, "FKV_CACHE_MAX_BYTES=1K");
+  CHECK(j.code == 8);
+  const json out = json::parse(j.out);
+  CHECK(out["ok"] == false);
+  CHECK(out["not_persisted"] == 0);
+  CHECK(contains(out["error"].get<std::string>(), "FKV_CACHE_MAX_BYTES=1024"));
+  CHECK(run("precompile " + args, "FKV_CACHE_MAX_BYTES=1G").code == 0);
+}
+
+TEST_CASE("precompile --cache-dir writes every kernel there, read-only roots or not",
+          "[cli][nvrtc]") {
+  // Before: `FKV_CACHE_READONLY_DIRS=old precompile --cache-dir NEW` reported "2 cache hits",
+  // exited 0 and left NEW empty.
+  const std::string old_dir = fresh_dir("ro-old"), new_dir = fresh_dir("ro-new");
+  REQUIRE(run("precompile " + data(kDraft) + " --arch sm_90 --cache-dir '" + old_dir + "'").code ==
+          0);
+  const Result r = run("precompile " + data(kDraft) + " --arch sm_90 --cache-dir '" + new_dir + "'",
+                       "FKV_CACHE_READONLY_DIRS='" + old_dir + "'");
+  INFO(r.out << r.err);
+  CHECK(r.code == 0);
+  CHECK(contains(r.out, "2 kernels (0 compiled, 2 cache hits)"));  // copied, not rebuilt
+  CHECK(count_files(new_dir, ".cubin") == 2);
+  CHECK(contains(r.out, new_dir));
+  const Result v =
+      run("cache verify --config " + data(kDraft) + " --arch sm_90 --cache-dir '" + new_dir + "'",
+          "FKV_CACHE_READONLY_DIRS=");
+  INFO(v.out << v.err);
+  CHECK(v.code == 0);
+}
+
+TEST_CASE("cache clear and prune count only real removals and exit 6 naming each failure",
+          "[cli]") {
+  SECTION("a directory at an entry's meta path") {
+    // Before: "removed 2 entries", exit 0.
+    const std::string dir = fresh_dir("clear-eisdir");
+    const std::vector<fs::path> images = fake_entries(dir);
+    fs::remove(meta_path(images[0]));
+    fs::create_directory(meta_path(images[0]));
+    const Result clear = run("cache clear --cache-dir '" + dir + "'");
+    INFO(clear.out << clear.err);
+    CHECK(clear.code == 6);
+    CHECK(contains(clear.out, "removed 1 entries"));
+    CHECK(
+        contains(clear.err, "cannot remove " + meta_path(images[0]).string() + ": Is a directory"));
+    CHECK(!contains(clear.err, "disk full"));
+    const Result prune = run("cache prune --max-bytes 0 --cache-dir '" + dir + "'");
+    INFO(prune.out << prune.err);
+    CHECK(prune.code == 6);
+    CHECK(contains(prune.out, "removed 0 B"));
+    CHECK(contains(prune.err, "Is a directory"));
+    fs::remove(meta_path(images[0]));
+    CHECK(run("cache clear --cache-dir '" + dir + "'").code == 0);
+  }
+  SECTION("an entry directory this user cannot write") {
+    if (::geteuid() != 0 || std::system("command -v setpriv >/dev/null") != 0) {
+      WARN("needs root and setpriv to run the CLI as uid 65534: skipped");
+      return;
+    }
+    // A directory uid 65534 can reach, holding a cache of uid 65534 with one read-only entry
+    // directory (root ignores directory modes, so the command runs as 65534).
+    std::string tmpl = "/tmp/fkv-cli-nobody-XXXXXX";
+    REQUIRE(::mkdtemp(tmpl.data()) != nullptr);
+    const fs::path base = tmpl;
+    fs::permissions(base, fs::perms::owner_all | fs::perms::group_exec | fs::perms::others_exec);
+    const std::string dir = (base / "cache").string();
+    fs::create_directory(dir);
+    fs::permissions(dir, fs::perms::owner_all);
+    const std::vector<fs::path> images = fake_entries(dir);
+    for (const auto& e : fs::recursive_directory_iterator(dir))
+      REQUIRE(::lchown(e.path().c_str(), 65534, 65534) == 0);
+    REQUIRE(::lchown(dir.c_str(), 65534, 65534) == 0);
+    fs::permissions(images[0].parent_path(), fs::perms::owner_read | fs::perms::owner_exec);
+    const std::string as_nobody = "setpriv --reuid=65534 --regid=65534 --clear-groups";
+    const Result clear = run("cache clear --cache-dir '" + dir + "'", as_nobody);
+    INFO(clear.out << clear.err);
+    CHECK(clear.code == 6);
+    CHECK(contains(clear.out, "removed 0 entries"));
+    CHECK(contains(clear.err, "Permission denied"));
+    const Result prune = run("cache prune --max-bytes 0 --cache-dir '" + dir + "'", as_nobody);
+    INFO(prune.out << prune.err);
+    CHECK(prune.code == 6);
+    CHECK(contains(prune.out, "removed 0 B"));
+    CHECK(fs::exists(images[0]));
+    CHECK(fs::exists(images[1]));
+    fs::permissions(images[0].parent_path(), fs::perms::owner_all);
+    fs::remove_all(base);
+  }
+}
+
+TEST_CASE("cache verify reports unusable entry directories (exit 6)", "[cli]") {
+  // Before: "0 entries checked", exit 0, while every lookup for those kernels ran memory-only.
+  const std::string dir = fresh_dir("unusable");
+  fake_entries(dir, 1);
+  const fs::path elsewhere = fresh_dir("unusable-target");
+  fs::create_directory_symlink(elsewhere, fs::path(dir) / "v1" / "nvrtc-13.0");
+  const Result v = run("cache verify --cache-dir '" + dir + "'");
+  INFO(v.out << v.err);
+  CHECK(v.code == 6);
+  CHECK(contains(v.out, "unusable directory: " + dir + "/v1/nvrtc-13.0 is a symbolic link"));
+  CHECK(contains(v.out, "1 unusable directories"));
+  CHECK(contains(v.err, "unusable cache directories"));
+  const Result ls = run("cache ls --cache-dir '" + dir + "'");
+  CHECK(ls.code == 0);
+  CHECK(contains(ls.out, "unusable directory"));
+  fs::remove(fs::path(dir) / "v1" / "nvrtc-13.0");
+  if (::geteuid() == 0) {  // an arch directory of another user
+    const fs::path other = fs::path(dir) / "v1" / "nvrtc-12.8" / "sm_80";
+    fs::create_directory(other);
+    fs::permissions(other, fs::perms::owner_all);
+    REQUIRE(::lchown(other.c_str(), 65534, 65534) == 0);
+    const Result o = run("cache verify --cache-dir '" + dir + "'");
+    INFO(o.out << o.err);
+    CHECK(o.code == 6);
+    CHECK(contains(o.out, "owned by uid 65534"));
+    fs::remove(other);
+  }
+  CHECK(run("cache verify --cache-dir '" + dir + "'").code == 0);
+}
+
+TEST_CASE("cache verify skips a publish in progress", "[cli]") {
+  // Before: another process's uncommitted image (between its two renames) made verify exit 6.
+  const std::string dir = fresh_dir("in-progress");
+  const std::vector<fs::path> images = fake_entries(dir, 1);
+  const fs::path d = images[0].parent_path();
+  std::ofstream(d / ("fused_kv_next-" + std::string(32, 'a') + ".cubin")) << "half a publish";
+  std::ofstream(d / ("fused_kv_next-" + std::string(32, 'a') + ".meta.json.tmp.7.0.ff")) << "{";
+  const Result v = run("cache verify --cache-dir '" + dir + "'");
+  INFO(v.out << v.err);
+  CHECK(v.code == 0);
+  CHECK(contains(v.out, "1 entries checked, 0 bad"));
+  const Result ls = run("cache ls --cache-dir '" + dir + "'");
+  CHECK(contains(ls.out, "writing"));
+}
+
+TEST_CASE("control characters in cache paths are escaped on the terminal", "[cli][security]") {
+  // Before: `cache ls` printed raw ESC from file names, and the library's warnings printed the
+  // cache root raw.
+  const std::string dir = fresh_dir("escape");
+  const std::vector<fs::path> images = fake_entries(dir, 1);
+  std::ofstream(images[0].parent_path() /
+                ("evil\x1b]0;owned\x07-" + std::string(32, 'b') + ".meta.json"))
+      << "{}";
+  const Result ls = run("cache ls --cache-dir '" + dir + "'");
+  INFO(ls.out << ls.err);
+  CHECK(ls.code == 0);
+  CHECK(ls.out.find('\x1b') == std::string::npos);
+  CHECK(ls.out.find('\x07') == std::string::npos);
+  CHECK(contains(ls.out, "evil\\x1b]0;owned\\x07"));
+
+  const std::string open_root = fresh_dir("root\x1b[31m");
+  fs::permissions(open_root, fs::perms::all);  // refused with a warning naming it
+  const Result w = run("cache ls --cache-dir '" + open_root + "'");
+  INFO(w.err);
+  CHECK(w.err.find('\x1b') == std::string::npos);
+  CHECK(contains(w.err, "root\\x1b[31m"));
+  CHECK(contains(w.err, "refusing cache root"));
+}
+
+TEST_CASE("precompile names the real cause when an entry path is a directory", "[cli][nvrtc]") {
+  // Before: the summary guessed "disk full, quota, read-only file system".
+  const std::string dir = fresh_dir("dir-at-entry");
+  const std::string args = data(kDraft) + " --arch sm_80 --mode stacked --cache-dir '" + dir + "'";
+  REQUIRE(run("precompile " + args).code == 0);
+  fs::path image;
+  for (const auto& e : fs::recursive_directory_iterator(dir))
+    if (e.path().extension() == ".cubin") image = e.path();
+  REQUIRE(!image.empty());
+  fs::remove(image);
+  fs::remove(meta_path(image));
+  fs::create_directory(image);
+  const Result r = run("precompile " + args);
+  INFO(r.out << r.err);
+  CHECK(r.code == 8);
+  CHECK(contains(r.err, "Is a directory"));
+  CHECK(!contains(r.err, "disk full"));
+  const Result clear = run("cache clear --cache-dir '" + dir + "'");
+  INFO(clear.out << clear.err);
+  CHECK(clear.code == 6);
+  CHECK(contains(clear.err, image.string() + ": Is a directory"));
+}
+
+TEST_CASE("round-3 edges: --tp 0, FKV_DECODE_CROSSOVER's range, a relative HOME", "[cli]") {
+  const Result tp = run("precompile " + data(kDraft) + " --arch sm_90 --tp 0");
+  INFO(tp.err);
+  CHECK(tp.code == 3);  // a usage error, as -j 0 is (before: 2)
+  CHECK(contains(tp.err, "--tp"));
+  const Result big = run("validate " + data(kDraft), "FKV_DECODE_CROSSOVER=1073741824");
+  INFO(big.err);
+  CHECK(big.code == 2);
+  CHECK(contains(big.err, "from 0 (never) to 999999999"));
+  const Result home = run("cache ls", "env -u FKV_CACHE_DIR -u XDG_CACHE_HOME HOME=relative-home");
+  INFO(home.err);
+  CHECK(home.code == 6);
+  CHECK(contains(home.err, "absolute XDG_CACHE_HOME or HOME"));
 }
 
 TEST_CASE("config refusals exit 9, broken files 2, Python-JSON literals 0 (issue 24)", "[cli]") {
