@@ -41,7 +41,7 @@ std::string nearest_supported(const std::string& type, size_t count) {
   // Edit distance, less the shared prefix (qwen3_vl is nearer qwen3 than olmo3).
   std::vector<std::pair<long, std::string>> scored;
   for (const Architecture& a : architectures()) {
-    if (a.refused()) continue;
+    if (a.refused() || a.mla) continue;  // MLA entries serve no layer either
     for (const auto& t : a.model_types) {
       if (t == type) continue;
       size_t prefix = 0;
