@@ -557,7 +557,8 @@ std::vector<Architecture> build() {
   });
   add({
       .name = "Llama-like",
-      .model_types = {"bitnet", "phimoe", "hyperclovax", "emu3_text_model", "deepseek_ocr2_text"},
+      .model_types = {"bitnet", "phimoe", "hyperclovax", "emu3_text_model", "deepseek_ocr2_text",
+                      "seed_oss", "arcee", "jais2", "iquestcoder"},
       .reads = with_basics({}),
       .citation =
           "transformers src/transformers/models/bitnet/modular_bitnet.py "
@@ -565,7 +566,11 @@ std::vector<Architecture> build() {
           "phimoe/modular_phimoe.py PhimoeAttention(LlamaAttention); "
           "hyperclovax/modular_hyperclovax.py HyperCLOVAXAttention(GraniteAttention) (rotate_half, "
           "no q/k norm); emu3/modular_emu3.py Emu3Attention(LlamaAttention): pass; "
-          "deepseek_ocr2/modular_deepseek_ocr2.py DeepseekOcr2TextAttention(LlamaAttention): pass",
+          "deepseek_ocr2/modular_deepseek_ocr2.py DeepseekOcr2TextAttention(LlamaAttention): pass; "
+          "seed_oss/modular_seed_oss.py SeedOssAttention (llama apply_rotary_pos_emb, head_dim = "
+          "config.head_dim, no q/k norm); arcee/modular_arcee.py, jais2/modular_jais2.py and "
+          "iquestcoder/modular_iquestcoder.py (LlamaConfig subclasses built of LlamaDecoderLayer / "
+          "LlamaAttention)",
   });
   add({
       .name = "Helium",

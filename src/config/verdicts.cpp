@@ -36,8 +36,6 @@ void add_refused_model_types(std::vector<Architecture>& table) {
        "vLLM vllm/model_executor/models/alpamayo2_super.py"},
       {"apertus1p5_text", "no RoPE attention in its modeling code (encoder, audio or vision model)",
        "transformers src/transformers/models/apertus1p5/modular_apertus1p5.py"},
-      {"arcee", "no RoPE attention in its modeling code (encoder, audio or vision model)",
-       "transformers src/transformers/models/arcee/modular_arcee.py"},
       {"aria_text",
        "cross-attention (encoder-decoder or cross-attention layers): K/V come from another "
        "sequence",
@@ -593,14 +591,10 @@ void add_refused_model_types(std::vector<Architecture>& table) {
        "an engine draft/MTP module name, not a config.json model_type: its config carries the "
        "target model_type (or a speculators draft format), whose verdict applies",
        "sglang python/sglang/srt/models/iquest_q1_mtp.py"},
-      {"iquestcoder", "no RoPE attention in its modeling code (encoder, audio or vision model)",
-       "transformers src/transformers/models/iquestcoder/modular_iquestcoder.py"},
       {"isaac",
        "an engine module name, not a config.json model_type (a multimodal wrapper or "
        "reward/classification head): the nested text config's model_type decides",
        "vLLM vllm/model_executor/models/isaac.py"},
-      {"jais2", "no RoPE attention in its modeling code (encoder, audio or vision model)",
-       "transformers src/transformers/models/jais2/modular_jais2.py"},
       {"jet_nemotron",
        "not yet checked against its modeling code (RoPE attention whose K norm, RoPE pairing and "
        "layer kinds no registry entry states)",
@@ -1181,10 +1175,6 @@ void add_refused_model_types(std::vector<Architecture>& table) {
        "not yet checked against its modeling code (RoPE attention whose K norm, RoPE pairing and "
        "layer kinds no registry entry states)",
        "sglang python/sglang/srt/models/sdar_moe.py"},
-      {"seed_oss",
-       "not yet checked against its modeling code (RoPE attention whose K norm, RoPE pairing and "
-       "layer kinds no registry entry states)",
-       "transformers src/transformers/models/seed_oss/modular_seed_oss.py"},
       {"skyworkr1v",
        "an engine module name, not a config.json model_type (a multimodal wrapper or "
        "reward/classification head): the nested text config's model_type decides",
