@@ -1,5 +1,5 @@
 /* fkv.h: the C API of fkv-jit (docs/integration.md). Plain C99, usable from C, from C++ and through
- * FFI (Python's ctypes binding `fkv_jit` is built on it).
+ * FFI (the Python binding `fkv_jit` reads configs, plans and precompiles through it).
  *
  * Conventions
  * - Every function returns an fkv_status (FKV_OK = 0) unless it is a plain accessor. On
