@@ -641,6 +641,12 @@ const std::map<std::string, Verdict>& verdicts() {
                      "num_key_value_heads": 20, "head_dim": 128, "rope_theta": 100000.0})",
         20, 128, 128, false, K::None, ""}},
       {"GPT-NeoX", {"pythia-14m-gpt-neox.json", 4, 32, 8, true, K::None, ""}},
+      {"AFMoE (Trinity)",
+       {R"({"model_type": "afmoe", "num_hidden_layers": 4, "hidden_size": 2048, "num_attention_heads": 32,
+                    "num_key_value_heads": 4, "head_dim": 128, "sliding_window": 2048,
+                    "layer_types": ["sliding_attention", "sliding_attention", "sliding_attention", "full_attention"],
+                    "rope_theta": 10000.0})",
+        0, 0, 0, true, K::None, "RoPE config mismatch"}},
   };
   return v;
 }

@@ -590,6 +590,17 @@ std::vector<Architecture> build() {
                   "GPTNeoXAttention (rotary_ndims = int(head_size * rotary_pct), rotate_half on "
                   "the first rotary_ndims dims, no q/k norm; head_size = hidden_size / heads, MHA)",
   });
+  add({
+      .name = "AFMoE (Trinity)",
+      .model_types = {"afmoe"},
+      .k_norm = KN::Rms,
+      .nope = NR::FullLayers,
+      .reads = with_basics({"layer_types"}),
+      .citation = "transformers src/transformers/models/afmoe/modular_afmoe.py "
+                  "AfmoeAttention(LlamaAttention) (q_norm/k_norm = AfmoeRMSNorm(head_dim) on the "
+                  "per-head view before RoPE; apply_rotary_pos_emb only if is_local_attention, so "
+                  "full-attention layers are NoPE; the output gate does not touch K)",
+  });
   config_detail::add_refused_model_types(v);
   return v;
 }

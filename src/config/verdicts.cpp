@@ -22,10 +22,6 @@ void add_refused_model_types(std::vector<Architecture>& table) {
   };
   // Immortal, like every table of this module.
   static const auto& rows = *new std::vector<Row>{
-      {"afmoe",
-       "not yet checked against its modeling code (RoPE attention whose K norm, RoPE pairing and "
-       "layer kinds no registry entry states)",
-       "transformers src/transformers/models/afmoe/modular_afmoe.py"},
       {"alice_ai",
        "an engine module name, not a config.json model_type (a multimodal wrapper or "
        "reward/classification head): the nested text config's model_type decides",
@@ -490,8 +486,8 @@ void add_refused_model_types(std::vector<Architecture>& table) {
        "no RoPE attention in its modeling code (encoder, audio or vision model)",
        "transformers src/transformers/models/granite_speech_plus/modular_granite_speech_plus.py"},
       {"granite_swa",
-       "not yet checked against its modeling code (RoPE attention whose K norm, RoPE pairing and "
-       "layer kinds no registry entry states)",
+       "a learnable per-head attention sink beside sliding layers (GraniteSWAAttention): not "
+       "checked against the fused path",
        "transformers src/transformers/models/granite_swa/modular_granite_swa.py"},
       {"granitemoe_swa",
        "not yet checked against its modeling code (RoPE attention whose K norm, RoPE pairing and "
