@@ -4,12 +4,12 @@
 // or sglang python/sglang/srt/models/...). Multimodal wrappers whose text config names its own
 // model_type are not listed: the text config's verdict applies (config.cpp).
 //
-// The reasons were first drafted from what the modeling file holds (MLA keys, cross-attention,
-// RoPE, K-norm shapes) and then corrected by hand where the file was read closer (OLMo norms,
-// Gemma 3n/4 KV sharing, ...). "not yet checked" means what it says: the attention uses RoPE,
-// but no one has yet stated its K norm, RoPE pairing and layer kinds as a registry entry; a
-// config of it is refused rather than guessed. Moving one to a supported entry is adding its
-// rule to architectures.cpp and deleting its row here.
+// The reasons were first drafted (scripts/gen-refusal-draft.py) from what the modeling file holds
+// (MLA keys, cross-attention, RoPE, K-norm shapes) and then corrected by hand where the file was
+// read closer (OLMo norms, Gemma 3n/4 KV sharing, ...). "not yet checked" means what it says: the
+// attention uses RoPE, but no one has yet stated its K norm, RoPE pairing and layer kinds as a
+// registry entry; a config of it is refused rather than guessed. Moving one to a supported entry is
+// adding its rule to architectures.cpp and deleting its row here.
 #include "internal.hpp"
 
 namespace fkv::config_detail {
