@@ -15,6 +15,7 @@
 #include "fkv/driver.hpp"
 #include "fkv/errors.hpp"
 #include "fkv/materialize.hpp"
+#include "fkv/nvrtc_loader.hpp"
 #include "fkv/rope.hpp"
 
 namespace fkv {
@@ -37,26 +38,30 @@ struct Lt {
   X(cublasLtMatmulPreferenceSetAttribute) \
   X(cublasLtMatmulAlgoGetHeuristic)       \
   X(cublasLtMatmul)                       \
-  X(cublasLtGetStatusName)
+  X(cublasLtGetStatusName)                \
+  X(cublasLtGetVersion)
 // clang-format on
 #define FKV_LT_MEMBER(name) decltype(&::name) name = nullptr;
   FKV_LT_FNS(FKV_LT_MEMBER)
 #undef FKV_LT_MEMBER
 
+  std::string path;  // the file it was loaded from
+
+  // Found as NVRTC is (nvrtc_loader.hpp's open_cuda_library: the pip nvidia-* folders given to
+  // set_cuda_library_dirs, the dynamic linker, /usr/local/cuda/lib64), and only with the major
+  // version fkv-jit was built against (cuBLASLt's structs and enums are per major).
   static Lt& get() {
     static Lt& lt = *new Lt;  // never destroyed: atexit handlers may still build materializers
     static std::string& error = *new std::string;
     static std::once_flag once;
     std::call_once(once, [] {
-      const std::string names[] = {"libcublasLt.so." + std::to_string(CUBLAS_VER_MAJOR),
-                                   "libcublasLt.so"};
-      void* h = nullptr;
-      for (const auto& n : names)
-        if ((h = dlopen(n.c_str(), RTLD_NOW | RTLD_LOCAL)) != nullptr) break;
+      std::string tried;
+      void* h = open_cuda_library("cublasLt", &tried);
       if (h == nullptr) {
-        error = std::string("cannot load cuBLASLt (") + names[0] +
-                ") for the materializer's projection GEMM: install the CUDA Toolkit's cuBLAS "
-                "libraries or add their directory to LD_LIBRARY_PATH";
+        error = "cannot load cuBLASLt (libcublasLt.so." + std::to_string(CUBLAS_VER_MAJOR) +
+                ") for the materializer's projection GEMM (tried " + tried +
+                "): install the CUDA Toolkit's cuBLAS libraries or the nvidia-cublas wheel, or "
+                "add their directory to LD_LIBRARY_PATH";
         return;
       }
 #define FKV_LT_LOAD(name)                                                          \
@@ -64,6 +69,19 @@ struct Lt {
     error = "cuBLASLt has no entry point " #name;
       FKV_LT_FNS(FKV_LT_LOAD)
 #undef FKV_LT_LOAD
+      if (!error.empty()) return;
+      const std::size_t major = lt.cublasLtGetVersion() / 10000;
+      if (major != CUBLAS_VER_MAJOR) {
+        error = "the cuBLASLt found (version " + std::to_string(lt.cublasLtGetVersion()) +
+                ") is not of CUDA " + std::to_string(CUBLAS_VER_MAJOR) +
+                ", which fkv-jit was built against: install cuBLAS " +
+                std::to_string(CUBLAS_VER_MAJOR) + ".x";
+        return;
+      }
+      Dl_info info{};
+      lt.path = dladdr(reinterpret_cast<void*>(lt.cublasLtCreate), &info) && info.dli_fname
+                    ? info.dli_fname
+                    : "libcublasLt.so";
     });
     if (!error.empty()) throw CudaError(error, "dlopen");
     return lt;
@@ -730,6 +748,8 @@ void FusedKVMaterializer::reserve_tokens(std::int64_t max_tokens) {
 }
 
 std::int64_t FusedKVMaterializer::max_tokens() const { return impl_->opt.max_tokens; }
+
+std::string cublaslt_library() { return Lt::get().path; }
 
 CUdeviceptr FusedKVMaterializer::packed_weights() const { return impl_->w_packed.get(); }
 CUdeviceptr FusedKVMaterializer::packed_weight_scales() const { return impl_->w_scales.get(); }

@@ -1,12 +1,16 @@
 // FusedKVMaterializer: what is checked before any GPU work (validation, weight counts and
 // shapes). The GEMM + kernel path is exercised on a GPU by examples/embed_cpp and
 // tests/gpu/test_python_gpu.py.
+#include <cublasLt.h>
+
 #include <catch2/catch.hpp>
 #include <functional>
 #include <string>
 
 #include "fkv/errors.hpp"
 #include "fkv/fused_kv_materializer.hpp"
+#include "fkv/nvrtc_loader.hpp"
+#include "temp_dir.hpp"
 
 namespace {
 
@@ -92,4 +96,24 @@ TEST_CASE("tensor parallelism and bias are checked before any GPU work") {
           fkv::FusedKVMaterializer m(cfg, 1024, w, o);
         }).find("kv_bias has 1 layers; give one bias per attention layer (2) or none") !=
         std::string::npos);
+}
+
+// cuBLASLt is found as NVRTC is: a folder given to set_cuda_library_dirs (the Python package
+// passes the pip nvidia-* wheels' lib folders) comes before the system's. The folder here holds
+// a symlink to the toolkit's library, a stand-in for a pip wheel's copy. This must be the first
+// load of cuBLASLt in this process (no other test here loads it: they fail before any GPU work).
+TEST_CASE("cuBLASLt is loaded through the CUDA library search, a pip folder first") {
+  namespace fs = std::filesystem;
+  const fs::path real = "/usr/local/cuda/lib64/libcublasLt.so." + std::to_string(CUBLAS_VER_MAJOR);
+  if (!fs::exists(real)) {
+    WARN("no " << real << " here; skipped");
+    return;
+  }
+  fkv_test::TempDir pip("fkv-pip-nvidia");
+  const fs::path link = pip.path / real.filename();
+  fs::create_symlink(real, link);
+  fkv::set_cuda_library_dirs({pip.path.string()});
+  CHECK(fkv::cublaslt_library() == link.string());
+  fkv::set_cuda_library_dirs({});
+  CHECK(fkv::cublaslt_library() == link.string());  // loaded once per process
 }

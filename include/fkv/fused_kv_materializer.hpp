@@ -32,6 +32,12 @@
 
 namespace fkv {
 
+// Loads cuBLASLt if it is not loaded yet and returns the file it came from. It is found as NVRTC
+// is (open_cuda_library in nvrtc_loader.hpp: the folders given to set_cuda_library_dirs, e.g.
+// the pip nvidia-* wheels', then the dynamic linker, then /usr/local/cuda/lib64), of the CUDA
+// major fkv-jit was built against. Throws CudaError saying what was tried when there is none.
+std::string cublaslt_library();
+
 struct MaterializerOptions {
   ValidationMode mode = ValidationMode::Strict;  // Strict: the seed's semantics (one group)
   DType act = DType::BF16;    // hidden, W_kv and proj dtype: bf16 or fp16 (the GEMM's)
