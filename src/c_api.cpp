@@ -699,6 +699,13 @@ fkv_status fkv_precompile_with_options_v2(const fkv_config* config,
           (cache->memory_only() ? "no usable cache directory" : "publishing failed") +
           "; see the log): " + names);
     }
+    if (r.over_cap())  // as the CLI's exit 8: the next publish there would evict some of them
+      throw fkv::CacheError(
+          "the " + std::to_string(r.kernels.size()) + " kernels take " +
+          std::to_string(r.bytes_on_disk) +
+          " bytes in the cache, more than FKV_CACHE_MAX_BYTES=" + std::to_string(r.max_bytes) +
+          " allows: they are all saved now, but the next kernel published there evicts some. "
+          "Raise FKV_CACHE_MAX_BYTES, or unset it for the image's cache");
     return FKV_OK;
   });
 }

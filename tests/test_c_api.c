@@ -608,6 +608,37 @@ static void test_env_error(void) {
   CHECK(WIFEXITED(status) && WEXITSTATUS(status) == 0);
 }
 
+/* Issue 23 item 6 through the C API: a size cap below the kernel set saves every kernel but is
+ * FKV_ERR_CACHE, as the CLI's exit 8 (the next publish there would evict some). */
+static void test_precompile_over_cap(void) {
+  pid_t pid = fork();
+  int status = 0;
+  if (pid == 0) {
+    char dir[] = "/tmp/fkv-c-api-cap-XXXXXX";
+    fkv_config* cfg = NULL;
+    fkv_precompile_options o;
+    fkv_precompile_result r;
+    fkv_status s;
+    int ok;
+    char path[1024];
+    setenv("FKV_CACHE_MAX_BYTES", "1000", 1);
+    path_join(path, sizeof path, FKV_TEST_DATA_DIR, "qwen3-8b.json");
+    if (fkv_config_load(path, &cfg) != FKV_OK || mkdtemp(dir) == NULL) _exit(2);
+    fkv_precompile_options_init(&o);
+    o.arch = "sm_90";
+    o.cache_dir = dir;
+    s = fkv_precompile_with_options(cfg, &o, &r);
+    ok = s == FKV_ERR_CACHE && strstr(fkv_last_error(), "FKV_CACHE_MAX_BYTES=1000") != NULL &&
+         r.n_variants > 0 && r.n_not_persisted == 0;
+    if (!ok) fprintf(stderr, "over cap: %s: %s\n", fkv_status_name(s), fkv_last_error());
+    _exit(ok ? 0 : 1);
+  }
+  CHECK(pid > 0);
+  if (pid <= 0) return;
+  CHECK(waitpid(pid, &status, 0) == pid);
+  CHECK(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+}
+
 /* Issue 23 item 14: a NUL inside a config string no longer cuts the error text there; the
  * text shows it as \x00 and keeps what follows. */
 static void test_nul_in_error(void) {
@@ -622,6 +653,7 @@ static void test_nul_in_error(void) {
 
 int main(void) {
   test_env_error();
+  test_precompile_over_cap();
   test_nul_in_error();
   test_config_and_validate();
   test_bad_input();

@@ -258,7 +258,9 @@ typedef struct fkv_precompile_result {
 /* Compiles every kernel the config's plan needs for these options into the cache, as
  * `fkv-jit precompile` does. `result` may be NULL. Returns FKV_ERR_CACHE, with the counts
  * filled in and a text naming the kernels, when any kernel could not be saved on disk (no
- * usable cache directory, disk full): a precompile whose output is lost is a failure.
+ * usable cache directory, disk full): a precompile whose output is lost is a failure; also
+ * when the kernels alone take more than FKV_CACHE_MAX_BYTES (all saved, but the next publish
+ * into that cache would evict some), as `fkv-jit precompile` exits 8.
  * FKV_ERR_ARGUMENT for a name that is not an arch ("compute_90", "sm_1") or an unknown dtype
  * or mode, or a struct_size that does not reach `arch`; FKV_ERR_COMPILE for an arch NVRTC cannot
  * serve. */
