@@ -5,7 +5,8 @@
 # Not formatted: the kernel templates (templates/) and the two parameter headers embedded into
 # them (include/fkv/kernel_params.h, include/fkv/decode_params.h). Their text is what NVRTC
 # compiles and what the cache keys hash; they keep their layout so that a formatting change
-# never changes a kernel without a GPU run.
+# never changes a kernel without a GPU run. Nor the generated tables in src/config/generated/
+# (written by scripts/gen-model-registry-data.py; regenerating them must not need a format pass).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 CF=$(command -v clang-format-14 || true)
@@ -15,7 +16,8 @@ if [ -z "$CF" ]; then
   CF=$(command -v clang-format-14)
 fi
 mapfile -t files < <(git ls-files '*.cpp' '*.hpp' '*.h' '*.c' '*.inc' |
-  grep -v -e '^templates/' -e '^include/fkv/kernel_params\.h$' -e '^include/fkv/decode_params\.h$')
+  grep -v -e '^templates/' -e '^include/fkv/kernel_params\.h$' -e '^include/fkv/decode_params\.h$' \
+    -e '^src/config/generated/')
 if [ "${1:-}" = "--fix" ]; then
   "$CF" -i "${files[@]}"
   exit 0
