@@ -36,8 +36,8 @@ struct JitOptions {
   std::filesystem::path nvrtc_library;
 
   // ---- cache ----
-  // FKV_CACHE_DIR, else $XDG_CACHE_HOME/fkv-jit (absolute XDG_CACHE_HOME only), else
-  // ~/.cache/fkv-jit; empty when none of them is set (memory-only cache).
+  // FKV_CACHE_DIR, else $XDG_CACHE_HOME/fkv-jit, else $HOME/.cache/fkv-jit (XDG_CACHE_HOME and
+  // HOME count only when absolute); empty when none of them is set (memory-only cache).
   std::filesystem::path cache_dir;
   std::vector<std::filesystem::path> cache_readonly_dirs;  // FKV_CACHE_READONLY_DIRS, ':'-separated
   // FKV_CACHE_MAX_BYTES: the most bytes the writable root may hold ("500000000", "512K",
