@@ -1522,3 +1522,125 @@ TEST_CASE("every model_type the engines serve has a verdict", "[config][registry
                               << ", refused " << refused << ", wrappers " << wrappers);
   CHECK(supported + refused + wrappers == (int)doc["model_types"].size());
 }
+
+TEST_CASE("model types read from their modeling files: supported ones and the real refusals",
+          "[config][registry]") {
+  // Formerly "not yet checked": now a supported family each.
+  auto cg = parse(R"({"model_type": "codegen", "n_layer": 2, "n_embd": 4096, "n_head": 16,
+                      "rotary_dim": 64, "n_positions": 2048})");
+  CHECK(cg.family == "GPT-J");
+  check_uniform(cg, {16, 256, false, KNormKind::None});
+  CHECK(cg.layers[0].rotary_dim.value == 64);
+  auto nj = parse(R"({"model_type": "gpt_neox_japanese", "num_hidden_layers": 2,
+                      "hidden_size": 2560, "num_attention_heads": 32, "rotary_pct": 1.0})");
+  CHECK(nj.family == "GPT-NeoX Japanese");
+  check_uniform(nj, {32, 80, true, KNormKind::None});
+  auto dg = parse(R"({"model_type": "doge", "num_hidden_layers": 2, "hidden_size": 1024,
+                      "num_attention_heads": 8, "num_key_value_heads": 4, "sliding_window": 2048})");
+  CHECK(dg.family == "Doge");
+  check_uniform(dg, {4, 128, true, KNormKind::Rms});
+  CHECK(indices_where(dg, LayerKind::SlidingAttention) == std::vector<int>{0, 1});
+  auto gv = parse(R"({"model_type": "glm4v_text", "num_hidden_layers": 2, "hidden_size": 4096,
+                      "num_attention_heads": 32, "num_key_value_heads": 2,
+                      "rope_parameters": {"rope_type": "default", "rope_theta": 10000.0,
+                                          "partial_rotary_factor": 0.5, "mrope_section": [8, 12, 12]}})");
+  CHECK(gv.family == "GLM-4V / GLM-4.1V (text)");
+  check_uniform(gv, {2, 128, false, KNormKind::None});
+  CHECK(gv.layers[0].rotary_dim.value == 64);
+  auto gm = parse(R"({"model_type": "glm4v_moe_text", "num_hidden_layers": 2, "hidden_size": 4096,
+                      "num_attention_heads": 96, "num_key_value_heads": 8, "head_dim": 128})");
+  CHECK(gm.family == "GLM-4.5V (text)");
+  check_uniform(gm, {8, 128, true, KNormKind::None});
+  CHECK(gm.layers[0].rotary_dim.value == 64);  // Glm4vMoeTextConfig partial_rotary_factor 0.5
+  for (const char* t : {"orion", "minicpm", "deepseek", "xverse_moe", "xverse", "solar"}) {
+    INFO(t);
+    auto c = parse(std::string(R"({"model_type": ")") + t +
+                   R"(", "num_hidden_layers": 2, "hidden_size": 4096, "num_attention_heads": 32,
+                      "num_key_value_heads": 8})");
+    const std::string type = t;
+    CHECK(c.family == (type == "xverse" ? "XVERSE"
+                       : type == "solar"
+                           ? "Llama-like"
+                           : "Llama-like, head_dim derived (Orion, MiniCPM, DeepSeek MoE)"));
+    check_uniform(c, {8, 128, true, KNormKind::None});
+  }
+  auto go = parse(R"({"model_type": "glm_ocr_text", "num_hidden_layers": 2, "hidden_size": 1536,
+                      "num_attention_heads": 16, "num_key_value_heads": 8, "head_dim": 128})");
+  CHECK(go.family == "GLM-OCR (text)");
+  check_uniform(go, {8, 128, false, KNormKind::None});
+  CHECK(go.layers[0].rotary_dim.value == 128);  // GlmOcrTextConfig: no partial_rotary_factor
+  // Flint / Lara Mini: RMS K norm; RoPE on sliding layers only; layer_types required.
+  auto fl = parse(R"({"model_type": "flint", "num_hidden_layers": 3, "hidden_size": 2048,
+                      "num_attention_heads": 32, "num_key_value_heads": 4, "head_dim": 128,
+                      "sliding_window": 513,
+                      "layer_types": ["full_attention", "sliding_attention", "full_attention"]})");
+  CHECK(fl.family == "RoPE on sliding layers only (Flint, Lara Mini)");
+  check_uniform(fl, {4, 128, true, KNormKind::Rms});
+  CHECK(fl.layers[0].rotary_dim.value == 0);
+  CHECK(fl.layers[1].rotary_dim.value == 128);
+  auto lm = parse(R"({"model_type": "lara_mini", "num_hidden_layers": 3, "hidden_size": 1024,
+                      "num_attention_heads": 16, "num_key_value_heads": 4, "head_dim": 128,
+                      "sliding_window": 512, "linear_num_key_heads": 8, "linear_num_value_heads": 16,
+                      "layer_types": ["linear_attention", "sliding_attention", "full_attention"]})");
+  CHECK(lm.attention_layers().size() == 2);
+  CHECK(lm.layers[1].rotary_dim.value == 128);
+  CHECK(lm.layers[2].rotary_dim.value == 0);
+  CHECK_THROWS_WITH(parse(R"({"model_type": "flint", "num_hidden_layers": 2, "hidden_size": 2048,
+                              "num_attention_heads": 32, "num_key_value_heads": 4})"),
+                    Contains("layer_types"));
+  auto bl = parse(R"({"model_type": "bailing_moe", "num_hidden_layers": 2, "hidden_size": 2048,
+                      "num_attention_heads": 16, "num_key_value_heads": 4, "head_dim": 128})");
+  CHECK(bl.family == "Llama-like");
+  check_uniform(bl, {4, 128, true, KNormKind::None});
+  CHECK_THROWS_WITH(
+      parse(R"({"model_type": "bailing_moe", "num_hidden_layers": 2, "hidden_size": 2048,
+                              "num_attention_heads": 16, "num_key_value_heads": 4, "use_qk_norm": true})"),
+      Contains("use_qk_norm"));
+  auto ml = parse(R"({"model_type": "mellum", "num_hidden_layers": 2, "hidden_size": 2304,
+                      "num_attention_heads": 32, "num_key_value_heads": 4, "head_dim": 128})");
+  CHECK(ml.family == "Mellum");
+  check_uniform(ml, {4, 128, true, KNormKind::Rms});
+  auto gd = parse(R"({"model_type": "granite_docling_text", "num_hidden_layers": 2,
+                      "hidden_size": 1024, "num_attention_heads": 16, "num_key_value_heads": 4})");
+  CHECK(gd.family == "Granite");
+  check_uniform(gd, {4, 64, true, KNormKind::None});
+  // Formerly "not yet checked": refused, with the reason read in the modeling file.
+  const std::vector<std::pair<std::string, std::string>> refused = {
+      {"chameleon", "per-head LayerNorm"},
+      {"nanochat", "K norm after RoPE"},
+      {"falcon_h1", "key_multiplier"},
+      {"cohere2_moe", "force_rope"},
+      {"granitemoehybrid", "position_embedding_type"},
+      {"granitemoe_swa", "layer_rope_theta"},
+      {"bamba", "attn_layer_indices"},
+      {"dbrx", "attn_config"},
+      {"hunyuan_vl_text", "K norm after RoPE"},
+      {"dory", "L2 norm without weight"},
+      {"nanbeige", "num_loops"},
+      {"torch_native_llama", "engine module name"},
+      {"mixtral_quant", "engine module name"},
+      {"llama_embedding", "engine module name"},
+      {"gemma3_causal", "engine module name"},
+      {"pixtral", "vision encoder"},
+      {"mimo_v2_flash", "attention_value_scale"},
+      {"qwen", "use_dynamic_ntk"},
+      {"qwen2_5_omni", "thinker_config.text_config"},
+      {"qwen3_omni_moe", "thinker_config.text_config"},
+      {"step3p5", "partial_rotary_factors"},
+      {"zaya", "per KV head"},
+      {"muse_glimmer_text", "without weight"},
+      {"muse_spark_text", "without weight"},
+      {"embedding_gemma2", "bidirectional"},
+      {"deepseek_v4", "K and V are one tensor"},
+      {"cohere_compass_text", "rope_parameters entry is null"},
+      {"beam", "rope_parameters entry is null"},
+      {"moshi", "depth_decoder_config"},
+      {"laguna", "per layer type"},
+  };
+  for (const auto& [t, why] : refused) {
+    INFO(t);
+    const std::string text = R"({"model_type": ")" + t + R"(", "num_hidden_layers": 2})";
+    CHECK_THROWS_AS(parse(text), fkv::UnsupportedError);
+    CHECK_THROWS_WITH(parse(text), Contains(why) && !Contains("not yet checked"));
+  }
+}

@@ -310,11 +310,13 @@ std::vector<Architecture> build() {
   });
   add({
       .name = "Granite",
-      .model_types = {"granite", "granitemoe"},
+      .model_types = {"granite", "granitemoe", "granite_docling_text"},
       .reads = with_basics({}),
       .citation =
           "transformers src/transformers/models/granite/modeling_granite.py GraniteAttention "
-          "(LlamaAttention with attention_multiplier; no q/k norm)",
+          "(LlamaAttention with attention_multiplier; no q/k norm); "
+          "granite_docling/modular_granite_docling.py GraniteDoclingTextModel(GraniteModel) "
+          "with GraniteDoclingTextConfig(GraniteConfig)",
   });
   add({
       .name = "Nemotron",
@@ -487,12 +489,15 @@ std::vector<Architecture> build() {
   });
   add({
       .name = "GPT-J",
-      .model_types = {"gptj"},
+      .model_types = {"gptj", "codegen"},
       .style = RS::GptJ,
       .reads = {"rotary_dim"},
       .citation = "transformers src/transformers/models/gptj/modeling_gptj.py GPTJAttention "
                   "(rotate_every_two on pairs 2i, 2i+1 over the first rotary_dim dims; head_dim = "
-                  "n_embd / n_head)",
+                  "n_embd / n_head); codegen/modular_codegen.py CodeGenAttention(GPTJAttention) "
+                  "(gptj apply_rotary_pos_emb on the first rotary_dim dims, the whole head when "
+                  "rotary_dim is None; qkv_proj packed in mp_num groups, split into per-head K; no "
+                  "q/k norm)",
   });
   add({
       .name = "GPT-J (gpt_neo format)",
@@ -558,7 +563,7 @@ std::vector<Architecture> build() {
   add({
       .name = "Llama-like",
       .model_types = {"bitnet", "phimoe", "hyperclovax", "emu3_text_model", "deepseek_ocr2_text",
-                      "seed_oss", "arcee", "jais2", "iquestcoder"},
+                      "seed_oss", "arcee", "jais2", "iquestcoder", "bailing_moe", "solar"},
       .reads = with_basics({}),
       .citation =
           "transformers src/transformers/models/bitnet/modular_bitnet.py "
@@ -570,7 +575,12 @@ std::vector<Architecture> build() {
           "seed_oss/modular_seed_oss.py SeedOssAttention (llama apply_rotary_pos_emb, head_dim = "
           "config.head_dim, no q/k norm); arcee/modular_arcee.py, jais2/modular_jais2.py and "
           "iquestcoder/modular_iquestcoder.py (LlamaConfig subclasses built of LlamaDecoderLayer / "
-          "LlamaAttention)",
+          "LlamaAttention); vLLM vllm/model_executor/models/bailing_moe.py BailingAttention "
+          "(head_dim = config.head_dim or hidden_size // num_heads; get_rope(rotary_dim="
+          "head_dim, is_neox_style=True); no q/k norm: a use_qk_norm or partial rotary key "
+          "of later Ling versions is refused as unread); vllm/model_executor/models/solar.py "
+          "SolarAttention (head_dim = config.head_dim else hidden_size // num_heads; get_rope "
+          "neox; no q/k norm; the bskcn skip connections mix hidden states, not K)",
   });
   add({
       .name = "Helium",
@@ -600,6 +610,112 @@ std::vector<Architecture> build() {
                   "AfmoeAttention(LlamaAttention) (q_norm/k_norm = AfmoeRMSNorm(head_dim) on the "
                   "per-head view before RoPE; apply_rotary_pos_emb only if is_local_attention, so "
                   "full-attention layers are NoPE; the output gate does not touch K)",
+  });
+  // Checked for the "not yet checked" refusals: each read in its modeling file.
+  add({
+      .name = "GPT-NeoX Japanese",
+      .model_types = {"gpt_neox_japanese"},
+      .reads = {"rotary_pct", "partial_rotary_factor"},
+      .citation =
+          "transformers src/transformers/models/gpt_neox_japanese/modeling_gpt_neox_japanese.py "
+          "GPTNeoXJapaneseAttention (head_size = hidden_size // num_attention_heads, MHA; "
+          "rotary_ndims = int(head_size * partial_rotary_factor), rotate_half on the first "
+          "rotary_ndims dims; no q/k norm); configuration_gpt_neox_japanese.py "
+          "(partial_rotary_factor defaults to the legacy rotary_pct, else 1.0)",
+  });
+  add({
+      .name = "Doge",
+      .model_types = {"doge"},
+      .k_norm = KN::Rms,
+      .kinds = KD::AllSlidingIfWindow,
+      .reads = with_basics({}),
+      .citation =
+          "transformers src/transformers/models/doge/modular_doge.py DogeAttention (k_norm = "
+          "DogeRMSNorm(head_dim) (LlamaRMSNorm, weight w) on the per-head view before llama "
+          "apply_rotary_pos_emb; the dynamic mask (A, dt_proj) acts on the scores, not K; "
+          "sliding_window, when set, on every layer)",
+  });
+  add({
+      .name = "GLM-4V / GLM-4.1V (text)",
+      .model_types = {"glm4v_text"},
+      .style = RS::GptJ,
+      .reads = {"num_key_value_heads", "partial_rotary_factor"},
+      .citation =
+          "transformers src/transformers/models/glm4v/modular_glm4v.py Glm4vTextAttention "
+          "(head_dim = hidden_size // num_heads; rotate_half_llm on x[..., 0::2], x[..., 1::2] "
+          "over the first rotary_dim dims with repeat_interleave'd cos/sin; mrope sections whose "
+          "three positions are equal for text tokens; no q/k norm; partial_rotary_factor "
+          "default 1.0)",
+  });
+  add({
+      .name = "GLM-4.5V (text)",
+      .model_types = {"glm4v_moe_text"},
+      .reads = with_basics({"partial_rotary_factor"}),
+      .citation =
+          "transformers src/transformers/models/glm4v_moe/modular_glm4v_moe.py "
+          "Glm4vMoeTextAttention(Glm4Attention) (gpt_neox apply_rotary_pos_emb: rotate_half on "
+          "the first rotary_dim dims, cos/sin cat'd; mrope sections equal for text tokens; no q/k "
+          "norm, use_qk_norm removed; configuration_glm4v_moe.py partial_rotary_factor default "
+          "0.5)",
+  });
+  add({
+      .name = "Llama-like, head_dim derived (Orion, MiniCPM, DeepSeek MoE)",
+      .model_types = {"orion", "minicpm", "deepseek", "xverse_moe"},
+      .reads = {"num_key_value_heads"},
+      .citation =
+          "vLLM vllm/model_executor/models/orion.py OrionAttention, "
+          "vllm/model_executor/models/minicpm.py MiniCPMAttention and sglang "
+          "python/sglang/srt/models/deepseek.py DeepseekAttention, xverse_moe.py XverseAttention "
+          "(head_dim = hidden_size // "
+          "num_heads; get_rope(rotary_dim=head_dim), neox style; no q/k norm)",
+  });
+  add({
+      .name = "XVERSE",
+      .model_types = {"xverse"},
+      .reads = with_basics({"rope_is_neox_style"}),
+      .citation = "sglang python/sglang/srt/models/xverse.py XverseAttention (head_dim = "
+                  "getattr(config, \"head_dim\", hidden_size // num_heads); get_rope(rotary_dim="
+                  "head_dim, is_neox_style=rope_is_neox_style, default True); no q/k norm)",
+  });
+  add({
+      .name = "GLM-OCR (text)",
+      .model_types = {"glm_ocr_text"},
+      .style = RS::GptJ,
+      .reads = with_basics({"partial_rotary_factor"}),
+      .citation =
+          "transformers src/transformers/models/glm_ocr/modular_glm_ocr.py "
+          "GlmOcrTextAttention(Glm4vTextAttention) (head_dim = getattr(config, \"head_dim\", "
+          "hidden_size // num_attention_heads); glm4v rotate_half_llm on interleaved pairs, "
+          "repeat_interleave'd cos/sin; no q/k norm on the text attention)",
+  });
+  add({
+      .name = "RoPE on sliding layers only (Flint, Lara Mini)",
+      .model_types = {"flint", "lara_mini"},
+      .k_norm = KN::Rms,
+      .nope = NR::FullLayers,
+      .kinds = KD::KeyRequired,
+      .reads = with_basics({"layer_types", "linear_num_key_heads", "linear_key_head_dim",
+                            "linear_num_value_heads", "linear_value_head_dim"}),
+      .citation =
+          "transformers src/transformers/models/flint/modular_flint.py "
+          "FlintAttention(Qwen3MoeAttention) (k_norm = FlintRMSNorm(head_dim), weight w, before "
+          "RoPE; RoPE only if the layer slides, full layers NoPE; sinks act on the scores) and "
+          "lara_mini/modular_lara_mini.py LaraMiniAttention(Qwen3Attention) (k_norm = "
+          "LaraMiniRMSNorm(head_dim), weight w; LaraMiniModel passes position_embeddings only "
+          "to sliding_attention layers; linear_attention layers have no KV); both config "
+          "classes compute layer_types patterns no registry rule states, so layer_types is "
+          "required",
+  });
+  add({
+      .name = "Mellum",
+      .model_types = {"mellum"},
+      .k_norm = KN::Rms,
+      .reads = with_basics({"layer_types"}),
+      .citation =
+          "transformers src/transformers/models/mellum/modular_mellum.py "
+          "MellumAttention(Qwen3MoeAttention) (k_norm = MellumRMSNorm(head_dim), weight w, "
+          "before rotate_half over the whole head; sliding_window only on sliding_attention "
+          "layers; layer_types default all full_attention; rope_parameters per layer type)",
   });
   config_detail::add_refused_model_types(v);
   return v;

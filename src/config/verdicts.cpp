@@ -60,10 +60,6 @@ void add_refused_model_types(std::vector<Architecture>& table) {
        "an engine module name, not a config.json model_type (a multimodal wrapper or "
        "reward/classification head): the nested text config's model_type decides",
        "sglang python/sglang/srt/models/bailing_mm_v3.py"},
-      {"bailing_moe",
-       "not yet checked against its modeling code (RoPE attention whose K norm, RoPE pairing and "
-       "layer kinds no registry entry states)",
-       "vLLM vllm/model_executor/models/bailing_moe.py"},
       {"bailing_moe_linear",
        "MLA (kv_lora_rank): the cache holds a compressed latent, not per-head K/V",
        "vLLM vllm/model_executor/models/bailing_moe_linear.py"},
@@ -87,17 +83,20 @@ void add_refused_model_types(std::vector<Architecture>& table) {
        "reward/classification head): the nested text config's model_type decides",
        "vLLM vllm/model_executor/models/bailing_moe_v3_vl.py"},
       {"bamba",
-       "not yet checked against its modeling code (RoPE attention whose K norm, RoPE pairing and "
-       "layer kinds no registry entry states)",
-       "transformers src/transformers/models/bamba/modular_bamba.py"},
+       "attention layers are given by attn_layer_indices (the rest Mamba-2), a key no registry "
+       "rule reads",
+       "transformers src/transformers/models/bamba/modular_bamba.py BambaAttention(LlamaAttention) "
+       "(partial rotate_half, partial_rotary_factor forced to 0.5) and configuration_bamba.py "
+       "layers_block_type (from attn_layer_indices)"},
       {"bart",
        "cross-attention (encoder-decoder or cross-attention layers): K/V come from another "
        "sequence",
        "transformers src/transformers/models/bart/modeling_bart.py"},
       {"beam",
-       "not yet checked against its modeling code (RoPE attention whose K norm, RoPE pairing and "
-       "layer kinds no registry entry states)",
-       "transformers src/transformers/models/beam/modular_beam.py"},
+       "a layer type is NoPE when its rope_parameters entry is null, a per-config rule no registry "
+       "entry states (K itself: RMSNorm weight w before RoPE)",
+       "transformers src/transformers/models/beam/modular_beam.py BeamAttention(Qwen3MoeAttention) "
+       "and BeamModel (position_embeddings None where rope_parameters[layer_type] is None)"},
       {"bee",
        "an engine module name, not a config.json model_type (a multimodal wrapper or "
        "reward/classification head): the nested text config's model_type decides",
@@ -147,27 +146,27 @@ void add_refused_model_types(std::vector<Architecture>& table) {
        "sequence",
        "transformers src/transformers/models/camembert/modular_camembert.py"},
       {"chameleon",
-       "not yet checked against its modeling code (RoPE attention whose K norm, RoPE pairing and "
-       "layer kinds no registry entry states)",
-       "transformers src/transformers/models/chameleon/modeling_chameleon.py"},
+       "K norm is a per-head LayerNorm (mean-subtracting, with bias; weight per head and dim), not "
+       "an RMSNorm",
+       "transformers src/transformers/models/chameleon/modeling_chameleon.py ChameleonAttention "
+       "(k_norm = ChameleonLayerNorm((num_key_value_heads, head_dim)), before RoPE)"},
       {"clip", "no RoPE attention in its modeling code (encoder, audio or vision model)",
        "transformers src/transformers/models/clip/modeling_clip.py"},
-      {"codegen",
-       "not yet checked against its modeling code (RoPE attention whose K norm, RoPE pairing and "
-       "layer kinds no registry entry states)",
-       "transformers src/transformers/models/codegen/modular_codegen.py"},
       {"cohere2_moe",
-       "not yet checked against its modeling code (RoPE attention whose K norm, RoPE pairing and "
-       "layer kinds no registry entry states)",
-       "transformers src/transformers/models/cohere2_moe/modular_cohere2_moe.py"},
+       "whether a full-attention layer gets RoPE depends on mlp_layer_types and "
+       "prefix_dense_sliding_window_pattern (force_rope), which no registry rule reads",
+       "transformers src/transformers/models/cohere2_moe/modular_cohere2_moe.py "
+       "Cohere2MoeAttention (RoPE iff sliding_window or force_rope)"},
       {"cohere_asr",
        "cross-attention (encoder-decoder or cross-attention layers): K/V come from another "
        "sequence",
        "transformers src/transformers/models/cohere_asr/modular_cohere_asr.py"},
       {"cohere_compass_text",
-       "not yet checked against its modeling code (RoPE attention whose K norm, RoPE pairing and "
-       "layer kinds no registry entry states)",
-       "transformers src/transformers/models/cohere_compass/modular_cohere_compass.py"},
+       "a layer type is NoPE when its rope_parameters entry is null, a per-config rule no registry "
+       "entry states (K itself: no norm, interleaved RoPE)",
+       "transformers src/transformers/models/cohere_compass/modular_cohere_compass.py "
+       "CohereCompassAttention(Cohere2Attention) and CohereCompassTextModel (position_embeddings "
+       "None where rope_parameters[layer_type] is None)"},
       {"cohere_eagle",
        "an engine draft/MTP module name, not a config.json model_type: its config carries the "
        "target model_type (or a speculators draft format), whose verdict applies",
@@ -185,13 +184,10 @@ void add_refused_model_types(std::vector<Architecture>& table) {
       {"data2vec-text", "no RoPE attention in its modeling code (encoder, audio or vision model)",
        "no modeling file in the engines read (transformers:causal-lm)"},
       {"dbrx",
-       "not yet checked against its modeling code (RoPE attention whose K norm, RoPE pairing and "
-       "layer kinds no registry entry states)",
-       "transformers src/transformers/models/dbrx/modular_dbrx.py"},
-      {"deepseek",
-       "not yet checked against its modeling code (RoPE attention whose K norm, RoPE pairing and "
-       "layer kinds no registry entry states)",
-       "sglang python/sglang/srt/models/deepseek.py"},
+       "KV heads, RoPE theta and clip_qkv live in the nested attn_config (kv_n_heads, rope_theta, "
+       "clip_qkv), which the reader does not read; K is clamped to clip_qkv before RoPE",
+       "transformers src/transformers/models/dbrx/modular_dbrx.py DbrxAttention (Wqkv clamped to "
+       "+-clip_qkv, rotate_half RoPE, no q/k norm)"},
       {"deepseek_eagle",
        "an engine draft/MTP module name, not a config.json model_type: its config carries the "
        "target model_type (or a speculators draft format), whose verdict applies",
@@ -218,9 +214,11 @@ void add_refused_model_types(std::vector<Architecture>& table) {
       {"deepseek_v32", "MLA (kv_lora_rank): the cache holds a compressed latent, not per-head K/V",
        "transformers src/transformers/models/deepseek_v32/modular_deepseek_v32.py"},
       {"deepseek_v4",
-       "not yet checked against its modeling code (RoPE attention whose K norm, RoPE pairing and "
-       "layer kinds no registry entry states)",
-       "transformers src/transformers/models/deepseek_v4/modular_deepseek_v4.py"},
+       "K and V are one tensor (shared-KV MQA: kv_proj is read as both key and value, RoPE applied "
+       "to it), and CSA/HCA layers add a compressed KV cache",
+       "transformers src/transformers/models/deepseek_v4/modular_deepseek_v4.py "
+       "DeepseekV4Attention (kv = apply_rotary_pos_emb(kv_norm(kv_proj(x))); cache.update(kv, "
+       "kv))"},
       {"deepseek_v41",
        "an engine module name, not a config.json model_type (a multimodal wrapper or "
        "reward/classification head): the nested text config's model_type decides",
@@ -248,18 +246,13 @@ void add_refused_model_types(std::vector<Architecture>& table) {
        "not yet checked against its modeling code (RoPE attention whose K norm, RoPE pairing and "
        "layer kinds no registry entry states)",
        "transformers src/transformers/models/diffusion_gemma/modular_diffusion_gemma.py"},
-      {"doge",
-       "not yet checked against its modeling code (RoPE attention whose K norm, RoPE pairing and "
-       "layer kinds no registry entry states)",
-       "transformers src/transformers/models/doge/modular_doge.py"},
       {"domyn_edge",
        "not yet checked against its modeling code (RoPE attention whose K norm, RoPE pairing and "
        "layer kinds no registry entry states)",
        "vLLM vllm/model_executor/models/domyn_edge.py"},
-      {"dory",
-       "not yet checked against its modeling code (RoPE attention whose K norm, RoPE pairing and "
-       "layer kinds no registry entry states)",
-       "transformers src/transformers/models/dory/modular_dory.py"},
+      {"dory", "K norm is an L2 norm without weight (nGPT unit-norm keys), not an RMSNorm",
+       "transformers src/transformers/models/dory/modular_dory.py DoryAttention(AfmoeAttention) "
+       "(k_norm = DoryL2Norm() before RoPE)"},
       {"dots3_nextn",
        "an engine draft/MTP module name, not a config.json model_type: its config carries the "
        "target model_type (or a speculators draft format), whose verdict applies",
@@ -294,9 +287,9 @@ void add_refused_model_types(std::vector<Architecture>& table) {
        "sequence",
        "transformers src/transformers/models/electra/modeling_electra.py"},
       {"embedding_gemma2",
-       "not yet checked against its modeling code (RoPE attention whose K norm, RoPE pairing and "
-       "layer kinds no registry entry states)",
-       "transformers src/transformers/models/embedding_gemma2/modular_embedding_gemma2.py"},
+       "an embedding model: bidirectional attention (is_causal = False), no decoding KV cache",
+       "transformers src/transformers/models/embedding_gemma2/modular_embedding_gemma2.py "
+       "EmbeddingGemma2Attention"},
       {"ernie",
        "cross-attention (encoder-decoder or cross-attention layers): K/V come from another "
        "sequence",
@@ -338,9 +331,10 @@ void add_refused_model_types(std::vector<Architecture>& table) {
        "sequence",
        "transformers src/transformers/models/falcon/modeling_falcon.py"},
       {"falcon_h1",
-       "not yet checked against its modeling code (RoPE attention whose K norm, RoPE pairing and "
-       "layer kinds no registry entry states)",
-       "transformers src/transformers/models/falcon_h1/modular_falcon_h1.py"},
+       "K is scaled by key_multiplier before RoPE and the cache write, a factor the fused path "
+       "does not apply",
+       "transformers src/transformers/models/falcon_h1/modular_falcon_h1.py FalconH1Attention "
+       "(k_proj(x) * key_multiplier, then rotate_half RoPE)"},
       {"falcon_mamba", "no attention with RoPE (SSM / recurrent layers)",
        "transformers src/transformers/models/falcon_mamba/modular_falcon_mamba.py"},
       {"fireredasr2",
@@ -350,10 +344,6 @@ void add_refused_model_types(std::vector<Architecture>& table) {
       {"flex_olmo",
        "K norm across all heads (FlexOlmoAttention(Olmo2Attention): k_norm over all KV heads)",
        "transformers src/transformers/models/flex_olmo/modular_flex_olmo.py"},
-      {"flint",
-       "not yet checked against its modeling code (RoPE attention whose K norm, RoPE pairing and "
-       "layer kinds no registry entry states)",
-       "transformers src/transformers/models/flint/modular_flint.py"},
       {"funasr",
        "an engine module name, not a config.json model_type (a multimodal wrapper or "
        "reward/classification head): the nested text config's model_type decides",
@@ -363,9 +353,9 @@ void add_refused_model_types(std::vector<Architecture>& table) {
        "reward/classification head): the nested text config's model_type decides",
        "vLLM vllm/model_executor/models/funaudiochat.py"},
       {"gemma3_causal",
-       "not yet checked against its modeling code (RoPE attention whose K norm, RoPE pairing and "
-       "layer kinds no registry entry states)",
-       "sglang python/sglang/srt/models/gemma3_causal.py"},
+       "an engine module name, not a config.json model_type: it serves gemma3_text configs "
+       "(EmbeddingGemma, an embedding model), whose verdict applies",
+       "sglang python/sglang/srt/models/gemma3_causal.py EmbeddingGemmaModel"},
       {"gemma3n_text", "KV sharing across layers (num_kv_shared_layers) and per-layer inputs",
        "transformers src/transformers/models/gemma3n/modular_gemma3n.py"},
       {"gemma4_assistant",
@@ -413,14 +403,6 @@ void add_refused_model_types(std::vector<Architecture>& table) {
        "an engine draft/MTP module name, not a config.json model_type: its config carries the "
        "target model_type (or a speculators draft format), whose verdict applies",
        "sglang python/sglang/srt/models/glm4_moe_nextn.py"},
-      {"glm4v_moe_text",
-       "not yet checked against its modeling code (RoPE attention whose K norm, RoPE pairing and "
-       "layer kinds no registry entry states)",
-       "transformers src/transformers/models/glm4v_moe/modular_glm4v_moe.py"},
-      {"glm4v_text",
-       "not yet checked against its modeling code (RoPE attention whose K norm, RoPE pairing and "
-       "layer kinds no registry entry states)",
-       "transformers src/transformers/models/glm4v/modular_glm4v.py"},
       {"glm5_next_nextn",
        "an engine draft/MTP module name, not a config.json model_type: its config carries the "
        "target model_type (or a speculators draft format), whose verdict applies",
@@ -446,10 +428,6 @@ void add_refused_model_types(std::vector<Architecture>& table) {
        "an engine draft/MTP module name, not a config.json model_type: its config carries the "
        "target model_type (or a speculators draft format), whose verdict applies",
        "sglang python/sglang/srt/models/glm_ocr_nextn.py"},
-      {"glm_ocr_text",
-       "not yet checked against its modeling code (RoPE attention whose K norm, RoPE pairing and "
-       "layer kinds no registry entry states)",
-       "transformers src/transformers/models/glm_ocr/modular_glm_ocr.py"},
       {"glmasr",
        "not yet checked against its modeling code (RoPE attention whose K norm, RoPE pairing and "
        "layer kinds no registry entry states)",
@@ -466,18 +444,10 @@ void add_refused_model_types(std::vector<Architecture>& table) {
        "cross-attention (encoder-decoder or cross-attention layers): K/V come from another "
        "sequence",
        "transformers src/transformers/models/gpt_bigcode/modeling_gpt_bigcode.py"},
-      {"gpt_neox_japanese",
-       "not yet checked against its modeling code (RoPE attention whose K norm, RoPE pairing and "
-       "layer kinds no registry entry states)",
-       "transformers src/transformers/models/gpt_neox_japanese/modeling_gpt_neox_japanese.py"},
       {"granite4_vision_text",
        "cross-attention (encoder-decoder or cross-attention layers): K/V come from another "
        "sequence",
        "transformers src/transformers/models/granite4_vision/modular_granite4_vision.py"},
-      {"granite_docling_text",
-       "not yet checked against its modeling code (RoPE attention whose K norm, RoPE pairing and "
-       "layer kinds no registry entry states)",
-       "transformers src/transformers/models/granite_docling/modular_granite_docling.py"},
       {"granite_speech",
        "cross-attention (encoder-decoder or cross-attention layers): K/V come from another "
        "sequence",
@@ -490,13 +460,16 @@ void add_refused_model_types(std::vector<Architecture>& table) {
        "checked against the fused path",
        "transformers src/transformers/models/granite_swa/modular_granite_swa.py"},
       {"granitemoe_swa",
-       "not yet checked against its modeling code (RoPE attention whose K norm, RoPE pairing and "
-       "layer kinds no registry entry states)",
-       "transformers src/transformers/models/granitemoe_swa/modular_granitemoe_swa.py"},
+       "per-layer RoPE theta from layer_rope_theta (0 = NoPE), a key no registry rule reads",
+       "transformers src/transformers/models/granitemoe_swa/modular_granitemoe_swa.py "
+       "GraniteMoeSWAModel (one rotary embedding per layer_rope_theta value)"},
       {"granitemoehybrid",
-       "not yet checked against its modeling code (RoPE attention whose K norm, RoPE pairing and "
-       "layer kinds no registry entry states)",
-       "transformers src/transformers/models/granitemoehybrid/modular_granitemoehybrid.py"},
+       "RoPE is on or off by position_embedding_type (\"rope\", else NoPE), a key no registry rule "
+       "reads",
+       "transformers src/transformers/models/granitemoehybrid/modular_granitemoehybrid.py "
+       "GraniteMoeHybridAttention (RoPE only when position_embeddings is passed) and "
+       "modeling_granitemoehybrid.py GraniteMoeHybridModel (rotary_emb iff position_embedding_type "
+       "== \"rope\")"},
       {"granitemoeshared", "no attention with RoPE (SSM / recurrent layers)",
        "transformers src/transformers/models/granitemoeshared/modular_granitemoeshared.py"},
       {"grok",
@@ -519,10 +492,9 @@ void add_refused_model_types(std::vector<Architecture>& table) {
        "an engine draft/MTP module name, not a config.json model_type: its config carries the "
        "target model_type (or a speculators draft format), whose verdict applies",
        "sglang python/sglang/srt/models/hunyuan_v4_nextn.py"},
-      {"hunyuan_vl_text",
-       "not yet checked against its modeling code (RoPE attention whose K norm, RoPE pairing and "
-       "layer kinds no registry entry states)",
-       "transformers src/transformers/models/hunyuan_vl/modular_hunyuan_vl.py"},
+      {"hunyuan_vl_text", "K norm after RoPE (key_layernorm = RMSNorm(head_dim) on the rotated K)",
+       "transformers src/transformers/models/hunyuan_vl/modular_hunyuan_vl.py "
+       "HunYuanVLDenseV1Attention (apply_rotary_pos_emb, then key_layernorm)"},
       {"hy_v3_mtp",
        "an engine draft/MTP module name, not a config.json model_type: its config carries the "
        "target model_type (or a speculators draft format), whose verdict applies",
@@ -643,17 +615,15 @@ void add_refused_model_types(std::vector<Architecture>& table) {
        "sequence",
        "transformers src/transformers/models/kosmos2/modeling_kosmos2.py"},
       {"laguna",
-       "not yet checked against its modeling code (RoPE attention whose K norm, RoPE pairing and "
-       "layer kinds no registry entry states)",
-       "transformers src/transformers/models/laguna/modular_laguna.py"},
+       "partial_rotary_factor differs per layer type (rope_parameters: full 0.5, sliding 1.0 by "
+       "default) while the config class also carries a top-level partial_rotary_factor that the "
+       "reader would apply to every layer; K itself: RMSNorm weight w before neox RoPE",
+       "transformers src/transformers/models/laguna/modular_laguna.py "
+       "LagunaAttention(AfmoeAttention) and LagunaRotaryEmbedding (partial rotary per layer type)"},
       {"laguna_dflash",
        "an engine draft/MTP module name, not a config.json model_type: its config carries the "
        "target model_type (or a speculators draft format), whose verdict applies",
        "vLLM vllm/model_executor/models/laguna_dflash.py"},
-      {"lara_mini",
-       "not yet checked against its modeling code (RoPE attention whose K norm, RoPE pairing and "
-       "layer kinds no registry entry states)",
-       "transformers src/transformers/models/lara_mini/modular_lara_mini.py"},
       {"lfm2_dspark",
        "an engine draft/MTP module name, not a config.json model_type: its config carries the "
        "target model_type (or a speculators draft format), whose verdict applies",
@@ -691,9 +661,9 @@ void add_refused_model_types(std::vector<Architecture>& table) {
        "target model_type (or a speculators draft format), whose verdict applies",
        "vLLM vllm/model_executor/models/llama_eagle3.py"},
       {"llama_embedding",
-       "not yet checked against its modeling code (RoPE attention whose K norm, RoPE pairing and "
-       "layer kinds no registry entry states)",
-       "sglang python/sglang/srt/models/llama_embedding.py"},
+       "an engine module name, not a config.json model_type: it serves configs of model_type "
+       "\"llama\" (as an embedding model), whose verdict applies",
+       "sglang python/sglang/srt/models/llama_embedding.py LlamaEmbeddingModel"},
       {"llama_reward",
        "an engine module name, not a config.json model_type (a multimodal wrapper or "
        "reward/classification head): the nested text config's model_type decides",
@@ -739,10 +709,6 @@ void add_refused_model_types(std::vector<Architecture>& table) {
        "cross-attention (encoder-decoder or cross-attention layers): K/V come from another "
        "sequence",
        "transformers src/transformers/models/megatron_bert/modeling_megatron_bert.py"},
-      {"mellum",
-       "not yet checked against its modeling code (RoPE attention whose K norm, RoPE pairing and "
-       "layer kinds no registry entry states)",
-       "transformers src/transformers/models/mellum/modular_mellum.py"},
       {"midashenglm",
        "an engine module name, not a config.json model_type (a multimodal wrapper or "
        "reward/classification head): the nested text config's model_type decides",
@@ -764,9 +730,10 @@ void add_refused_model_types(std::vector<Architecture>& table) {
        "reward/classification head): the nested text config's model_type decides",
        "sglang python/sglang/srt/models/mimo_v2_asr.py"},
       {"mimo_v2_flash",
-       "not yet checked against its modeling code (RoPE attention whose K norm, RoPE pairing and "
-       "layer kinds no registry entry states)",
-       "transformers src/transformers/models/mimo_v2_flash/modular_mimo_v2_flash.py"},
+       "sliding layers have twice num_key_value_heads (no config key says so) and V is scaled by "
+       "attention_value_scale before the cache write",
+       "transformers src/transformers/models/mimo_v2_flash/modular_mimo_v2_flash.py "
+       "MiMoV2FlashAttention(Qwen2Attention)"},
       {"mimo_v2_mtp",
        "an engine draft/MTP module name, not a config.json model_type: its config carries the "
        "target model_type (or a speculators draft format), whose verdict applies",
@@ -783,10 +750,6 @@ void add_refused_model_types(std::vector<Architecture>& table) {
        "an engine module name, not a config.json model_type (a multimodal wrapper or "
        "reward/classification head): the nested text config's model_type decides",
        "sglang python/sglang/srt/models/mindspore.py"},
-      {"minicpm",
-       "not yet checked against its modeling code (RoPE attention whose K norm, RoPE pairing and "
-       "layer kinds no registry entry states)",
-       "vLLM vllm/model_executor/models/minicpm.py"},
       {"minicpm3", "MLA (kv_lora_rank): the cache holds a compressed latent, not per-head K/V",
        "transformers src/transformers/models/minicpm3/modular_minicpm3.py"},
       {"minicpm_eagle",
@@ -827,9 +790,9 @@ void add_refused_model_types(std::vector<Architecture>& table) {
        "target model_type (or a speculators draft format), whose verdict applies",
        "vLLM vllm/model_executor/models/mistral_large_3_eagle.py"},
       {"mixtral_quant",
-       "not yet checked against its modeling code (RoPE attention whose K norm, RoPE pairing and "
-       "layer kinds no registry entry states)",
-       "sglang python/sglang/srt/models/mixtral_quant.py"},
+       "an engine module name, not a config.json model_type: it serves configs of model_type "
+       "\"mixtral\", whose verdict applies",
+       "sglang python/sglang/srt/models/mixtral_quant.py QuantMixtralForCausalLM"},
       {"mllama_text_model",
        "cross-attention (encoder-decoder or cross-attention layers): K/V come from another "
        "sequence",
@@ -851,9 +814,11 @@ void add_refused_model_types(std::vector<Architecture>& table) {
        "layer kinds no registry entry states)",
        "vLLM vllm/model_executor/models/moondream3.py"},
       {"moshi",
-       "not yet checked against its modeling code (RoPE attention whose K norm, RoPE pairing and "
-       "layer kinds no registry entry states)",
-       "transformers src/transformers/models/moshi/modeling_moshi.py"},
+       "two decoders with their own KV caches: the temporal transformer (RoPE) and a depth decoder "
+       "in depth_decoder_config (use_rope=False, per-codebook K projections), a pair no registry "
+       "entry reads",
+       "transformers src/transformers/models/moshi/modeling_moshi.py MoshiAttention (use_rope, "
+       "use_flexible_linear) and MoshiDepthDecoder"},
       {"moss_audio",
        "an engine module name, not a config.json model_type (a multimodal wrapper or "
        "reward/classification head): the nested text config's model_type decides",
@@ -872,13 +837,14 @@ void add_refused_model_types(std::vector<Architecture>& table) {
        "transformers "
        "src/transformers/models/muse_glimmer_assistant/modular_muse_glimmer_assistant.py"},
       {"muse_glimmer_text",
-       "not yet checked against its modeling code (RoPE attention whose K norm, RoPE pairing and "
-       "layer kinds no registry entry states)",
-       "transformers src/transformers/models/muse_glimmer/modular_muse_glimmer.py"},
+       "K norm is an RMSNorm without weight (with_scale=False), not one with a weight",
+       "transformers src/transformers/models/muse_glimmer/modular_muse_glimmer.py "
+       "MuseGlimmerTextAttention(AfmoeAttention) (qk_norm = MuseGlimmerRMSNorm(with_scale=False) "
+       "before RoPE; NoPE layers get no position_embeddings)"},
       {"muse_spark_text",
-       "not yet checked against its modeling code (RoPE attention whose K norm, RoPE pairing and "
-       "layer kinds no registry entry states)",
-       "transformers src/transformers/models/muse_spark/modular_muse_spark.py"},
+       "K norm is an RMSNorm without weight (with_scale=False), not one with a weight",
+       "transformers src/transformers/models/muse_spark/modular_muse_spark.py "
+       "MuseSparkTextAttention(MuseGlimmerTextAttention) (qk_norm without weight before RoPE)"},
       {"musicgen",
        "cross-attention (encoder-decoder or cross-attention layers): K/V come from another "
        "sequence",
@@ -892,17 +858,17 @@ void add_refused_model_types(std::vector<Architecture>& table) {
        "sequence",
        "transformers src/transformers/models/mvp/modeling_mvp.py"},
       {"nanbeige",
-       "not yet checked against its modeling code (RoPE attention whose K norm, RoPE pairing and "
-       "layer kinds no registry entry states)",
-       "sglang python/sglang/srt/models/nanbeige.py"},
+       "looped layers: num_loops passes over the layers, each pass with its own KV cache (layer id "
+       "+ loop * num_hidden_layers), which the reader does not count",
+       "sglang python/sglang/srt/models/nanbeige.py NanbeigeAttention (one RadixAttention per "
+       "loop; llama-style neox RoPE, no q/k norm)"},
       {"nano_nemotron_vl",
        "an engine module name, not a config.json model_type (a multimodal wrapper or "
        "reward/classification head): the nested text config's model_type decides",
        "vLLM vllm/model_executor/models/nano_nemotron_vl.py"},
-      {"nanochat",
-       "not yet checked against its modeling code (RoPE attention whose K norm, RoPE pairing and "
-       "layer kinds no registry entry states)",
-       "transformers src/transformers/models/nanochat/modular_nanochat.py"},
+      {"nanochat", "K norm after RoPE (a weightless RMSNorm of the rotated K)",
+       "transformers src/transformers/models/nanochat/modular_nanochat.py NanoChatAttention "
+       "(apply_rotary_pos_emb, then k_norm = NanoChatRMSNorm(eps) without weight)"},
       {"nemotron_h_mtp",
        "an engine draft/MTP module name, not a config.json model_type: its config carries the "
        "target model_type (or a speculators draft format), whose verdict applies",
@@ -966,10 +932,6 @@ void add_refused_model_types(std::vector<Architecture>& table) {
        "vLLM vllm/model_executor/models/openvla.py"},
       {"opt", "no RoPE: absolute / learned positions or ALiBi",
        "transformers src/transformers/models/opt/modeling_opt.py"},
-      {"orion",
-       "not yet checked against its modeling code (RoPE attention whose K norm, RoPE pairing and "
-       "layer kinds no registry entry states)",
-       "vLLM vllm/model_executor/models/orion.py"},
       {"ovis",
        "an engine module name, not a config.json model_type (a multimodal wrapper or "
        "reward/classification head): the nested text config's model_type decides",
@@ -1019,9 +981,9 @@ void add_refused_model_types(std::vector<Architecture>& table) {
        "sequence",
        "transformers src/transformers/models/pix2struct/modeling_pix2struct.py"},
       {"pixtral",
-       "not yet checked against its modeling code (RoPE attention whose K norm, RoPE pairing and "
-       "layer kinds no registry entry states)",
-       "transformers src/transformers/models/pixtral/modeling_pixtral.py"},
+       "a vision encoder: axial 2-D RoPE over patch rows and columns, no causal KV cache",
+       "transformers src/transformers/models/pixtral/modeling_pixtral.py PixtralAttention, "
+       "PixtralVisionRotaryEmbedding (rope_type axial)"},
       {"plamo3",
        "not yet checked against its modeling code (RoPE attention whose K norm, RoPE pairing and "
        "layer kinds no registry entry states)",
@@ -1043,13 +1005,18 @@ void add_refused_model_types(std::vector<Architecture>& table) {
        "sequence",
        "transformers src/transformers/models/prophetnet/modeling_prophetnet.py"},
       {"qwen",
-       "not yet checked against its modeling code (RoPE attention whose K norm, RoPE pairing and "
-       "layer kinds no registry entry states)",
-       "sglang python/sglang/srt/models/qwen.py"},
+       "with use_dynamic_ntk (set in the released configs) the hub code picks the RoPE base from "
+       "the prompt length at prefill (ntk_alpha), which the engines ignore: not one rule",
+       "Qwen modeling_qwen.py QWenAttention (hub remote code: ntk_alpha = 2 ** "
+       "ceil(log2(kv_seq_len / seq_length) + 1) - 1); sglang python/sglang/srt/models/qwen.py "
+       "QWenAttention"},
       {"qwen2_5_omni",
-       "not yet checked against its modeling code (RoPE attention whose K norm, RoPE pairing and "
-       "layer kinds no registry entry states)",
-       "transformers src/transformers/models/qwen2_5_omni/modular_qwen2_5_omni.py"},
+       "an omni wrapper: the language model is thinker_config.text_config (qwen2_5_omni_text, "
+       "supported) beside a talker LM in talker_config; the reader does not follow that nesting, "
+       "so pass the thinker's text_config",
+       "transformers src/transformers/models/qwen2_5_omni/configuration_qwen2_5_omni.py "
+       "Qwen2_5OmniConfig (thinker_config, talker_config, token2wav_config) and "
+       "Qwen2_5OmniThinkerConfig (text_config)"},
       {"qwen2_audio", "no RoPE: absolute / learned positions or ALiBi",
        "transformers src/transformers/models/qwen2_audio/modeling_qwen2_audio.py"},
       {"qwen2_eagle",
@@ -1095,9 +1062,12 @@ void add_refused_model_types(std::vector<Architecture>& table) {
        "target model_type (or a speculators draft format), whose verdict applies",
        "vLLM vllm/model_executor/models/qwen3_next_mtp.py"},
       {"qwen3_omni_moe",
-       "not yet checked against its modeling code (RoPE attention whose K norm, RoPE pairing and "
-       "layer kinds no registry entry states)",
-       "transformers src/transformers/models/qwen3_omni_moe/modular_qwen3_omni_moe.py"},
+       "an omni wrapper: the language model is thinker_config.text_config (qwen3_omni_moe_text, "
+       "supported) beside a talker in talker_config; the reader does not follow that nesting, so "
+       "pass the thinker's text_config",
+       "transformers src/transformers/models/qwen3_omni_moe/configuration_qwen3_omni_moe.py "
+       "Qwen3OmniMoeConfig (thinker_config, talker_config, code2wav_config) and "
+       "Qwen3OmniMoeThinkerConfig (text_config)"},
       {"qwen3_rm",
        "an engine module name, not a config.json model_type (a multimodal wrapper or "
        "reward/classification head): the nested text config's model_type decides",
@@ -1175,10 +1145,6 @@ void add_refused_model_types(std::vector<Architecture>& table) {
        "an engine module name, not a config.json model_type (a multimodal wrapper or "
        "reward/classification head): the nested text config's model_type decides",
        "vLLM vllm/model_executor/models/skyworkr1v.py"},
-      {"solar",
-       "not yet checked against its modeling code (RoPE attention whose K norm, RoPE pairing and "
-       "layer kinds no registry entry states)",
-       "vLLM vllm/model_executor/models/solar.py"},
       {"solar_open", "no RoPE attention in its modeling code (encoder, audio or vision model)",
        "transformers src/transformers/models/solar_open/modular_solar_open.py"},
       {"spark2_5",
@@ -1202,9 +1168,11 @@ void add_refused_model_types(std::vector<Architecture>& table) {
        "layer kinds no registry entry states)",
        "sglang python/sglang/srt/models/step3_vl_10b.py"},
       {"step3p5",
-       "not yet checked against its modeling code (RoPE attention whose K norm, RoPE pairing and "
-       "layer kinds no registry entry states)",
-       "transformers src/transformers/models/step3p7/modular_step3p7.py"},
+       "RoPE theta and partial_rotary_factors are per-layer lists in config.json, which no "
+       "registry rule reads",
+       "transformers src/transformers/models/step3p7/modular_step3p7.py "
+       "Step3p7Attention(LagunaAttention) (k_norm = Step3p7RMSNorm(head_dim), (1 + w), before "
+       "RoPE) and configuration_step3p7.py (rope_theta / partial_rotary_factors per layer)"},
       {"step3p5_mtp",
        "an engine draft/MTP module name, not a config.json model_type: its config carries the "
        "target model_type (or a speculators draft format), whose verdict applies",
@@ -1231,9 +1199,10 @@ void add_refused_model_types(std::vector<Architecture>& table) {
        "reward/classification head): the nested text config's model_type decides",
        "vLLM vllm/model_executor/models/teleflm.py"},
       {"torch_native_llama",
-       "not yet checked against its modeling code (RoPE attention whose K norm, RoPE pairing and "
-       "layer kinds no registry entry states)",
-       "sglang python/sglang/srt/models/torch_native_llama.py"},
+       "an engine module name, not a config.json model_type: it serves configs of model_type "
+       "\"llama\" or \"phi3\", whose verdict applies",
+       "sglang python/sglang/srt/models/torch_native_llama.py TorchNativeLlamaForCausalLM, "
+       "TorchNativePhi3ForCausalLM"},
       {"transformers",
        "cross-attention (encoder-decoder or cross-attention layers): K/V come from another "
        "sequence",
@@ -1294,14 +1263,6 @@ void add_refused_model_types(std::vector<Architecture>& table) {
        "cross-attention (encoder-decoder or cross-attention layers): K/V come from another "
        "sequence",
        "transformers src/transformers/models/xmod/modeling_xmod.py"},
-      {"xverse",
-       "not yet checked against its modeling code (RoPE attention whose K norm, RoPE pairing and "
-       "layer kinds no registry entry states)",
-       "sglang python/sglang/srt/models/xverse.py"},
-      {"xverse_moe",
-       "not yet checked against its modeling code (RoPE attention whose K norm, RoPE pairing and "
-       "layer kinds no registry entry states)",
-       "sglang python/sglang/srt/models/xverse_moe.py"},
       {"yivl",
        "an engine module name, not a config.json model_type (a multimodal wrapper or "
        "reward/classification head): the nested text config's model_type decides",
@@ -1315,9 +1276,10 @@ void add_refused_model_types(std::vector<Architecture>& table) {
        "layer kinds no registry entry states)",
        "transformers src/transformers/models/zamba2/modular_zamba2.py"},
       {"zaya",
-       "not yet checked against its modeling code (RoPE attention whose K norm, RoPE pairing and "
-       "layer kinds no registry entry states)",
-       "transformers src/transformers/models/zaya/modular_zaya.py"},
+       "K norm is an L2 normalisation to sqrt(head_dim) times a learned scale per KV head "
+       "(ZayaQKNorm), not an RMSNorm with one weight per dim",
+       "transformers src/transformers/models/zaya/modular_zaya.py ZayaAttention(Phi3Attention) and "
+       "ZayaQKNorm (before RoPE)"},
   };
   for (const Row& r : rows)
     table.push_back({.name = r.model_type,
