@@ -816,8 +816,9 @@ TEST_CASE("round-3 edges: --tp 0, FKV_DECODE_CROSSOVER's range, a relative HOME"
 
 TEST_CASE("config refusals exit 9, broken files 2, Python-JSON literals 0 (issue 24)", "[cli]") {
   SECTION("an unknown model_type: three lines at most, no family list") {
-    const Result r = run("validate " + write("unknown.json",
-                                             R"({"model_type": "qwen3_mystery", "num_hidden_layers": 2,
+    const Result r =
+        run("validate " + write("unknown.json",
+                                R"({"model_type": "qwen3_mystery", "num_hidden_layers": 2,
                                                  "hidden_size": 512, "num_attention_heads": 4})"));
     CHECK(r.code == 9);
     CHECK(contains(r.err, "\"qwen3_mystery\""));
@@ -834,28 +835,33 @@ TEST_CASE("config refusals exit 9, broken files 2, Python-JSON literals 0 (issue
     CHECK(contains(r.err, "not supported"));
   }
   SECTION("MLA keys beside the explicit schema") {
-    const Result r = run("validate " + write("mla.json",
-                                             R"({"model_type": "mystery", "num_hidden_layers": 1, "kv_lora_rank": 512,
+    const Result r =
+        run("validate " +
+            write("mla.json",
+                  R"({"model_type": "mystery", "num_hidden_layers": 1, "kv_lora_rank": 512,
                                                  "fkv": {"layers": [{"num_kv_heads": 1, "head_dim": 64}]}})"));
     CHECK(r.code == 9);
     CHECK(contains(r.err, "kv_lora_rank"));
   }
   SECTION("a redundant key that contradicts the layout") {
-    const Result r = run("validate " + write("contra.json",
-                                             R"({"model_type": "llama", "num_hidden_layers": 1, "hidden_size": 512,
+    const Result r = run(
+        "validate " + write("contra.json",
+                            R"({"model_type": "llama", "num_hidden_layers": 1, "hidden_size": 512,
                                                  "num_attention_heads": 4, "rotary_pct": 0.5})"));
     CHECK(r.code == 9);
     CHECK(contains(r.err, "contradicts"));
   }
   SECTION("Python-JSON literals are read") {
-    const Result r = run("validate " + write("pyjson.json",
-                                             R"({"model_type": "llama", "num_hidden_layers": 1, "hidden_size": 512,
+    const Result r = run(
+        "validate " + write("pyjson.json",
+                            R"({"model_type": "llama", "num_hidden_layers": 1, "hidden_size": 512,
                                                  "num_attention_heads": 4, "time_step_limit": [0.0, Infinity]})"));
     CHECK(r.code == 0);
   }
   SECTION("a non-finite value where a number is needed is bad input") {
-    const Result r = run("validate " + write("inf.json",
-                                             R"({"model_type": "llama", "num_hidden_layers": 1, "hidden_size": 512,
+    const Result r = run(
+        "validate " + write("inf.json",
+                            R"({"model_type": "llama", "num_hidden_layers": 1, "hidden_size": 512,
                                                  "num_attention_heads": 4, "rope_theta": Infinity})"));
     CHECK(r.code == 2);
   }
