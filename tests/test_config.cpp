@@ -1604,6 +1604,19 @@ TEST_CASE("model types read from their modeling files: supported ones and the re
                       "hidden_size": 1024, "num_attention_heads": 16, "num_key_value_heads": 4})");
   CHECK(gd.family == "Granite");
   check_uniform(gd, {4, 64, true, KNormKind::None});
+  auto sv = parse(R"({"model_type": "sarvam_moe", "num_hidden_layers": 2, "hidden_size": 4096,
+                      "num_attention_heads": 64, "num_key_value_heads": 4, "head_dim": 64})");
+  CHECK(sv.family == "GLM-4.5 (MoE)");
+  check_uniform(sv, {4, 64, true, KNormKind::Rms});  // SarvamMoEConfig: use_qk_norm True
+  CHECK(sv.layers[0].rotary_dim.value == 64);        // partial_rotary_factor 1.0
+  auto cs =
+      parse(R"({"model_type": "cosmos3_edge_text", "num_hidden_layers": 2, "hidden_size": 2048,
+                      "num_attention_heads": 16, "num_key_value_heads": 8, "head_dim": 128,
+                      "rope_parameters": {"rope_type": "default", "rope_theta": 100000000.0,
+                                          "mrope_section": [24, 20, 20]}})");
+  CHECK(cs.family == "Llama-like");
+  check_uniform(cs, {8, 128, true, KNormKind::None});
+  CHECK(cs.layers[0].rotary_dim.value == 128);
   // Formerly "not yet checked": refused, with the reason read in the modeling file.
   const std::vector<std::pair<std::string, std::string>> refused = {
       {"chameleon", "per-head LayerNorm"},
@@ -1636,6 +1649,7 @@ TEST_CASE("model types read from their modeling files: supported ones and the re
       {"beam", "rope_parameters entry is null"},
       {"moshi", "depth_decoder_config"},
       {"laguna", "per layer type"},
+      {"modernbert-decoder", "global_rope_theta"},
   };
   for (const auto& [t, why] : refused) {
     INFO(t);

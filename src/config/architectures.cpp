@@ -241,12 +241,15 @@ std::vector<Architecture> build() {
   });
   add({
       .name = "GLM-4.5 (MoE)",
-      .model_types = {"glm4_moe"},
+      .model_types = {"glm4_moe", "sarvam_moe"},
       .k_norm = KN::RmsIfQkNorm,
       .reads = with_basics({"partial_rotary_factor", "use_qk_norm"}),
       .citation =
           "transformers src/transformers/models/glm4_moe/modeling_glm4_moe.py Glm4MoeAttention "
-          "(rotate_half on halves; use_qk_norm: k_norm = Glm4MoeRMSNorm(head_dim))",
+          "(rotate_half on halves; use_qk_norm: k_norm = Glm4MoeRMSNorm(head_dim)); model_type "
+          "sarvam_moe: auto/modeling_auto.py maps it to Glm4MoeForCausalLM, "
+          "sarvam_moe/modular_sarvam_moe.py SarvamMoEConfig (use_qk_norm True, "
+          "partial_rotary_factor 1.0)",
   });
   add({
       .name = "ChatGLM",
@@ -563,7 +566,8 @@ std::vector<Architecture> build() {
   add({
       .name = "Llama-like",
       .model_types = {"bitnet", "phimoe", "hyperclovax", "emu3_text_model", "deepseek_ocr2_text",
-                      "seed_oss", "arcee", "jais2", "iquestcoder", "bailing_moe", "solar"},
+                      "seed_oss", "arcee", "jais2", "iquestcoder", "bailing_moe", "solar",
+                      "cosmos3_edge_text"},
       .reads = with_basics({}),
       .citation =
           "transformers src/transformers/models/bitnet/modular_bitnet.py "
@@ -580,7 +584,10 @@ std::vector<Architecture> build() {
           "head_dim, is_neox_style=True); no q/k norm: a use_qk_norm or partial rotary key "
           "of later Ling versions is refused as unread); vllm/model_executor/models/solar.py "
           "SolarAttention (head_dim = config.head_dim else hidden_size // num_heads; get_rope "
-          "neox; no q/k norm; the bskcn skip connections mix hidden states, not K)",
+          "neox; no q/k norm; the bskcn skip connections mix hidden states, not K); transformers "
+          "cosmos3_edge/modular_cosmos3_edge.py Cosmos3EdgeTextAttention(LlamaAttention) "
+          "(rotate_half; interleaved mrope cat'd like Qwen3-VL, its three positions equal for "
+          "text tokens)",
   });
   add({
       .name = "Helium",

@@ -173,10 +173,6 @@ void add_refused_model_types(std::vector<Architecture>& table) {
        "vLLM vllm/model_executor/models/cohere_eagle.py"},
       {"cosmos3", "no RoPE attention in its modeling code (encoder, audio or vision model)",
        "vLLM vllm/model_executor/models/cosmos3.py"},
-      {"cosmos3_edge_text",
-       "not yet checked against its modeling code (RoPE attention whose K norm, RoPE pairing and "
-       "layer kinds no registry entry states)",
-       "transformers src/transformers/models/cosmos3_edge/modular_cosmos3_edge.py"},
       {"cpmant", "no RoPE attention in its modeling code (encoder, audio or vision model)",
        "transformers src/transformers/models/cpmant/modeling_cpmant.py"},
       {"ctrl", "no RoPE attention in its modeling code (encoder, audio or vision model)",
@@ -798,9 +794,11 @@ void add_refused_model_types(std::vector<Architecture>& table) {
        "sequence",
        "transformers src/transformers/models/mllama/modeling_mllama.py"},
       {"modernbert-decoder",
-       "not yet checked against its modeling code (RoPE attention whose K norm, RoPE pairing and "
-       "layer kinds no registry entry states)",
-       "transformers src/transformers/models/modernbert_decoder/modular_modernbert_decoder.py"},
+       "the released configs give RoPE theta per layer kind in global_rope_theta / "
+       "local_rope_theta and the layer pattern in global_attn_every_n_layers, keys no registry "
+       "rule reads (K itself: no norm, neox RoPE)",
+       "transformers src/transformers/models/modernbert_decoder/modular_modernbert_decoder.py "
+       "ModernBertDecoderAttention and ModernBertDecoderConfig.convert_rope_params_to_dict"},
       {"molmo",
        "not yet checked against its modeling code (RoPE attention whose K norm, RoPE pairing and "
        "layer kinds no registry entry states)",
@@ -1129,10 +1127,6 @@ void add_refused_model_types(std::vector<Architecture>& table) {
        "vLLM vllm/model_executor/models/sarvam.py"},
       {"sarvam_mla", "MLA (kv_lora_rank): the cache holds a compressed latent, not per-head K/V",
        "transformers src/transformers/models/sarvam_mla/modular_sarvam_mla.py"},
-      {"sarvam_moe",
-       "not yet checked against its modeling code (RoPE attention whose K norm, RoPE pairing and "
-       "layer kinds no registry entry states)",
-       "transformers src/transformers/models/sarvam_moe/modular_sarvam_moe.py"},
       {"sdar",
        "not yet checked against its modeling code (RoPE attention whose K norm, RoPE pairing and "
        "layer kinds no registry entry states)",
