@@ -477,9 +477,12 @@ void add_refused_model_types(std::vector<Architecture>& table) {
        "reward/classification head): the nested text config's model_type decides",
        "vLLM vllm/model_executor/models/h2ovl.py"},
       {"hrm_text",
-       "not yet checked against its modeling code (RoPE attention whose K norm, RoPE pairing and "
-       "layer kinds no registry entry states)",
-       "transformers src/transformers/models/hrm_text/modular_hrm_text.py"},
+       "recurrent stacks: each layer runs once per cycle (H_cycles * (L_cycles + 1)) into its own "
+       "cache slot (layer_idx + cycle_offset), a layer-to-cache mapping no registry rule states; K "
+       "projects all num_attention_heads (MHA) whatever num_key_value_heads says",
+       "transformers src/transformers/models/hrm_text/modular_hrm_text.py "
+       "HrmTextAttention(LlamaAttention) (cache.update(..., layer_idx + cycle_offset)) and "
+       "HrmTextConfig"},
       {"hunyuan_v3_nextn",
        "an engine draft/MTP module name, not a config.json model_type: its config carries the "
        "target model_type (or a speculators draft format), whose verdict applies",
@@ -765,9 +768,11 @@ void add_refused_model_types(std::vector<Architecture>& table) {
        "layer kinds no registry entry states)",
        "sglang python/sglang/srt/models/minimax_m3.py"},
       {"minimax_m3_vl_text",
-       "not yet checked against its modeling code (RoPE attention whose K norm, RoPE pairing and "
-       "layer kinds no registry entry states)",
-       "transformers src/transformers/models/minimax_m3_vl/modular_minimax_m3_vl.py"},
+       "minimax_m3_sparse layers add an indexer with its own RoPE'd index-key cache "
+       "(cache.update_index) beside K, a layer kind no registry rule reads (K itself: (1 + w) "
+       "RMSNorm before RoPE)",
+       "transformers src/transformers/models/minimax_m3_vl/modular_minimax_m3_vl.py "
+       "MiniMaxM3VLAttention(MiniMaxM2Attention) and MiniMaxM3VLIndexer"},
       {"mistral4", "MLA (kv_lora_rank): the cache holds a compressed latent, not per-head K/V",
        "transformers src/transformers/models/mistral4/modular_mistral4.py"},
       {"mistral_eagle",
@@ -1079,9 +1084,11 @@ void add_refused_model_types(std::vector<Architecture>& table) {
        "target model_type (or a speculators draft format), whose verdict applies",
        "sglang python/sglang/srt/models/qwen4_exp_mtp.py"},
       {"qwen4_exp_text",
-       "not yet checked against its modeling code (RoPE attention whose K norm, RoPE pairing and "
-       "layer kinds no registry entry states)",
-       "transformers src/transformers/models/qwen4_exp/modular_qwen4_exp.py"},
+       "every attention layer is indexed (QSA sparse attention): an indexer keeps its own "
+       "compressed, RoPE'd key cache beside K",
+       "transformers src/transformers/models/qwen4_exp/modular_qwen4_exp.py "
+       "Qwen4ExpTextAttention(Qwen3_5Attention) and Qwen4ExpTextQSAIndexer (layer_types "
+       "indexed_attention / linear_attention)"},
       {"recurrent_gemma",
        "recurrent (RG-LRU) layers beside local attention with a partial rotary the registry has no "
        "rule for",
