@@ -39,7 +39,7 @@ run 1 validate --explain --json "$DATA/gemma3-4b-it.json"  # strict: RoPE mismat
 run 0 validate --grouped "$DATA/qwen3.5-9b.json"
 run 0 plan --json "$DATA/gemma3-4b-it.json"
 run 0 plan "$DATA/gpt-oss-20b.json"
-run 1 validate "$DATA/deepseek-v3.json"  # MLA: ConfigMismatch
+run 9 validate "$DATA/deepseek-v3.json"  # MLA: Unsupported
 echo '{"num_hidden_layers": "x"' >"$WORK/broken.json"
 run 2 validate "$WORK/broken.json"  # malformed JSON: BadInput
 run 2 validate "$WORK/missing.json"
