@@ -1653,6 +1653,7 @@ TEST_CASE("model types read from their modeling files: supported ones and the re
       {"qwen4_exp_text", "indexer"},
       {"minimax_m3_vl_text", "index-key cache"},
       {"hrm_text", "cycle_offset"},
+      {"rnj1", "chunked_attention"},
   };
   for (const auto& [t, why] : refused) {
     INFO(t);

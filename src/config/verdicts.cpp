@@ -1100,9 +1100,11 @@ void add_refused_model_types(std::vector<Architecture>& table) {
        "sequence",
        "transformers src/transformers/models/rembert/modeling_rembert.py"},
       {"rnj1",
-       "not yet checked against its modeling code (RoPE attention whose K norm, RoPE pairing and "
-       "layer kinds no registry entry states)",
-       "vLLM vllm/model_executor/models/rnj1.py"},
+       "its rope_parameters are keyed by the chunked_attention layer type, which the reader reads "
+       "as sliding_attention and cannot look up; K itself: (1 + w) RMSNorm per head before neox "
+       "RoPE",
+       "vLLM vllm/model_executor/models/rnj1.py Rnj1Attention (k_norm = GemmaRMSNorm(head_dim); "
+       "rope_parameters[layer_type]; chunked_attention block-local layers)"},
       {"roberta",
        "cross-attention (encoder-decoder or cross-attention layers): K/V come from another "
        "sequence",
