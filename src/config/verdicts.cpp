@@ -1159,9 +1159,11 @@ void add_refused_model_types(std::vector<Architecture>& table) {
        "reward/classification head): the nested text config's model_type decides",
        "vLLM vllm/model_executor/models/step1.py"},
       {"step3_text",
-       "not yet checked against its modeling code (RoPE attention whose K norm, RoPE pairing and "
-       "layer kinds no registry entry states)",
-       "vLLM vllm/model_executor/models/step3_text.py"},
+       "one KV head on every layer, fixed in the modeling code (num_kv_heads=1, no config key), "
+       "where the reader would take num_attention_heads; K itself: no norm, neox RoPE over "
+       "head_dim",
+       "vLLM vllm/model_executor/models/step3_text.py Step3TextAttention (Step3TextDecoderLayer "
+       "passes num_kv_heads=1; q via share_q_dim, inter_norm and wq)"},
       {"step3_vl",
        "an engine module name, not a config.json model_type (a multimodal wrapper or "
        "reward/classification head): the nested text config's model_type decides",
