@@ -1655,6 +1655,7 @@ TEST_CASE("model types read from their modeling files: supported ones and the re
       {"hrm_text", "cycle_offset"},
       {"rnj1", "chunked_attention"},
       {"step3_text", "one KV head"},
+      {"iquest_loopcoder", "loop_num"},
   };
   for (const auto& [t, why] : refused) {
     INFO(t);

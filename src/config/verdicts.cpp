@@ -547,9 +547,11 @@ void add_refused_model_types(std::vector<Architecture>& table) {
        "reward/classification head): the nested text config's model_type decides",
        "sglang python/sglang/srt/models/interns2preview.py"},
       {"iquest_loopcoder",
-       "not yet checked against its modeling code (RoPE attention whose K norm, RoPE pairing and "
-       "layer kinds no registry entry states)",
-       "vLLM vllm/model_executor/models/iquest_loopcoder.py"},
+       "looped layers: loop_num passes over the layers, each later pass writing its own "
+       "sliding-window (loop_window_size) KV cache under layer id + loop * num_hidden_layers, "
+       "which the reader does not count",
+       "vLLM vllm/model_executor/models/iquest_loopcoder.py LoopCoderAttention (one Attention per "
+       "loop; neox RoPE, no q/k norm)"},
       {"iquest_q1",
        "not yet checked against its modeling code (RoPE attention whose K norm, RoPE pairing and "
        "layer kinds no registry entry states)",
