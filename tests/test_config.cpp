@@ -1656,6 +1656,7 @@ TEST_CASE("model types read from their modeling files: supported ones and the re
       {"rnj1", "chunked_attention"},
       {"step3_text", "one KV head"},
       {"iquest_loopcoder", "loop_num"},
+      {"zamba2", "hybrid_layer_ids"},
   };
   for (const auto& [t, why] : refused) {
     INFO(t);

@@ -1279,9 +1279,12 @@ void add_refused_model_types(std::vector<Architecture>& table) {
       {"zamba", "no attention with RoPE (SSM / recurrent layers)",
        "transformers src/transformers/models/zamba/modeling_zamba.py"},
       {"zamba2",
-       "not yet checked against its modeling code (RoPE attention whose K norm, RoPE pairing and "
-       "layer kinds no registry entry states)",
-       "transformers src/transformers/models/zamba2/modular_zamba2.py"},
+       "shared attention blocks (num_mem_blocks) serve the layers listed in hybrid_layer_ids, the "
+       "rest Mamba-2, with head_dim = 2 * hidden_size / num_attention_heads and RoPE only when "
+       "use_mem_rope: keys no registry rule reads",
+       "transformers src/transformers/models/zamba2/modular_zamba2.py "
+       "Zamba2Attention(ZambaAttention) (attention_hidden_size = 2 * hidden_size; use_mem_rope; "
+       "layer_block_map = hybrid_layer_ids)"},
       {"zaya",
        "K norm is an L2 normalisation to sqrt(head_dim) times a learned scale per KV head "
        "(ZayaQKNorm), not an RMSNorm with one weight per dim",
