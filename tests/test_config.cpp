@@ -1617,6 +1617,12 @@ TEST_CASE("model types read from their modeling files: supported ones and the re
   CHECK(cs.family == "Llama-like");
   check_uniform(cs, {8, 128, true, KNormKind::None});
   CHECK(cs.layers[0].rotary_dim.value == 128);
+  // glmasr: the nested text_config decides when it names its model_type.
+  auto ga = parse(R"({"model_type": "glmasr", "text_config": {"model_type": "llama",
+                      "num_hidden_layers": 2, "hidden_size": 2048, "num_attention_heads": 16,
+                      "num_key_value_heads": 4}})");
+  CHECK(ga.family == "Llama");
+  check_uniform(ga, {4, 128, true, KNormKind::None});
   // Formerly "not yet checked": refused, with the reason read in the modeling file.
   const std::vector<std::pair<std::string, std::string>> refused = {
       {"chameleon", "per-head LayerNorm"},
@@ -1657,6 +1663,7 @@ TEST_CASE("model types read from their modeling files: supported ones and the re
       {"step3_text", "one KV head"},
       {"iquest_loopcoder", "loop_num"},
       {"zamba2", "hybrid_layer_ids"},
+      {"glmasr", "audio wrapper"},
   };
   for (const auto& [t, why] : refused) {
     INFO(t);

@@ -425,9 +425,12 @@ void add_refused_model_types(std::vector<Architecture>& table) {
        "target model_type (or a speculators draft format), whose verdict applies",
        "sglang python/sglang/srt/models/glm_ocr_nextn.py"},
       {"glmasr",
-       "not yet checked against its modeling code (RoPE attention whose K norm, RoPE pairing and "
-       "layer kinds no registry entry states)",
-       "transformers src/transformers/models/glmasr/modular_glmasr.py"},
+       "an audio wrapper: its language model is text_config (GlmAsrConfig defaults it to "
+       "model_type llama), read with the model_type it names; a glmasr config whose text_config "
+       "names none is refused",
+       "transformers src/transformers/models/glmasr/configuration_glmasr.py GlmAsrConfig "
+       "(text_config SubConfigSpec model_type=\"llama\", audio_config glmasr_encoder) and "
+       "modular_glmasr.py GlmAsrAttention (the audio encoder)"},
       {"gpt-sw3",
        "cross-attention (encoder-decoder or cross-attention layers): K/V come from another "
        "sequence",
