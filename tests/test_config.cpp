@@ -1623,6 +1623,12 @@ TEST_CASE("model types read from their modeling files: supported ones and the re
                       "num_key_value_heads": 4}})");
   CHECK(ga.family == "Llama");
   check_uniform(ga, {4, 128, true, KNormKind::None});
+  auto mg = parse(R"({"model_type": "muse_glimmer_assistant", "num_hidden_layers": 2,
+                      "hidden_size": 6656, "num_attention_heads": 32, "num_key_value_heads": 8,
+                      "head_dim": 128})");
+  CHECK(mg.family == "Muse Glimmer assistant (draft)");
+  check_uniform(mg, {8, 128, true, KNormKind::Rms});
+  CHECK(indices_where(mg, LayerKind::SlidingAttention) == std::vector<int>{0, 1});  // class default
   // Formerly "not yet checked": refused, with the reason read in the modeling file.
   const std::vector<std::pair<std::string, std::string>> refused = {
       {"chameleon", "per-head LayerNorm"},

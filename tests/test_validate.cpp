@@ -689,6 +689,11 @@ const std::map<std::string, Verdict>& verdicts() {
        {R"({"model_type": "mellum", "num_hidden_layers": 2, "hidden_size": 2304, "num_attention_heads": 32,
                      "num_key_value_heads": 4, "head_dim": 128, "rope_theta": 500000.0})",
         4, 128, 128, true, K::Rms, ""}},
+      {"Muse Glimmer assistant (draft)",
+       {R"({"model_type": "muse_glimmer_assistant", "num_hidden_layers": 2, "hidden_size": 6656,
+                                     "num_attention_heads": 32, "num_key_value_heads": 8, "head_dim": 128,
+                                     "rope_theta": 500000.0})",
+        8, 128, 128, true, K::Rms, ""}},
   };
   return v;
 }

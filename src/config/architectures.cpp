@@ -724,6 +724,20 @@ std::vector<Architecture> build() {
           "before rotate_half over the whole head; sliding_window only on sliding_attention "
           "layers; layer_types default all full_attention; rope_parameters per layer type)",
   });
+  add({
+      .name = "Muse Glimmer assistant (draft)",
+      .model_types = {"muse_glimmer_assistant"},
+      .k_norm = KN::Rms,
+      .kinds = KD::AllSlidingIfWindow,
+      .reads = with_basics({"layer_types"}),
+      .citation =
+          "transformers src/transformers/models/muse_glimmer_assistant/"
+          "modular_muse_glimmer_assistant.py MuseGlimmerAssistantAttention(Exaone4Attention) (K "
+          "projected from the target's context hidden states and the draft window, k_norm = "
+          "RMSNorm(head_dim) with weight w before rotate_half RoPE; "
+          "configuration_muse_glimmer_assistant.py layer_types default: every layer "
+          "sliding_attention, sliding_window 2048)",
+  });
   config_detail::add_refused_model_types(v);
   return v;
 }

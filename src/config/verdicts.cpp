@@ -839,11 +839,6 @@ void add_refused_model_types(std::vector<Architecture>& table) {
        "cross-attention (encoder-decoder or cross-attention layers): K/V come from another "
        "sequence",
        "transformers src/transformers/models/mpt/modeling_mpt.py"},
-      {"muse_glimmer_assistant",
-       "not yet checked against its modeling code (RoPE attention whose K norm, RoPE pairing and "
-       "layer kinds no registry entry states)",
-       "transformers "
-       "src/transformers/models/muse_glimmer_assistant/modular_muse_glimmer_assistant.py"},
       {"muse_glimmer_text",
        "K norm is an RMSNorm without weight (with_scale=False), not one with a weight",
        "transformers src/transformers/models/muse_glimmer/modular_muse_glimmer.py "
