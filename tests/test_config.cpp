@@ -1670,6 +1670,7 @@ TEST_CASE("model types read from their modeling files: supported ones and the re
       {"iquest_loopcoder", "loop_num"},
       {"zamba2", "hybrid_layer_ids"},
       {"glmasr", "audio wrapper"},
+      {"unlimited_ocr_text", "prefill token"},
   };
   for (const auto& [t, why] : refused) {
     INFO(t);

@@ -1225,9 +1225,11 @@ void add_refused_model_types(std::vector<Architecture>& table) {
        "reward/classification head): the nested text config's model_type decides",
        "vLLM vllm/model_executor/models/ultravox.py"},
       {"unlimited_ocr_text",
-       "not yet checked against its modeling code (RoPE attention whose K norm, RoPE pairing and "
-       "layer kinds no registry entry states)",
-       "transformers src/transformers/models/unlimited_ocr/modular_unlimited_ocr.py"},
+       "reference sliding-window attention: the cache keeps every prefill token plus a sliding "
+       "window of decode tokens, a layer kind neither full nor sliding (K itself: no norm, "
+       "rotate_half RoPE)",
+       "transformers src/transformers/models/unlimited_ocr/modeling_unlimited_ocr.py "
+       "UnlimitedOcrTextAttention and UnlimitedOcrDynamicReferenceSlidingWindowLayer"},
       {"vaultgemma", "no RoPE attention in its modeling code (encoder, audio or vision model)",
        "transformers src/transformers/models/vaultgemma/modular_vaultgemma.py"},
       {"voxtral", "no RoPE: absolute / learned positions or ALiBi",
