@@ -117,9 +117,7 @@ void add_refused_model_types(std::vector<Architecture>& table) {
        "cross-attention (encoder-decoder or cross-attention layers): K/V come from another "
        "sequence",
        "transformers src/transformers/models/bigbird_pegasus/modeling_bigbird_pegasus.py"},
-      {"biogpt",
-       "cross-attention (encoder-decoder or cross-attention layers): K/V come from another "
-       "sequence",
+      {"biogpt", "no RoPE: absolute / learned positions or ALiBi",
        "transformers src/transformers/models/biogpt/modular_biogpt.py"},
       {"blenderbot",
        "cross-attention (encoder-decoder or cross-attention layers): K/V come from another "
@@ -133,9 +131,7 @@ void add_refused_model_types(std::vector<Architecture>& table) {
        "cross-attention (encoder-decoder or cross-attention layers): K/V come from another "
        "sequence",
        "transformers src/transformers/models/blip/modeling_blip.py"},
-      {"bloom",
-       "cross-attention (encoder-decoder or cross-attention layers): K/V come from another "
-       "sequence",
+      {"bloom", "no RoPE: absolute / learned positions or ALiBi",
        "transformers src/transformers/models/bloom/modeling_bloom.py"},
       {"blt",
        "cross-attention (encoder-decoder or cross-attention layers): K/V come from another "
@@ -323,8 +319,8 @@ void add_refused_model_types(std::vector<Architecture>& table) {
        "target model_type (or a speculators draft format), whose verdict applies",
        "vLLM vllm/model_executor/models/extract_hidden_states.py"},
       {"falcon",
-       "cross-attention (encoder-decoder or cross-attention layers): K/V come from another "
-       "sequence",
+       "not yet checked against its modeling code (RoPE attention whose K norm, RoPE pairing and "
+       "layer kinds no registry entry states)",
        "transformers src/transformers/models/falcon/modeling_falcon.py"},
       {"falcon_h1",
        "K is scaled by key_multiplier before RoPE and the cache write, a factor the fused path "
@@ -431,17 +427,11 @@ void add_refused_model_types(std::vector<Architecture>& table) {
        "transformers src/transformers/models/glmasr/configuration_glmasr.py GlmAsrConfig "
        "(text_config SubConfigSpec model_type=\"llama\", audio_config glmasr_encoder) and "
        "modular_glmasr.py GlmAsrAttention (the audio encoder)"},
-      {"gpt-sw3",
-       "cross-attention (encoder-decoder or cross-attention layers): K/V come from another "
-       "sequence",
+      {"gpt-sw3", "no RoPE: absolute / learned positions or ALiBi",
        "transformers src/transformers/models/gpt2/modeling_gpt2.py"},
-      {"gpt2",
-       "cross-attention (encoder-decoder or cross-attention layers): K/V come from another "
-       "sequence",
+      {"gpt2", "no RoPE: absolute / learned positions or ALiBi",
        "transformers src/transformers/models/gpt2/modeling_gpt2.py"},
-      {"gpt_bigcode",
-       "cross-attention (encoder-decoder or cross-attention layers): K/V come from another "
-       "sequence",
+      {"gpt_bigcode", "no RoPE: absolute / learned positions or ALiBi",
        "transformers src/transformers/models/gpt_bigcode/modeling_gpt_bigcode.py"},
       {"granite4_vision_text",
        "cross-attention (encoder-decoder or cross-attention layers): K/V come from another "
@@ -835,9 +825,7 @@ void add_refused_model_types(std::vector<Architecture>& table) {
        "cross-attention (encoder-decoder or cross-attention layers): K/V come from another "
        "sequence",
        "sglang python/sglang/srt/models/moss_vl.py"},
-      {"mpt",
-       "cross-attention (encoder-decoder or cross-attention layers): K/V come from another "
-       "sequence",
+      {"mpt", "no RoPE: absolute / learned positions or ALiBi",
        "transformers src/transformers/models/mpt/modeling_mpt.py"},
       {"muse_glimmer_text",
        "K norm is an RMSNorm without weight (with_scale=False), not one with a weight",
@@ -1242,9 +1230,7 @@ void add_refused_model_types(std::vector<Architecture>& table) {
        "cross-attention (encoder-decoder or cross-attention layers): K/V come from another "
        "sequence",
        "transformers src/transformers/models/whisper/modeling_whisper.py"},
-      {"xglm",
-       "cross-attention (encoder-decoder or cross-attention layers): K/V come from another "
-       "sequence",
+      {"xglm", "no RoPE: absolute / learned positions or ALiBi",
        "transformers src/transformers/models/xglm/modeling_xglm.py"},
       {"xllm",
        "not yet checked against its modeling code (RoPE attention whose K norm, RoPE pairing and "
