@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""GPU side of the benchmark (SPEC section 8), torch + Triton, one process:
+"""GPU side of the benchmark (docs/performance.md), torch + Triton, one process:
 for each case of bench/cases.json: a plain copy of the case's floor bytes, the Triton
 baseline (stacked) and the baseline + per-layer pool writes; once: the copy ceiling.
 Copies are timed twice: torch copy_ ("copy", "copy_ceiling": cuMemcpy, the copy engines,
@@ -38,7 +38,7 @@ def log(msg):
 
 
 def floor_bytes(case, d, pool):
-    """Bytes that must move (SPEC section 8): read proj K and V parts, write K and V,
+    """Bytes that must move (the floor of docs/performance.md): read proj K and V parts, write K and V,
     positions, slots (pool mode), cos/sin rows. Must match fkv_bench.cpp and report.py."""
     t, l = case["tokens"], case["layers"]
     kv = case["kv_heads"] * case["head_dim"]

@@ -1,4 +1,4 @@
-// fkv_bench: the fkv-jit side of the benchmark harness (SPEC §8).
+// fkv_bench: the fkv-jit side of the benchmark harness (docs/performance.md).
 //
 // Sections, in the order they run (each writes into the --out JSON, which is rewritten after
 // every step so that a crash leaves the finished parts behind):
@@ -142,8 +142,8 @@ fkv::KernelSpec make_spec(const Case& c, const Defaults& d, fkv::OutputMode mode
   return s;
 }
 
-// Bytes that must move (SPEC §8): read proj K and V, write K and V, positions, slots (pool
-// mode), cos/sin rows. The same formula is in bench_gpu.py and report.py.
+// Bytes that must move (the floor of docs/performance.md): read proj K and V, write K and V,
+// positions, slots (pool mode), cos/sin rows. The same formula is in bench_gpu.py and report.py.
 std::int64_t floor_bytes(const Case& c, const Defaults& d, bool pool) {
   const std::int64_t kv = std::int64_t(c.heads) * c.head_dim;
   const std::int64_t elem = fkv::dtype_size(d.dtype);
@@ -410,8 +410,8 @@ struct CaseData {
     return bf16_to_float(proj_chunk[i % proj_chunk.size()]);
   }
 
-  // Recomputes `rows` random (token, layer, head) rows on the host (SPEC §4) and compares
-  // them with the device output of the given mode.
+  // Recomputes `rows` random (token, layer, head) rows on the host (K norm, RoPE, rounding as
+  // fused_kv.cu does) and compares them with the device output of the given mode.
   json check(bool pool_mode, int rows) const {
     Rng rng(99);
     const int D = c.head_dim, R = c.rotary_dim, half = R / 2;
@@ -473,8 +473,8 @@ struct CaseData {
 };
 
 // ---------------------------------------------------------------------------------------------
-// The copy baseline: a plain SM copy kernel (SPEC §8). cuMemcpyDtoDAsync goes through the copy
-// engines on an H200 and tops out well below what a kernel reaches (2.8 vs ~4 TB/s read +
+// The copy baseline: a plain SM copy kernel (docs/performance.md). cuMemcpyDtoDAsync goes through
+// the copy engines on an H200 and tops out well below what a kernel reaches (2.8 vs ~4 TB/s read +
 // write), so it is kept only as an extra figure ("copy_memcpy", "copy_ceiling_memcpy").
 
 constexpr const char* kCopyKernel = R"(// fkv_bench's copy baseline: a grid-stride copy of 16-byte
@@ -858,7 +858,7 @@ json load_figures(const Case& c, const Defaults& d, CUstream s) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  CLI::App app{"fkv-jit benchmark harness (SPEC §8); writes JSON for bench/report.py"};
+  CLI::App app{"fkv-jit benchmark harness (docs/performance.md); writes JSON for bench/report.py"};
   std::string cases_path = std::string(FKV_BENCH_DIR) + "/cases.json";
   std::string out_path;
   std::string arch_text;

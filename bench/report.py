@@ -5,7 +5,7 @@ docs/performance.md, and plots achieved bandwidth vs tokens (docs/bandwidth.png)
 Usage: report.py --fkv fkv_bench.json [--fkv more.json ...] [--gpu bench_gpu.json]
                  --md tables.md [--plot bw.png]
 Either input may be partial (a run that stopped early): missing numbers print as "n/a".
-Floor = bytes that must move / copy ceiling (SPEC section 8); the floor bytes come from the
+Floor = bytes that must move / copy ceiling (docs/performance.md); the floor bytes come from the
 JSON (the same formula in fkv_bench.cpp and bench_gpu.py). The ceiling is the larger of
 fkv_bench's SM copy kernel and its cuMemcpyDtoDAsync (the copy engines are slower on an H200);
 "copy" (and fkv/copy) is the SM copy kernel; the memcpy figures are extra columns. JSON from
@@ -313,7 +313,7 @@ def compile_tables(fkv):
 
 
 def targets_table(fkv, gpu):
-    """SPEC section 8 targets, measured."""
+    """The performance targets (docs/performance.md), measured."""
     rows = []
     for r in case_rows(fkv, gpu):
         c = r["case"] or {}
@@ -343,7 +343,7 @@ def targets_table(fkv, gpu):
     x = max(pre) if pre else None
     rows.append(["precompile of a config ≤ 1 s (worst config, parallel)", num(x, "{:.0f}"),
                  NA if x is None else ("pass" if x <= 1000 else "miss")])
-    return "### SPEC §8 targets\n\n" + table(["target", "measured", "result"], rows) + "\n"
+    return "### Performance targets\n\n" + table(["target", "measured", "result"], rows) + "\n"
 
 
 def sweep_label(doc, path, used):

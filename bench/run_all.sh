@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The whole benchmark in one command (SPEC §8), for the GPU machine:
+# The whole benchmark in one command (docs/performance.md), for the GPU machine:
 #   bench/run_all.sh BUILD_DIR [OUT_DIR]
 # BUILD_DIR holds bench/fkv_bench (cmake --build BUILD_DIR --target fkv_bench); OUT_DIR
 # defaults to $OUT. Runs, in order: fkv_bench (fkv-jit, C++), bench_gpu.py (Triton baseline,

@@ -1,4 +1,4 @@
-"""Triton baseline of the fused KV materialization (SPEC section 4), written like the seed's
+"""Triton baseline of the fused KV materialization (K norm + RoPE + KV write), written like the seed's
 sglang kernel `_fused_norm_rope_kernel_stacked`, plus a torch eager reference.
 
 The baseline is the seed's design on purpose, so that fkv-jit is compared against what serving
@@ -129,7 +129,7 @@ def triton_pool(proj, k_norm_weight, eps, cos_sin, positions, num_kv_heads, head
 
 def reference(proj, k_norm_weight, eps, cos_sin, positions, num_kv_heads, head_dim,
               rotary_dim, out_dtype):
-    """Torch eager reference of SPEC section 4 (neox), fp32 math; returns (k, v) [L, T, H, D]."""
+    """Torch eager reference of the same computation (neox), fp32 math; returns (k, v) [L, T, H, D]."""
     num_tokens, num_layers, _ = proj.shape
     kv = num_kv_heads * head_dim
     shape = (num_tokens, num_layers, num_kv_heads, head_dim)

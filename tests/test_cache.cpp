@@ -1,4 +1,4 @@
-// Tests of the kernel cache (SPEC §5). Most use the builder-function get() with a fake,
+// Tests of the kernel cache (docs/cache.md). Most use the builder-function get() with a fake,
 // counting builder, so they need neither NVRTC nor a GPU; one test at the end compiles a
 // tiny kernel with the real NVRTC.
 #include <fcntl.h>

@@ -1,5 +1,5 @@
-// Tests of the config module (SPEC §2): every shared config in tests/data with its expected
-// facts written down, the architecture rules on synthetic configs, and bad input.
+// Tests of the config module (docs/config-rules.md): every shared config in tests/data with its
+// expected facts written down, the architecture rules on synthetic configs, and bad input.
 #include <unistd.h>
 
 #include <algorithm>

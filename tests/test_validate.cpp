@@ -1,4 +1,4 @@
-// validate: strict mode (the seed's texts, SPEC §3) and grouped plans.
+// validate: strict mode (the seed's texts, kept exactly) and grouped plans.
 //
 // Synthetic configs use the explicit per-layer schema and put each kind of mismatch at a random
 // layer of a random-length model, with random non-attention layers mixed in so that model

@@ -1,4 +1,4 @@
-// The fused KV kernel on a GPU against the float64 reference (SPEC §4, §6): a randomized sweep
+// The fused KV kernel on a GPU against the float64 reference: a randomized sweep
 // over the specializations, a few large token counts, T = 0, CUDA graph capture and replay,
 // launches from several threads, the device-side debug checks and the host-side argument
 // checks. Outputs are poisoned (0xff bytes, NaN in every output dtype) before each launch so
