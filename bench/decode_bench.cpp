@@ -49,8 +49,10 @@
 #include "fkv/runtime.hpp"
 #include "fkv/version.hpp"
 #include "fkv/weights.hpp"
+#include "read_probe.hpp"
 
 using json = nlohmann::json;
+using fkv_bench::Probe;       // the weight-read floor (read_probe.hpp)
 using fkv_bench::time_graph;  // the timing method (bench_timing.hpp)
 
 namespace {
@@ -109,62 +111,6 @@ fkv::DeviceBuffer upload(const std::vector<T>& host) {
                              // wait for it
   return b;
 }
-
-// ---- the weight-read probe --------------------------------------------------------------------
-
-constexpr const char* kProbe = R"(// decode_bench's weight-read probe: reads n16 16-byte words once
-// (grid-stride, 8 independent loads in flight per thread) and folds them into a checksum, so
-// that nothing but the reads costs time and the loads cannot be dropped.
-struct alignas(16) U4 { unsigned x, y, z, w; };
-__device__ __forceinline__ U4 ld(const U4* p) {
-  U4 r;
-  asm volatile("ld.global.nc.L1::no_allocate.v4.u32 {%0, %1, %2, %3}, [%4];"
-               : "=r"(r.x), "=r"(r.y), "=r"(r.z), "=r"(r.w) : "l"(p));
-  return r;
-}
-extern "C" __global__ void __launch_bounds__(256)
-fkv_read_probe(const U4* __restrict__ src, unsigned long long n16, unsigned long long* sum) {
-  const unsigned long long stride = (unsigned long long)gridDim.x * blockDim.x;
-  unsigned long long i = (unsigned long long)blockIdx.x * blockDim.x + threadIdx.x;
-  unsigned long long acc = 0;
-  for (; i + 7 * stride < n16; i += 8 * stride) {
-    U4 v[8];
-#pragma unroll
-    for (int j = 0; j < 8; ++j) v[j] = ld(src + i + j * stride);
-#pragma unroll
-    for (int j = 0; j < 8; ++j) acc += (unsigned long long)v[j].x + v[j].y + v[j].z + v[j].w;
-  }
-  for (; i < n16; i += stride) {
-    const U4 v = ld(src + i);
-    acc += (unsigned long long)v.x + v.y + v.z + v.w;
-  }
-  for (int o = 16; o > 0; o >>= 1) acc += __shfl_xor_sync(0xffffffffu, acc, o);
-  if ((threadIdx.x & 31) == 0) atomicAdd(sum, acc);
-}
-)";
-
-class Probe {
- public:
-  Probe(CUcontext ctx, const fkv::CompileOptions& o) {
-    fkv::KernelSource src;
-    src.template_name = "decode_bench_probe.cu";
-    src.short_name = "decode_bench_probe";
-    src.name_expression = "fkv_read_probe";
-    src.source = kProbe;
-    const fkv::CompiledKernel k = fkv::compile(src, o);
-    module_ = fkv::Module(ctx, k.image);
-    fn_ = module_.function(k.lowered_name);
-  }
-  void run(CUdeviceptr src, std::size_t bytes, CUdeviceptr sum, unsigned blocks, CUstream s) const {
-    unsigned long long n16 = bytes / 16;
-    void* args[] = {&src, &n16, &sum};
-    FKV_CU(cuLaunchKernel, fn_, blocks, 1, 1, 256, 1, 1, 0, s, args, nullptr);
-  }
-
- private:
-  fkv::Module module_;
-  CUfunction fn_ = nullptr;
-};
 
 // ---- the model --------------------------------------------------------------------------------
 

@@ -38,6 +38,7 @@
 #include "fkv/runtime.hpp"
 #include "fkv/version.hpp"
 #include "fkv/weights.hpp"
+#include "read_probe.hpp"
 
 using json = nlohmann::json;
 using fkv_bench::time_graph;
@@ -66,34 +67,6 @@ fkv::DeviceBuffer upload(const std::vector<T>& host) {
   FKV_CU(cuCtxSynchronize);
   return b;
 }
-
-constexpr const char* kProbe = R"(struct alignas(16) U4 { unsigned x, y, z, w; };
-__device__ __forceinline__ U4 ld(const U4* p) {
-  U4 r;
-  asm volatile("ld.global.nc.L1::no_allocate.v4.u32 {%0, %1, %2, %3}, [%4];"
-               : "=r"(r.x), "=r"(r.y), "=r"(r.z), "=r"(r.w) : "l"(p));
-  return r;
-}
-extern "C" __global__ void __launch_bounds__(256)
-fkv_read_probe(const U4* __restrict__ src, unsigned long long n16, unsigned long long* sum) {
-  const unsigned long long stride = (unsigned long long)gridDim.x * blockDim.x;
-  unsigned long long i = (unsigned long long)blockIdx.x * blockDim.x + threadIdx.x;
-  unsigned long long acc = 0;
-  for (; i + 7 * stride < n16; i += 8 * stride) {
-    U4 v[8];
-#pragma unroll
-    for (int j = 0; j < 8; ++j) v[j] = ld(src + i + j * stride);
-#pragma unroll
-    for (int j = 0; j < 8; ++j) acc += (unsigned long long)v[j].x + v[j].y + v[j].z + v[j].w;
-  }
-  for (; i < n16; i += stride) {
-    const U4 v = ld(src + i);
-    acc += (unsigned long long)v.x + v.y + v.z + v.w;
-  }
-  for (int o = 16; o > 0; o >>= 1) acc += __shfl_xor_sync(0xffffffffu, acc, o);
-  if ((threadIdx.x & 31) == 0) atomicAdd(sum, acc);
-}
-)";
 
 fkv::ModelConfig draft_config() {
   json layer = {{"num_kv_heads", kHeads},
@@ -170,28 +143,14 @@ int main(int argc, char** argv) {
     // Weight-read probes: 84 MB (bf16) and 42 MB (one byte per weight).
     fkv::CompileOptions copts;
     copts.arch = fkv::Runtime::device_arch(0);
-    fkv::KernelSource src;
-    src.template_name = "quant_bench_probe.cu";
-    src.short_name = "quant_bench_probe";
-    src.name_expression = "fkv_read_probe";
-    src.source = kProbe;
-    const fkv::CompiledKernel pk_image = fkv::compile(src, copts);
-    const fkv::Module probe_module(ctx, pk_image.image);
-    const CUfunction probe = probe_module.function(pk_image.lowered_name);
+    const fkv_bench::Probe probe(ctx, copts);
     fkv::DeviceBuffer sum(8);
     auto probe_us = [&](CUdeviceptr w, std::size_t bytes) {
       double best = 1e30;
       for (int per_sm : {2, 4, 8, 16}) {
-        unsigned long long n16 = bytes / 16;
-        CUdeviceptr sp = sum.get();
         const unsigned blocks = static_cast<unsigned>(sms * per_sm);
         const json t = time_graph(
-            s,
-            [&](CUstream st) {
-              void* args[] = {&w, &n16, &sp};
-              FKV_CU(cuLaunchKernel, probe, blocks, 1, 1, 256, 1, 1, 0, st, args, nullptr);
-            },
-            calls, target_ms);
+            s, [&](CUstream st) { probe.run(w, bytes, sum.get(), blocks, st); }, calls, target_ms);
         best = std::min(best, t["median_us"].get<double>());
       }
       return best;
