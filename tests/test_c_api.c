@@ -13,31 +13,8 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "c_check.h"
 #include "fkv/fkv.h"
-
-static int failures = 0;
-static int checks = 0;
-
-#define CHECK(cond)                                                                             \
-  do {                                                                                          \
-    ++checks;                                                                                   \
-    if (!(cond)) {                                                                              \
-      ++failures;                                                                               \
-      fprintf(stderr, "%s:%d: CHECK failed: %s\n  last error: %s\n", __FILE__, __LINE__, #cond, \
-              fkv_last_error());                                                                \
-    }                                                                                           \
-  } while (0)
-
-#define CHECK_STATUS(expr, expected)                                                              \
-  do {                                                                                            \
-    fkv_status s_ = (expr);                                                                       \
-    ++checks;                                                                                     \
-    if (s_ != (expected)) {                                                                       \
-      ++failures;                                                                                 \
-      fprintf(stderr, "%s:%d: %s returned %s, expected %s\n  last error: %s\n", __FILE__,         \
-              __LINE__, #expr, fkv_status_name(s_), fkv_status_name(expected), fkv_last_error()); \
-    }                                                                                             \
-  } while (0)
 
 #define CHECK_TEXT(expected)                                                                     \
   do {                                                                                           \
@@ -47,16 +24,6 @@ static int checks = 0;
       fprintf(stderr, "%s:%d: last error\n  got:      %s\n  expected: %s\n", __FILE__, __LINE__, \
               fkv_last_error(), (expected));                                                     \
     }                                                                                            \
-  } while (0)
-
-#define CHECK_CONTAINS(needle)                                                                  \
-  do {                                                                                          \
-    ++checks;                                                                                   \
-    if (strstr(fkv_last_error(), (needle)) == NULL) {                                           \
-      ++failures;                                                                               \
-      fprintf(stderr, "%s:%d: last error does not contain \"%s\":\n  %s\n", __FILE__, __LINE__, \
-              (needle), fkv_last_error());                                                      \
-    }                                                                                           \
   } while (0)
 
 static void path_join(char* out, size_t n, const char* dir, const char* file) {
