@@ -416,11 +416,16 @@ TEST_CASE("hybrid layer patterns: Nemotron-H, Jamba, DeciLM, layers_block_type",
   CHECK(indices_where(jb, LayerKind::FullAttention) == std::vector<int>{2, 6});
   CHECK(jb.layers[2].num_kv_heads.value == 2);
 
-  // DeciLM / Nemotron-NAS (block_configs) and layers_block_type families have no registry entry.
-  CHECK_THROWS_WITH(
-      parse(R"({"model_type": "nemotron-nas", "num_hidden_layers": 1, "hidden_size": 4096,
-                              "num_attention_heads": 32, "block_configs": [{"attention": {"n_heads_in_group": 8}}]})"),
-      Contains("\"nemotron-nas\"") && Contains("not in the architecture registry"));
+  // Nemotron-NAS (DeciLM) reads block_configs: KV heads from n_heads_in_group, no_op layers have
+  // no KV. layers_block_type families have no registry entry.
+  auto nas = parse(R"({"model_type": "nemotron-nas", "num_hidden_layers": 2, "hidden_size": 4096,
+                       "num_attention_heads": 32, "block_configs": [{"attention": {"n_heads_in_group": 8}},
+                                                                    {"attention": {"no_op": true}}]})");
+  CHECK(nas.layers[0].num_kv_heads.value == 4);
+  CHECK(indices_where(nas, LayerKind::NoAttention) == std::vector<int>{1});
+  CHECK_THROWS_WITH(parse(R"({"model_type": "deci", "num_hidden_layers": 1, "hidden_size": 4096,
+                              "num_attention_heads": 32})"),
+                    Contains("\"deci\"") && Contains("not in the architecture registry"));
   CHECK_THROWS_WITH(
       parse(
           R"({"model_type": "llama", "num_hidden_layers": 3, "hidden_size": 512, "num_attention_heads": 4,

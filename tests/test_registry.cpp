@@ -47,6 +47,11 @@ TEST_CASE("docs/config-rules.md lists every registry entry with its citation",
   }
   for (const fkv::Architecture& a : fkv::architectures())
     CHECK(doc.find(a.citation) != std::string::npos);
+  // Section 4's table lists every layout key with its meaning.
+  for (const fkv::LayoutKey& k : fkv::layout_keys()) {
+    INFO(k.key);
+    CHECK(doc.find("| `" + k.key + "` | " + k.meaning + " |") != std::string::npos);
+  }
 }
 
 TEST_CASE("an unknown model_type is refused in three lines, naming it and its neighbours",
@@ -392,3 +397,4 @@ TEST_CASE(
       Contains("'rope_parameters.full_attention.partial_rotary_factor'") &&
           Contains("contradicts") && Contains("layer 1 rotary_dim 64"));
 }
+

@@ -141,6 +141,28 @@ TEST_CASE("real configs of model types added in issue 24", "[config][data]") {
   check_uniform(neox, {4, 32, true, KNormKind::None});
   CHECK(neox.layers[0].rotary_dim.value == 8);
   CHECK_THAT(neox.layers[0].rotary_dim.source, Contains("rotary_pct"));
+  // Falcon: multi_query without new_decoder_architecture is one KV head, whatever num_kv_heads
+  // says; alibi means no RoPE.
+  auto f7 = load("falcon-7b.json");
+  CHECK(f7.family == "Falcon");
+  check_uniform(f7, {1, 64, true, KNormKind::None});
+  CHECK(f7.layers[0].rotary_dim.value == 64);
+  CHECK_THAT(f7.layers[0].num_kv_heads.source, Contains("multi_query = true"));
+  auto rw = load("falcon-rw-1b.json");
+  check_uniform(rw, {32, 64, true, KNormKind::None});
+  CHECK(rw.layers[0].rotary_dim.value == 0);
+  CHECK_THAT(rw.layers[0].rotary_dim.source, Contains("alibi = true"));
+  auto dots = load("dots-ocr.json");
+  CHECK(dots.family == "Qwen2 / Qwen2.5");
+  check_uniform(dots, {2, 128, true, KNormKind::None});
+  auto molmo2 = load("molmo2-er-4b.json");
+  CHECK(molmo2.family == "Molmo 2 (text)");
+  check_uniform(molmo2, {8, 128, true, KNormKind::Rms});
+  CHECK(molmo2.attention_layers().size() == 36);
+  auto paddle = load("paddleocr-vl-1.5.json");
+  CHECK(paddle.family == "PaddleOCR-VL (text)");
+  check_uniform(paddle, {2, 128, true, KNormKind::None});
+  CHECK(paddle.layers[0].rope.value.theta == 500000.0);
 }
 
 TEST_CASE("multimodal wrappers: the text config decides, the wrapper's default when unnamed",
@@ -327,17 +349,28 @@ TEST_CASE("model types read from their modeling files: supported ones and the re
       {"cohere_compass_text", "rope_parameters entry is null"},
       {"beam", "rope_parameters entry is null"},
       {"moshi", "depth_decoder_config"},
-      {"laguna", "per layer type"},
       {"modernbert-decoder", "global_rope_theta"},
       {"qwen4_exp_text", "indexer"},
       {"minimax_m3_vl_text", "index-key cache"},
       {"hrm_text", "cycle_offset"},
-      {"rnj1", "chunked_attention"},
       {"step3_text", "one KV head"},
       {"iquest_loopcoder", "loop_num"},
       {"zamba2", "hybrid_layer_ids"},
       {"glmasr", "audio wrapper"},
       {"unlimited_ocr_text", "prefill token"},
+      {"interns1_pro", "FoPE"},
+      {"k2_horizon", "MoVA"},
+      {"inkling", "short convolution"},
+      {"gemma4_assistant", "KV-shared"},
+      {"moss_vl", "cross-attention"},
+      {"moondream3", "tau"},
+      {"diffusion_gemma_text", "v_norm"},
+      {"domyn_edge", "head_sizes"},
+      {"iquest_q1", "swa_rope_theta"},
+      {"plamo3", "rope_local_theta"},
+      {"lfm3", "could not be read"},
+      {"grok", "engine module name"},
+      {"llava_onevision2", "engine module name"},
   };
   for (const auto& [t, why] : refused) {
     INFO(t);
@@ -345,4 +378,129 @@ TEST_CASE("model types read from their modeling files: supported ones and the re
     CHECK_THROWS_AS(parse(text), fkv::UnsupportedError);
     CHECK_THROWS_WITH(parse(text), Contains(why) && !Contains("not yet checked"));
   }
+}
+
+TEST_CASE("rotary fraction and RoPE per layer type: Laguna and RNJ-1", "[config][registry]") {
+  // Laguna without RoPE keys: LagunaConfig's per-type defaults (full 500000 / 0.5, sliding
+  // 10000 / 1.0), layer_types as written.
+  const std::string layers = R"("num_hidden_layers": 3, "hidden_size": 2048,
+      "num_attention_heads": 48, "num_key_value_heads": 8, "head_dim": 128, "sliding_window": 512,
+      "layer_types": ["full_attention", "sliding_attention", "sliding_attention"])";
+  auto lg = parse(R"({"model_type": "laguna", )" + layers + "}");
+  CHECK(lg.family == "Laguna");
+  check_uniform(lg, {8, 128, true, KNormKind::Rms});
+  CHECK(lg.layers[0].rotary_dim.value == 64);
+  CHECK(lg.layers[1].rotary_dim.value == 128);
+  CHECK(lg.layers[0].rope.value.theta == 500000.0);
+  CHECK(lg.layers[1].rope.value.theta == 10000.0);
+  CHECK_THAT(lg.layers[0].rotary_dim.source, Contains("LagunaConfig"));
+  CHECK(lg.layers[1].sliding_window == 512);
+  // The file's own per-type factors; a type without one rotates the whole head.
+  auto lf = parse(R"({"model_type": "laguna", )" + layers + R"(, "rope_parameters": {
+      "full_attention": {"rope_type": "default", "rope_theta": 1000000.0, "partial_rotary_factor": 0.25},
+      "sliding_attention": {"rope_type": "default", "rope_theta": 20000.0}}})");
+  CHECK(lf.layers[0].rotary_dim.value == 32);
+  CHECK(lf.layers[2].rotary_dim.value == 128);
+  CHECK(lf.layers[0].rope.value.theta == 1000000.0);
+  // A top-level partial_rotary_factor is not read by LagunaRotaryEmbedding: kept when it agrees
+  // with every rotating layer, refused when it contradicts one.
+  CHECK_THROWS_WITH(parse(R"({"model_type": "laguna", )" + layers +
+                          R"(, "partial_rotary_factor": 0.5})"),
+                    Contains("partial_rotary_factor") && Contains("contradicts") &&
+                        Contains("layer 1"));
+  // RNJ-1: chunked_attention layers take rope_parameters["chunked_attention"].
+  const std::string rnj = R"({"model_type": "rnj1", "num_hidden_layers": 2, "hidden_size": 2560,
+      "num_attention_heads": 8, "num_key_value_heads": 4, "head_dim": 256, "sliding_window": 512,
+      "layer_types": ["chunked_attention", "full_attention"],
+      "rope_parameters": {"chunked_attention": {"rope_type": "default", "rope_theta": 10000.0},
+                          "full_attention": {"rope_type": "yarn", "rope_theta": 1000000.0,
+                                             "factor": 8.0, "original_max_position_embeddings": 8192}}})";
+  auto rj = parse(rnj);
+  CHECK(rj.family == "RNJ-1");
+  check_uniform(rj, {4, 256, true, KNormKind::RmsOnePlus});
+  CHECK(indices_where(rj, LayerKind::SlidingAttention) == std::vector<int>{0});
+  CHECK(rj.layers[0].rope.value.theta == 10000.0);
+  CHECK(rj.layers[0].rope.value.scaling_type == "default");
+  CHECK_THAT(rj.layers[0].rope.source, Contains("rope_parameters.chunked_attention"));
+  CHECK(rj.layers[1].rope.value.scaling_type == "yarn");
+  CHECK(rj.layers[1].rotary_dim.value == 256);
+  // vLLM indexes config.layer_types: without it the engines would not run the model.
+  CHECK_THROWS_WITH(parse(R"({"model_type": "rnj1", "num_hidden_layers": 2, "hidden_size": 2560,
+                              "num_attention_heads": 8, "num_key_value_heads": 4, "head_dim": 256})"),
+                    Contains("layer_types"));
+}
+
+TEST_CASE("issue 24's last model types: aliases and rules read in their modeling files",
+          "[config][registry]") {
+  const std::string body = R"("num_hidden_layers": 2, "hidden_size": 2048,
+      "num_attention_heads": 16, "num_key_value_heads": 4, "head_dim": 128)";
+  const std::vector<std::pair<std::string, std::string>> aliases = {
+      {"aria_text", "Llama-like"},       {"openpangu_vl", "Llama-like"},
+      {"granite4_vision_text", "Granite"}, {"dots_ocr", "Qwen2 / Qwen2.5"},
+      {"keye", "Qwen3"},                 {"sdar", "Qwen3"},
+      {"sdar_moe", "Qwen3"},             {"param2moe", "Qwen3"},
+      {"phi4_multimodal", "Phi-3"},      {"ernie4_5_vl_moe_text", "ERNIE 4.5 MoE"},
+  };
+  for (const auto& [t, family] : aliases) {
+    INFO(t);
+    auto c = parse(R"({"model_type": ")" + t + R"(", )" + body + "}");
+    CHECK(c.family == family);
+  }
+  // ERNIE 4.5-VL text: interleaved pairs, class default theta 500000.
+  auto ev = parse(R"({"model_type": "ernie4_5_vl_moe_text", )" + body + "}");
+  CHECK_FALSE(ev.layers[0].is_neox_style.value);
+  CHECK(ev.layers[0].rope.value.theta == 500000.0);
+  // Phi-3 slides every layer when sliding_window is set (Phi3Attention).
+  auto p3 = parse(R"({"model_type": "phi3", "sliding_window": 2047, )" + body + "}");
+  CHECK(indices_where(p3, LayerKind::SlidingAttention) == std::vector<int>{0, 1});
+  // Param2: a partial rotary factor other than 1 is refused (vLLM passes it as the head size).
+  CHECK_THROWS_WITH(parse(R"({"model_type": "param2moe", "partial_rotary_factor": 0.5, )" + body +
+                          "}"),
+                    Contains("partial_rotary_factor") && Contains("contradicts"));
+  // Falcon: new_decoder_architecture reads num_kv_heads; without multi_query, all heads.
+  auto f40 = parse(R"({"model_type": "falcon", "num_hidden_layers": 2, "hidden_size": 8192,
+      "num_attention_heads": 128, "num_kv_heads": 8, "new_decoder_architecture": true})");
+  check_uniform(f40, {8, 64, true, KNormKind::None});
+  auto fd = parse(R"({"model_type": "falcon", "num_hidden_layers": 2, "hidden_size": 4544,
+      "num_attention_heads": 71})");
+  CHECK(fd.layers[0].num_kv_heads.value == 1);  // FalconConfig: multi_query defaults to true
+  CHECK_THAT(fd.layers[0].num_kv_heads.source, Contains("FalconConfig"));
+  // Molmo: attention_layer_norm normalizes K across heads.
+  const std::string molmo = R"({"model_type": "molmo", "num_hidden_layers": 2, "hidden_size": 3584,
+      "num_attention_heads": 28, "num_key_value_heads": 4)";
+  auto m1 = parse(molmo + "}");
+  check_uniform(m1, {4, 128, true, KNormKind::None});
+  auto m1n = parse(molmo + R"(, "attention_layer_norm": true})");
+  CHECK_THAT(m1n.layers[0].unsupported, Contains("across all KV heads"));
+  CHECK_THROWS_WITH(parse(molmo + R"(, "clip_qkv": 8.0})"), Contains("clip_qkv"));
+  // Molmo 2: qk_norm_type decides; "olmo" is across heads; the key is required.
+  const std::string molmo2 = R"({"model_type": "molmo2_text", "num_hidden_layers": 2,
+      "hidden_size": 2560, "num_attention_heads": 32, "num_key_value_heads": 8, "head_dim": 128)";
+  auto m2o = parse(molmo2 + R"(, "qk_norm_type": "olmo"})");
+  CHECK_THAT(m2o.layers[0].unsupported, Contains("one RMSNorm over all KV heads"));
+  CHECK_THROWS_WITH(parse(molmo2 + "}"), Contains("qk_norm_type") && Contains("missing"));
+  // Nemotron-NAS: no_op layers have no KV; KV heads from n_heads_in_group.
+  auto nas = parse(R"({"model_type": "nemotron-nas", "num_hidden_layers": 3, "hidden_size": 8192,
+      "num_attention_heads": 64, "num_key_value_heads": null,
+      "block_configs": [{"attention": {"n_heads_in_group": 8, "no_op": false}},
+                        {"attention": {"n_heads_in_group": null, "no_op": true}},
+                        {"attention": {"n_heads_in_group": 4, "no_op": false}}]})");
+  CHECK(nas.family == "Nemotron-NAS (DeciLM)");
+  CHECK(nas.attention_layers().size() == 2);
+  CHECK(nas.layers[0].num_kv_heads.value == 8);
+  CHECK(nas.layers[2].num_kv_heads.value == 16);
+  // Spark 2.5: per-type rotary fraction and theta; layer_types required.
+  auto sp = parse(R"({"model_type": "spark2_5", "num_hidden_layers": 2, "hidden_size": 2048,
+      "num_attention_heads": 8, "num_key_value_heads": 2, "head_dim": 256, "sliding_window": 512,
+      "layer_types": ["sliding_attention", "full_attention"],
+      "rope_parameters": {"sliding_attention": {"rope_theta": 10000.0, "partial_rotary_factor": 1.0},
+                          "full_attention": {"rope_theta": 5000000.0, "partial_rotary_factor": 0.25}}})");
+  CHECK(sp.layers[0].rotary_dim.value == 256);
+  CHECK(sp.layers[1].rotary_dim.value == 64);
+  CHECK(sp.layers[1].rope.value.theta == 5000000.0);
+  CHECK_THROWS_WITH(parse(R"({"model_type": "spark2_5", )" + body + "}"), Contains("layer_types"));
+  // openPangu: the sink and sliding variants select other attentions.
+  CHECK_THROWS_WITH(parse(R"({"model_type": "openpangu_vl", "param_sink_number": 128, )" + body +
+                          "}"),
+                    Contains("param_sink_number"));
 }

@@ -100,14 +100,18 @@ std::string to_string(KNormKind);
 enum class RopeStyle { Neox, GptJ };  // rotate halves (i, i + R/2) or pairs (2i, 2i + 1)
 
 enum class KNormRule {
-  None,               // no K norm module
-  Rms,                // per-head RMSNorm(head_dim), weight w
-  RmsOnePlus,         // per-head RMSNorm(head_dim), weight (1 + w)
-  RmsIfQkNorm,        // per-head RMS when the qk-norm key is true, else none
-  AcrossHeads,        // RMSNorm over all KV heads together: unsupported
-  LayerNormIfQkNorm,  // mean-subtracting LayerNorm when the qk-norm key is true: unsupported
-  L2IfQkNorm,         // L2 norm without weight on RoPE layers when the key is true: unsupported
-  RmsAfterRope,       // per-head RMSNorm applied to K after RoPE (Hunyuan): unsupported
+  None,                 // no K norm module
+  Rms,                  // per-head RMSNorm(head_dim), weight w
+  RmsOnePlus,           // per-head RMSNorm(head_dim), weight (1 + w)
+  RmsIfQkNorm,          // per-head RMS when the qk-norm key is true, else none
+  AcrossHeads,          // RMSNorm over all KV heads together: unsupported
+  LayerNormIfQkNorm,    // mean-subtracting LayerNorm when the qk-norm key is true: unsupported
+  L2IfQkNorm,           // L2 norm without weight on RoPE layers when the key is true: unsupported
+  RmsAfterRope,         // per-head RMSNorm applied to K after RoPE (Hunyuan): unsupported
+  AcrossHeadsIfQkNorm,  // RMSNorm over all KV heads when the qk-norm key is true (Molmo's
+                        // attention_layer_norm): unsupported; none otherwise
+  ByQkNormType,  // qk_norm_type "qwen3": per-head RMS; "olmo": across all heads (unsupported);
+                 // the key is required (Molmo 2)
 };
 
 enum class RotaryDefault {
@@ -121,6 +125,13 @@ enum class NopeRule {
   FullLayers,           // full-attention layers never rotate (Cohere2)
   FullLayersIfSliding,  // full-attention layers skip RoPE when a sliding window is set (EXAONE 4)
   WithoutRotaryFlag,    // no RoPE unless "rotary": true (gpt_neo format)
+  IfAlibi,              // no RoPE when "alibi": true (Falcon: ALiBi biases the scores)
+};
+
+enum class KvHeadsRule {
+  Key,     // num_key_value_heads (or the other KV keys the reader knows); absent: all heads
+  Falcon,  // num_kv_heads if new_decoder_architecture, else 1 if multi_query (default true),
+           // else num_kv_heads or all heads
 };
 
 enum class KindDefault {
@@ -142,7 +153,12 @@ struct Architecture {
   RotaryDefault rotary = RotaryDefault::Full;
   NopeRule nope = NopeRule::None;
   KindDefault kinds = KindDefault::AllFull;
+  KvHeadsRule kv_heads = KvHeadsRule::Key;
   bool mla = false;  // multi-head latent attention: every attention layer unsupported
+  // The rotated fraction of a layer is its layer type's rope_parameters[type]
+  // .partial_rotary_factor (default 1.0), and a top-level partial_rotary_factor is not read
+  // (Laguna's rotary embedding).
+  bool rotary_per_layer_type = false;
   // The layout keys (layout_keys()) this family's modeling code reads. Any other layout key in
   // a config is refused.
   std::vector<std::string> reads{};

@@ -31,6 +31,8 @@ const std::vector<LayoutKey>& layout_keys() {
       {"attention_k_eq_v", "K and V share one projection"},
       {"num_kv_shared_layers", "layers reuse another layer's KV cache"},
       {"use_cla", "cross-layer attention: layers share another layer's KV"},
+      {"multi_query", "one KV head unless new_decoder_architecture (Falcon)"},
+      {"new_decoder_architecture", "KV heads from num_kv_heads (Falcon)"},
       // Multi-head latent attention.
       {"kv_lora_rank", "MLA: the cache holds a compressed latent"},
       {"q_lora_rank", "MLA query compression"},
@@ -54,6 +56,8 @@ const std::vector<LayoutKey>& layout_keys() {
       {"decoder_attention_types",
        "linear (0) or softmax (1) attention per layer (MiniMax, older name)"},
       {"full_attn_idxs", "indices of full-attention layers in a hybrid model"},
+      {"interleaved_sliding_window", "sliding window per layer (openPangu)"},
+      {"param_sink_number", "sink attention with its own K norm and partial rotary (openPangu)"},
       {"linear_num_key_heads", "linear-attention layers exist (hybrid model)"},
       {"linear_key_head_dim", "linear-attention layers exist (hybrid model)"},
       {"linear_num_value_heads", "linear-attention layers exist (hybrid model)"},
@@ -70,11 +74,16 @@ const std::vector<LayoutKey>& layout_keys() {
       {"no_rope_layers", "NoPE layers (1 = RoPE, 0 = NoPE)"},
       {"nope_layer_interval", "every n-th layer NoPE"},
       {"no_rope_layer_interval", "every n-th layer NoPE"},
+      {"alibi", "ALiBi instead of RoPE (Falcon)"},
+      {"rope_scaling_layers", "layers whose RoPE is scaled; the others unscaled (Molmo 2)"},
       // K norm.
       {"use_qk_norm", "a Q/K norm (kind depends on the family)"},
       {"qk_layernorm", "a Q/K LayerNorm (kind depends on the family)"},
       {"qk_norm", "a Q/K norm (kind depends on the family)"},
       {"normalize_qk_projections", "a Q/K norm (OpenELM)"},
+      {"attention_layer_norm", "a Q/K norm across all heads (Molmo)"},
+      {"qk_norm_type", "the Q/K norm kind (per head or across heads)"},
+      {"clip_qkv", "Q, K and V are clamped before RoPE"},
   };
   return keys;
 }
@@ -141,11 +150,13 @@ std::vector<Architecture> build() {
   });
   add({
       .name = "Qwen2 / Qwen2.5",
-      .model_types = {"qwen2", "qwen2_moe"},
+      .model_types = {"qwen2", "qwen2_moe", "dots_ocr"},
       .reads = with_basics({"layer_types", "use_sliding_window"}),
       .citation =
           "transformers src/transformers/models/qwen2/modeling_qwen2.py Qwen2Attention (no q/k "
-          "norm; sliding iff layer >= max_window_layers with use_sliding_window)",
+          "norm; sliding iff layer >= max_window_layers with use_sliding_window); vLLM "
+          "vllm/model_executor/models/dots_ocr.py DotsOCRForCausalLM (language_model = "
+          "Qwen2ForCausalLM on the flat DotsOCRConfig(Qwen2Config))",
   });
   add({
       .name = "Qwen2-VL / Qwen2.5-VL (text)",
@@ -161,11 +172,18 @@ std::vector<Architecture> build() {
   });
   add({
       .name = "Qwen3",
-      .model_types = {"qwen3", "qwen3_moe"},
+      .model_types = {"qwen3", "qwen3_moe", "keye", "sdar", "sdar_moe", "param2moe"},
       .k_norm = KN::Rms,
       .reads = with_basics({"layer_types", "use_sliding_window"}),
       .citation = "transformers src/transformers/models/qwen3/modeling_qwen3.py Qwen3Attention "
-                  "(q_norm/k_norm = Qwen3RMSNorm(head_dim) on the per-head view, before RoPE)",
+                  "(q_norm/k_norm = Qwen3RMSNorm(head_dim) on the per-head view, before RoPE); "
+                  "vLLM vllm/model_executor/models/keye.py BaseKeyeModule (language_model = "
+                  "Qwen3ForCausalLM on the flat config; mrope positions equal for text tokens); "
+                  "sglang python/sglang/srt/models/sdar.py SDARAttention and sdar_moe.py (Qwen3's "
+                  "attention; block-diffusion masks do not change K/V); transformers "
+                  "param2moe/modular_param2moe.py Param2MoeAttention(Qwen3MoeAttention): pass "
+                  "(a partial_rotary_factor other than 1.0 is refused: vLLM's param2moe.py passes "
+                  "it as the head size)",
   });
   add({
       .name = "Qwen3-Next / Qwen3.5",
@@ -214,10 +232,15 @@ std::vector<Architecture> build() {
   });
   add({
       .name = "Phi-3",
-      .model_types = {"phi3"},
+      .model_types = {"phi3", "phi4_multimodal"},
+      .kinds = KD::AllSlidingIfWindow,
       .reads = with_basics({"partial_rotary_factor"}),
-      .citation = "transformers src/transformers/models/phi3/modeling_phi3.py Phi3Attention "
-                  "(rotary_ndims = int(head_dim * partial_rotary_factor), no q/k norm)",
+      .citation =
+          "transformers src/transformers/models/phi3/modeling_phi3.py Phi3Attention "
+          "(rotary_ndims = int(head_dim * partial_rotary_factor), no q/k norm; "
+          "sliding_window=config.sliding_window on every layer); "
+          "phi4_multimodal/modular_phi4_multimodal.py Phi4MultimodalAttention(Phi3Attention) "
+          "(images and audio enter as input embeddings; no cross-attention)",
   });
   add({
       .name = "StableLM",
@@ -313,13 +336,16 @@ std::vector<Architecture> build() {
   });
   add({
       .name = "Granite",
-      .model_types = {"granite", "granitemoe", "granite_docling_text"},
+      .model_types = {"granite", "granitemoe", "granite_docling_text", "granite4_vision_text"},
       .reads = with_basics({}),
       .citation =
           "transformers src/transformers/models/granite/modeling_granite.py GraniteAttention "
           "(LlamaAttention with attention_multiplier; no q/k norm); "
           "granite_docling/modular_granite_docling.py GraniteDoclingTextModel(GraniteModel) "
-          "with GraniteDoclingTextConfig(GraniteConfig)",
+          "with GraniteDoclingTextConfig(GraniteConfig); "
+          "granite4_vision/modular_granite4_vision.py "
+          "Granite4VisionTextAttention(GraniteAttention) (the Q-Former cross-attention is in the "
+          "vision projector only)",
   });
   add({
       .name = "Nemotron",
@@ -416,12 +442,15 @@ std::vector<Architecture> build() {
   });
   add({
       .name = "ERNIE 4.5 MoE",
-      .model_types = {"ernie4_5_moe"},
+      .model_types = {"ernie4_5_moe", "ernie4_5_vl_moe_text"},
       .style = RS::GptJ,
       .reads = with_basics({}),
       .citation = "transformers src/transformers/models/ernie4_5_moe/modular_ernie4_5_moe.py "
                   "Ernie4_5_MoeAttention (LlamaAttention with ernie4_5's interleaved "
-                  "apply_rotary_pos_emb; no q/k norm)",
+                  "apply_rotary_pos_emb; no q/k norm); ernie4_5_vl_moe/modular_ernie4_5_vl_moe.py "
+                  "Ernie4_5_VLMoeTextAttention(Ernie4_5_MoeAttention): pass (rotate_half_text on "
+                  "x[..., 0::2], x[..., 1::2]; the 3-D rope re-interleaves to base^(-2i/head_dim) "
+                  "when the three positions are equal, as for text tokens)",
   });
   add({
       .name = "Hunyuan (dense / MoE)",
@@ -451,8 +480,8 @@ std::vector<Architecture> build() {
       .name = "MiniMax-M2",
       .model_types = {"minimax_m2"},
       .k_norm = KN::AcrossHeads,
-      .reads =
-          with_basics({"rotary_dim", "partial_rotary_factor", "use_qk_norm", "attn_type_list"}),
+      .reads = with_basics(
+          {"rotary_dim", "partial_rotary_factor", "use_qk_norm", "qk_norm_type", "attn_type_list"}),
       .citation = "transformers src/transformers/models/minimax_m2/modular_minimax_m2.py "
                   "MiniMaxM2Attention (FlexOlmoAttention: k_norm = RMSNorm(num_key_value_heads * "
                   "head_dim) before the head split; glm4_moe partial rotate_half); MiniMaxAI "
@@ -567,7 +596,7 @@ std::vector<Architecture> build() {
       .name = "Llama-like",
       .model_types = {"bitnet", "phimoe", "hyperclovax", "emu3_text_model", "deepseek_ocr2_text",
                       "seed_oss", "arcee", "jais2", "iquestcoder", "bailing_moe", "solar",
-                      "cosmos3_edge_text"},
+                      "cosmos3_edge_text", "aria_text", "openpangu_vl"},
       .reads = with_basics({}),
       .citation =
           "transformers src/transformers/models/bitnet/modular_bitnet.py "
@@ -587,7 +616,14 @@ std::vector<Architecture> build() {
           "neox; no q/k norm; the bskcn skip connections mix hidden states, not K); transformers "
           "cosmos3_edge/modular_cosmos3_edge.py Cosmos3EdgeTextAttention(LlamaAttention) "
           "(rotate_half; interleaved mrope cat'd like Qwen3-VL, its three positions equal for "
-          "text tokens)",
+          "text tokens); aria/modular_aria.py AriaTextAttention(LlamaAttention) "
+          "(AriaCrossAttention "
+          "is in the vision projector only); vLLM vllm/model_executor/models/openpangu_vl.py "
+          "(language_model = PanguEmbeddedForCausalLM on the flat config) and openpangu.py "
+          "OpenPanguEmbeddedAttention (head_dim = config.head_dim or hidden_size // heads; no q/k "
+          "norm; neox get_rope, interleaved mrope equal for text tokens; MLA keys, "
+          "param_sink_number and interleaved_sliding_window select other attentions and are "
+          "refused as unread)",
   });
   add({
       .name = "Helium",
@@ -738,6 +774,103 @@ std::vector<Architecture> build() {
           "configuration_muse_glimmer_assistant.py layer_types default: every layer "
           "sliding_attention, sliding_window 2048)",
   });
+  add({
+      .name = "Falcon",
+      .model_types = {"falcon"},
+      .nope = NR::IfAlibi,
+      .kv_heads = KvHeadsRule::Falcon,
+      .reads = {"num_kv_heads", "multi_query", "new_decoder_architecture", "alibi"},
+      .citation =
+          "transformers src/transformers/models/falcon/modeling_falcon.py FalconAttention "
+          "(head_dim = hidden_size // num_heads; num_kv_heads = config.num_kv_heads if "
+          "new_decoder_architecture or not multi_query else 1; rotate_half RoPE over the head "
+          "unless alibi; no q/k norm); configuration_falcon.py (multi_query default True, "
+          "num_kv_heads default num_attention_heads)",
+  });
+  add({
+      .name = "PaddleOCR-VL (text)",
+      .model_types = {"paddleocr_vl_text", "paddleocr_vl"},
+      .reads = with_basics({"layer_types"}),
+      .citation =
+          "transformers src/transformers/models/paddleocr_vl/modular_paddleocr_vl.py "
+          "PaddleOCRAttention(Qwen2_5OmniAttention) (apply_multimodal_rotary_pos_emb: rotate_half "
+          "with mrope sections, equal for text tokens; no q/k norm); PaddleOCRTextConfig "
+          "(head_dim 128 and num_key_value_heads 2 by default, not derived)",
+  });
+  add({
+      .name = "Molmo",
+      .model_types = {"molmo"},
+      .k_norm = KN::AcrossHeadsIfQkNorm,
+      .reads = {"num_key_value_heads", "attention_layer_norm"},
+      .citation = "vLLM vllm/model_executor/models/molmo.py MolmoAttention (head_dim = hidden_size "
+                  "// num_heads; k_norm = RMSNorm(num_kv_heads * head_dim) iff "
+                  "attention_layer_norm, across heads, before RoPE; get_rope neox over the head; "
+                  "clip_qkv is refused as unread: the hub code clamps Q/K/V, vLLM does not)",
+  });
+  add({
+      .name = "Molmo 2 (text)",
+      .model_types = {"molmo2_text"},
+      .k_norm = KN::ByQkNormType,
+      .reads = with_basics({"use_qk_norm", "qk_norm_type", "layer_types"}),
+      .citation =
+          "transformers src/transformers/models/molmo2/modular_molmo2.py Molmo2Attention"
+          "(Olmo2Attention) (qk_norm_type \"qwen3\": k_norm = RMSNorm(head_dim) on the per-head "
+          "view before rotate_half RoPE; \"olmo\": RMSNorm over num_key_value_heads * head_dim; "
+          "self-attention only, images spliced into the embeddings; rope_scaling_layers that "
+          "leave some layers unscaled are refused as unread)",
+  });
+  add({
+      .name = "Nemotron-NAS (DeciLM)",
+      .model_types = {"nemotron-nas", "nemotron_nas"},
+      .reads = with_basics({"block_configs"}),
+      .citation =
+          "vLLM vllm/model_executor/models/nemotron_nas.py DeciLMAttention(LlamaAttention) and "
+          "DeciLMDecoderLayer (block_configs[i].attention.no_op: no attention, no KV; "
+          "num_kv_heads = num_attention_heads // n_heads_in_group; neox get_rope over the head; "
+          "no q/k norm); the config.json model_type is nemotron-nas",
+  });
+  add({
+      .name = "Spark 2.5",
+      .model_types = {"spark2_5"},
+      .kinds = KD::KeyRequired,
+      .rotary_per_layer_type = true,
+      .reads = with_basics({"layer_types"}),
+      .citation =
+          "sglang python/sglang/srt/models/spark2_5.py Spark2_5Attention and "
+          "Spark2_5DecoderLayer (no q/k norm; get_rope(is_neox_style=True) with rope_theta and "
+          "partial_rotary_factor (None: 1.0) from rope_parameters[layer_type]; "
+          "config.layer_types[layer_id]; the hub copies' class defaults differ, so layer_types "
+          "is required)",
+  });
+  add({
+      .name = "Laguna",
+      .model_types = {"laguna"},
+      .k_norm = KN::Rms,
+      .rotary_per_layer_type = true,
+      .reads = with_basics({"layer_types"}),
+      .citation =
+          "transformers src/transformers/models/laguna/modular_laguna.py "
+          "LagunaAttention(AfmoeAttention) (k_norm = LagunaRMSNorm(head_dim) (Qwen2MoeRMSNorm, "
+          "weight w) on the per-head view before qwen3_5_moe apply_rotary_pos_emb, which rotates "
+          "the first rotary_dim dims with rotate_half, on every layer; the softplus gate and the "
+          "per-layer query heads do not touch K) and LagunaRotaryEmbedding "
+          "(rope_parameters[layer_type]: rope_theta and partial_rotary_factor, default 1.0; "
+          "class default full 500000 / 0.5, sliding 10000 / 1.0; layer_types default all "
+          "full_attention)",
+  });
+  add({
+      .name = "RNJ-1",
+      .model_types = {"rnj1"},
+      .k_norm = KN::RmsOnePlus,
+      .kinds = KD::KeyRequired,
+      .reads = with_basics({"layer_types"}),
+      .citation =
+          "vLLM vllm/model_executor/models/rnj1.py Rnj1Attention (k_norm = "
+          "GemmaRMSNorm(head_dim), (1 + w), on the per-head view before get_rope(is_neox_style="
+          "True) over head_dim; rope_parameters[layer_type] when keyed by layer type; "
+          "chunked_attention layers attend within blocks (a mask: K/V are per-head as on every "
+          "layer); config.layer_types[layer_idx] is required)",
+  });
   config_detail::add_refused_model_types(v);
   return v;
 }
@@ -768,6 +901,10 @@ const char* k_norm_name(KNormRule k) {
       return "L2 without weight if use_qk_norm (unsupported on RoPE layers)";
     case KNormRule::RmsAfterRope:
       return "rms after RoPE (unsupported)";
+    case KNormRule::AcrossHeadsIfQkNorm:
+      return "across all heads if the qk-norm key is true (unsupported)";
+    case KNormRule::ByQkNormType:
+      return "rms if qk_norm_type is qwen3; across heads (unsupported) if olmo";
   }
   return "?";
 }
@@ -782,6 +919,8 @@ const char* rotary_name(RotaryDefault r, NopeRule n) {
       return "head_dim; full layers NoPE when sliding_window is set";
     case NopeRule::WithoutRotaryFlag:
       return "rotary_dim if \"rotary\": true, else none";
+    case NopeRule::IfAlibi:
+      return "head_dim; none if \"alibi\": true";
     case NopeRule::None:
       break;
   }

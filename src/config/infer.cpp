@@ -14,7 +14,8 @@ struct QkNorm {
 
 QkNorm qk_norm_of(const Doc& doc, const Family& fam) {
   QkNorm q;
-  for (const char* k : {"use_qk_norm", "qk_layernorm", "qk_norm", "normalize_qk_projections"}) {
+  for (const char* k : {"use_qk_norm", "qk_layernorm", "qk_norm", "normalize_qk_projections",
+                        "attention_layer_norm"}) {
     if (!fam.reads(k)) continue;
     if (Hit h = doc.find({k})) {
       q.key = h;
@@ -37,7 +38,16 @@ Sourced<int> rotary_of(const Doc& doc, const Family& fam, int D, const std::stri
       return {r, h.path};
     }
   Hit factor;
-  if (fam.reads("rotary_pct")) factor = doc.find({"rotary_pct"});  // GPT-NeoX
+  if (fam.arch->rotary_per_layer_type) {
+    // Laguna: rope_parameters[layer_type].get("partial_rotary_factor", 1.0).
+    Hit params = rope_params_for(doc, tname.empty() ? "full_attention" : tname);
+    if (!params || !present(*params.v, "partial_rotary_factor"))
+      return {D, (params ? params.path : std::string("rope_parameters")) +
+                     " has no partial_rotary_factor: " +
+                     fam.rule("-> rotates head_dim (the factor defaults to 1.0)")};
+    factor = {&(*params.v)["partial_rotary_factor"], params.path + ".partial_rotary_factor"};
+  }
+  if (!factor && fam.reads("rotary_pct")) factor = doc.find({"rotary_pct"});  // GPT-NeoX
   if (!factor && fam.reads("partial_rotary_factor")) {
     factor = doc.find({"partial_rotary_factor"});
     if (!factor)
@@ -71,7 +81,8 @@ Sourced<bool> neox_of(const Doc& doc, const Family& fam) {
 }
 
 // K norm of one attention layer; sets L.unsupported for kinds the fused path cannot do.
-void k_norm_of(LayerAttention& L, const Family& fam, const QkNorm& qk, const std::string& li) {
+void k_norm_of(LayerAttention& L, const Family& fam, const QkNorm& qk, const std::string& li,
+               const std::string& qk_type, const std::string& qk_type_src) {
   const std::string key = qk.key ? qk.key.path + " = true" : std::string();
   switch (fam.arch->k_norm) {
     case KNormRule::None:
@@ -115,6 +126,28 @@ void k_norm_of(LayerAttention& L, const Family& fam, const QkNorm& qk, const std
       L.unsupported = li + ": K norm after RoPE (" + fam.arch->citation +
                       "); the fused path normalizes K before RoPE only";
       return;
+    case KNormRule::AcrossHeadsIfQkNorm:
+      if (!qk.on) {
+        L.k_norm = {KNormKind::None, fam.rule("without a true qk-norm key has no K norm")};
+        return;
+      }
+      L.k_norm = {KNormKind::None, key + ": RMSNorm over num_key_value_heads * head_dim"};
+      L.unsupported = li + ": " + key + " normalizes K across all KV heads together (" +
+                      fam.arch->citation + "); the fused path supports only per-head RMS K norm";
+      return;
+    case KNormRule::ByQkNormType:
+      if (qk_type == "qwen3") {
+        L.k_norm = {KNormKind::Rms, qk_type_src + " = \"qwen3\": " +
+                                        fam.rule("-> per-head RMSNorm(head_dim), weight w")};
+        return;
+      }
+      L.k_norm = {KNormKind::None, qk_type_src + " = \"" + qk_type + "\""};
+      L.unsupported =
+          li + ": " + qk_type_src + " = \"" + qk_type + "\" (" + fam.arch->citation +
+          (qk_type == "olmo" ? "): one RMSNorm over all KV heads; the fused path supports only "
+                               "per-head RMS K norm"
+                             : "): a kind this family's modeling code does not define");
+      return;
     case KNormRule::L2IfQkNorm:
       if (!qk.on) {
         L.k_norm = {KNormKind::None, fam.rule("without use_qk_norm has no K norm")};
@@ -126,6 +159,27 @@ void k_norm_of(LayerAttention& L, const Family& fam, const QkNorm& qk, const std
                         fam.arch->citation + "); not supported by the fused path";
       return;
   }
+}
+
+// Falcon's KV heads (FalconAttention: num_kv_heads if new_decoder_architecture or not
+// multi_query, else 1; FalconConfig: multi_query defaults to true, num_kv_heads to the heads).
+Sourced<int> falcon_kv_heads(const Doc& doc, const Family& fam, int heads,
+                             const std::string& heads_src) {
+  Hit nda = doc.find({"new_decoder_architecture"});
+  Hit mq = doc.find({"multi_query"});
+  const bool new_arch = nda && doc.boolean(nda);
+  const bool multi = mq ? doc.boolean(mq) : true;
+  if (!new_arch && multi)
+    return {1, (mq ? mq.path + " = true"
+                   : fam.rule("class default (FalconConfig) multi_query = "
+                              "true")) +
+                   ": one KV head (num_kv_heads is not read without new_decoder_architecture)"};
+  const std::string why =
+      new_arch ? nda.path + " = true" : mq.path + " = false (without new_decoder_architecture)";
+  if (Hit kv = doc.find({"num_kv_heads"}))
+    return {doc.positive_int(kv), kv.path + " (" + why + ")"};
+  if (!heads) doc.fail("num_attention_heads", "missing: Falcon's KV heads default to it");
+  return {heads, "default: " + heads_src + " (FalconConfig num_kv_heads None; " + why + ")"};
 }
 
 }  // namespace
@@ -170,6 +224,22 @@ ModelConfig infer(const Doc& doc, ModelConfig cfg, const Family& fam) {
 
   const Sourced<bool> neox = neox_of(doc, fam);
   const QkNorm qk = qk_norm_of(doc, fam);
+  // Molmo 2: qk_norm_type names the kind; the class defaults disagree across versions.
+  std::string qk_type, qk_type_src;
+  if (fam.arch->k_norm == KNormRule::ByQkNormType) {
+    Hit t = doc.find({"qk_norm_type"});
+    if (!t)
+      doc.refuse("qk_norm_type",
+                 "is missing: " + fam.arch->name +
+                     " normalizes K per head (\"qwen3\") or across "
+                     "all heads (\"olmo\") by it, and versions of its config class default to "
+                     "either; add the key as the checkpoint was trained");
+    qk_type = doc.string(t);
+    qk_type_src = t.path;
+  }
+  // Falcon: "alibi": true means no RoPE.
+  Hit alibi = fam.arch->nope == NopeRule::IfAlibi ? doc.find({"alibi"}) : Hit{};
+  const bool alibi_on = alibi && doc.boolean(alibi);
   const Sourced<double> eps = cfg.eps;
 
   for (int i = 0; i < n; ++i) {
@@ -238,6 +308,8 @@ ModelConfig infer(const Doc& doc, ModelConfig cfg, const Family& fam) {
                         std::to_string(layer_heads));
       L.num_kv_heads = {layer_heads / g, "derived: " + heads_src + " / " + p + " = " +
                                              std::to_string(layer_heads) + "/" + std::to_string(g)};
+    } else if (fam.arch->kv_heads == KvHeadsRule::Falcon) {
+      L.num_kv_heads = falcon_kv_heads(doc, fam, layer_heads, heads_src);
     } else if (Hit mq = doc.find({"multi_query_attention"}); mq && doc.boolean(mq)) {
       Hit g = doc.find({"multi_query_group_num"});
       if (!g) doc.fail(mq.path, "is true but multi_query_group_num is missing");
@@ -277,6 +349,11 @@ ModelConfig infer(const Doc& doc, ModelConfig cfg, const Family& fam) {
                L.kind.value == LayerKind::FullAttention && window) {
       L.rotary_dim = {
           0, fam.rule("-> full-attention layers are NoPE when " + window.path + " is set")};
+    } else if (fam.arch->nope == NopeRule::IfAlibi && alibi_on) {
+      L.rotary_dim = {0, alibi.path +
+                             " = true: no RoPE (ALiBi biases the attention scores; K is "
+                             "not rotated): " +
+                             fam.rule("-> RoPE unless alibi")};
     } else if (fam.arch->nope == NopeRule::WithoutRotaryFlag && !rotary_on) {
       L.rotary_dim = {
           0, fam.rule("without \"rotary\": true uses learned absolute positions (no RoPE)")};
@@ -284,7 +361,7 @@ ModelConfig infer(const Doc& doc, ModelConfig cfg, const Family& fam) {
 
     L.is_neox_style = neox;
     L.eps = eps;
-    k_norm_of(L, fam, qk, li);
+    k_norm_of(L, fam, qk, li, qk_type, qk_type_src);
 
     if (fam.arch->mla)
       L.unsupported =

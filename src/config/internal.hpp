@@ -269,11 +269,15 @@ std::string nearest_supported(const std::string& type, size_t count);
 
 // Layer kinds (layer_kinds.cpp).
 std::optional<LayerKind> kind_from_name(const std::string& raw);
+// "full_attention" / "sliding_attention"; "" for a layer without KV.
+std::string type_name(LayerKind k);
 // The resolved kind of every layer, with the layer_types name each came from (not a plan:
 // "Plan" is the validated layer grouping of validate.hpp).
 struct LayerKinds {
   std::vector<Sourced<LayerKind>> kinds;
-  std::vector<std::string> type_names;  // "full_attention" / "sliding_attention" / "" (no KV)
+  // Per layer: its layer_types name as written (lower case), or "full_attention" /
+  // "sliding_attention" from another pattern key; "" for a layer without KV.
+  std::vector<std::string> type_names;
 };
 LayerKinds resolve_kinds(const Doc& doc, const Family& fam, int n);
 

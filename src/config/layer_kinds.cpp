@@ -48,6 +48,10 @@ LayerKinds resolve_kinds(const Doc& doc, const Family& fam, int n) {
             p, "unknown layer type \"" + list[i].get<std::string>() + "\"; known: " + kKnownKinds);
       return Sourced<LayerKind>{*k, p + " = " + list[i].get<std::string>()};
     });
+    // The names as written: RoPE parameters keyed by layer type use them ("chunked_attention").
+    for (int i = 0; i < n; ++i)
+      plan.type_names.push_back(
+          plan.kinds[i].value == LayerKind::NoAttention ? "" : lower(list[i].get<std::string>()));
   } else if (Hit h = doc.find({"layers_block_type"})) {
     const json& list = doc.layer_list(h, n);
     set_all([&](int i) {
@@ -241,7 +245,10 @@ LayerKinds resolve_kinds(const Doc& doc, const Family& fam, int n) {
       });
     }
   }
-  for (auto& k : plan.kinds) plan.type_names.push_back(type_name(k.value));
+  if (plan.type_names.size() != plan.kinds.size()) {
+    plan.type_names.clear();
+    for (auto& k : plan.kinds) plan.type_names.push_back(type_name(k.value));
+  }
   return plan;
 }
 

@@ -161,7 +161,7 @@ std::vector<UnreadKey> unread_layout_keys(const Doc& doc, const Family& fam) {
   if (doc.nested()) scan(*doc.nested(), doc.nested_name() + ".");
   scan(doc.root(), "");
   // partial_rotary_factor may also sit inside rope_parameters / rope_scaling (per type too).
-  if (!fam.reads("partial_rotary_factor")) {
+  if (!fam.reads("partial_rotary_factor") && !fam.arch->rotary_per_layer_type) {
     for (const char* key : {"rope_parameters", "rope_scaling"}) {
       Hit h = doc.find({key});
       if (!h || !h.v->is_object()) continue;

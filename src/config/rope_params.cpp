@@ -22,9 +22,13 @@ Hit rope_params_for(const Doc& doc, const std::string& tname) {
   if (!h) return {};
   if (!h.v->is_object()) doc.fail(h.path, "expected an object (or null), got " + show(*h.v));
   if (keyed_by_layer_type(*h.v)) {
-    if (!present(*h.v, tname))
-      doc.fail(h.path, "is keyed by layer type but has no entry for \"" + tname + "\"");
-    return {&(*h.v)[tname], h.path + "." + tname};
+    if (present(*h.v, tname)) return {&(*h.v)[tname], h.path + "." + tname};
+    // A name of its own (Rnj1's "chunked_attention") may be keyed by its canonical kind.
+    const auto kind = kind_from_name(tname);
+    const std::string canonical = kind ? type_name(*kind) : "";
+    if (!canonical.empty() && present(*h.v, canonical))
+      return {&(*h.v)[canonical], h.path + "." + canonical};
+    doc.fail(h.path, "is keyed by layer type but has no entry for \"" + tname + "\"");
   }
   return h;
 }
@@ -34,7 +38,9 @@ Sourced<RopeFrequencies> resolve_rope(const Doc& doc, const Family& fam, LayerKi
   Sourced<RopeFrequencies> out;
   RopeFrequencies& r = out.value;
   Hit params = rope_params_for(doc, tname);
-  const bool per_type = params && params.path.find("." + tname) != std::string::npos;
+  Hit top = doc.find({"rope_parameters"});
+  if (!top) top = doc.find({"rope_scaling"});
+  const bool per_type = params && top && keyed_by_layer_type(*top.v);
   const bool local_rule =
       kind == LayerKind::SlidingAttention && !per_type && doc.find({"rope_local_base_freq"});
 

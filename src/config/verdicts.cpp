@@ -5,11 +5,10 @@
 // model_type are not listed: the text config's verdict applies (config.cpp).
 //
 // The reasons were first drafted (scripts/gen-refusal-draft.py) from what the modeling file holds
-// (MLA keys, cross-attention, RoPE, K-norm shapes) and then corrected by hand where the file was
-// read closer (OLMo norms, Gemma 3n/4 KV sharing, ...). "not yet checked" means what it says: the
-// attention uses RoPE, but no one has yet stated its K norm, RoPE pairing and layer kinds as a
-// registry entry; a config of it is refused rather than guessed. Moving one to a supported entry is
-// adding its rule to architectures.cpp and deleting its row here.
+// (MLA keys, cross-attention, RoPE, K-norm shapes) and then corrected by hand, each from a read of
+// its modeling file (OLMo norms, Gemma 3n/4 KV sharing, FoPE, MoVA, ...). Two files could not be
+// read (lfm3, inkling2): they are refused and say so, rather than guessed. Moving a row to a
+// supported entry is adding its rule to architectures.cpp and deleting its row here.
 #include "internal.hpp"
 
 namespace fkv::config_detail {
@@ -32,10 +31,6 @@ void add_refused_model_types(std::vector<Architecture>& table) {
        "vLLM vllm/model_executor/models/alpamayo2_super.py"},
       {"apertus1p5_text", "no RoPE attention in its modeling code (encoder, audio or vision model)",
        "transformers src/transformers/models/apertus1p5/modular_apertus1p5.py"},
-      {"aria_text",
-       "cross-attention (encoder-decoder or cross-attention layers): K/V come from another "
-       "sequence",
-       "transformers src/transformers/models/aria/modular_aria.py"},
       {"audioflamingo3", "no RoPE: absolute / learned positions or ALiBi",
        "transformers src/transformers/models/audioflamingo3/modular_audioflamingo3.py"},
       {"axk1", "MLA (kv_lora_rank): the cache holds a compressed latent, not per-head K/V",
@@ -188,9 +183,10 @@ void add_refused_model_types(std::vector<Architecture>& table) {
        "MLA (kv_lora_rank): the cache holds a compressed latent, not per-head K/V",
        "vLLM vllm/model_executor/models/deepseek_eagle3.py"},
       {"deepseek_janus_pro",
-       "not yet checked against its modeling code (RoPE attention whose K norm, RoPE pairing and "
-       "layer kinds no registry entry states)",
-       "sglang python/sglang/srt/models/deepseek_janus_pro.py"},
+       "an engine module name, not a config.json model_type: the checkpoint's model_type is "
+       "multi_modality, whose language_config (a LlamaConfig) runs as LlamaForCausalLM; "
+       "neither key is read",
+       "sglang python/sglang/srt/models/deepseek_janus_pro.py MultiModalityCausalLM"},
       {"deepseek_mtp",
        "an engine draft/MTP module name, not a config.json model_type: its config carries the "
        "target model_type (or a speculators draft format), whose verdict applies",
@@ -235,13 +231,16 @@ void add_refused_model_types(std::vector<Architecture>& table) {
       {"diffllama", "differential attention: two softmax maps per head over split Q/K",
        "transformers src/transformers/models/diffllama/modular_diffllama.py"},
       {"diffusion_gemma_text",
-       "not yet checked against its modeling code (RoPE attention whose K norm, RoPE pairing and "
-       "layer kinds no registry entry states)",
-       "transformers src/transformers/models/diffusion_gemma/modular_diffusion_gemma.py"},
+       "V is normalized (v_norm) on every layer and full-attention layers have no v_proj (V "
+       "is built from the K projection); head_dim and KV heads differ per layer kind; a "
+       "bidirectional block-diffusion model",
+       "transformers src/transformers/models/diffusion_gemma/modular_diffusion_gemma.py "
+       "DiffusionGemmaEncoderTextAttention"},
       {"domyn_edge",
-       "not yet checked against its modeling code (RoPE attention whose K norm, RoPE pairing and "
-       "layer kinds no registry entry states)",
-       "vLLM vllm/model_executor/models/domyn_edge.py"},
+       "head size differs per layer (head_sizes), with per-layer NoPE (position_layers) and "
+       "windows (window_sizes); the config's model_type is domynedge",
+       "vLLM vllm/model_executor/models/domyn_edge.py DomynEdgeAttention (a vendored copy of "
+       "an unmerged branch)"},
       {"dory", "K norm is an L2 norm without weight (nGPT unit-norm keys), not an RMSNorm",
        "transformers src/transformers/models/dory/modular_dory.py DoryAttention(AfmoeAttention) "
        "(k_norm = DoryL2Norm() before RoPE)"},
@@ -252,10 +251,6 @@ void add_refused_model_types(std::vector<Architecture>& table) {
       {"dots3_note_text",
        "MLA (kv_lora_rank): the cache holds a compressed latent, not per-head K/V",
        "transformers src/transformers/models/dots3_note/modular_dots3_note.py"},
-      {"dots_ocr",
-       "not yet checked against its modeling code (RoPE attention whose K norm, RoPE pairing and "
-       "layer kinds no registry entry states)",
-       "vLLM vllm/model_executor/models/dots_ocr.py"},
       {"dots_vlm", "no RoPE attention in its modeling code (encoder, audio or vision model)",
        "sglang python/sglang/srt/models/dots_vlm.py"},
       {"dspark",
@@ -287,13 +282,10 @@ void add_refused_model_types(std::vector<Architecture>& table) {
        "sequence",
        "transformers src/transformers/models/ernie/modular_ernie.py"},
       {"ernie4",
-       "not yet checked against its modeling code (RoPE attention whose K norm, RoPE pairing and "
-       "layer kinds no registry entry states)",
-       "sglang python/sglang/srt/models/ernie4.py"},
-      {"ernie4_5_vl_moe_text",
-       "not yet checked against its modeling code (RoPE attention whose K norm, RoPE pairing and "
-       "layer kinds no registry entry states)",
-       "transformers src/transformers/models/ernie4_5_vl_moe/modular_ernie4_5_vl_moe.py"},
+       "an engine module name, not a config.json model_type: the checkpoints say ernie4_5 or "
+       "ernie4_5_moe, whose entries apply",
+       "sglang python/sglang/srt/models/ernie4.py Ernie4_5_ForCausalLM, "
+       "Ernie4_5_MoeForCausalLM"},
       {"ernie4_eagle",
        "an engine draft/MTP module name, not a config.json model_type: its config carries the "
        "target model_type (or a speculators draft format), whose verdict applies",
@@ -318,10 +310,6 @@ void add_refused_model_types(std::vector<Architecture>& table) {
        "an engine draft/MTP module name, not a config.json model_type: its config carries the "
        "target model_type (or a speculators draft format), whose verdict applies",
        "vLLM vllm/model_executor/models/extract_hidden_states.py"},
-      {"falcon",
-       "not yet checked against its modeling code (RoPE attention whose K norm, RoPE pairing and "
-       "layer kinds no registry entry states)",
-       "transformers src/transformers/models/falcon/modeling_falcon.py"},
       {"falcon_h1",
        "K is scaled by key_multiplier before RoPE and the cache write, a factor the fused path "
        "does not apply",
@@ -351,9 +339,10 @@ void add_refused_model_types(std::vector<Architecture>& table) {
       {"gemma3n_text", "KV sharing across layers (num_kv_shared_layers) and per-layer inputs",
        "transformers src/transformers/models/gemma3n/modular_gemma3n.py"},
       {"gemma4_assistant",
-       "cross-attention (encoder-decoder or cross-attention layers): K/V come from another "
-       "sequence",
-       "transformers src/transformers/models/gemma4_assistant/modeling_gemma4_assistant.py"},
+       "no K/V of its own: every layer is KV-shared and reads the target Gemma 4's cached "
+       "K/V (num_kv_shared_layers = num_hidden_layers is enforced)",
+       "transformers src/transformers/models/gemma4_assistant/modeling_gemma4_assistant.py "
+       "Gemma4AssistantForCausalLM and configuration_gemma4_assistant.py"},
       {"gemma4_dspark",
        "an engine draft/MTP module name, not a config.json model_type: its config carries the "
        "target model_type (or a speculators draft format), whose verdict applies",
@@ -407,9 +396,9 @@ void add_refused_model_types(std::vector<Architecture>& table) {
        "reward/classification head): the nested text config's model_type decides",
        "no modeling file in the engines read (vllm:Glm5NextForCausalLM vllm:Glm5NextMTPModel)"},
       {"glm_image_vl",
-       "not yet checked against its modeling code (RoPE attention whose K norm, RoPE pairing and "
-       "layer kinds no registry entry states)",
-       "sglang python/sglang/srt/models/glm_image_vl.py"},
+       "an engine module name, not a config.json model_type: the checkpoint's model_type is "
+       "glm_image, whose text_config names glm_image_text",
+       "sglang python/sglang/srt/models/glm_image_vl.py GlmImageForConditionalGeneration"},
       {"glm_moe_dsa", "MLA (kv_lora_rank): the cache holds a compressed latent, not per-head K/V",
        "transformers src/transformers/models/glm_moe_dsa/modular_glm_moe_dsa.py"},
       {"glm_ocr_mtp",
@@ -433,10 +422,6 @@ void add_refused_model_types(std::vector<Architecture>& table) {
        "transformers src/transformers/models/gpt2/modeling_gpt2.py"},
       {"gpt_bigcode", "no RoPE: absolute / learned positions or ALiBi",
        "transformers src/transformers/models/gpt_bigcode/modeling_gpt_bigcode.py"},
-      {"granite4_vision_text",
-       "cross-attention (encoder-decoder or cross-attention layers): K/V come from another "
-       "sequence",
-       "transformers src/transformers/models/granite4_vision/modular_granite4_vision.py"},
       {"granite_speech",
        "cross-attention (encoder-decoder or cross-attention layers): K/V come from another "
        "sequence",
@@ -462,9 +447,11 @@ void add_refused_model_types(std::vector<Architecture>& table) {
       {"granitemoeshared", "no attention with RoPE (SSM / recurrent layers)",
        "transformers src/transformers/models/granitemoeshared/modular_granitemoeshared.py"},
       {"grok",
-       "not yet checked against its modeling code (RoPE attention whose K norm, RoPE pairing and "
-       "layer kinds no registry entry states)",
-       "sglang python/sglang/srt/models/grok.py"},
+       "an engine module name, not a config.json model_type (Grok-2 configs say \"git\", which "
+       "is another model's type); its RoPE is a YaRN-like scaling set by top-level keys no "
+       "rule reads",
+       "sglang python/sglang/srt/models/grok.py Grok1Attention (ScalingRotaryEmbedding from "
+       "get_rope_scaling(config))"},
       {"h2ovl",
        "an engine module name, not a config.json model_type (a multimodal wrapper or "
        "reward/classification head): the nested text config's model_type decides",
@@ -500,15 +487,18 @@ void add_refused_model_types(std::vector<Architecture>& table) {
        "sequence",
        "transformers src/transformers/models/idefics/modeling_idefics.py"},
       {"inkling",
-       "not yet checked against its modeling code (RoPE attention whose K norm, RoPE pairing and "
-       "layer kinds no registry entry states)",
-       "sglang python/sglang/srt/models/inkling.py"},
+       "K and V pass through a causal short convolution over tokens (k_sconv, v_sconv) "
+       "before the K norm, and position enters only as a learned relative-logit bias (no "
+       "RoPE)",
+       "sglang python/sglang/srt/models/inkling_common/attn.py InklingAttention"},
       {"inkling2_loop_text", "no attention with RoPE (SSM / recurrent layers)",
        "transformers src/transformers/models/inkling2_loop/modular_inkling2_loop.py"},
       {"inkling2_text",
-       "not yet checked against its modeling code (RoPE attention whose K norm, RoPE pairing and "
-       "layer kinds no registry entry states)",
-       "transformers src/transformers/models/inkling2/modular_inkling2.py"},
+       "its modeling file could not be read (not in the references fkv-jit was checked "
+       "against); refused rather than guessed (Inkling's attention convolves K and V over "
+       "tokens)",
+       "transformers src/transformers/models/inkling2/modular_inkling2.py (not available to "
+       "read)"},
       {"inkling_text", "no attention with RoPE (SSM / recurrent layers)",
        "transformers src/transformers/models/inkling/modular_inkling.py"},
       {"internlm2_reward",
@@ -520,13 +510,15 @@ void add_refused_model_types(std::vector<Architecture>& table) {
        "reward/classification head): the nested text config's model_type decides",
        "vLLM vllm/model_executor/models/interns1.py"},
       {"interns1_pro",
-       "not yet checked against its modeling code (RoPE attention whose K norm, RoPE pairing and "
-       "layer kinds no registry entry states)",
-       "vLLM vllm/model_executor/models/interns1_pro.py"},
+       "FoPE: each KV head mixes the RoPE frequencies through learned cos_coef/sin_coef "
+       "weights, not a RoPE table",
+       "vLLM vllm/model_executor/models/interns1_pro.py InternS1ProMoeAttention "
+       "(apply_rotary_pos_emb_sep with FourierRotaryEmbedding)"},
       {"interns1pro",
-       "not yet checked against its modeling code (RoPE attention whose K norm, RoPE pairing and "
-       "layer kinds no registry entry states)",
-       "sglang python/sglang/srt/models/interns1pro.py"},
+       "an engine module name, not a config.json model_type (the checkpoint says "
+       "interns1_pro); its text attention adds FoPE (learned per-KV-head cos_coef/sin_coef) "
+       "to Qwen3-MoE's",
+       "sglang python/sglang/srt/models/interns1pro.py InternS1ProTextAttention"},
       {"interns2_mobius",
        "an engine module name, not a config.json model_type (a multimodal wrapper or "
        "reward/classification head): the nested text config's model_type decides",
@@ -546,9 +538,11 @@ void add_refused_model_types(std::vector<Architecture>& table) {
        "vLLM vllm/model_executor/models/iquest_loopcoder.py LoopCoderAttention (one Attention per "
        "loop; neox RoPE, no q/k norm)"},
       {"iquest_q1",
-       "not yet checked against its modeling code (RoPE attention whose K norm, RoPE pairing and "
-       "layer kinds no registry entry states)",
-       "sglang python/sglang/srt/models/iquest_q1.py"},
+       "its layer kinds are derived from first/hybrid-block/last layer keys while "
+       "config.json's layer_types is discarded, and sliding layers rotate with "
+       "swa_rope_theta: keys no rule reads",
+       "sglang python/sglang/srt/models/iquest_q1.py IQuestQ1Attention and "
+       "python/sglang/srt/configs/iquest_q1.py IQuestQ1Config"},
       {"iquest_q1_mtp",
        "an engine draft/MTP module name, not a config.json model_type: its config carries the "
        "target model_type (or a speculators draft format), whose verdict applies",
@@ -558,9 +552,10 @@ void add_refused_model_types(std::vector<Architecture>& table) {
        "reward/classification head): the nested text config's model_type decides",
        "vLLM vllm/model_executor/models/isaac.py"},
       {"jet_nemotron",
-       "not yet checked against its modeling code (RoPE attention whose K norm, RoPE pairing and "
-       "layer kinds no registry entry states)",
-       "sglang python/sglang/srt/models/jet_nemotron.py"},
+       "its layer_types names (attn, swa, jet) and the window in "
+       "efficient_attention_config.swa.window_size are read by no rule; K itself: "
+       "Qwen2-style (bias, no K norm, neox RoPE) on attn/swa layers, jet layers have no KV",
+       "sglang python/sglang/srt/models/jet_nemotron.py JetNemotronAttention"},
       {"jet_vlm",
        "an engine module name, not a config.json model_type (a multimodal wrapper or "
        "reward/classification head): the nested text config's model_type decides",
@@ -568,17 +563,15 @@ void add_refused_model_types(std::vector<Architecture>& table) {
       {"jetmoe", "mixture-of-attention heads (MoA): K/V projected per expert",
        "transformers src/transformers/models/jetmoe/modular_jetmoe.py"},
       {"k2_horizon",
-       "not yet checked against its modeling code (RoPE attention whose K norm, RoPE pairing and "
-       "layer kinds no registry entry states)",
-       "vLLM vllm/model_executor/models/k2_horizon.py"},
+       "V is a routed mixture of value-expert projections (MoVA), the K-norm weight differs "
+       "per KV head, and partial RoPE pairs dims (i, i + head_dim/2)",
+       "vLLM vllm/model_executor/models/k2_horizon.py K2HorizonMoVAAttention, "
+       "K2HorizonAttention"},
       {"kanana_v",
-       "not yet checked against its modeling code (RoPE attention whose K norm, RoPE pairing and "
-       "layer kinds no registry entry states)",
-       "vLLM vllm/model_executor/models/kanana_v.py"},
-      {"keye",
-       "not yet checked against its modeling code (RoPE attention whose K norm, RoPE pairing and "
-       "layer kinds no registry entry states)",
-       "vLLM vllm/model_executor/models/keye.py"},
+       "an engine module name, not a config.json model_type: the checkpoint's model_type is "
+       "kanana-1.5-v (hub remote code), whose text_config names kanana-1.5-3b-instruct (a "
+       "LlamaConfig run as LlamaForCausalLM)",
+       "vLLM vllm/model_executor/models/kanana_v.py KananaVForConditionalGeneration"},
       {"keye_vl1_5",
        "an engine module name, not a config.json model_type (a multimodal wrapper or "
        "reward/classification head): the nested text config's model_type decides",
@@ -608,12 +601,6 @@ void add_refused_model_types(std::vector<Architecture>& table) {
        "cross-attention (encoder-decoder or cross-attention layers): K/V come from another "
        "sequence",
        "transformers src/transformers/models/kosmos2/modeling_kosmos2.py"},
-      {"laguna",
-       "partial_rotary_factor differs per layer type (rope_parameters: full 0.5, sliding 1.0 by "
-       "default) while the config class also carries a top-level partial_rotary_factor that the "
-       "reader would apply to every layer; K itself: RMSNorm weight w before neox RoPE",
-       "transformers src/transformers/models/laguna/modular_laguna.py "
-       "LagunaAttention(AfmoeAttention) and LagunaRotaryEmbedding (partial rotary per layer type)"},
       {"laguna_dflash",
        "an engine draft/MTP module name, not a config.json model_type: its config carries the "
        "target model_type (or a speculators draft format), whose verdict applies",
@@ -623,9 +610,9 @@ void add_refused_model_types(std::vector<Architecture>& table) {
        "target model_type (or a speculators draft format), whose verdict applies",
        "sglang python/sglang/srt/models/lfm2_dspark.py"},
       {"lfm3",
-       "not yet checked against its modeling code (RoPE attention whose K norm, RoPE pairing and "
-       "layer kinds no registry entry states)",
-       "transformers src/transformers/models/lfm3/modular_lfm3.py"},
+       "its modeling file could not be read (not in the references fkv-jit was checked "
+       "against); refused rather than guessed",
+       "transformers src/transformers/models/lfm3/modular_lfm3.py (not available to read)"},
       {"lightonocr",
        "an engine module name, not a config.json model_type (a multimodal wrapper or "
        "reward/classification head): the nested text config's model_type decides",
@@ -635,9 +622,10 @@ void add_refused_model_types(std::vector<Architecture>& table) {
        "target model_type (or a speculators draft format), whose verdict applies",
        "vLLM vllm/model_executor/models/lilicorr.py"},
       {"llada2",
-       "not yet checked against its modeling code (RoPE attention whose K norm, RoPE pairing and "
-       "layer kinds no registry entry states)",
-       "sglang python/sglang/srt/models/llada2.py"},
+       "an engine module name, not a config.json model_type (the checkpoint says "
+       "llada2_moe), and its attention is bidirectional (a diffusion language model)",
+       "sglang python/sglang/srt/models/llada2.py LLaDA2MoeAttention "
+       "(AttentionType.ENCODER_ONLY)"},
       {"llama4_eagle",
        "an engine draft/MTP module name, not a config.json model_type: its config carries the "
        "target model_type (or a speculators draft format), whose verdict applies",
@@ -663,17 +651,20 @@ void add_refused_model_types(std::vector<Architecture>& table) {
        "reward/classification head): the nested text config's model_type decides",
        "sglang python/sglang/srt/models/llama_reward.py"},
       {"llava_onevision2",
-       "not yet checked against its modeling code (RoPE attention whose K norm, RoPE pairing and "
-       "layer kinds no registry entry states)",
-       "vLLM vllm/model_executor/models/llava_onevision2.py"},
+       "an engine module name, not a config.json model_type (a multimodal wrapper or "
+       "reward/classification head): the nested text config's model_type decides (qwen3 in "
+       "its configs)",
+       "vLLM vllm/model_executor/models/llava_onevision2.py "
+       "LlavaOnevision2ForConditionalGeneration"},
       {"llavavid",
        "an engine module name, not a config.json model_type (a multimodal wrapper or "
        "reward/classification head): the nested text config's model_type decides",
        "sglang python/sglang/srt/models/llavavid.py"},
       {"locate_anything",
-       "not yet checked against its modeling code (RoPE attention whose K norm, RoPE pairing and "
-       "layer kinds no registry entry states)",
-       "sglang python/sglang/srt/models/locate_anything.py"},
+       "an engine module name, not a config.json model_type: the checkpoint's model_type is "
+       "locateanything, whose text_config (qwen2) decides",
+       "sglang python/sglang/srt/models/locate_anything.py "
+       "LocateAnythingForConditionalGeneration"},
       {"longcat_flash", "MLA (kv_lora_rank): the cache holds a compressed latent, not per-head K/V",
        "transformers src/transformers/models/longcat_flash/modular_longcat_flash.py"},
       {"longcat_flash_mtp",
@@ -716,9 +707,10 @@ void add_refused_model_types(std::vector<Architecture>& table) {
        "target model_type (or a speculators draft format), whose verdict applies",
        "vLLM vllm/model_executor/models/mimo_mtp.py"},
       {"mimo_v2",
-       "not yet checked against its modeling code (RoPE attention whose K norm, RoPE pairing and "
-       "layer kinds no registry entry states)",
-       "vLLM vllm/model_executor/models/mimo_v2.py"},
+       "heads, head_dim, v_head_dim and rope_theta differ between the layer kinds of "
+       "hybrid_layer_pattern (swa_* keys), and V is scaled by attention_value_scale before "
+       "the cache write",
+       "vLLM vllm/model_executor/models/mimo_v2.py MiMoV2Attention"},
       {"mimo_v2_asr",
        "an engine module name, not a config.json model_type (a multimodal wrapper or "
        "reward/classification head): the nested text config's model_type decides",
@@ -737,9 +729,10 @@ void add_refused_model_types(std::vector<Architecture>& table) {
        "target model_type (or a speculators draft format), whose verdict applies",
        "sglang python/sglang/srt/models/mimo_v2_nextn.py"},
       {"mimo_v2_omni",
-       "not yet checked against its modeling code (RoPE attention whose K norm, RoPE pairing and "
-       "layer kinds no registry entry states)",
-       "vLLM vllm/model_executor/models/mimo_v2_omni.py"},
+       "an engine module name, not a config.json model_type: its language model is "
+       "MiMoV2FlashForCausalLM on the mimo_v2 config, refused for per-kind heads and V "
+       "scaling",
+       "vLLM vllm/model_executor/models/mimo_v2_omni.py MiMoV2OmniForCausalLM"},
       {"mindspore",
        "an engine module name, not a config.json model_type (a multimodal wrapper or "
        "reward/classification head): the nested text config's model_type decides",
@@ -759,9 +752,9 @@ void add_refused_model_types(std::vector<Architecture>& table) {
        "reward/classification head): the nested text config's model_type decides",
        "vLLM vllm/model_executor/models/minicpmv.py"},
       {"minimax_m3",
-       "not yet checked against its modeling code (RoPE attention whose K norm, RoPE pairing and "
-       "layer kinds no registry entry states)",
-       "sglang python/sglang/srt/models/minimax_m3.py"},
+       "sparse layers keep a second, normed and rotated index-key cache, and qk_norm_type "
+       "per_layer normalizes K across all heads",
+       "sglang python/sglang/srt/models/minimax_m3.py MiniMaxM3Attention"},
       {"minimax_m3_vl_text",
        "minimax_m3_sparse layers add an indexer with its own RoPE'd index-key cache "
        "(cache.update_index) beside K, a layer kind no registry rule reads (K itself: (1 + w) "
@@ -799,18 +792,10 @@ void add_refused_model_types(std::vector<Architecture>& table) {
        "rule reads (K itself: no norm, neox RoPE)",
        "transformers src/transformers/models/modernbert_decoder/modular_modernbert_decoder.py "
        "ModernBertDecoderAttention and ModernBertDecoderConfig.convert_rope_params_to_dict"},
-      {"molmo",
-       "not yet checked against its modeling code (RoPE attention whose K norm, RoPE pairing and "
-       "layer kinds no registry entry states)",
-       "vLLM vllm/model_executor/models/molmo.py"},
-      {"molmo2_text",
-       "cross-attention (encoder-decoder or cross-attention layers): K/V come from another "
-       "sequence",
-       "transformers src/transformers/models/molmo2/modular_molmo2.py"},
       {"moondream3",
-       "not yet checked against its modeling code (RoPE attention whose K norm, RoPE pairing and "
-       "layer kinds no registry entry states)",
-       "vLLM vllm/model_executor/models/moondream3.py"},
+       "V is multiplied by a learned token- and position-dependent factor (tau) before the "
+       "cache write",
+       "vLLM vllm/model_executor/models/moondream3.py Moondream3Attention"},
       {"moshi",
        "two decoders with their own KV caches: the temporal transformer (RoPE) and a depth decoder "
        "in depth_decoder_config (use_rope=False, per-codebook K projections), a pair no registry "
@@ -822,9 +807,10 @@ void add_refused_model_types(std::vector<Architecture>& table) {
        "reward/classification head): the nested text config's model_type decides",
        "vLLM vllm/model_executor/models/moss_audio.py"},
       {"moss_vl",
-       "cross-attention (encoder-decoder or cross-attention layers): K/V come from another "
-       "sequence",
-       "sglang python/sglang/srt/models/moss_vl.py"},
+       "cross-attention: the layers in cross_attention_layers take K/V from the vision "
+       "features",
+       "sglang python/sglang/srt/models/moss_vl.py MossVLTextCrossAttention "
+       "(is_cross_attention=True)"},
       {"mpt", "no RoPE: absolute / learned positions or ALiBi",
        "transformers src/transformers/models/mpt/modeling_mpt.py"},
       {"muse_glimmer_text",
@@ -864,10 +850,6 @@ void add_refused_model_types(std::vector<Architecture>& table) {
        "an engine draft/MTP module name, not a config.json model_type: its config carries the "
        "target model_type (or a speculators draft format), whose verdict applies",
        "vLLM vllm/model_executor/models/nemotron_h_mtp.py"},
-      {"nemotron_nas",
-       "not yet checked against its modeling code (RoPE attention whose K norm, RoPE pairing and "
-       "layer kinds no registry entry states)",
-       "vLLM vllm/model_executor/models/nemotron_nas.py"},
       {"nemotron_parse",
        "cross-attention (encoder-decoder or cross-attention layers): K/V come from another "
        "sequence",
@@ -913,10 +895,6 @@ void add_refused_model_types(std::vector<Architecture>& table) {
        "an engine draft/MTP module name, not a config.json model_type: its config carries the "
        "target model_type (or a speculators draft format), whose verdict applies",
        "vLLM vllm/model_executor/models/openpangu_mtp.py"},
-      {"openpangu_vl",
-       "not yet checked against its modeling code (RoPE attention whose K norm, RoPE pairing and "
-       "layer kinds no registry entry states)",
-       "vLLM vllm/model_executor/models/openpangu_vl.py"},
       {"openvla",
        "an engine module name, not a config.json model_type (a multimodal wrapper or "
        "reward/classification head): the nested text config's model_type decides",
@@ -931,14 +909,6 @@ void add_refused_model_types(std::vector<Architecture>& table) {
        "an engine module name, not a config.json model_type (a multimodal wrapper or "
        "reward/classification head): the nested text config's model_type decides",
        "vLLM vllm/model_executor/models/ovis2_5.py"},
-      {"paddleocr_vl_text",
-       "not yet checked against its modeling code (RoPE attention whose K norm, RoPE pairing and "
-       "layer kinds no registry entry states)",
-       "transformers src/transformers/models/paddleocr_vl/modular_paddleocr_vl.py"},
-      {"param2moe",
-       "not yet checked against its modeling code (RoPE attention whose K norm, RoPE pairing and "
-       "layer kinds no registry entry states)",
-       "vLLM vllm/model_executor/models/param2moe.py"},
       {"pegasus",
        "cross-attention (encoder-decoder or cross-attention layers): K/V come from another "
        "sequence",
@@ -946,17 +916,14 @@ void add_refused_model_types(std::vector<Architecture>& table) {
       {"persimmon", "K norm is a LayerNorm (mean-subtracting) when qk_layernorm is set",
        "transformers src/transformers/models/persimmon/modeling_persimmon.py"},
       {"phi3_small",
-       "not yet checked against its modeling code (RoPE attention whose K norm, RoPE pairing and "
-       "layer kinds no registry entry states)",
-       "sglang python/sglang/srt/models/phi3_small.py"},
+       "an engine module name, not a config.json model_type (the checkpoint says phi3small): "
+       "its RoPE is set by rope_embedding_base and rope_position_scale, and its attention is "
+       "blocksparse on most layers",
+       "sglang python/sglang/srt/models/phi3_small.py Phi3SmallSelfAttention"},
       {"phi3v",
        "an engine module name, not a config.json model_type (a multimodal wrapper or "
        "reward/classification head): the nested text config's model_type decides",
        "vLLM vllm/model_executor/models/phi3v.py"},
-      {"phi4_multimodal",
-       "cross-attention (encoder-decoder or cross-attention layers): K/V come from another "
-       "sequence",
-       "transformers src/transformers/models/phi4_multimodal/modular_phi4_multimodal.py"},
       {"phi4mm",
        "an engine module name, not a config.json model_type (a multimodal wrapper or "
        "reward/classification head): the nested text config's model_type decides",
@@ -976,16 +943,18 @@ void add_refused_model_types(std::vector<Architecture>& table) {
        "transformers src/transformers/models/pixtral/modeling_pixtral.py PixtralAttention, "
        "PixtralVisionRotaryEmbedding (rope_type axial)"},
       {"plamo3",
-       "not yet checked against its modeling code (RoPE attention whose K norm, RoPE pairing and "
-       "layer kinds no registry entry states)",
-       "vLLM vllm/model_executor/models/plamo3.py"},
+       "sliding layers rotate with rope_local_theta and full layers with YaRN from "
+       "rope_scaling_factor and initial_context_length: keys no rule reads (K itself: (1 + "
+       "w) RMSNorm per head before neox RoPE)",
+       "vLLM vllm/model_executor/models/plamo3.py Plamo3AttentionMixer and the hub "
+       "configuration_plamo3.py"},
       {"plbart",
        "cross-attention (encoder-decoder or cross-attention layers): K/V come from another "
        "sequence",
        "transformers src/transformers/models/plbart/modular_plbart.py"},
       {"points_v15_chat",
-       "not yet checked against its modeling code (RoPE attention whose K norm, RoPE pairing and "
-       "layer kinds no registry entry states)",
+       "an engine module name, not a config.json model_type: the checkpoint's model_type is "
+       "pointsv1.5_chat, whose llm_config is a Qwen2Config",
        "sglang python/sglang/srt/models/points_v15_chat.py"},
       {"pp_formulanet_text",
        "cross-attention (encoder-decoder or cross-attention layers): K/V come from another "
@@ -1087,12 +1056,6 @@ void add_refused_model_types(std::vector<Architecture>& table) {
        "cross-attention (encoder-decoder or cross-attention layers): K/V come from another "
        "sequence",
        "transformers src/transformers/models/rembert/modeling_rembert.py"},
-      {"rnj1",
-       "its rope_parameters are keyed by the chunked_attention layer type, which the reader reads "
-       "as sliding_attention and cannot look up; K itself: (1 + w) RMSNorm per head before neox "
-       "RoPE",
-       "vLLM vllm/model_executor/models/rnj1.py Rnj1Attention (k_norm = GemmaRMSNorm(head_dim); "
-       "rope_parameters[layer_type]; chunked_attention block-local layers)"},
       {"roberta",
        "cross-attention (encoder-decoder or cross-attention layers): K/V come from another "
        "sequence",
@@ -1124,24 +1087,12 @@ void add_refused_model_types(std::vector<Architecture>& table) {
        "vLLM vllm/model_executor/models/sarvam.py"},
       {"sarvam_mla", "MLA (kv_lora_rank): the cache holds a compressed latent, not per-head K/V",
        "transformers src/transformers/models/sarvam_mla/modular_sarvam_mla.py"},
-      {"sdar",
-       "not yet checked against its modeling code (RoPE attention whose K norm, RoPE pairing and "
-       "layer kinds no registry entry states)",
-       "sglang python/sglang/srt/models/sdar.py"},
-      {"sdar_moe",
-       "not yet checked against its modeling code (RoPE attention whose K norm, RoPE pairing and "
-       "layer kinds no registry entry states)",
-       "sglang python/sglang/srt/models/sdar_moe.py"},
       {"skyworkr1v",
        "an engine module name, not a config.json model_type (a multimodal wrapper or "
        "reward/classification head): the nested text config's model_type decides",
        "vLLM vllm/model_executor/models/skyworkr1v.py"},
       {"solar_open", "no RoPE attention in its modeling code (encoder, audio or vision model)",
        "transformers src/transformers/models/solar_open/modular_solar_open.py"},
-      {"spark2_5",
-       "not yet checked against its modeling code (RoPE attention whose K norm, RoPE pairing and "
-       "layer kinds no registry entry states)",
-       "sglang python/sglang/srt/models/spark2_5.py"},
       {"step1",
        "an engine module name, not a config.json model_type (a multimodal wrapper or "
        "reward/classification head): the nested text config's model_type decides",
@@ -1157,8 +1108,8 @@ void add_refused_model_types(std::vector<Architecture>& table) {
        "reward/classification head): the nested text config's model_type decides",
        "vLLM vllm/model_executor/models/step3_vl.py"},
       {"step3_vl_10b",
-       "not yet checked against its modeling code (RoPE attention whose K norm, RoPE pairing and "
-       "layer kinds no registry entry states)",
+       "an engine module name, not a config.json model_type: StepVLForConditionalGeneration "
+       "is a wrapper whose text_config (Qwen3) decides",
        "sglang python/sglang/srt/models/step3_vl_10b.py"},
       {"step3p5",
        "RoPE theta and partial_rotary_factors are per-layer lists in config.json, which no "
@@ -1176,8 +1127,8 @@ void add_refused_model_types(std::vector<Architecture>& table) {
        "no modeling file in the engines read (vllm:Step5ForCausalLM "
        "vllm:Step5ForConditionalGeneration vllm:Step5MTP)"},
       {"step_vl",
-       "not yet checked against its modeling code (RoPE attention whose K norm, RoPE pairing and "
-       "layer kinds no registry entry states)",
+       "an engine module name, not a config.json model_type: the StepVL wrapper, whose "
+       "text_config (Qwen3) decides",
        "vLLM vllm/model_executor/models/step_vl.py"},
       {"t5gemma2_decoder",
        "cross-attention (encoder-decoder or cross-attention layers): K/V come from another "
@@ -1223,9 +1174,11 @@ void add_refused_model_types(std::vector<Architecture>& table) {
       {"voxtral", "no RoPE: absolute / learned positions or ALiBi",
        "transformers src/transformers/models/voxtral/modular_voxtral.py"},
       {"voxtral_realtime",
-       "not yet checked against its modeling code (RoPE attention whose K norm, RoPE pairing and "
-       "layer kinds no registry entry states)",
-       "transformers src/transformers/models/voxtral_realtime/modular_voxtral_realtime.py"},
+       "an engine module name, not a config.json model_type: an audio wrapper whose "
+       "text_config is voxtral_realtime_text (MistralAttention), filled with the wrapper's "
+       "own defaults; the text config is not read apart from it",
+       "transformers src/transformers/models/voxtral_realtime/modular_voxtral_realtime.py "
+       "and configuration_voxtral_realtime.py"},
       {"whisper",
        "cross-attention (encoder-decoder or cross-attention layers): K/V come from another "
        "sequence",
@@ -1233,8 +1186,8 @@ void add_refused_model_types(std::vector<Architecture>& table) {
       {"xglm", "no RoPE: absolute / learned positions or ALiBi",
        "transformers src/transformers/models/xglm/modeling_xglm.py"},
       {"xllm",
-       "not yet checked against its modeling code (RoPE attention whose K norm, RoPE pairing and "
-       "layer kinds no registry entry states)",
+       "MoVA checkpoints compute V from routed value experts, and with rope_head_dim < "
+       "head_dim the RoPE pairs dims (i, i + head_dim/2)",
        "sglang python/sglang/srt/models/xllm.py"},
       {"xlm",
        "cross-attention (encoder-decoder or cross-attention layers): K/V come from another "
