@@ -346,4 +346,3 @@ TEST_CASE("Python-JSON literals NaN, Infinity, -Infinity are read anywhere",
   nlohmann::json j = nlohmann::json::parse(base + R"("rope_theta": {"__float__": "NaN"}})");
   CHECK_THROWS_WITH(ModelConfig::from_json(j, "j"), Contains("'rope_theta'") && Contains("NaN"));
 }
-

@@ -397,4 +397,3 @@ TEST_CASE(
       Contains("'rope_parameters.full_attention.partial_rotary_factor'") &&
           Contains("contradicts") && Contains("layer 1 rotary_dim 64"));
 }
-

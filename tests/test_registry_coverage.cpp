@@ -404,10 +404,9 @@ TEST_CASE("rotary fraction and RoPE per layer type: Laguna and RNJ-1", "[config]
   CHECK(lf.layers[0].rope.value.theta == 1000000.0);
   // A top-level partial_rotary_factor is not read by LagunaRotaryEmbedding: kept when it agrees
   // with every rotating layer, refused when it contradicts one.
-  CHECK_THROWS_WITH(parse(R"({"model_type": "laguna", )" + layers +
-                          R"(, "partial_rotary_factor": 0.5})"),
-                    Contains("partial_rotary_factor") && Contains("contradicts") &&
-                        Contains("layer 1"));
+  CHECK_THROWS_WITH(
+      parse(R"({"model_type": "laguna", )" + layers + R"(, "partial_rotary_factor": 0.5})"),
+      Contains("partial_rotary_factor") && Contains("contradicts") && Contains("layer 1"));
   // RNJ-1: chunked_attention layers take rope_parameters["chunked_attention"].
   const std::string rnj = R"({"model_type": "rnj1", "num_hidden_layers": 2, "hidden_size": 2560,
       "num_attention_heads": 8, "num_key_value_heads": 4, "head_dim": 256, "sliding_window": 512,
@@ -435,11 +434,16 @@ TEST_CASE("issue 24's last model types: aliases and rules read in their modeling
   const std::string body = R"("num_hidden_layers": 2, "hidden_size": 2048,
       "num_attention_heads": 16, "num_key_value_heads": 4, "head_dim": 128)";
   const std::vector<std::pair<std::string, std::string>> aliases = {
-      {"aria_text", "Llama-like"},       {"openpangu_vl", "Llama-like"},
-      {"granite4_vision_text", "Granite"}, {"dots_ocr", "Qwen2 / Qwen2.5"},
-      {"keye", "Qwen3"},                 {"sdar", "Qwen3"},
-      {"sdar_moe", "Qwen3"},             {"param2moe", "Qwen3"},
-      {"phi4_multimodal", "Phi-3"},      {"ernie4_5_vl_moe_text", "ERNIE 4.5 MoE"},
+      {"aria_text", "Llama-like"},
+      {"openpangu_vl", "Llama-like"},
+      {"granite4_vision_text", "Granite"},
+      {"dots_ocr", "Qwen2 / Qwen2.5"},
+      {"keye", "Qwen3"},
+      {"sdar", "Qwen3"},
+      {"sdar_moe", "Qwen3"},
+      {"param2moe", "Qwen3"},
+      {"phi4_multimodal", "Phi-3"},
+      {"ernie4_5_vl_moe_text", "ERNIE 4.5 MoE"},
   };
   for (const auto& [t, family] : aliases) {
     INFO(t);
@@ -454,9 +458,9 @@ TEST_CASE("issue 24's last model types: aliases and rules read in their modeling
   auto p3 = parse(R"({"model_type": "phi3", "sliding_window": 2047, )" + body + "}");
   CHECK(indices_where(p3, LayerKind::SlidingAttention) == std::vector<int>{0, 1});
   // Param2: a partial rotary factor other than 1 is refused (vLLM passes it as the head size).
-  CHECK_THROWS_WITH(parse(R"({"model_type": "param2moe", "partial_rotary_factor": 0.5, )" + body +
-                          "}"),
-                    Contains("partial_rotary_factor") && Contains("contradicts"));
+  CHECK_THROWS_WITH(
+      parse(R"({"model_type": "param2moe", "partial_rotary_factor": 0.5, )" + body + "}"),
+      Contains("partial_rotary_factor") && Contains("contradicts"));
   // Falcon: new_decoder_architecture reads num_kv_heads; without multi_query, all heads.
   auto f40 = parse(R"({"model_type": "falcon", "num_hidden_layers": 2, "hidden_size": 8192,
       "num_attention_heads": 128, "num_kv_heads": 8, "new_decoder_architecture": true})");
@@ -500,7 +504,7 @@ TEST_CASE("issue 24's last model types: aliases and rules read in their modeling
   CHECK(sp.layers[1].rope.value.theta == 5000000.0);
   CHECK_THROWS_WITH(parse(R"({"model_type": "spark2_5", )" + body + "}"), Contains("layer_types"));
   // openPangu: the sink and sliding variants select other attentions.
-  CHECK_THROWS_WITH(parse(R"({"model_type": "openpangu_vl", "param_sink_number": 128, )" + body +
-                          "}"),
-                    Contains("param_sink_number"));
+  CHECK_THROWS_WITH(
+      parse(R"({"model_type": "openpangu_vl", "param_sink_number": 128, )" + body + "}"),
+      Contains("param_sink_number"));
 }

@@ -231,7 +231,25 @@ struct Family {
 };
 
 // The refused model_types (verdicts.cpp), appended to the registry after the supported entries.
+// The registry's entries, in the order architectures() lists them: families.cpp,
+// families_more.cpp, then verdicts.cpp.
+void add_families(std::vector<Architecture>& table);
+void add_more_families(std::vector<Architecture>& table);
 void add_refused_model_types(std::vector<Architecture>& table);
+// A refused model_type: why, and the modeling file it was read from.
+struct RefusalRow {
+  const char* model_type;
+  const char* reason;
+  const char* citation;
+};
+const std::vector<RefusalRow>& engine_name_refusals();  // verdicts_names.cpp
+// Reads shared by families whose attention is LlamaAttention-like: `head_dim =
+// getattr(config, "head_dim", hidden_size // num_attention_heads)` and num_key_value_heads.
+inline std::vector<std::string> with_basics(std::vector<std::string> extra) {
+  std::vector<std::string> r = {"head_dim", "num_key_value_heads"};
+  r.insert(r.end(), extra.begin(), extra.end());
+  return r;
+}
 
 // JSON access (json_access.cpp): parsing with the size and depth limits.
 json parse_text(std::string_view text, const std::string& name);

@@ -8,27 +8,17 @@
 // (MLA keys, cross-attention, RoPE, K-norm shapes) and then corrected by hand, each from a read of
 // its modeling file (OLMo norms, Gemma 3n/4 KV sharing, FoPE, MoVA, ...). Two files could not be
 // read (lfm3, inkling2): they are refused and say so, rather than guessed. Moving a row to a
-// supported entry is adding its rule to architectures.cpp and deleting its row here.
+// supported entry is adding its rule to families_more.cpp and deleting its row here.
+#include <algorithm>
+
 #include "internal.hpp"
 
 namespace fkv::config_detail {
 
 void add_refused_model_types(std::vector<Architecture>& table) {
-  struct Row {
-    const char* model_type;
-    const char* reason;
-    const char* citation;
-  };
-  // Immortal, like every table of this module.
-  static const auto& rows = *new std::vector<Row>{
-      {"alice_ai",
-       "an engine module name, not a config.json model_type (a multimodal wrapper or "
-       "reward/classification head): the nested text config's model_type decides",
-       "vLLM vllm/model_executor/models/alice_ai.py"},
-      {"alpamayo2_super",
-       "an engine module name, not a config.json model_type (a multimodal wrapper or "
-       "reward/classification head): the nested text config's model_type decides",
-       "vLLM vllm/model_executor/models/alpamayo2_super.py"},
+  // Immortal, like every table of this module. The mechanisms a family's modeling code uses that
+  // the fused path cannot produce; engine module names are in verdicts_names.cpp.
+  static const auto& rows = *new std::vector<RefusalRow>{
       {"apertus1p5_text", "no RoPE attention in its modeling code (encoder, audio or vision model)",
        "transformers src/transformers/models/apertus1p5/modular_apertus1p5.py"},
       {"audioflamingo3", "no RoPE: absolute / learned positions or ALiBi",
@@ -37,46 +27,18 @@ void add_refused_model_types(std::vector<Architecture>& table) {
        "transformers src/transformers/models/axk1/modular_axk1.py"},
       {"axk2", "MLA (kv_lora_rank): the cache holds a compressed latent, not per-head K/V",
        "transformers src/transformers/models/axk2/modular_axk2.py"},
-      {"bagel",
-       "an engine module name, not a config.json model_type (a multimodal wrapper or "
-       "reward/classification head): the nested text config's model_type decides",
-       "vLLM vllm/model_executor/models/bagel.py"},
       {"baichuan",
        "ALiBi positions (13B) or RoPE (7B) chosen by size in the hub remote code: not one rule",
        "sglang python/sglang/srt/models/baichuan.py"},
       {"bailing_hybrid",
        "MLA (kv_lora_rank): the cache holds a compressed latent, not per-head K/V",
        "transformers src/transformers/models/bailing_hybrid/modular_bailing_hybrid.py"},
-      {"bailing_mm",
-       "an engine module name, not a config.json model_type (a multimodal wrapper or "
-       "reward/classification head): the nested text config's model_type decides",
-       "sglang python/sglang/srt/models/bailing_mm.py"},
-      {"bailing_mm_v3",
-       "an engine module name, not a config.json model_type (a multimodal wrapper or "
-       "reward/classification head): the nested text config's model_type decides",
-       "sglang python/sglang/srt/models/bailing_mm_v3.py"},
       {"bailing_moe_linear",
        "MLA (kv_lora_rank): the cache holds a compressed latent, not per-head K/V",
        "vLLM vllm/model_executor/models/bailing_moe_linear.py"},
-      {"bailing_moe_mtp",
-       "an engine draft/MTP module name, not a config.json model_type: its config carries the "
-       "target model_type (or a speculators draft format), whose verdict applies",
-       "vLLM vllm/model_executor/models/bailing_moe_mtp.py"},
-      {"bailing_moe_nextn",
-       "an engine draft/MTP module name, not a config.json model_type: its config carries the "
-       "target model_type (or a speculators draft format), whose verdict applies",
-       "sglang python/sglang/srt/models/bailing_moe_nextn.py"},
       {"bailing_moe_v3",
        "MLA (kv_lora_rank): the cache holds a compressed latent, not per-head K/V",
        "vLLM vllm/model_executor/models/bailing_moe_v3.py"},
-      {"bailing_moe_v3_mtp",
-       "an engine draft/MTP module name, not a config.json model_type: its config carries the "
-       "target model_type (or a speculators draft format), whose verdict applies",
-       "vLLM vllm/model_executor/models/bailing_moe_v3_mtp.py"},
-      {"bailing_moe_v3_vl",
-       "an engine module name, not a config.json model_type (a multimodal wrapper or "
-       "reward/classification head): the nested text config's model_type decides",
-       "vLLM vllm/model_executor/models/bailing_moe_v3_vl.py"},
       {"bamba",
        "attention layers are given by attn_layer_indices (the rest Mamba-2), a key no registry "
        "rule reads",
@@ -92,10 +54,6 @@ void add_refused_model_types(std::vector<Architecture>& table) {
        "entry states (K itself: RMSNorm weight w before RoPE)",
        "transformers src/transformers/models/beam/modular_beam.py BeamAttention(Qwen3MoeAttention) "
        "and BeamModel (position_embeddings None where rope_parameters[layer_type] is None)"},
-      {"bee",
-       "an engine module name, not a config.json model_type (a multimodal wrapper or "
-       "reward/classification head): the nested text config's model_type decides",
-       "vLLM vllm/model_executor/models/bee.py"},
       {"bert",
        "cross-attention (encoder-decoder or cross-attention layers): K/V come from another "
        "sequence",
@@ -158,10 +116,6 @@ void add_refused_model_types(std::vector<Architecture>& table) {
        "transformers src/transformers/models/cohere_compass/modular_cohere_compass.py "
        "CohereCompassAttention(Cohere2Attention) and CohereCompassTextModel (position_embeddings "
        "None where rope_parameters[layer_type] is None)"},
-      {"cohere_eagle",
-       "an engine draft/MTP module name, not a config.json model_type: its config carries the "
-       "target model_type (or a speculators draft format), whose verdict applies",
-       "vLLM vllm/model_executor/models/cohere_eagle.py"},
       {"cosmos3", "no RoPE attention in its modeling code (encoder, audio or vision model)",
        "vLLM vllm/model_executor/models/cosmos3.py"},
       {"cpmant", "no RoPE attention in its modeling code (encoder, audio or vision model)",
@@ -175,30 +129,9 @@ void add_refused_model_types(std::vector<Architecture>& table) {
        "clip_qkv), which the reader does not read; K is clamped to clip_qkv before RoPE",
        "transformers src/transformers/models/dbrx/modular_dbrx.py DbrxAttention (Wqkv clamped to "
        "+-clip_qkv, rotate_half RoPE, no q/k norm)"},
-      {"deepseek_eagle",
-       "an engine draft/MTP module name, not a config.json model_type: its config carries the "
-       "target model_type (or a speculators draft format), whose verdict applies",
-       "vLLM vllm/model_executor/models/deepseek_eagle.py"},
       {"deepseek_eagle3",
        "MLA (kv_lora_rank): the cache holds a compressed latent, not per-head K/V",
        "vLLM vllm/model_executor/models/deepseek_eagle3.py"},
-      {"deepseek_janus_pro",
-       "an engine module name, not a config.json model_type: the checkpoint's model_type is "
-       "multi_modality, whose language_config (a LlamaConfig) runs as LlamaForCausalLM; "
-       "neither key is read",
-       "sglang python/sglang/srt/models/deepseek_janus_pro.py MultiModalityCausalLM"},
-      {"deepseek_mtp",
-       "an engine draft/MTP module name, not a config.json model_type: its config carries the "
-       "target model_type (or a speculators draft format), whose verdict applies",
-       "vLLM vllm/model_executor/models/deepseek_mtp.py"},
-      {"deepseek_nextn",
-       "an engine draft/MTP module name, not a config.json model_type: its config carries the "
-       "target model_type (or a speculators draft format), whose verdict applies",
-       "sglang python/sglang/srt/models/deepseek_nextn.py"},
-      {"deepseek_ocr",
-       "an engine module name, not a config.json model_type (a multimodal wrapper or "
-       "reward/classification head): the nested text config's model_type decides",
-       "vLLM vllm/model_executor/models/deepseek_ocr.py"},
       {"deepseek_v32", "MLA (kv_lora_rank): the cache holds a compressed latent, not per-head K/V",
        "transformers src/transformers/models/deepseek_v32/modular_deepseek_v32.py"},
       {"deepseek_v4",
@@ -207,27 +140,6 @@ void add_refused_model_types(std::vector<Architecture>& table) {
        "transformers src/transformers/models/deepseek_v4/modular_deepseek_v4.py "
        "DeepseekV4Attention (kv = apply_rotary_pos_emb(kv_norm(kv_proj(x))); cache.update(kv, "
        "kv))"},
-      {"deepseek_v41",
-       "an engine module name, not a config.json model_type (a multimodal wrapper or "
-       "reward/classification head): the nested text config's model_type decides",
-       "no modeling file in the engines read (vllm:DeepseekV41ForCausalLM "
-       "vllm:DSparkV41DraftModel)"},
-      {"deepseek_v4_dspark",
-       "an engine draft/MTP module name, not a config.json model_type: its config carries the "
-       "target model_type (or a speculators draft format), whose verdict applies",
-       "sglang python/sglang/srt/models/deepseek_v4_dspark.py"},
-      {"deepseek_v4_nextn",
-       "an engine draft/MTP module name, not a config.json model_type: its config carries the "
-       "target model_type (or a speculators draft format), whose verdict applies",
-       "sglang python/sglang/srt/models/deepseek_v4_nextn.py"},
-      {"deepseek_vl2",
-       "an engine module name, not a config.json model_type (a multimodal wrapper or "
-       "reward/classification head): the nested text config's model_type decides",
-       "vLLM vllm/model_executor/models/deepseek_vl2.py"},
-      {"dflash",
-       "an engine draft/MTP module name, not a config.json model_type: its config carries the "
-       "target model_type (or a speculators draft format), whose verdict applies",
-       "sglang python/sglang/srt/models/dflash.py"},
       {"diffllama", "differential attention: two softmax maps per head over split Q/K",
        "transformers src/transformers/models/diffllama/modular_diffllama.py"},
       {"diffusion_gemma_text",
@@ -244,31 +156,11 @@ void add_refused_model_types(std::vector<Architecture>& table) {
       {"dory", "K norm is an L2 norm without weight (nGPT unit-norm keys), not an RMSNorm",
        "transformers src/transformers/models/dory/modular_dory.py DoryAttention(AfmoeAttention) "
        "(k_norm = DoryL2Norm() before RoPE)"},
-      {"dots3_nextn",
-       "an engine draft/MTP module name, not a config.json model_type: its config carries the "
-       "target model_type (or a speculators draft format), whose verdict applies",
-       "sglang python/sglang/srt/models/dots3_nextn.py"},
       {"dots3_note_text",
        "MLA (kv_lora_rank): the cache holds a compressed latent, not per-head K/V",
        "transformers src/transformers/models/dots3_note/modular_dots3_note.py"},
       {"dots_vlm", "no RoPE attention in its modeling code (encoder, audio or vision model)",
        "sglang python/sglang/srt/models/dots_vlm.py"},
-      {"dspark",
-       "an engine draft/MTP module name, not a config.json model_type: its config carries the "
-       "target model_type (or a speculators draft format), whose verdict applies",
-       "sglang python/sglang/srt/models/dspark.py"},
-      {"dspark_minimax",
-       "an engine draft/MTP module name, not a config.json model_type: its config carries the "
-       "target model_type (or a speculators draft format), whose verdict applies",
-       "sglang python/sglang/srt/models/dspark_minimax.py"},
-      {"dspark_mla",
-       "an engine draft/MTP module name, not a config.json model_type: its config carries the "
-       "target model_type (or a speculators draft format), whose verdict applies",
-       "no modeling file in the engines read (vllm:K3DSparkModel)"},
-      {"eagle2_5_vl",
-       "an engine draft/MTP module name, not a config.json model_type: its config carries the "
-       "target model_type (or a speculators draft format), whose verdict applies",
-       "vLLM vllm/model_executor/models/eagle2_5_vl.py"},
       {"electra",
        "cross-attention (encoder-decoder or cross-attention layers): K/V come from another "
        "sequence",
@@ -281,35 +173,10 @@ void add_refused_model_types(std::vector<Architecture>& table) {
        "cross-attention (encoder-decoder or cross-attention layers): K/V come from another "
        "sequence",
        "transformers src/transformers/models/ernie/modular_ernie.py"},
-      {"ernie4",
-       "an engine module name, not a config.json model_type: the checkpoints say ernie4_5 or "
-       "ernie4_5_moe, whose entries apply",
-       "sglang python/sglang/srt/models/ernie4.py Ernie4_5_ForCausalLM, "
-       "Ernie4_5_MoeForCausalLM"},
-      {"ernie4_eagle",
-       "an engine draft/MTP module name, not a config.json model_type: its config carries the "
-       "target model_type (or a speculators draft format), whose verdict applies",
-       "sglang python/sglang/srt/models/ernie4_eagle.py"},
-      {"ernie_mtp",
-       "an engine draft/MTP module name, not a config.json model_type: its config carries the "
-       "target model_type (or a speculators draft format), whose verdict applies",
-       "vLLM vllm/model_executor/models/ernie_mtp.py"},
       {"evolla",
        "cross-attention (encoder-decoder or cross-attention layers): K/V come from another "
        "sequence",
        "transformers src/transformers/models/evolla/modular_evolla.py"},
-      {"exaone4_5_mtp",
-       "an engine draft/MTP module name, not a config.json model_type: its config carries the "
-       "target model_type (or a speculators draft format), whose verdict applies",
-       "vLLM vllm/model_executor/models/exaone4_5_mtp.py"},
-      {"exaone_moe_mtp",
-       "an engine draft/MTP module name, not a config.json model_type: its config carries the "
-       "target model_type (or a speculators draft format), whose verdict applies",
-       "vLLM vllm/model_executor/models/exaone_moe_mtp.py"},
-      {"extract_hidden_states",
-       "an engine draft/MTP module name, not a config.json model_type: its config carries the "
-       "target model_type (or a speculators draft format), whose verdict applies",
-       "vLLM vllm/model_executor/models/extract_hidden_states.py"},
       {"falcon_h1",
        "K is scaled by key_multiplier before RoPE and the cache write, a factor the fused path "
        "does not apply",
@@ -317,25 +184,9 @@ void add_refused_model_types(std::vector<Architecture>& table) {
        "(k_proj(x) * key_multiplier, then rotate_half RoPE)"},
       {"falcon_mamba", "no attention with RoPE (SSM / recurrent layers)",
        "transformers src/transformers/models/falcon_mamba/modular_falcon_mamba.py"},
-      {"fireredasr2",
-       "an engine module name, not a config.json model_type (a multimodal wrapper or "
-       "reward/classification head): the nested text config's model_type decides",
-       "vLLM vllm/model_executor/models/fireredasr2.py"},
       {"flex_olmo",
        "K norm across all heads (FlexOlmoAttention(Olmo2Attention): k_norm over all KV heads)",
        "transformers src/transformers/models/flex_olmo/modular_flex_olmo.py"},
-      {"funasr",
-       "an engine module name, not a config.json model_type (a multimodal wrapper or "
-       "reward/classification head): the nested text config's model_type decides",
-       "vLLM vllm/model_executor/models/funasr.py"},
-      {"funaudiochat",
-       "an engine module name, not a config.json model_type (a multimodal wrapper or "
-       "reward/classification head): the nested text config's model_type decides",
-       "vLLM vllm/model_executor/models/funaudiochat.py"},
-      {"gemma3_causal",
-       "an engine module name, not a config.json model_type: it serves gemma3_text configs "
-       "(EmbeddingGemma, an embedding model), whose verdict applies",
-       "sglang python/sglang/srt/models/gemma3_causal.py EmbeddingGemmaModel"},
       {"gemma3n_text", "KV sharing across layers (num_kv_shared_layers) and per-layer inputs",
        "transformers src/transformers/models/gemma3n/modular_gemma3n.py"},
       {"gemma4_assistant",
@@ -343,14 +194,6 @@ void add_refused_model_types(std::vector<Architecture>& table) {
        "K/V (num_kv_shared_layers = num_hidden_layers is enforced)",
        "transformers src/transformers/models/gemma4_assistant/modeling_gemma4_assistant.py "
        "Gemma4AssistantForCausalLM and configuration_gemma4_assistant.py"},
-      {"gemma4_dspark",
-       "an engine draft/MTP module name, not a config.json model_type: its config carries the "
-       "target model_type (or a speculators draft format), whose verdict applies",
-       "vLLM vllm/model_executor/models/gemma4_dspark.py"},
-      {"gemma4_mtp",
-       "an engine draft/MTP module name, not a config.json model_type: its config carries the "
-       "target model_type (or a speculators draft format), whose verdict applies",
-       "vLLM vllm/model_executor/models/gemma4_mtp.py"},
       {"gemma4_text",
        "per-layer-kind head sizes (global_head_dim), K=V sharing (attention_k_eq_v) and KV sharing "
        "across layers",
@@ -360,55 +203,15 @@ void add_refused_model_types(std::vector<Architecture>& table) {
        "transformers src/transformers/models/gemma4_unified/modular_gemma4_unified.py"},
       {"gigachat35", "MLA (kv_lora_rank): the cache holds a compressed latent, not per-head K/V",
        "sglang python/sglang/srt/models/gigachat35.py"},
-      {"gigachat35_mtp",
-       "an engine draft/MTP module name, not a config.json model_type: its config carries the "
-       "target model_type (or a speculators draft format), whose verdict applies",
-       "sglang python/sglang/srt/models/gigachat35_mtp.py"},
       {"git", "no RoPE: absolute / learned positions or ALiBi",
        "transformers src/transformers/models/git/modeling_git.py"},
       {"glm4_moe_lite", "MLA (kv_lora_rank): the cache holds a compressed latent, not per-head K/V",
        "transformers src/transformers/models/glm4_moe_lite/modular_glm4_moe_lite.py"},
-      {"glm4_moe_lite_mtp",
-       "an engine draft/MTP module name, not a config.json model_type: its config carries the "
-       "target model_type (or a speculators draft format), whose verdict applies",
-       "vLLM vllm/model_executor/models/glm4_moe_lite_mtp.py"},
-      {"glm4_moe_lite_nextn",
-       "an engine draft/MTP module name, not a config.json model_type: its config carries the "
-       "target model_type (or a speculators draft format), whose verdict applies",
-       "sglang python/sglang/srt/models/glm4_moe_lite_nextn.py"},
-      {"glm4_moe_mtp",
-       "an engine draft/MTP module name, not a config.json model_type: its config carries the "
-       "target model_type (or a speculators draft format), whose verdict applies",
-       "vLLM vllm/model_executor/models/glm4_moe_mtp.py"},
-      {"glm4_moe_nextn",
-       "an engine draft/MTP module name, not a config.json model_type: its config carries the "
-       "target model_type (or a speculators draft format), whose verdict applies",
-       "sglang python/sglang/srt/models/glm4_moe_nextn.py"},
-      {"glm5_next_nextn",
-       "an engine draft/MTP module name, not a config.json model_type: its config carries the "
-       "target model_type (or a speculators draft format), whose verdict applies",
-       "sglang python/sglang/srt/models/glm5_next_nextn.py"},
       {"glm5_next_text",
        "MLA (kv_lora_rank): the cache holds a compressed latent, not per-head K/V",
        "transformers src/transformers/models/glm5_next/modular_glm5_next.py"},
-      {"glm5next",
-       "an engine module name, not a config.json model_type (a multimodal wrapper or "
-       "reward/classification head): the nested text config's model_type decides",
-       "no modeling file in the engines read (vllm:Glm5NextForCausalLM vllm:Glm5NextMTPModel)"},
-      {"glm_image_vl",
-       "an engine module name, not a config.json model_type: the checkpoint's model_type is "
-       "glm_image, whose text_config names glm_image_text",
-       "sglang python/sglang/srt/models/glm_image_vl.py GlmImageForConditionalGeneration"},
       {"glm_moe_dsa", "MLA (kv_lora_rank): the cache holds a compressed latent, not per-head K/V",
        "transformers src/transformers/models/glm_moe_dsa/modular_glm_moe_dsa.py"},
-      {"glm_ocr_mtp",
-       "an engine draft/MTP module name, not a config.json model_type: its config carries the "
-       "target model_type (or a speculators draft format), whose verdict applies",
-       "vLLM vllm/model_executor/models/glm_ocr_mtp.py"},
-      {"glm_ocr_nextn",
-       "an engine draft/MTP module name, not a config.json model_type: its config carries the "
-       "target model_type (or a speculators draft format), whose verdict applies",
-       "sglang python/sglang/srt/models/glm_ocr_nextn.py"},
       {"glmasr",
        "an audio wrapper: its language model is text_config (GlmAsrConfig defaults it to "
        "model_type llama), read with the model_type it names; a glmasr config whose text_config "
@@ -446,16 +249,6 @@ void add_refused_model_types(std::vector<Architecture>& table) {
        "== \"rope\")"},
       {"granitemoeshared", "no attention with RoPE (SSM / recurrent layers)",
        "transformers src/transformers/models/granitemoeshared/modular_granitemoeshared.py"},
-      {"grok",
-       "an engine module name, not a config.json model_type (Grok-2 configs say \"git\", which "
-       "is another model's type); its RoPE is a YaRN-like scaling set by top-level keys no "
-       "rule reads",
-       "sglang python/sglang/srt/models/grok.py Grok1Attention (ScalingRotaryEmbedding from "
-       "get_rope_scaling(config))"},
-      {"h2ovl",
-       "an engine module name, not a config.json model_type (a multimodal wrapper or "
-       "reward/classification head): the nested text config's model_type decides",
-       "vLLM vllm/model_executor/models/h2ovl.py"},
       {"hrm_text",
        "recurrent stacks: each layer runs once per cycle (H_cycles * (L_cycles + 1)) into its own "
        "cache slot (layer_idx + cycle_offset), a layer-to-cache mapping no registry rule states; K "
@@ -463,21 +256,9 @@ void add_refused_model_types(std::vector<Architecture>& table) {
        "transformers src/transformers/models/hrm_text/modular_hrm_text.py "
        "HrmTextAttention(LlamaAttention) (cache.update(..., layer_idx + cycle_offset)) and "
        "HrmTextConfig"},
-      {"hunyuan_v3_nextn",
-       "an engine draft/MTP module name, not a config.json model_type: its config carries the "
-       "target model_type (or a speculators draft format), whose verdict applies",
-       "sglang python/sglang/srt/models/hunyuan_v3_nextn.py"},
-      {"hunyuan_v4_nextn",
-       "an engine draft/MTP module name, not a config.json model_type: its config carries the "
-       "target model_type (or a speculators draft format), whose verdict applies",
-       "sglang python/sglang/srt/models/hunyuan_v4_nextn.py"},
       {"hunyuan_vl_text", "K norm after RoPE (key_layernorm = RMSNorm(head_dim) on the rotated K)",
        "transformers src/transformers/models/hunyuan_vl/modular_hunyuan_vl.py "
        "HunYuanVLDenseV1Attention (apply_rotary_pos_emb, then key_layernorm)"},
-      {"hy_v3_mtp",
-       "an engine draft/MTP module name, not a config.json model_type: its config carries the "
-       "target model_type (or a speculators draft format), whose verdict applies",
-       "vLLM vllm/model_executor/models/hy_v3_mtp.py"},
       {"hy_v4", "MLA (kv_lora_rank): the cache holds a compressed latent, not per-head K/V",
        "transformers src/transformers/models/hy_v4/modular_hy_v4.py"},
       {"hy_v4_vl_text", "MLA (kv_lora_rank): the cache holds a compressed latent, not per-head K/V",
@@ -501,36 +282,11 @@ void add_refused_model_types(std::vector<Architecture>& table) {
        "read)"},
       {"inkling_text", "no attention with RoPE (SSM / recurrent layers)",
        "transformers src/transformers/models/inkling/modular_inkling.py"},
-      {"internlm2_reward",
-       "an engine module name, not a config.json model_type (a multimodal wrapper or "
-       "reward/classification head): the nested text config's model_type decides",
-       "sglang python/sglang/srt/models/internlm2_reward.py"},
-      {"interns1",
-       "an engine module name, not a config.json model_type (a multimodal wrapper or "
-       "reward/classification head): the nested text config's model_type decides",
-       "vLLM vllm/model_executor/models/interns1.py"},
       {"interns1_pro",
        "FoPE: each KV head mixes the RoPE frequencies through learned cos_coef/sin_coef "
        "weights, not a RoPE table",
        "vLLM vllm/model_executor/models/interns1_pro.py InternS1ProMoeAttention "
        "(apply_rotary_pos_emb_sep with FourierRotaryEmbedding)"},
-      {"interns1pro",
-       "an engine module name, not a config.json model_type (the checkpoint says "
-       "interns1_pro); its text attention adds FoPE (learned per-KV-head cos_coef/sin_coef) "
-       "to Qwen3-MoE's",
-       "sglang python/sglang/srt/models/interns1pro.py InternS1ProTextAttention"},
-      {"interns2_mobius",
-       "an engine module name, not a config.json model_type (a multimodal wrapper or "
-       "reward/classification head): the nested text config's model_type decides",
-       "vLLM vllm/model_executor/models/interns2_mobius.py"},
-      {"interns2_preview",
-       "an engine module name, not a config.json model_type (a multimodal wrapper or "
-       "reward/classification head): the nested text config's model_type decides",
-       "vLLM vllm/model_executor/models/interns2_preview.py"},
-      {"interns2preview",
-       "an engine module name, not a config.json model_type (a multimodal wrapper or "
-       "reward/classification head): the nested text config's model_type decides",
-       "sglang python/sglang/srt/models/interns2preview.py"},
       {"iquest_loopcoder",
        "looped layers: loop_num passes over the layers, each later pass writing its own "
        "sliding-window (loop_window_size) KV cache under layer id + loop * num_hidden_layers, "
@@ -543,23 +299,11 @@ void add_refused_model_types(std::vector<Architecture>& table) {
        "swa_rope_theta: keys no rule reads",
        "sglang python/sglang/srt/models/iquest_q1.py IQuestQ1Attention and "
        "python/sglang/srt/configs/iquest_q1.py IQuestQ1Config"},
-      {"iquest_q1_mtp",
-       "an engine draft/MTP module name, not a config.json model_type: its config carries the "
-       "target model_type (or a speculators draft format), whose verdict applies",
-       "sglang python/sglang/srt/models/iquest_q1_mtp.py"},
-      {"isaac",
-       "an engine module name, not a config.json model_type (a multimodal wrapper or "
-       "reward/classification head): the nested text config's model_type decides",
-       "vLLM vllm/model_executor/models/isaac.py"},
       {"jet_nemotron",
        "its layer_types names (attn, swa, jet) and the window in "
        "efficient_attention_config.swa.window_size are read by no rule; K itself: "
        "Qwen2-style (bias, no K norm, neox RoPE) on attn/swa layers, jet layers have no KV",
        "sglang python/sglang/srt/models/jet_nemotron.py JetNemotronAttention"},
-      {"jet_vlm",
-       "an engine module name, not a config.json model_type (a multimodal wrapper or "
-       "reward/classification head): the nested text config's model_type decides",
-       "sglang python/sglang/srt/models/jet_vlm.py"},
       {"jetmoe", "mixture-of-attention heads (MoA): K/V projected per expert",
        "transformers src/transformers/models/jetmoe/modular_jetmoe.py"},
       {"k2_horizon",
@@ -567,19 +311,6 @@ void add_refused_model_types(std::vector<Architecture>& table) {
        "per KV head, and partial RoPE pairs dims (i, i + head_dim/2)",
        "vLLM vllm/model_executor/models/k2_horizon.py K2HorizonMoVAAttention, "
        "K2HorizonAttention"},
-      {"kanana_v",
-       "an engine module name, not a config.json model_type: the checkpoint's model_type is "
-       "kanana-1.5-v (hub remote code), whose text_config names kanana-1.5-3b-instruct (a "
-       "LlamaConfig run as LlamaForCausalLM)",
-       "vLLM vllm/model_executor/models/kanana_v.py KananaVForConditionalGeneration"},
-      {"keye_vl1_5",
-       "an engine module name, not a config.json model_type (a multimodal wrapper or "
-       "reward/classification head): the nested text config's model_type decides",
-       "vLLM vllm/model_executor/models/keye_vl1_5.py"},
-      {"kimi_audio",
-       "an engine module name, not a config.json model_type (a multimodal wrapper or "
-       "reward/classification head): the nested text config's model_type decides",
-       "vLLM vllm/model_executor/models/kimi_audio.py"},
       {"kimi_k25_eagle3",
        "MLA (kv_lora_rank): the cache holds a compressed latent, not per-head K/V",
        "sglang python/sglang/srt/models/kimi_k25_eagle3.py"},
@@ -587,10 +318,6 @@ void add_refused_model_types(std::vector<Architecture>& table) {
        "sglang python/sglang/srt/models/kimi_k3.py"},
       {"kimi_linear", "MLA (kv_lora_rank): the cache holds a compressed latent, not per-head K/V",
        "transformers src/transformers/models/kimi_linear/modular_kimi_linear.py"},
-      {"kimi_vl",
-       "an engine module name, not a config.json model_type (a multimodal wrapper or "
-       "reward/classification head): the nested text config's model_type decides",
-       "vLLM vllm/model_executor/models/kimi_vl.py"},
       {"kolibri1", "no RoPE attention in its modeling code (encoder, audio or vision model)",
        "transformers src/transformers/models/kolibri1/modular_kolibri1.py"},
       {"kosmos_2_5_text_model",
@@ -601,83 +328,15 @@ void add_refused_model_types(std::vector<Architecture>& table) {
        "cross-attention (encoder-decoder or cross-attention layers): K/V come from another "
        "sequence",
        "transformers src/transformers/models/kosmos2/modeling_kosmos2.py"},
-      {"laguna_dflash",
-       "an engine draft/MTP module name, not a config.json model_type: its config carries the "
-       "target model_type (or a speculators draft format), whose verdict applies",
-       "vLLM vllm/model_executor/models/laguna_dflash.py"},
-      {"lfm2_dspark",
-       "an engine draft/MTP module name, not a config.json model_type: its config carries the "
-       "target model_type (or a speculators draft format), whose verdict applies",
-       "sglang python/sglang/srt/models/lfm2_dspark.py"},
       {"lfm3",
        "its modeling file could not be read (not in the references fkv-jit was checked "
        "against); refused rather than guessed",
        "transformers src/transformers/models/lfm3/modular_lfm3.py (not available to read)"},
-      {"lightonocr",
-       "an engine module name, not a config.json model_type (a multimodal wrapper or "
-       "reward/classification head): the nested text config's model_type decides",
-       "vLLM vllm/model_executor/models/lightonocr.py"},
-      {"lilicorr",
-       "an engine draft/MTP module name, not a config.json model_type: its config carries the "
-       "target model_type (or a speculators draft format), whose verdict applies",
-       "vLLM vllm/model_executor/models/lilicorr.py"},
-      {"llada2",
-       "an engine module name, not a config.json model_type (the checkpoint says "
-       "llada2_moe), and its attention is bidirectional (a diffusion language model)",
-       "sglang python/sglang/srt/models/llada2.py LLaDA2MoeAttention "
-       "(AttentionType.ENCODER_ONLY)"},
-      {"llama4_eagle",
-       "an engine draft/MTP module name, not a config.json model_type: its config carries the "
-       "target model_type (or a speculators draft format), whose verdict applies",
-       "vLLM vllm/model_executor/models/llama4_eagle.py"},
-      {"llama_classification",
-       "an engine module name, not a config.json model_type (a multimodal wrapper or "
-       "reward/classification head): the nested text config's model_type decides",
-       "sglang python/sglang/srt/models/llama_classification.py"},
-      {"llama_eagle",
-       "an engine draft/MTP module name, not a config.json model_type: its config carries the "
-       "target model_type (or a speculators draft format), whose verdict applies",
-       "vLLM vllm/model_executor/models/llama_eagle.py"},
-      {"llama_eagle3",
-       "an engine draft/MTP module name, not a config.json model_type: its config carries the "
-       "target model_type (or a speculators draft format), whose verdict applies",
-       "vLLM vllm/model_executor/models/llama_eagle3.py"},
-      {"llama_embedding",
-       "an engine module name, not a config.json model_type: it serves configs of model_type "
-       "\"llama\" (as an embedding model), whose verdict applies",
-       "sglang python/sglang/srt/models/llama_embedding.py LlamaEmbeddingModel"},
-      {"llama_reward",
-       "an engine module name, not a config.json model_type (a multimodal wrapper or "
-       "reward/classification head): the nested text config's model_type decides",
-       "sglang python/sglang/srt/models/llama_reward.py"},
-      {"llava_onevision2",
-       "an engine module name, not a config.json model_type (a multimodal wrapper or "
-       "reward/classification head): the nested text config's model_type decides (qwen3 in "
-       "its configs)",
-       "vLLM vllm/model_executor/models/llava_onevision2.py "
-       "LlavaOnevision2ForConditionalGeneration"},
-      {"llavavid",
-       "an engine module name, not a config.json model_type (a multimodal wrapper or "
-       "reward/classification head): the nested text config's model_type decides",
-       "sglang python/sglang/srt/models/llavavid.py"},
-      {"locate_anything",
-       "an engine module name, not a config.json model_type: the checkpoint's model_type is "
-       "locateanything, whose text_config (qwen2) decides",
-       "sglang python/sglang/srt/models/locate_anything.py "
-       "LocateAnythingForConditionalGeneration"},
       {"longcat_flash", "MLA (kv_lora_rank): the cache holds a compressed latent, not per-head K/V",
        "transformers src/transformers/models/longcat_flash/modular_longcat_flash.py"},
-      {"longcat_flash_mtp",
-       "an engine draft/MTP module name, not a config.json model_type: its config carries the "
-       "target model_type (or a speculators draft format), whose verdict applies",
-       "vLLM vllm/model_executor/models/longcat_flash_mtp.py"},
       {"longcat_flash_nextn",
        "MLA (kv_lora_rank): the cache holds a compressed latent, not per-head K/V",
        "sglang python/sglang/srt/models/longcat_flash_nextn.py"},
-      {"longcat_flash_ngram",
-       "an engine module name, not a config.json model_type (a multimodal wrapper or "
-       "reward/classification head): the nested text config's model_type decides",
-       "vLLM vllm/model_executor/models/longcat_flash_ngram.py"},
       {"mamba", "no attention with RoPE (SSM / recurrent layers)",
        "transformers src/transformers/models/mamba/modeling_mamba.py"},
       {"mamba2", "no attention with RoPE (SSM / recurrent layers)",
@@ -694,63 +353,18 @@ void add_refused_model_types(std::vector<Architecture>& table) {
        "cross-attention (encoder-decoder or cross-attention layers): K/V come from another "
        "sequence",
        "transformers src/transformers/models/megatron_bert/modeling_megatron_bert.py"},
-      {"midashenglm",
-       "an engine module name, not a config.json model_type (a multimodal wrapper or "
-       "reward/classification head): the nested text config's model_type decides",
-       "vLLM vllm/model_executor/models/midashenglm.py"},
-      {"mimo",
-       "an engine module name, not a config.json model_type (a multimodal wrapper or "
-       "reward/classification head): the nested text config's model_type decides",
-       "vLLM vllm/model_executor/models/mimo.py"},
-      {"mimo_mtp",
-       "an engine draft/MTP module name, not a config.json model_type: its config carries the "
-       "target model_type (or a speculators draft format), whose verdict applies",
-       "vLLM vllm/model_executor/models/mimo_mtp.py"},
       {"mimo_v2",
        "heads, head_dim, v_head_dim and rope_theta differ between the layer kinds of "
        "hybrid_layer_pattern (swa_* keys), and V is scaled by attention_value_scale before "
        "the cache write",
        "vLLM vllm/model_executor/models/mimo_v2.py MiMoV2Attention"},
-      {"mimo_v2_asr",
-       "an engine module name, not a config.json model_type (a multimodal wrapper or "
-       "reward/classification head): the nested text config's model_type decides",
-       "sglang python/sglang/srt/models/mimo_v2_asr.py"},
       {"mimo_v2_flash",
        "sliding layers have twice num_key_value_heads (no config key says so) and V is scaled by "
        "attention_value_scale before the cache write",
        "transformers src/transformers/models/mimo_v2_flash/modular_mimo_v2_flash.py "
        "MiMoV2FlashAttention(Qwen2Attention)"},
-      {"mimo_v2_mtp",
-       "an engine draft/MTP module name, not a config.json model_type: its config carries the "
-       "target model_type (or a speculators draft format), whose verdict applies",
-       "vLLM vllm/model_executor/models/mimo_v2_mtp.py"},
-      {"mimo_v2_nextn",
-       "an engine draft/MTP module name, not a config.json model_type: its config carries the "
-       "target model_type (or a speculators draft format), whose verdict applies",
-       "sglang python/sglang/srt/models/mimo_v2_nextn.py"},
-      {"mimo_v2_omni",
-       "an engine module name, not a config.json model_type: its language model is "
-       "MiMoV2FlashForCausalLM on the mimo_v2 config, refused for per-kind heads and V "
-       "scaling",
-       "vLLM vllm/model_executor/models/mimo_v2_omni.py MiMoV2OmniForCausalLM"},
-      {"mindspore",
-       "an engine module name, not a config.json model_type (a multimodal wrapper or "
-       "reward/classification head): the nested text config's model_type decides",
-       "sglang python/sglang/srt/models/mindspore.py"},
       {"minicpm3", "MLA (kv_lora_rank): the cache holds a compressed latent, not per-head K/V",
        "transformers src/transformers/models/minicpm3/modular_minicpm3.py"},
-      {"minicpm_eagle",
-       "an engine draft/MTP module name, not a config.json model_type: its config carries the "
-       "target model_type (or a speculators draft format), whose verdict applies",
-       "vLLM vllm/model_executor/models/minicpm_eagle.py"},
-      {"minicpmo",
-       "an engine module name, not a config.json model_type (a multimodal wrapper or "
-       "reward/classification head): the nested text config's model_type decides",
-       "vLLM vllm/model_executor/models/minicpmo.py"},
-      {"minicpmv",
-       "an engine module name, not a config.json model_type (a multimodal wrapper or "
-       "reward/classification head): the nested text config's model_type decides",
-       "vLLM vllm/model_executor/models/minicpmv.py"},
       {"minimax_m3",
        "sparse layers keep a second, normed and rotated index-key cache, and qk_norm_type "
        "per_layer normalizes K across all heads",
@@ -763,25 +377,9 @@ void add_refused_model_types(std::vector<Architecture>& table) {
        "MiniMaxM3VLAttention(MiniMaxM2Attention) and MiniMaxM3VLIndexer"},
       {"mistral4", "MLA (kv_lora_rank): the cache holds a compressed latent, not per-head K/V",
        "transformers src/transformers/models/mistral4/modular_mistral4.py"},
-      {"mistral_eagle",
-       "an engine draft/MTP module name, not a config.json model_type: its config carries the "
-       "target model_type (or a speculators draft format), whose verdict applies",
-       "vLLM vllm/model_executor/models/mistral_eagle.py"},
       {"mistral_large4_text",
        "MLA (kv_lora_rank): the cache holds a compressed latent, not per-head K/V",
        "transformers src/transformers/models/mistral_large4/modular_mistral_large4.py"},
-      {"mistral_large_3",
-       "an engine module name, not a config.json model_type (a multimodal wrapper or "
-       "reward/classification head): the nested text config's model_type decides",
-       "vLLM vllm/model_executor/models/mistral_large_3.py"},
-      {"mistral_large_3_eagle",
-       "an engine draft/MTP module name, not a config.json model_type: its config carries the "
-       "target model_type (or a speculators draft format), whose verdict applies",
-       "vLLM vllm/model_executor/models/mistral_large_3_eagle.py"},
-      {"mixtral_quant",
-       "an engine module name, not a config.json model_type: it serves configs of model_type "
-       "\"mixtral\", whose verdict applies",
-       "sglang python/sglang/srt/models/mixtral_quant.py QuantMixtralForCausalLM"},
       {"mllama_text_model",
        "cross-attention (encoder-decoder or cross-attention layers): K/V come from another "
        "sequence",
@@ -802,10 +400,6 @@ void add_refused_model_types(std::vector<Architecture>& table) {
        "entry reads",
        "transformers src/transformers/models/moshi/modeling_moshi.py MoshiAttention (use_rope, "
        "use_flexible_linear) and MoshiDepthDecoder"},
-      {"moss_audio",
-       "an engine module name, not a config.json model_type (a multimodal wrapper or "
-       "reward/classification head): the nested text config's model_type decides",
-       "vLLM vllm/model_executor/models/moss_audio.py"},
       {"moss_vl",
        "cross-attention: the layers in cross_attention_layers take K/V from the vision "
        "features",
@@ -839,45 +433,13 @@ void add_refused_model_types(std::vector<Architecture>& table) {
        "+ loop * num_hidden_layers), which the reader does not count",
        "sglang python/sglang/srt/models/nanbeige.py NanbeigeAttention (one RadixAttention per "
        "loop; llama-style neox RoPE, no q/k norm)"},
-      {"nano_nemotron_vl",
-       "an engine module name, not a config.json model_type (a multimodal wrapper or "
-       "reward/classification head): the nested text config's model_type decides",
-       "vLLM vllm/model_executor/models/nano_nemotron_vl.py"},
       {"nanochat", "K norm after RoPE (a weightless RMSNorm of the rotated K)",
        "transformers src/transformers/models/nanochat/modular_nanochat.py NanoChatAttention "
        "(apply_rotary_pos_emb, then k_norm = NanoChatRMSNorm(eps) without weight)"},
-      {"nemotron_h_mtp",
-       "an engine draft/MTP module name, not a config.json model_type: its config carries the "
-       "target model_type (or a speculators draft format), whose verdict applies",
-       "vLLM vllm/model_executor/models/nemotron_h_mtp.py"},
       {"nemotron_parse",
        "cross-attention (encoder-decoder or cross-attention layers): K/V come from another "
        "sequence",
        "vLLM vllm/model_executor/models/nemotron_parse.py"},
-      {"nemotron_parse3_5",
-       "an engine module name, not a config.json model_type (a multimodal wrapper or "
-       "reward/classification head): the nested text config's model_type decides",
-       "vLLM vllm/model_executor/models/nemotron_parse3_5.py"},
-      {"nemotron_parse3_5_mtp",
-       "an engine draft/MTP module name, not a config.json model_type: its config carries the "
-       "target model_type (or a speculators draft format), whose verdict applies",
-       "vLLM vllm/model_executor/models/nemotron_parse3_5_mtp.py"},
-      {"nemotron_vl",
-       "an engine module name, not a config.json model_type (a multimodal wrapper or "
-       "reward/classification head): the nested text config's model_type decides",
-       "vLLM vllm/model_executor/models/nemotron_vl.py"},
-      {"nvila",
-       "an engine module name, not a config.json model_type (a multimodal wrapper or "
-       "reward/classification head): the nested text config's model_type decides",
-       "sglang python/sglang/srt/models/nvila.py"},
-      {"nvila_lite",
-       "an engine module name, not a config.json model_type (a multimodal wrapper or "
-       "reward/classification head): the nested text config's model_type decides",
-       "sglang python/sglang/srt/models/nvila_lite.py"},
-      {"nvlm_d",
-       "an engine module name, not a config.json model_type (a multimodal wrapper or "
-       "reward/classification head): the nested text config's model_type decides",
-       "vLLM vllm/model_executor/models/nvlm_d.py"},
       {"olmo_hybrid", "K norm across all heads (Olmo3Attention) beside linear-attention layers",
        "transformers src/transformers/models/olmo_hybrid/modular_olmo_hybrid.py"},
       {"olmoe",
@@ -885,53 +447,16 @@ void add_refused_model_types(std::vector<Architecture>& table) {
        "transformers src/transformers/models/olmoe/modular_olmoe.py"},
       {"openai-gpt", "no RoPE attention in its modeling code (encoder, audio or vision model)",
        "transformers src/transformers/models/openai/modeling_openai.py"},
-      {"opencua",
-       "an engine module name, not a config.json model_type (a multimodal wrapper or "
-       "reward/classification head): the nested text config's model_type decides",
-       "vLLM vllm/model_executor/models/opencua.py"},
       {"openpangu", "MLA (kv_lora_rank): the cache holds a compressed latent, not per-head K/V",
        "vLLM vllm/model_executor/models/openpangu.py"},
-      {"openpangu_mtp",
-       "an engine draft/MTP module name, not a config.json model_type: its config carries the "
-       "target model_type (or a speculators draft format), whose verdict applies",
-       "vLLM vllm/model_executor/models/openpangu_mtp.py"},
-      {"openvla",
-       "an engine module name, not a config.json model_type (a multimodal wrapper or "
-       "reward/classification head): the nested text config's model_type decides",
-       "vLLM vllm/model_executor/models/openvla.py"},
       {"opt", "no RoPE: absolute / learned positions or ALiBi",
        "transformers src/transformers/models/opt/modeling_opt.py"},
-      {"ovis",
-       "an engine module name, not a config.json model_type (a multimodal wrapper or "
-       "reward/classification head): the nested text config's model_type decides",
-       "vLLM vllm/model_executor/models/ovis.py"},
-      {"ovis2_5",
-       "an engine module name, not a config.json model_type (a multimodal wrapper or "
-       "reward/classification head): the nested text config's model_type decides",
-       "vLLM vllm/model_executor/models/ovis2_5.py"},
       {"pegasus",
        "cross-attention (encoder-decoder or cross-attention layers): K/V come from another "
        "sequence",
        "transformers src/transformers/models/pegasus/modeling_pegasus.py"},
       {"persimmon", "K norm is a LayerNorm (mean-subtracting) when qk_layernorm is set",
        "transformers src/transformers/models/persimmon/modeling_persimmon.py"},
-      {"phi3_small",
-       "an engine module name, not a config.json model_type (the checkpoint says phi3small): "
-       "its RoPE is set by rope_embedding_base and rope_position_scale, and its attention is "
-       "blocksparse on most layers",
-       "sglang python/sglang/srt/models/phi3_small.py Phi3SmallSelfAttention"},
-      {"phi3v",
-       "an engine module name, not a config.json model_type (a multimodal wrapper or "
-       "reward/classification head): the nested text config's model_type decides",
-       "vLLM vllm/model_executor/models/phi3v.py"},
-      {"phi4mm",
-       "an engine module name, not a config.json model_type (a multimodal wrapper or "
-       "reward/classification head): the nested text config's model_type decides",
-       "vLLM vllm/model_executor/models/phi4mm.py"},
-      {"phi4siglip",
-       "an engine module name, not a config.json model_type (a multimodal wrapper or "
-       "reward/classification head): the nested text config's model_type decides",
-       "vLLM vllm/model_executor/models/phi4siglip.py"},
       {"pi0", "no RoPE attention in its modeling code (encoder, audio or vision model)",
        "transformers src/transformers/models/pi0/modular_pi0.py"},
       {"pix2struct_text_model",
@@ -952,10 +477,6 @@ void add_refused_model_types(std::vector<Architecture>& table) {
        "cross-attention (encoder-decoder or cross-attention layers): K/V come from another "
        "sequence",
        "transformers src/transformers/models/plbart/modular_plbart.py"},
-      {"points_v15_chat",
-       "an engine module name, not a config.json model_type: the checkpoint's model_type is "
-       "pointsv1.5_chat, whose llm_config is a Qwen2Config",
-       "sglang python/sglang/srt/models/points_v15_chat.py"},
       {"pp_formulanet_text",
        "cross-attention (encoder-decoder or cross-attention layers): K/V come from another "
        "sequence",
@@ -979,48 +500,8 @@ void add_refused_model_types(std::vector<Architecture>& table) {
        "Qwen2_5OmniThinkerConfig (text_config)"},
       {"qwen2_audio", "no RoPE: absolute / learned positions or ALiBi",
        "transformers src/transformers/models/qwen2_audio/modeling_qwen2_audio.py"},
-      {"qwen2_eagle",
-       "an engine draft/MTP module name, not a config.json model_type: its config carries the "
-       "target model_type (or a speculators draft format), whose verdict applies",
-       "sglang python/sglang/srt/models/qwen2_eagle.py"},
-      {"qwen2_rm",
-       "an engine module name, not a config.json model_type (a multimodal wrapper or "
-       "reward/classification head): the nested text config's model_type decides",
-       "sglang python/sglang/srt/models/qwen2_rm.py"},
-      {"qwen3_5_mtp",
-       "an engine draft/MTP module name, not a config.json model_type: its config carries the "
-       "target model_type (or a speculators draft format), whose verdict applies",
-       "vLLM vllm/model_executor/models/qwen3_5_mtp.py"},
       {"qwen3_asr", "no RoPE attention in its modeling code (encoder, audio or vision model)",
        "transformers src/transformers/models/qwen3_asr/modular_qwen3_asr.py"},
-      {"qwen3_asr_realtime",
-       "an engine module name, not a config.json model_type (a multimodal wrapper or "
-       "reward/classification head): the nested text config's model_type decides",
-       "vLLM vllm/model_executor/models/qwen3_asr_realtime.py"},
-      {"qwen3_dflash",
-       "an engine draft/MTP module name, not a config.json model_type: its config carries the "
-       "target model_type (or a speculators draft format), whose verdict applies",
-       "vLLM vllm/model_executor/models/qwen3_dflash.py"},
-      {"qwen3_dflash2",
-       "an engine draft/MTP module name, not a config.json model_type: its config carries the "
-       "target model_type (or a speculators draft format), whose verdict applies",
-       "vLLM vllm/model_executor/models/qwen3_dflash2.py"},
-      {"qwen3_dspark",
-       "an engine draft/MTP module name, not a config.json model_type: its config carries the "
-       "target model_type (or a speculators draft format), whose verdict applies",
-       "vLLM vllm/model_executor/models/qwen3_dspark.py"},
-      {"qwen3_eagle3",
-       "an engine draft/MTP module name, not a config.json model_type: its config carries the "
-       "target model_type (or a speculators draft format), whose verdict applies",
-       "vLLM vllm/model_executor/models/qwen3_eagle3.py"},
-      {"qwen3_moe_mtp",
-       "an engine draft/MTP module name, not a config.json model_type: its config carries the "
-       "target model_type (or a speculators draft format), whose verdict applies",
-       "sglang python/sglang/srt/models/qwen3_moe_mtp.py"},
-      {"qwen3_next_mtp",
-       "an engine draft/MTP module name, not a config.json model_type: its config carries the "
-       "target model_type (or a speculators draft format), whose verdict applies",
-       "vLLM vllm/model_executor/models/qwen3_next_mtp.py"},
       {"qwen3_omni_moe",
        "an omni wrapper: the language model is thinker_config.text_config (qwen3_omni_moe_text, "
        "supported) beside a talker in talker_config; the reader does not follow that nesting, so "
@@ -1028,18 +509,6 @@ void add_refused_model_types(std::vector<Architecture>& table) {
        "transformers src/transformers/models/qwen3_omni_moe/configuration_qwen3_omni_moe.py "
        "Qwen3OmniMoeConfig (thinker_config, talker_config, code2wav_config) and "
        "Qwen3OmniMoeThinkerConfig (text_config)"},
-      {"qwen3_rm",
-       "an engine module name, not a config.json model_type (a multimodal wrapper or "
-       "reward/classification head): the nested text config's model_type decides",
-       "sglang python/sglang/srt/models/qwen3_rm.py"},
-      {"qwen3_xpress",
-       "an engine draft/MTP module name, not a config.json model_type: its config carries the "
-       "target model_type (or a speculators draft format), whose verdict applies",
-       "vLLM vllm/model_executor/models/qwen3_xpress.py"},
-      {"qwen4_exp_mtp",
-       "an engine draft/MTP module name, not a config.json model_type: its config carries the "
-       "target model_type (or a speculators draft format), whose verdict applies",
-       "sglang python/sglang/srt/models/qwen4_exp_mtp.py"},
       {"qwen4_exp_text",
        "every attention layer is indexed (QSA sparse attention): an indexer keeps its own "
        "compressed, RoPE'd key cache beside K",
@@ -1073,80 +542,30 @@ void add_refused_model_types(std::vector<Architecture>& table) {
        "cross-attention (encoder-decoder or cross-attention layers): K/V come from another "
        "sequence",
        "transformers src/transformers/models/roformer/modeling_roformer.py"},
-      {"rvl",
-       "an engine module name, not a config.json model_type (a multimodal wrapper or "
-       "reward/classification head): the nested text config's model_type decides",
-       "vLLM vllm/model_executor/models/rvl.py"},
       {"rwkv", "no attention with RoPE (SSM / recurrent layers)",
        "transformers src/transformers/models/rwkv/modeling_rwkv.py"},
-      {"sarashina2_vision",
-       "an engine module name, not a config.json model_type (a multimodal wrapper or "
-       "reward/classification head): the nested text config's model_type decides",
-       "sglang python/sglang/srt/models/sarashina2_vision.py"},
       {"sarvam", "MLA (kv_lora_rank): the cache holds a compressed latent, not per-head K/V",
        "vLLM vllm/model_executor/models/sarvam.py"},
       {"sarvam_mla", "MLA (kv_lora_rank): the cache holds a compressed latent, not per-head K/V",
        "transformers src/transformers/models/sarvam_mla/modular_sarvam_mla.py"},
-      {"skyworkr1v",
-       "an engine module name, not a config.json model_type (a multimodal wrapper or "
-       "reward/classification head): the nested text config's model_type decides",
-       "vLLM vllm/model_executor/models/skyworkr1v.py"},
       {"solar_open", "no RoPE attention in its modeling code (encoder, audio or vision model)",
        "transformers src/transformers/models/solar_open/modular_solar_open.py"},
-      {"step1",
-       "an engine module name, not a config.json model_type (a multimodal wrapper or "
-       "reward/classification head): the nested text config's model_type decides",
-       "vLLM vllm/model_executor/models/step1.py"},
       {"step3_text",
        "one KV head on every layer, fixed in the modeling code (num_kv_heads=1, no config key), "
        "where the reader would take num_attention_heads; K itself: no norm, neox RoPE over "
        "head_dim",
        "vLLM vllm/model_executor/models/step3_text.py Step3TextAttention (Step3TextDecoderLayer "
        "passes num_kv_heads=1; q via share_q_dim, inter_norm and wq)"},
-      {"step3_vl",
-       "an engine module name, not a config.json model_type (a multimodal wrapper or "
-       "reward/classification head): the nested text config's model_type decides",
-       "vLLM vllm/model_executor/models/step3_vl.py"},
-      {"step3_vl_10b",
-       "an engine module name, not a config.json model_type: StepVLForConditionalGeneration "
-       "is a wrapper whose text_config (Qwen3) decides",
-       "sglang python/sglang/srt/models/step3_vl_10b.py"},
       {"step3p5",
        "RoPE theta and partial_rotary_factors are per-layer lists in config.json, which no "
        "registry rule reads",
        "transformers src/transformers/models/step3p7/modular_step3p7.py "
        "Step3p7Attention(LagunaAttention) (k_norm = Step3p7RMSNorm(head_dim), (1 + w), before "
        "RoPE) and configuration_step3p7.py (rope_theta / partial_rotary_factors per layer)"},
-      {"step3p5_mtp",
-       "an engine draft/MTP module name, not a config.json model_type: its config carries the "
-       "target model_type (or a speculators draft format), whose verdict applies",
-       "vLLM vllm/model_executor/models/step3p5_mtp.py"},
-      {"step5",
-       "an engine module name, not a config.json model_type (a multimodal wrapper or "
-       "reward/classification head): the nested text config's model_type decides",
-       "no modeling file in the engines read (vllm:Step5ForCausalLM "
-       "vllm:Step5ForConditionalGeneration vllm:Step5MTP)"},
-      {"step_vl",
-       "an engine module name, not a config.json model_type: the StepVL wrapper, whose "
-       "text_config (Qwen3) decides",
-       "vLLM vllm/model_executor/models/step_vl.py"},
       {"t5gemma2_decoder",
        "cross-attention (encoder-decoder or cross-attention layers): K/V come from another "
        "sequence",
        "transformers src/transformers/models/t5gemma2/modular_t5gemma2.py"},
-      {"telechat2",
-       "an engine module name, not a config.json model_type (a multimodal wrapper or "
-       "reward/classification head): the nested text config's model_type decides",
-       "vLLM vllm/model_executor/models/telechat2.py"},
-      {"teleflm",
-       "an engine module name, not a config.json model_type (a multimodal wrapper or "
-       "reward/classification head): the nested text config's model_type decides",
-       "vLLM vllm/model_executor/models/teleflm.py"},
-      {"torch_native_llama",
-       "an engine module name, not a config.json model_type: it serves configs of model_type "
-       "\"llama\" or \"phi3\", whose verdict applies",
-       "sglang python/sglang/srt/models/torch_native_llama.py TorchNativeLlamaForCausalLM, "
-       "TorchNativePhi3ForCausalLM"},
       {"transformers",
        "cross-attention (encoder-decoder or cross-attention layers): K/V come from another "
        "sequence",
@@ -1159,10 +578,6 @@ void add_refused_model_types(std::vector<Architecture>& table) {
        "cross-attention (encoder-decoder or cross-attention layers): K/V come from another "
        "sequence",
        "transformers src/transformers/models/udop/modeling_udop.py"},
-      {"ultravox",
-       "an engine module name, not a config.json model_type (a multimodal wrapper or "
-       "reward/classification head): the nested text config's model_type decides",
-       "vLLM vllm/model_executor/models/ultravox.py"},
       {"unlimited_ocr_text",
        "reference sliding-window attention: the cache keeps every prefill token plus a sliding "
        "window of decode tokens, a layer kind neither full nor sliding (K itself: no norm, "
@@ -1173,12 +588,6 @@ void add_refused_model_types(std::vector<Architecture>& table) {
        "transformers src/transformers/models/vaultgemma/modular_vaultgemma.py"},
       {"voxtral", "no RoPE: absolute / learned positions or ALiBi",
        "transformers src/transformers/models/voxtral/modular_voxtral.py"},
-      {"voxtral_realtime",
-       "an engine module name, not a config.json model_type: an audio wrapper whose "
-       "text_config is voxtral_realtime_text (MistralAttention), filled with the wrapper's "
-       "own defaults; the text config is not read apart from it",
-       "transformers src/transformers/models/voxtral_realtime/modular_voxtral_realtime.py "
-       "and configuration_voxtral_realtime.py"},
       {"whisper",
        "cross-attention (encoder-decoder or cross-attention layers): K/V come from another "
        "sequence",
@@ -1209,10 +618,6 @@ void add_refused_model_types(std::vector<Architecture>& table) {
        "cross-attention (encoder-decoder or cross-attention layers): K/V come from another "
        "sequence",
        "transformers src/transformers/models/xmod/modeling_xmod.py"},
-      {"yivl",
-       "an engine module name, not a config.json model_type (a multimodal wrapper or "
-       "reward/classification head): the nested text config's model_type decides",
-       "sglang python/sglang/srt/models/yivl.py"},
       {"youtu", "MLA (kv_lora_rank): the cache holds a compressed latent, not per-head K/V",
        "transformers src/transformers/models/youtu/modular_youtu.py"},
       {"zamba", "no attention with RoPE (SSM / recurrent layers)",
@@ -1230,11 +635,17 @@ void add_refused_model_types(std::vector<Architecture>& table) {
        "transformers src/transformers/models/zaya/modular_zaya.py ZayaAttention(Phi3Attention) and "
        "ZayaQKNorm (before RoPE)"},
   };
-  for (const Row& r : rows)
-    table.push_back({.name = r.model_type,
-                     .model_types = {r.model_type},
-                     .citation = r.citation,
-                     .refusal = r.reason});
+  std::vector<const RefusalRow*> all;
+  for (const RefusalRow& r : rows) all.push_back(&r);
+  for (const RefusalRow& r : engine_name_refusals()) all.push_back(&r);
+  std::sort(all.begin(), all.end(), [](const RefusalRow* a, const RefusalRow* b) {
+    return std::string_view(a->model_type) < std::string_view(b->model_type);
+  });
+  for (const RefusalRow* r : all)
+    table.push_back({.name = r->model_type,
+                     .model_types = {r->model_type},
+                     .citation = r->citation,
+                     .refusal = r->reason});
 }
 
 }  // namespace fkv::config_detail
