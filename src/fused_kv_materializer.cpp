@@ -573,8 +573,6 @@ FusedKVMaterializer::FusedKVMaterializer(const ModelConfig& config, std::int64_t
   std::unordered_map<int, std::size_t> pos_of;
   for (std::size_t i = 0; i < L; ++i) pos_of[m.layers[i]] = i;
 
-  ensure_context(o.device);
-  Stream setup;
   const int es = dtype_size(o.act);
 
   // Groups in plan order; their layers adjacent in the packed weight (and so in proj).
@@ -589,7 +587,10 @@ FusedKVMaterializer::FusedKVMaterializer(const ModelConfig& config, std::int64_t
     m.width += g.width * static_cast<std::int64_t>(g.members.size());
     m.groups.push_back(std::move(g));
   }
-  m.check_format();
+  m.check_format();  // before the first GPU call: its refusals need no device
+
+  ensure_context(o.device);
+  Stream setup;
   m.w_packed = DeviceBuffer(
       static_cast<std::size_t>(m.width * hidden_size * weight_element_bytes(m.format, es)));
   m.pack(w, row_stride, setup.get());
