@@ -1,21 +1,18 @@
-// c_api: the C API (include/fkv/fkv.h) over the C++ modules.
-//
-// Every entry point runs its body inside guard(), which turns each C++ exception into a status
-// and the thread-local last-error text, so that no exception crosses the C boundary.
+// c_api: the C API (include/fkv/fkv.h) over the C++ modules: status and errors, configs, plans,
+// dtypes, cos/sin tables, precompilation, kernels and launches. The materializer's entry points
+// are in c_api_materializer.cpp; what both share in c_api_internal.hpp.
 #include <algorithm>
 #include <cmath>
 #include <cstddef>
 #include <cstring>
-#include <exception>
 #include <memory>
 #include <mutex>
-#include <new>
 #include <set>
 #include <span>
 #include <string>
-#include <type_traits>
 #include <vector>
 
+#include "c_api_internal.hpp"
 #include "fkv/arch.hpp"
 #include "fkv/cache.hpp"
 #include "fkv/codegen.hpp"
@@ -23,7 +20,6 @@
 #include "fkv/config.hpp"
 #include "fkv/errors.hpp"
 #include "fkv/fkv.h"
-#include "fkv/fused_kv_materializer.hpp"
 #include "fkv/materialize.hpp"
 #include "fkv/precompile.hpp"
 #include "fkv/rope.hpp"
@@ -32,20 +28,11 @@
 #include "fkv/validate.hpp"
 #include "fkv/version.hpp"
 
-struct fkv_config {
-  fkv::ModelConfig config;
-};
-
 struct fkv_plan {
   fkv::Plan plan;
   bool grouped = false;
   std::int64_t max_position_embeddings = 0;
   std::string json;
-};
-
-struct fkv_materializer {
-  std::unique_ptr<fkv::FusedKVMaterializer> m;
-  std::string plan_json;
 };
 
 struct fkv_kernel {
@@ -55,6 +42,7 @@ struct fkv_kernel {
   std::string arch;
 };
 
+namespace fkv::c_api {
 namespace {
 
 // The last error of each thread. glibc runs a thread's thread_local destructors before the
@@ -82,67 +70,20 @@ LastError& last_error() {
   return *t_last;
 }
 
-fkv_status fail(fkv_status status, std::string text, std::string log = {}) {
+}  // namespace
+
+fkv_status fail(fkv_status status, std::string text, std::string log) {
   LastError& e = last_error();
   e.text = std::move(text);
   e.log = std::move(log);
   return status;
 }
 
-// Runs `body` (which returns fkv_status), mapping every exception to the status of its kind
-// (fkv/errors.hpp's table).
-template <class F>
-fkv_status guard(F&& body) noexcept {
-  try {
-    return body();
-  } catch (const fkv::CompileError& e) {
-    return fail(FKV_ERR_COMPILE, e.what(), e.log);
-  } catch (const std::bad_alloc&) {
-    return fail(FKV_ERR_OUT_OF_MEMORY, "out of host memory");
-  } catch (const std::exception& e) {
-    const fkv::ErrorKindInfo& info = fkv::error_kind_info(fkv::error_kind_of(e));
-    std::string text = e.what();
-    if (info.kind == fkv::ErrorKind::Internal) text = "internal error: " + text;
-    return fail(static_cast<fkv_status>(info.c_status), std::move(text));
-  } catch (...) {
-    return fail(FKV_ERR_INTERNAL, "internal error: unknown exception");
-  }
-}
-
-void require(const void* p, const char* what) {
-  if (p == nullptr) throw fkv::ArgumentError(std::string(what) + " must not be NULL");
-}
-
-// Strings that accessors hand out beyond the life of a temporary (rope scaling types, a small
-// closed set): kept for the life of the process, and never destroyed, so that atexit handlers
-// and static destructors can still call the API.
 const char* intern(const std::string& s) {
   static std::mutex& mu = *new std::mutex;
   static std::set<std::string>& strings = *new std::set<std::string>;
   std::lock_guard<std::mutex> lock(mu);
   return strings.insert(s).first->c_str();
-}
-
-fkv_k_norm to_c(fkv::KNormKind k) {
-  switch (k) {
-    case fkv::KNormKind::None:
-      return FKV_K_NORM_NONE;
-    case fkv::KNormKind::Rms:
-      return FKV_K_NORM_RMS;
-    case fkv::KNormKind::RmsOnePlus:
-      return FKV_K_NORM_RMS_ONE_PLUS;
-  }
-  return FKV_K_NORM_NONE;
-}
-
-void fill(const fkv::AttentionSpec& s, fkv_attention_info* out) {
-  out->num_kv_heads = s.num_kv_heads;
-  out->head_dim = s.head_dim;
-  out->rotary_dim = s.rotary_dim;
-  out->is_neox_style = s.is_neox_style ? 1 : 0;
-  out->k_norm = to_c(s.k_norm);
-  out->rope_theta = s.rope.theta;
-  out->rope_scaling_type = intern(s.rope.scaling_type);
 }
 
 fkv::DType to_cpp(fkv_dtype d) {
@@ -180,37 +121,41 @@ fkv_dtype to_c(fkv::DType d) {
   return FKV_DTYPE_BF16;
 }
 
-// ---- option structs: struct_size and the layouts from before it -----------------------------
-// fkv.h's rule: readers read only the fields inside struct_size, init functions write only
-// inside it. A struct_size above this is not a size but an uninitialized struct.
-constexpr std::size_t kMaxStructSize = 4096;
-
-template <class T>
-void check_struct_size(const T& o, const char* what, const char* init) {
-  if (o.struct_size == 0 || o.struct_size > kMaxStructSize)
-    throw fkv::ArgumentError(std::string(what) + ".struct_size is " +
-                             std::to_string(o.struct_size) + ": initialize the options with " +
-                             init + "() (which sets it) before changing fields");
+fkv_status copy_ints(const std::vector<int>& from, int* to, size_t capacity, const char* what) {
+  if (from.size() > capacity)
+    throw fkv::ArgumentError(std::string(what) + ": the buffer holds " + std::to_string(capacity) +
+                             " values, " + std::to_string(from.size()) + " are needed");
+  if (!from.empty()) require(to, "layers");
+  std::copy(from.begin(), from.end(), to);
+  return FKV_OK;
 }
 
-// Copies field `f` of the caller's struct `from` into `to` when the whole field lies inside
-// from.struct_size; `to` keeps its default otherwise.
-#define FKV_TAKE(to, from, f)                                                                      \
-  do {                                                                                             \
-    if ((from).struct_size >= offsetof(std::remove_cvref_t<decltype(from)>, f) + sizeof((from).f)) \
-      (to).f = (from).f;                                                                           \
-  } while (0)
+}  // namespace fkv::c_api
 
-// Writes the defaults of the fields inside `size` bytes of *o, zeroes any bytes past the
-// library's struct (fields of a newer fkv.h it does not know) and sets struct_size.
-template <class T>
-void init_sized(T* o, std::size_t size, const T& defaults) {
-  if (o == nullptr || size < sizeof(o->struct_size)) return;
-  auto* bytes = reinterpret_cast<unsigned char*>(o);
-  std::memcpy(bytes, &defaults, std::min(size, sizeof(T)));
-  if (size > sizeof(T))
-    std::memset(bytes + sizeof(T), 0, std::min(size, kMaxStructSize) - sizeof(T));
-  o->struct_size = size;
+using namespace fkv::c_api;
+
+namespace {
+
+fkv_k_norm to_c(fkv::KNormKind k) {
+  switch (k) {
+    case fkv::KNormKind::None:
+      return FKV_K_NORM_NONE;
+    case fkv::KNormKind::Rms:
+      return FKV_K_NORM_RMS;
+    case fkv::KNormKind::RmsOnePlus:
+      return FKV_K_NORM_RMS_ONE_PLUS;
+  }
+  return FKV_K_NORM_NONE;
+}
+
+void fill(const fkv::AttentionSpec& s, fkv_attention_info* out) {
+  out->num_kv_heads = s.num_kv_heads;
+  out->head_dim = s.head_dim;
+  out->rotary_dim = s.rotary_dim;
+  out->is_neox_style = s.is_neox_style ? 1 : 0;
+  out->k_norm = to_c(s.k_norm);
+  out->rope_theta = s.rope.theta;
+  out->rope_scaling_type = intern(s.rope.scaling_type);
 }
 
 fkv_precompile_options precompile_defaults() {
@@ -239,49 +184,6 @@ fkv_precompile_options read_precompile_options(const fkv_precompile_options& fro
   return o;
 }
 
-fkv_materializer_options materializer_defaults() {
-  const fkv::MaterializerOptions d;
-  fkv_materializer_options o{};
-  o.struct_size = sizeof(o);
-  o.grouped = d.mode == fkv::ValidationMode::Grouped;
-  o.act = to_c(d.act);
-  o.cache = to_c(d.cache);
-  o.cos_sin = to_c(d.cos_sin);
-  o.index_i64 = d.index == fkv::IndexType::I64;
-  o.max_tokens = d.max_tokens;
-  o.max_position = d.max_position;
-  o.device = d.device;
-  o.stacked = d.stacked;
-  o.pool = d.pool;
-  o.paged = d.paged;
-  o.tp_size = d.tp_size;
-  o.tp_rank = d.tp_rank;
-  o.decode_crossover = d.decode_crossover;
-  return o;
-}
-
-fkv_materializer_options read_materializer_options(const fkv_materializer_options& from) {
-  check_struct_size(from, "fkv_materializer_options", "fkv_materializer_options_init");
-  fkv_materializer_options o = materializer_defaults();
-  FKV_TAKE(o, from, grouped);
-  FKV_TAKE(o, from, act);
-  FKV_TAKE(o, from, cache);
-  FKV_TAKE(o, from, cos_sin);
-  FKV_TAKE(o, from, index_i64);
-  FKV_TAKE(o, from, max_tokens);
-  FKV_TAKE(o, from, max_position);
-  FKV_TAKE(o, from, device);
-  FKV_TAKE(o, from, stacked);
-  FKV_TAKE(o, from, pool);
-  FKV_TAKE(o, from, paged);
-  FKV_TAKE(o, from, tp_size);
-  FKV_TAKE(o, from, tp_rank);
-  FKV_TAKE(o, from, decode_crossover);
-  return o;
-}
-
-#undef FKV_TAKE
-
 fkv::KernelSpec to_spec(const fkv_kernel_desc& d) {
   fkv::KernelSpec s;
   s.num_kv_heads = d.num_kv_heads;
@@ -308,15 +210,6 @@ const fkv::LayerGroup& group_of(const fkv_plan* plan, int group) {
   return plan->plan.groups[static_cast<std::size_t>(group)];
 }
 
-fkv_status copy_ints(const std::vector<int>& from, int* to, size_t capacity, const char* what) {
-  if (from.size() > capacity)
-    throw fkv::ArgumentError(std::string(what) + ": the buffer holds " + std::to_string(capacity) +
-                             " values, " + std::to_string(from.size()) + " are needed");
-  if (!from.empty()) require(to, "layers");
-  std::copy(from.begin(), from.end(), to);
-  return FKV_OK;
-}
-
 fkv::FusedKVInputs to_inputs(const fkv_inputs& in) {
   fkv::FusedKVInputs r;
   r.proj = in.proj;
@@ -333,45 +226,6 @@ fkv::FusedKVInputs to_inputs(const fkv_inputs& in) {
     r.eps = std::span<const float>(in.eps, static_cast<std::size_t>(in.num_layers));
   r.error_flag = in.error_flag;
   return r;
-}
-
-// The C weights as fkv::MaterializerWeights; per-layer host vectors get their lengths from
-// the plan (head_dim, this rank's heads), `layers` the model numbers in attention-layer order.
-fkv::MaterializerWeights materializer_weights(const fkv::Plan& plan, const std::vector<int>& layers,
-                                              const fkv_materializer_weights& w) {
-  if (w.num_layers < 0) throw fkv::ArgumentError("weights.num_layers must be >= 0");
-  require(w.w_kv, "weights.w_kv");
-  const auto L = static_cast<std::size_t>(w.num_layers);
-  fkv::MaterializerWeights mw;
-  mw.w_kv.assign(w.w_kv, w.w_kv + L);
-  mw.w_kv_row_stride = w.w_kv_row_stride;
-  if (w.eps) {
-    mw.eps.assign(w.eps, w.eps + L);
-    for (std::size_t l = 0; l < L; ++l)
-      if (!std::isfinite(mw.eps[l]) || !(mw.eps[l] > 0.0f))
-        throw fkv::ArgumentError("weights.eps[" + std::to_string(l) + "] is " +
-                                 std::to_string(mw.eps[l]) +
-                                 ": the K-norm eps must be a finite number > 0");
-  }
-  std::vector<std::size_t> head_dim(L, 0), row(L, 0);
-  for (std::size_t i = 0; i < L && i < layers.size(); ++i)
-    for (const fkv::LayerGroup& g : plan.groups)
-      for (int n : g.layers)
-        if (n == layers[i]) {
-          head_dim[i] = static_cast<std::size_t>(g.attn.head_dim);
-          row[i] = 2 * static_cast<std::size_t>(g.attn.num_kv_heads) * head_dim[i];
-        }
-  if (w.k_norm)
-    for (std::size_t l = 0; l < L; ++l) {
-      require(w.k_norm[l], "weights.k_norm[l]");
-      mw.k_norm.emplace_back(w.k_norm[l], w.k_norm[l] + head_dim[l]);
-    }
-  if (w.kv_bias)
-    for (std::size_t l = 0; l < L; ++l) {
-      require(w.kv_bias[l], "weights.kv_bias[l]");
-      mw.kv_bias.emplace_back(w.kv_bias[l], w.kv_bias[l] + row[l]);
-    }
-  return mw;
 }
 
 }  // namespace
@@ -782,165 +636,14 @@ fkv_status fkv_materialize_pool(const fkv_kernel* kernel, const fkv_inputs* in,
   });
 }
 
-// ---- the materializer ---------------------------------------------------------------------
-
-void fkv_materializer_options_init_v2(fkv_materializer_options* options, size_t struct_size) {
-  init_sized(options, struct_size, materializer_defaults());
-}
-
-fkv_status fkv_materializer_create_v2(const fkv_config* config, const fkv_materializer_weights* w,
-                                      const fkv_materializer_options* options,
-                                      fkv_materializer** out) {
-  return guard([&] {
-    require(config, "config");
-    require(w, "weights");
-    require(out, "out");
-    *out = nullptr;
-    const fkv_materializer_options o =
-        options ? read_materializer_options(*options) : materializer_defaults();
-    const fkv::Plan plan =
-        fkv::shard_plan(fkv::make_plan(config->config, o.grouped ? fkv::ValidationMode::Grouped
-                                                                 : fkv::ValidationMode::Strict),
-                        fkv::TensorParallel{o.tp_size, o.tp_rank});
-    std::vector<int> layers;
-    for (const fkv::LayerAttention* layer : config->config.attention_layers())
-      layers.push_back(layer->index);
-    const fkv::MaterializerWeights mw = materializer_weights(plan, layers, *w);
-    fkv::MaterializerOptions mo;
-    mo.mode = o.grouped ? fkv::ValidationMode::Grouped : fkv::ValidationMode::Strict;
-    mo.act = to_cpp(o.act);
-    mo.cache = to_cpp(o.cache);
-    mo.cos_sin = to_cpp(o.cos_sin);
-    mo.index = o.index_i64 ? fkv::IndexType::I64 : fkv::IndexType::I32;
-    mo.max_tokens = o.max_tokens;
-    mo.max_position = o.max_position;
-    mo.device = o.device;
-    mo.stacked = o.stacked != 0;
-    mo.pool = o.pool != 0;
-    mo.paged = o.paged != 0;
-    mo.tp_size = o.tp_size;
-    mo.tp_rank = o.tp_rank;
-    mo.decode_crossover = o.decode_crossover;
-    auto r = std::make_unique<fkv_materializer>();
-    r->m = std::make_unique<fkv::FusedKVMaterializer>(config->config, w->hidden_size, mw, mo);
-    nlohmann::json groups = nlohmann::json::array();
-    for (const fkv::LayerGroup& g : r->m->plan().groups)
-      groups.push_back({{"layers", g.layers},
-                        {"spec", fkv::to_json(g.attn)},
-                        {"first_kv_head", g.heads.first_head},
-                        {"total_kv_heads", g.heads.total_heads}});
-    r->plan_json = nlohmann::json{{"mode", o.grouped ? "grouped" : "strict"},
-                                  {"tp_size", o.tp_size},
-                                  {"tp_rank", o.tp_rank},
-                                  {"groups", groups},
-                                  {"skipped", r->m->plan().skipped_layers}}
-                       .dump();
-    *out = r.release();
-    return FKV_OK;
-  });
-}
-
-void fkv_materializer_free(fkv_materializer* m) { delete m; }
-
-int fkv_materializer_num_layers(const fkv_materializer* m) {
-  return m ? static_cast<int>(m->m->layers().size()) : 0;
-}
-int fkv_materializer_num_groups(const fkv_materializer* m) {
-  return m ? static_cast<int>(m->m->plan().groups.size()) : 0;
-}
-int64_t fkv_materializer_decode_crossover(const fkv_materializer* m) {
-  return m ? m->m->decode_crossover() : 0;
-}
-fkv_status fkv_materializer_layers(const fkv_materializer* m, int* layers, size_t capacity) {
-  return guard([&] {
-    require(m, "materializer");
-    return copy_ints(m->m->layers(), layers, capacity, "attention layers");
-  });
-}
-const char* fkv_materializer_plan_json(const fkv_materializer* m) {
-  return m ? m->plan_json.c_str() : "";
-}
-
-fkv_status fkv_materializer_refresh_weights(fkv_materializer* m, const fkv_materializer_weights* w,
-                                            void* stream) {
-  return guard([&] {
-    require(m, "materializer");
-    require(w, "weights");
-    m->m->refresh_weights(materializer_weights(m->m->plan(), m->m->layers(), *w),
-                          static_cast<CUstream>(stream));
-    return FKV_OK;
-  });
-}
-
-fkv_status fkv_materializer_stacked(fkv_materializer* m, const fkv_materializer_input* in,
-                                    void* const* k_out, void* const* v_out, size_t num_groups,
-                                    void* stream) {
-  return guard([&] {
-    require(m, "materializer");
-    require(in, "input");
-    require(k_out, "k_out");
-    require(v_out, "v_out");
-    fkv::MaterializerInput mi{in->hidden, in->num_tokens, in->hidden_stride, in->positions};
-    m->m->materialize_stacked(mi, std::span<void* const>(k_out, num_groups),
-                              std::span<void* const>(v_out, num_groups),
-                              static_cast<CUstream>(stream));
-    return FKV_OK;
-  });
-}
-
-fkv_status fkv_materializer_pool(fkv_materializer* m, const fkv_materializer_input* in,
-                                 const fkv_materializer_pool_output* out, void* stream) {
-  return guard([&] {
-    require(m, "materializer");
-    require(in, "input");
-    require(out, "pool output");
-    require(out->k_buffers, "k_buffers");
-    require(out->v_buffers, "v_buffers");
-    if (out->num_layers < 0) throw fkv::ArgumentError("pool output num_layers must be >= 0");
-    const auto L = static_cast<std::size_t>(out->num_layers);
-    fkv::FusedKVMaterializer::Pool p;
-    p.cache_loc = out->cache_loc;
-    p.k_buffers = std::span<void* const>(out->k_buffers, L);
-    p.v_buffers = std::span<void* const>(out->v_buffers, L);
-    p.num_slots = out->num_slots;
-    p.slot_stride = out->slot_stride;
-    if (out->k_scales) p.k_scales = std::span<const float>(out->k_scales, L);
-    if (out->v_scales) p.v_scales = std::span<const float>(out->v_scales, L);
-    p.k_scales_device = out->k_scales_device;
-    p.v_scales_device = out->v_scales_device;
-    p.block_size = out->block_size;
-    p.block_stride = out->block_stride;
-    p.head_stride = out->head_stride;
-    if (out->slot_mappings) p.slot_mappings = std::span<const void* const>(out->slot_mappings, L);
-    fkv::MaterializerInput mi{in->hidden, in->num_tokens, in->hidden_stride, in->positions};
-    m->m->materialize_pool(mi, p, static_cast<CUstream>(stream));
-    return FKV_OK;
-  });
-}
-
-void* fkv_materializer_error_flag(const fkv_materializer* m) {
-  return m ? reinterpret_cast<void*>(static_cast<std::uintptr_t>(m->m->error_flag())) : nullptr;
-}
-
-fkv_status fkv_materializer_take_error_flag(fkv_materializer* m, void* stream,
-                                            unsigned int* flags) {
-  return guard([&] {
-    require(m, "materializer");
-    require(flags, "flags");
-    *flags = m->m->take_error_flag(static_cast<CUstream>(stream));
-    return FKV_OK;
-  });
-}
-
 // ---- entry points of programs built before struct_size -------------------------------------
 // fkv.h maps these names to the *_v2 functions with macros; programs compiled against the
-// first fkv.h call the symbols themselves, with the first layouts (no struct_size, no
-// decode_gpu, no decode_crossover). They read and write exactly those layouts.
+// first fkv.h call the symbols themselves, with the first layout (no struct_size, no
+// decode_gpu). They read and write exactly that layout. (The materializer's: in
+// c_api_materializer.cpp.)
 
 #undef fkv_precompile_options_init
 #undef fkv_precompile_with_options
-#undef fkv_materializer_options_init
-#undef fkv_materializer_create
 
 struct fkv_precompile_options_v1 {
   const char* arch;
@@ -954,31 +657,10 @@ struct fkv_precompile_options_v1 {
   int jobs;
 };
 
-struct fkv_materializer_options_v1 {
-  int grouped;
-  fkv_dtype act;
-  fkv_dtype cache;
-  fkv_dtype cos_sin;
-  int index_i64;
-  int64_t max_tokens;
-  int64_t max_position;
-  int device;
-  int stacked;
-  int pool;
-  int paged;
-  int tp_size;
-  int tp_rank;
-};
-
 FKV_API void fkv_precompile_options_init(fkv_precompile_options_v1* options);
 FKV_API fkv_status fkv_precompile_with_options(const fkv_config* config,
                                                const fkv_precompile_options_v1* options,
                                                fkv_precompile_result* result);
-FKV_API void fkv_materializer_options_init(fkv_materializer_options_v1* options);
-FKV_API fkv_status fkv_materializer_create(const fkv_config* config,
-                                           const fkv_materializer_weights* weights,
-                                           const fkv_materializer_options_v1* options,
-                                           fkv_materializer** out);
 
 void fkv_precompile_options_init(fkv_precompile_options_v1* options) {
   if (options) *options = fkv_precompile_options_v1{};
@@ -999,33 +681,6 @@ fkv_status fkv_precompile_with_options(const fkv_config* config,
   o.strict = v1->strict;
   o.jobs = v1->jobs;
   return fkv_precompile_with_options_v2(config, &o, result);
-}
-
-void fkv_materializer_options_init(fkv_materializer_options_v1* options) {
-  if (!options) return;
-  const fkv_materializer_options d = materializer_defaults();
-  *options = {d.grouped, d.act,     d.cache, d.cos_sin, d.index_i64, d.max_tokens, d.max_position,
-              d.device,  d.stacked, d.pool,  d.paged,   d.tp_size,   d.tp_rank};
-}
-
-fkv_status fkv_materializer_create(const fkv_config* config, const fkv_materializer_weights* w,
-                                   const fkv_materializer_options_v1* v1, fkv_materializer** out) {
-  if (v1 == nullptr) return fkv_materializer_create_v2(config, w, nullptr, out);
-  fkv_materializer_options o = materializer_defaults();
-  o.grouped = v1->grouped;
-  o.act = v1->act;
-  o.cache = v1->cache;
-  o.cos_sin = v1->cos_sin;
-  o.index_i64 = v1->index_i64;
-  o.max_tokens = v1->max_tokens;
-  o.max_position = v1->max_position;
-  o.device = v1->device;
-  o.stacked = v1->stacked;
-  o.pool = v1->pool;
-  o.paged = v1->paged;
-  o.tp_size = v1->tp_size;
-  o.tp_rank = v1->tp_rank;
-  return fkv_materializer_create_v2(config, w, &o, out);
 }
 
 }  // extern "C"

@@ -6,6 +6,7 @@
 #include <ftw.h>
 #include <math.h>
 #include <pthread.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -544,6 +545,128 @@ static void test_materializer_arguments(void) {
   fkv_materializer_free(NULL);
 }
 
+/* Quantized K/V weights through the C API (docs/quantized.md): format names, fkv_weight_quant's
+ * struct_size rule, and every refusal of create_v3 / refresh_weights_v2 that comes before any
+ * GPU work (tests/gpu/test_c_api_gpu.cpp creates and runs one). */
+static void test_weight_quant(void) {
+  static const char* base =
+      "{\"num_kv_heads\": 8, \"head_dim\": 128, \"rotary_dim\": 128, \"is_neox_style\": true, "
+      "\"rope_theta\": 10000}";
+  const void* w_kv[2] = {(const void*)0x10000, (const void*)0x20000};
+  const float* scales[2] = {(const float*)0x30000, (const float*)0x40000};
+  const float* one_null[2] = {(const float*)0x30000, NULL};
+  const char* canonical = NULL;
+  fkv_materializer_weights w;
+  fkv_materializer_options o;
+  fkv_weight_quant q;
+  unsigned char bytes[sizeof(fkv_weight_quant) + 16];
+  fkv_materializer* m = (fkv_materializer*)0x1;
+  fkv_config* cfg;
+
+  /* Names: the canonical ones, the engines' spellings, 4-bit schemes refused by name. */
+  CHECK_STATUS(fkv_weight_format_parse("fp8_per_channel", &canonical), FKV_OK);
+  CHECK(canonical != NULL && strcmp(canonical, "fp8_channel") == 0);
+  CHECK_STATUS(fkv_weight_format_parse("FP8-Block128", &canonical), FKV_OK);
+  CHECK(strcmp(canonical, "fp8_block") == 0);
+  CHECK_STATUS(fkv_weight_format_parse("w8a16", &canonical), FKV_OK);
+  CHECK(strcmp(canonical, "int8_channel") == 0);
+  CHECK_STATUS(fkv_weight_format_parse("fp8", &canonical), FKV_OK);
+  CHECK(strcmp(canonical, "fp8_tensor") == 0);
+  CHECK_STATUS(fkv_weight_format_parse("dense", &canonical), FKV_OK);
+  CHECK(strcmp(canonical, "dense") == 0);
+  CHECK_STATUS(fkv_weight_format_parse("gptq", &canonical), FKV_ERR_UNSUPPORTED);
+  CHECK_CONTAINS("weight format 'gptq' packs 4-bit weights");
+  CHECK_STATUS(fkv_weight_format_parse("nvfp4", &canonical), FKV_ERR_UNSUPPORTED);
+  CHECK_STATUS(fkv_weight_format_parse("fp9", &canonical), FKV_ERR_ARGUMENT);
+  CHECK_CONTAINS("unknown weight format 'fp9'");
+  CHECK_STATUS(fkv_weight_format_parse(NULL, &canonical), FKV_ERR_ARGUMENT);
+  CHECK_STATUS(fkv_weight_format_parse("fp8", NULL), FKV_ERR_ARGUMENT);
+
+  /* init: the defaults inside the size given, nothing written past it. */
+  memset(&q, 0x5a, sizeof q);
+  fkv_weight_quant_init(&q);
+  CHECK(q.struct_size == sizeof q && q.format == NULL && q.scales == NULL);
+  memset(bytes, 0xa5, sizeof bytes);
+  fkv_weight_quant_init_sized((fkv_weight_quant*)(void*)bytes, offsetof(fkv_weight_quant, scales));
+  CHECK(((fkv_weight_quant*)(void*)bytes)->struct_size == offsetof(fkv_weight_quant, scales));
+  CHECK(bytes[offsetof(fkv_weight_quant, scales)] == 0xa5 && bytes[sizeof bytes - 1] == 0xa5);
+
+  memset(&w, 0, sizeof w);
+  w.hidden_size = 256;
+  w.num_layers = 2;
+  w.w_kv = w_kv;
+  fkv_materializer_options_init(&o);
+  cfg = two_layers(base, base);
+  if (!cfg) return;
+
+  /* Refusals by name: 4-bit is unsupported, an unknown name an argument error. */
+  fkv_weight_quant_init(&q);
+  q.format = "awq";
+  q.scales = scales;
+  CHECK_STATUS(fkv_materializer_create_v3(cfg, &w, &q, &o, &m), FKV_ERR_UNSUPPORTED);
+  CHECK(m == NULL);
+  CHECK_CONTAINS("'awq' packs 4-bit weights");
+  q.format = "fp7";
+  CHECK_STATUS(fkv_materializer_create_v3(cfg, &w, &q, &o, &m), FKV_ERR_ARGUMENT);
+  CHECK_CONTAINS("unknown weight format 'fp7'");
+
+  /* struct_size: 0 is refused; fields outside it are not read (here: scales). */
+  q.format = "fp8_channel";
+  q.struct_size = 0;
+  CHECK_STATUS(fkv_materializer_create_v3(cfg, &w, &q, &o, &m), FKV_ERR_ARGUMENT);
+  CHECK_CONTAINS("fkv_weight_quant.struct_size is 0");
+  q.struct_size = offsetof(fkv_weight_quant, scales);
+  CHECK_STATUS(fkv_materializer_create_v3(cfg, &w, &q, &o, &m), FKV_ERR_ARGUMENT);
+  CHECK_CONTAINS("quant.scales is NULL: fp8_channel weights need one DEVICE fp32 scale pointer");
+  fkv_weight_quant_init(&q);
+
+  /* Scales missing for quantized weights, given for dense ones, a NULL entry. */
+  q.format = "fp8_channel";
+  CHECK_STATUS(fkv_materializer_create_v3(cfg, &w, &q, &o, &m), FKV_ERR_ARGUMENT);
+  CHECK_CONTAINS("quant.scales is NULL");
+  q.format = NULL;
+  q.scales = scales;
+  CHECK_STATUS(fkv_materializer_create_v3(cfg, &w, &q, &o, &m), FKV_ERR_ARGUMENT);
+  CHECK_CONTAINS("quant.scales is given, but quant.format is dense");
+  q.format = "";
+  CHECK_STATUS(fkv_materializer_create_v3(cfg, &w, &q, &o, &m), FKV_ERR_ARGUMENT);
+  q.format = "int8";
+  q.scales = one_null;
+  CHECK_STATUS(fkv_materializer_create_v3(cfg, &w, &q, &o, &m), FKV_ERR_ARGUMENT);
+  CHECK_CONTAINS("w_scale of layer 1 is null");
+
+  /* What the format asks of the model: bf16/fp16 activations, 16-byte rows. */
+  q.format = "fp8_block";
+  q.scales = scales;
+  o.act = FKV_DTYPE_FP32;
+  CHECK_STATUS(fkv_materializer_create_v3(cfg, &w, &q, &o, &m), FKV_ERR_ARGUMENT);
+  CHECK_CONTAINS("fp8_block weights take bf16 or fp16 activations, not fp32");
+  o.act = FKV_DTYPE_BF16;
+  w.hidden_size = 200;
+  CHECK_STATUS(fkv_materializer_create_v3(cfg, &w, &q, &o, &m), FKV_ERR_ARGUMENT);
+  CHECK_CONTAINS("must be a multiple of 16");
+  w.hidden_size = 256;
+  CHECK(m == NULL);
+  fkv_config_free(cfg);
+
+  /* fp8_block: a layer's 2*H*D = 192 rows are not whole 128-row scale blocks. */
+  cfg = two_layers(
+      "{\"num_kv_heads\": 1, \"head_dim\": 96, \"rotary_dim\": 96, \"is_neox_style\": true, "
+      "\"rope_theta\": 10000}",
+      "{\"num_kv_heads\": 1, \"head_dim\": 96, \"rotary_dim\": 96, \"is_neox_style\": true, "
+      "\"rope_theta\": 10000}");
+  if (cfg) {
+    CHECK_STATUS(fkv_materializer_create_v3(cfg, &w, &q, &o, &m), FKV_ERR_UNSUPPORTED);
+    CHECK_CONTAINS("(2*H*D = 192) must be whole 128-row scale blocks");
+    fkv_config_free(cfg);
+  }
+
+  /* No materializer. */
+  CHECK_STATUS(fkv_materializer_refresh_weights_v2(NULL, &w, &q, NULL), FKV_ERR_ARGUMENT);
+  CHECK_CONTAINS("materializer must not be NULL");
+  CHECK(strcmp(fkv_materializer_weight_format(NULL), "") == 0);
+}
+
 /* Issue 23 item 13: a malformed FKV_* variable is bad input (FKV_ERR_BAD_INPUT naming the
  * variable), not a config mismatch. Variables are read once per process, so in a child. */
 static void test_env_error(void) {
@@ -631,6 +754,7 @@ int main(void) {
   test_kernel_arguments();
   test_thread_local_error();
   test_materializer_arguments();
+  test_weight_quant();
   printf("test_c_api: %d checks, %d failed\n", checks, failures);
   return failures == 0 ? 0 : 1;
 }

@@ -14,18 +14,18 @@
  * - Pointers documented as "device" are CUDA device pointers in the calling thread's current
  *   context; `stream` is a CUstream / cudaStream_t (NULL = the legacy default stream).
  * - Strides and counts are in elements, not bytes.
- * - Option structs (fkv_precompile_options, fkv_materializer_options) start with `struct_size`
- *   and grow only at the end. Their init functions are macros that pass sizeof(*options) to the
- *   library, which fills in the fields inside that size (defaults), sets struct_size and writes
- *   nothing past it; readers read only the fields inside struct_size and use the default for the
- *   others, so a program built against an older fkv.h keeps working with a newer library. A
- *   struct_size of 0 (options never initialized) or too small to hold a required field is
+ * - Option structs (fkv_precompile_options, fkv_materializer_options, fkv_weight_quant) start
+ *   with `struct_size` and grow only at the end. Their init functions are macros that pass
+ * sizeof(*options) to the library, which fills in the fields inside that size (defaults), sets
+ * struct_size and writes nothing past it; readers read only the fields inside struct_size and use
+ * the default for the others, so a program built against an older fkv.h keeps working with a newer
+ * library. A struct_size of 0 (options never initialized) or too small to hold a required field is
  *   FKV_ERR_ARGUMENT; fields past what the library knows (a newer fkv.h) are ignored.
  *   Programs built before struct_size existed call the unversioned symbols
  *   (fkv_precompile_options_init, fkv_precompile_with_options, fkv_materializer_options_init,
  *   fkv_materializer_create); the library keeps them and serves them the first layouts, without
- *   struct_size, decode_gpu and decode_crossover. FFI users (ctypes, cffi) call the *_v2 symbols
- *   and set struct_size themselves.
+ *   struct_size, decode_gpu and decode_crossover. FFI users (ctypes, cffi) call the *_v2, *_v3
+ *   and *_sized symbols and set struct_size themselves.
  * - Structs the library writes (fkv_layer_info, fkv_attention_info, fkv_kernel_desc,
  *   fkv_precompile_result) never change: a new field means a new struct and function.
  * - Thread-local error texts and the library's process-wide state are never destroyed, so these
@@ -366,11 +366,14 @@ FKV_API void fkv_materializer_options_init_v2(fkv_materializer_options* options,
 #define fkv_materializer_options_init(options) \
   fkv_materializer_options_init_v2((options), sizeof(*(options)))
 
+/* The layout of this struct never changes (it has no struct_size): what later versions add
+ * about the weights goes into fkv_weight_quant, passed beside it. */
 typedef struct fkv_materializer_weights {
   int64_t hidden_size;
   int num_layers; /* attention layers: the length of every array below */
-  /* DEVICE [2*H*D, hidden] row-major in options.act per layer: the K rows then the V rows
-   * (under tensor parallelism: the rank's heads only). Copied by create. */
+  /* DEVICE [2*H*D, hidden] row-major per layer: the K rows then the V rows (under tensor
+   * parallelism: the rank's heads only), in options.act, or one byte per weight for a quantized
+   * fkv_weight_quant format. Copied by create. */
   const void* const* w_kv;
   int64_t w_kv_row_stride;     /* elements between rows; 0 = hidden_size */
   const float* const* k_norm;  /* HOST [D] fp32 per layer as in the checkpoint (1 + w folded
@@ -389,6 +392,49 @@ FKV_API fkv_status fkv_materializer_create_v2(const fkv_config* config,
                                               fkv_materializer** out);
 #define fkv_materializer_create(config, weights, options, out) \
   fkv_materializer_create_v2((config), (weights), (options), (out))
+
+/* How the K/V weights are stored (docs/quantized.md), for fkv_materializer_create_v3 and
+ * fkv_materializer_refresh_weights_v2. Start from fkv_weight_quant_init(), which sets
+ * struct_size and the defaults (dense: format and scales NULL); see "Conventions". */
+typedef struct fkv_weight_quant {
+  size_t struct_size; /* sizeof(fkv_weight_quant) of the caller's fkv.h; set by init */
+  /* NULL or "": dense (w_kv in options.act). Else a name fkv_weight_format_parse accepts:
+   * "fp8_tensor", "fp8_channel", "fp8_block" (FP8 e4m3 with per-tensor, per-output-row or
+   * 128x128 block scales), "int8_channel" (INT8, per-output-row scales), or an engine's
+   * spelling ("fp8", "fp8_per_channel", "fp8_block128", "int8", "w8a16"). Quantized w_kv hold
+   * one byte per weight, rows 16-byte aligned (w_kv_row_stride a multiple of 16); hidden_size
+   * a multiple of 16; activations (options.act) bf16 or fp16, which stay unquantized. */
+  const char* format;
+  /* Quantized formats: HOST [num_layers] array of DEVICE fp32 pointers, per attention layer
+   * the scales of its K/V rows: 1 value (fp8_tensor); 2*H*D (fp8_channel, int8_channel);
+   * [2*H*D / 128, ceil(hidden_size / 128)] row-major (fp8_block, DeepSeek's weight_scale_inv
+   * layout; 2*H*D must be whole 128-row blocks). Weight (n, k) is q[n, k] * scale(n, k).
+   * Copied by create and by refresh. NULL for dense weights. */
+  const float* const* scales;
+} fkv_weight_quant;
+
+/* Sets struct_size like fkv_materializer_options_init_v2 and the defaults of the fields inside
+ * it. Call it through the macro. */
+FKV_API void fkv_weight_quant_init_sized(fkv_weight_quant* quant, size_t struct_size);
+#define fkv_weight_quant_init(quant) fkv_weight_quant_init_sized((quant), sizeof(*(quant)))
+
+/* The canonical name of weight format `name` ("fp8_channel" for "fp8_per_channel", "dense",
+ * ...; static storage). Needs no GPU. FKV_ERR_UNSUPPORTED for a packed 4-bit scheme ("gptq",
+ * "awq", "nvfp4", "mxfp4", "int4", "w4a16", "marlin", "nf4", ...), naming it and the formats
+ * that are read; FKV_ERR_ARGUMENT for any other unknown name. */
+FKV_API fkv_status fkv_weight_format_parse(const char* name, const char** canonical);
+
+/* fkv_materializer_create for weights stored as `quant` says (NULL = dense). Checked before
+ * any GPU work, besides create's own checks: FKV_ERR_UNSUPPORTED for a packed 4-bit format
+ * name, or fp8_block where a layer's 2*H*D rows are not whole 128-row blocks;
+ * FKV_ERR_ARGUMENT for an unknown format name, a struct_size of 0, scales missing (NULL array
+ * or entry) for a quantized format or given for dense weights, activations other than bf16
+ * and fp16, hidden_size or w_kv_row_stride not a multiple of 16. */
+FKV_API fkv_status fkv_materializer_create_v3(const fkv_config* config,
+                                              const fkv_materializer_weights* weights,
+                                              const fkv_weight_quant* quant,
+                                              const fkv_materializer_options* options,
+                                              fkv_materializer** out);
 FKV_API void fkv_materializer_free(fkv_materializer* m);
 FKV_API int fkv_materializer_num_layers(const fkv_materializer* m);
 FKV_API int fkv_materializer_num_groups(const fkv_materializer* m);
@@ -398,6 +444,9 @@ FKV_API int64_t fkv_materializer_decode_crossover(const fkv_materializer* m);
 FKV_API fkv_status fkv_materializer_layers(const fkv_materializer* m, int* layers, size_t capacity);
 /* The plan the materializer serves (this rank's, under tensor parallelism), as fkv_plan_json. */
 FKV_API const char* fkv_materializer_plan_json(const fkv_materializer* m);
+/* How its weights are stored: "dense", "fp8_tensor", "fp8_channel", "fp8_block" or
+ * "int8_channel" ("" for NULL). */
+FKV_API const char* fkv_materializer_weight_format(const fkv_materializer* m);
 
 /* Copies new weights (same layout as at create: the same layers and shapes, a bias iff
  * created with one, eps unchanged) into the materializer's buffers in place, ordered on
@@ -406,6 +455,12 @@ FKV_API const char* fkv_materializer_plan_json(const fkv_materializer* m);
 FKV_API fkv_status fkv_materializer_refresh_weights(fkv_materializer* m,
                                                     const fkv_materializer_weights* weights,
                                                     void* stream);
+/* The same for weights stored as `quant` says (NULL = dense): the format must be the one the
+ * materializer was created with (FKV_ERR_ARGUMENT otherwise), and the scales are copied in
+ * place as the weights are, so a graph captured earlier replays with both. */
+FKV_API fkv_status fkv_materializer_refresh_weights_v2(fkv_materializer* m,
+                                                       const fkv_materializer_weights* weights,
+                                                       const fkv_weight_quant* quant, void* stream);
 
 typedef struct fkv_materializer_input {
   const void* hidden;    /* DEVICE [T, hidden] in options.act */
