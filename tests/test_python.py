@@ -4,7 +4,8 @@
 
 Covers config loading, validation and its exact ValueError texts (the seed helper's), plans
 (a tensor-parallel rank's too), cos/sin tables, precompilation into a temporary cache, NVRTC
-loading (found, missing with a cache hit, missing with a miss) and error classes. The torch parts (argument checks of
+loading (found, missing with a cache hit, missing with a miss), error classes and the names of
+quantized weight formats (packed 4-bit schemes refused). The torch parts (argument checks of
 FusedKVMaterializeHelper that need no GPU) are skipped when torch is missing.
 """
 
@@ -241,8 +242,30 @@ def test_helper_checks_without_gpu():
     assert "CUDA device" in str(e)
     e = raises(ValueError, fkv_jit.FusedKVMaterializeHelper, cfg, w[:1])
     assert "one entry per attention layer (2), got 1" in str(e)
-    e = raises(TypeError, fkv_jit.FusedKVMaterializeHelper, cfg, [t.to(device="meta", dtype=torch.int8) for t in w])
+    e = raises(TypeError, fkv_jit.FusedKVMaterializeHelper, cfg, [t.to(device="meta", dtype=torch.int16) for t in w])
     assert "bfloat16 or float16" in str(e)
+    # int8 weights are quantized ones: they need a weight_format (and scales, act_dtype).
+    e = raises(fkv_jit.ArgumentError, fkv_jit.FusedKVMaterializeHelper, cfg,
+               [t.to(device="meta", dtype=torch.int8) for t in w])
+    assert "pass weight_format (one of int8_channel)" in str(e), str(e)
+
+
+def test_weight_format_names():
+    # The library's names (include/fkv/weights.hpp) and the engines' spellings; no torch needed.
+    for name, canonical in (("fp8_per_channel", "fp8_channel"), ("FP8-Block128", "fp8_block"),
+                            ("w8a16", "int8_channel"), ("int8", "int8_channel"),
+                            ("fp8", "fp8_tensor"), ("fp8_per_tensor", "fp8_tensor"),
+                            ("dense", "dense"), ("fp8_block", "fp8_block")):
+        assert fkv_jit.weight_format(name) == canonical, name
+    # Packed 4-bit schemes are refused by name as unsupported (a ValueError), naming the scheme.
+    for name in ("gptq", "awq", "nvfp4", "mxfp4", "int4", "w4a16", "marlin", "nf4"):
+        e = raises(fkv_jit.UnsupportedModelError, fkv_jit.weight_format, name)
+        assert f"weight format '{name}' packs 4-bit weights" in str(e), str(e)
+        assert isinstance(e, ValueError)
+    e = raises(fkv_jit.ArgumentError, fkv_jit.weight_format, "fp9")
+    assert "unknown weight format 'fp9'" in str(e), str(e)
+    raises(fkv_jit.ArgumentError, fkv_jit.weight_format, "fp8\0_channel")
+    raises(TypeError, fkv_jit.weight_format, 8)
 
 
 def test_installed_not_source_tree():

@@ -8,8 +8,9 @@ run their fake implementations). Checked here: the seed's mismatch errors with t
 texts and order, GPT-J layers accepted, the seed's attributes and their shapes, the
 max_position_hint handling (table grown through _ensure_cos_sin_cache_length, the seed's text
 when it cannot grow), what materialize hands write_layer_kv (layer index, [T, H, D]), the
-argument errors, refresh_weights' refusals, and the config helper's new arguments (K/V bias,
-cos_sin_cache). The numbers, graph capture and refresh on a GPU: tests/gpu/test_sglang_gpu.py.
+argument errors, refresh_weights' refusals, the config helper's new arguments (K/V bias,
+cos_sin_cache), and FP8 / INT8 qkv_proj layers stored as sglang's quantized linear methods keep
+them (formats read, K/V rows and scale rows picked, refusals). The numbers, graph capture and refresh on a GPU: tests/gpu/test_sglang_gpu.py.
 """
 
 import sys
@@ -281,6 +282,133 @@ def test_eps_must_be_finite_and_positive():
     w = [torch.empty(256, HIDDEN, dtype=torch.bfloat16, device=META)] * 2
     e = raises(ValueError, fkv_jit.FusedKVMaterializeHelper, cfg, w, None, [1e-6, float("nan")])
     assert "eps[1]" in str(e) and "finite" in str(e), str(e)
+
+
+# ---- quantized qkv_proj, as sglang's Fp8LinearMethod / W8A8Int8LinearMethod keep it ------------
+
+FP8 = getattr(torch, "float8_e4m3fn", None)
+
+
+def quant_layer(kind, kv=2, d=64, q_heads=4, device=META, transposed=True, block_size=(128, 128),
+                orig_dtype=torch.bfloat16, norm=True):
+    """A layer whose qkv_proj.weight is the [in, out] view .t() of the stored [out, in] FP8/INT8
+    matrix (what process_weights_after_loading leaves), with its scales: kind "tensor" (one
+    value), "channel" ([out, 1]), "block" (weight_scale_inv [out/128, in/128]), "int8"."""
+    q_size, kv_size = q_heads * d, kv * d
+    n = q_size + 2 * kv_size
+    stored = torch.empty(n, HIDDEN, dtype=torch.int8 if kind == "int8" else FP8, device=device)
+    proj = SimpleNamespace(weight=stored.t() if transposed else stored, bias=None)
+    if orig_dtype is not None:
+        proj.orig_dtype = orig_dtype
+    if kind == "block":
+        proj.weight_scale_inv = torch.empty(-(-n // 128), -(-HIDDEN // 128), device=device)
+        proj.quant_method = SimpleNamespace(weight_block_size=list(block_size))
+    elif kind == "tensor":
+        proj.weight_scale = torch.empty((), device=device)
+    else:
+        proj.weight_scale = torch.empty(n, 1, device=device)
+    attn = SimpleNamespace(num_kv_heads=kv, head_dim=d, q_size=q_size, kv_size=kv_size,
+                           qkv_proj=proj, rotary_emb=Rotary(d))
+    if norm:
+        attn.k_norm = SimpleNamespace(weight=torch.empty(d, dtype=torch.bfloat16, device=device),
+                                      variance_epsilon=1e-6)
+    return SimpleNamespace(self_attn=attn)
+
+
+def test_quantized_layers_build_trace_and_refresh():
+    formats = {"tensor": "fp8_tensor", "channel": "fp8_channel", "block": "fp8_block",
+               "int8": "int8_channel"}
+    for kind, fmt in formats.items():
+        layers = [quant_layer(kind) for _ in range(2)]
+        h = helper(layers)
+        assert h.weight_format == fmt and h.act_dtype == torch.bfloat16, (kind, h.weight_format)
+        stored = torch.int8 if kind == "int8" else FP8
+        assert h.flat_kv_weight_t.dtype == stored and tuple(h.flat_kv_weight_t.shape) == (HIDDEN, 2 * 256)
+        assert fmt in repr(h)
+        got = []
+        h.materialize(torch.empty(3, HIDDEN, device=META), torch.empty(3, dtype=torch.int64, device=META),
+                      lambda i, k, v: got.append((i, tuple(k.shape), k.dtype)))
+        assert got == [(0, (3, 2, 64), torch.bfloat16), (1, (3, 2, 64), torch.bfloat16)], got
+        h.refresh_weights([quant_layer(kind) for _ in range(2)])  # same layout: accepted
+        e = raises(ValueError, h.refresh_weights, [make_layer(), make_layer()])
+        assert str(e) == "fused KV refresh cannot change weight layout"
+        other = "channel" if kind != "channel" else "tensor"
+        e = raises(ValueError, h.refresh_weights, [quant_layer(other) for _ in range(2)])
+        assert str(e) == "fused KV refresh cannot change weight layout"
+    # The weight as stored ([out, in], not transposed) reads the same.
+    assert helper([quant_layer("channel", transposed=False)] * 2).weight_format == "fp8_channel"
+    # The activation dtype: orig_dtype, else the K-norm weight's, else act_dtype must be given.
+    h = helper([quant_layer("block", orig_dtype=None)] * 2)
+    assert h.act_dtype == torch.bfloat16
+    layers = [quant_layer("int8", orig_dtype=None, norm=False)] * 2
+    e = raises(fkv_jit.ArgumentError, FusedKVMaterializeHelper, layers=layers,
+               rotary_emb=layers[0].self_attn.rotary_emb, num_kv_heads=2, head_dim=64, device=META)
+    assert "pass act_dtype" in str(e), str(e)
+    h = FusedKVMaterializeHelper(layers=layers, rotary_emb=layers[0].self_attn.rotary_emb,
+                                 num_kv_heads=2, head_dim=64, device=META, act_dtype=torch.float16)
+    assert h.act_dtype == torch.float16 and h.weight_format == "int8_channel"
+
+
+def test_quantized_layer_refusals():
+    # Block sizes other than 128 x 128, UE8M0-packed scales, q_size off the block grid.
+    e = raises(fkv_jit.UnsupportedModelError, helper, [quant_layer("block", block_size=(64, 64))] * 2)
+    assert "weight_block_size [64, 64]" in str(e), str(e)
+    layer = quant_layer("block")
+    layer.self_attn.qkv_proj.weight_scale_inv = torch.empty(4, 1, dtype=torch.int32, device=META)
+    e = raises(fkv_jit.UnsupportedModelError, helper, [layer] * 2)
+    assert "UE8M0" in str(e), str(e)
+    e = raises(fkv_jit.UnsupportedModelError, helper, [quant_layer("block", q_heads=3)] * 2)
+    assert "q_size=192 and 2*kv_size=256 must be whole 128-row scale blocks" in str(e), str(e)
+    # Scales before process_weights_after_loading (one per q/k/v shard) are not guessed at.
+    layer = quant_layer("tensor")
+    layer.self_attn.qkv_proj.weight_scale = torch.empty(3, device=META)
+    e = raises(ValueError, helper, [layer] * 2)
+    assert "weight_scale has 3 values" in str(e) and "process_weights_after_loading" in str(e), str(e)
+    layer = quant_layer("int8")
+    layer.self_attn.qkv_proj.weight_scale = torch.empty((), device=META)
+    e = raises(ValueError, helper, [layer] * 2)
+    assert "weight_scale has 1 values; torch.int8 weights are read with 512" in str(e), str(e)
+    # Marlin-repacked or packed 4-bit weights; GPTQ/AWQ modules with a qweight only.
+    layer = quant_layer("channel")
+    layer.self_attn.qkv_proj.weight = torch.empty(HIDDEN, 128, dtype=torch.int32, device=META)
+    e = raises(fkv_jit.UnsupportedModelError, helper, [layer] * 2)
+    assert "torch.int32" in str(e), str(e)
+    layer = quant_layer("channel")
+    layer.self_attn.qkv_proj = SimpleNamespace(qweight=torch.empty(HIDDEN, 64, dtype=torch.int32))
+    e = raises(fkv_jit.UnsupportedModelError, helper, [layer] * 2)
+    assert "packed 4-bit GPTQ/AWQ" in str(e), str(e)
+    # Every layer stored alike.
+    e = raises(ValueError, helper, [quant_layer("channel"), quant_layer("tensor")])
+    assert "stored alike" in str(e), str(e)
+    e = raises(ValueError, helper, [quant_layer("channel"), make_layer()])
+    assert "stored alike" in str(e), str(e)
+
+
+def test_quantized_rows_and_scales_are_the_kv_rows():
+    # On CPU tensors, through the reader itself: the K/V rows of the stored matrix (also through
+    # the transposed view) and the matching scale rows and row blocks.
+    from fkv_jit.sglang import _kv_rows
+
+    d, kv, q_heads = 64, 2, 4
+    q_size, kv_size = q_heads * d, kv * d
+    n = q_size + 2 * kv_size
+    values = (torch.arange(n * HIDDEN, dtype=torch.float32).reshape(n, HIDDEN) % 97) - 48
+    for dtype in (FP8, torch.int8):
+        stored = values.to(dtype)
+        for weight in (stored, stored.t()):
+            proj = SimpleNamespace(weight=weight, weight_scale=torch.arange(n, dtype=torch.float32)[:, None])
+            rows, scale, fmt = _kv_rows(proj, q_size, kv_size, 0)
+            assert fmt == ("fp8_channel" if dtype == FP8 else "int8_channel")
+            assert torch.equal(rows.float(), stored.float()[q_size:n]), dtype
+            assert torch.equal(scale, torch.arange(q_size, n, dtype=torch.float32))
+    inv = torch.arange(4 * 1, dtype=torch.float32).reshape(4, 1)  # n = 512 rows: 4 row blocks
+    proj = SimpleNamespace(weight=values.to(FP8).t(), weight_scale_inv=inv)
+    rows, scale, fmt = _kv_rows(proj, q_size, kv_size, 0)
+    assert fmt == "fp8_block" and torch.equal(scale, inv[2:4])
+    assert torch.equal(rows.float(), values.to(FP8).float()[q_size:n])
+    proj = SimpleNamespace(weight=values.to(FP8).t(), weight_scale=torch.tensor(0.5))
+    rows, scale, fmt = _kv_rows(proj, q_size, kv_size, 0)
+    assert fmt == "fp8_tensor" and scale.tolist() == [0.5]
 
 
 def main():

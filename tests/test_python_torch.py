@@ -10,7 +10,10 @@ implementations), which is what torch.compile traces with. Checked here:
   - fake output shapes follow the plan (one group and several groups);
   - the helper's argument errors are raised before anything runs;
   - under tensor parallelism (tp_size/tp_rank) the helper takes the rank's weight shard and
-    its outputs hold the rank's heads.
+    its outputs hold the rank's heads;
+  - quantized weights (FP8 / INT8 with weight_format, weight_scales, act_dtype): every format
+    builds a meta helper that traces and refreshes, and each wrong argument (4-bit schemes,
+    missing or misshaped scales, a dtype the format does not store, act_dtype) is refused.
 The GPU results of the same ops: tests/gpu/test_python_gpu.py.
 """
 
@@ -253,7 +256,8 @@ def test_fakes_check_what_the_cuda_path_checks():
     op = torch.ops.fkv_jit.materialize
     assert op(h._handle, hid, pos).shape == (T * 2 * 2 * 2 * 64,)
     e = raises(TypeError, op, h._handle, hid.float(), pos)
-    assert "ctx_hidden dtype torch.float32 differs from the weights' bf16" in str(e), str(e)
+    assert ("ctx_hidden dtype torch.float32 differs from the helper's activation dtype bf16"
+            in str(e)), str(e)
     e = raises(ValueError, op, h._handle, torch.empty(T, HIDDEN - 1, dtype=torch.bfloat16, device=META), pos)
     assert "ctx_hidden must be [num_tokens, 96]" in str(e), str(e)
     raises(ValueError, op, h._handle, torch.empty(T, 1, HIDDEN, dtype=torch.bfloat16, device=META), pos)
@@ -301,6 +305,143 @@ def test_fakes_check_what_the_cuda_path_checks():
         assert "ctx_hidden dtype torch.float32" in str(e), str(e)
     else:
         raise AssertionError("torch.compile traced an fp32 input")
+
+
+# ---- quantized weights (docs/quantized.md) ---------------------------------------------------
+
+FP8 = getattr(torch, "float8_e4m3fn", None)
+QROWS = 256  # 2 * KV * D of layer(): whole 128-row blocks
+
+
+def quant_args(fmt, n=2, scale_shape=None, dtype=None, device=META):
+    """kv_weights and weight_scales of `fmt` for n layer() layers on `device`."""
+    dtype = dtype or (torch.int8 if fmt == "int8_channel" else FP8)
+    shape = scale_shape or {"fp8_tensor": (), "fp8_channel": (QROWS,), "int8_channel": (QROWS, 1),
+                            "fp8_block": (2, 1)}[fmt]
+    w = [torch.empty(QROWS, HIDDEN, dtype=dtype, device=device) for _ in range(n)]
+    scales = [torch.empty(shape, dtype=torch.float32, device=device) for _ in range(n)]
+    return w, scales
+
+
+def quant_helper(fmt, **kwargs):
+    cfg = {"hidden_size": HIDDEN, "max_position_embeddings": 256, "fkv": {"layers": [layer()] * 2}}
+    w, scales = quant_args(fmt)
+    args = dict(weight_format=fmt, weight_scales=scales, act_dtype=torch.bfloat16)
+    args.update(kwargs)
+    return fkv_jit.FusedKVMaterializeHelper(cfg, w, [torch.ones(64)] * 2, **args)
+
+
+def test_quantized_meta_helper_traces_and_refreshes():
+    for fmt in ("fp8_tensor", "fp8_channel", "fp8_block", "int8_channel"):
+        h = quant_helper(fmt)
+        assert h.weight_format == fmt and h.act_dtype == torch.bfloat16 and h.act == "bf16"
+        assert h.weight_dtype == (torch.int8 if fmt == "int8_channel" else FP8)
+        assert fmt in repr(h)
+        T = 3
+        hid = torch.empty(T, HIDDEN, dtype=torch.bfloat16, device=META)
+        pos = torch.empty(T, dtype=torch.int64, device=META)
+        out = []
+        h.materialize(hid, pos, lambda lid, k, v: out.append((lid, k.shape, k.dtype)))
+        assert out == [(0, (T, 2, 64), torch.bfloat16), (1, (T, 2, 64), torch.bfloat16)], out
+        pool = [torch.empty(8, 2, 64, dtype=torch.bfloat16, device=META) for _ in range(2)]
+        h.materialize_to_pool(hid, pos, pos, pool, pool)
+        # The activation dtype is act_dtype, not the weights'.
+        e = raises(TypeError, h.materialize, hid.half(), pos, lambda *a: None)
+        assert "activation dtype bf16" in str(e), str(e)
+
+        def step(hidden, positions):
+            ks = []
+            h.materialize(hidden, positions, lambda lid, k, v: ks.append(k))
+            return ks[0]
+
+        torch._dynamo.reset()
+        assert torch.compile(step, fullgraph=True, backend="eager")(hid, pos).shape == (T, 2, 64)
+        # refresh_weights: same layout accepted; another dtype, format shapes or count refused.
+        w, scales = quant_args(fmt)
+        h.refresh_weights(w, [torch.ones(64)] * 2, weight_scales=scales)
+        e = raises(ValueError, h.refresh_weights, [t.view(torch.uint8) for t in w],
+                   [torch.ones(64)] * 2, weight_scales=scales)
+        assert "as at construction" in str(e), str(e)
+        e = raises(ValueError, h.refresh_weights, w, [torch.ones(64)] * 2,
+                   weight_scales=quant_args(fmt, scale_shape=(3,))[1])
+        assert "weight_scales[0] has shape (3,)" in str(e), str(e)
+        raises(fkv_jit.ArgumentError, h.refresh_weights, w, [torch.ones(64)] * 2)
+        e = raises(ValueError, h.refresh_weights, w, None, weight_scales=scales)
+        assert "K norm" in str(e), str(e)
+
+
+def test_quantized_engine_spellings_and_stacked_scales():
+    # An engine's name for the format, string act_dtype, and scales as one [L, rows, 1] tensor.
+    cfg = {"hidden_size": HIDDEN, "fkv": {"layers": [layer()] * 2}}
+    w, _ = quant_args("fp8_channel")
+    h = fkv_jit.FusedKVMaterializeHelper(cfg, w, [torch.ones(64)] * 2,
+                                         weight_format="fp8_per_channel", act_dtype="fp16",
+                                         weight_scales=torch.empty(2, QROWS, 1, device=META))
+    assert h.weight_format == "fp8_channel" and h.act_dtype == torch.float16
+
+
+def test_quantized_argument_refusals():
+    cfg = {"hidden_size": HIDDEN, "fkv": {"layers": [layer()] * 2}}
+    norms = [torch.ones(64)] * 2
+    make = fkv_jit.FusedKVMaterializeHelper
+    w8, s8 = quant_args("fp8_channel")
+    # Packed 4-bit schemes: unsupported, by name; unknown names: ArgumentError.
+    for name in ("gptq", "awq", "nvfp4", "w4a16"):
+        e = raises(fkv_jit.UnsupportedModelError, make, cfg, w8, norms, weight_format=name,
+                   weight_scales=s8, act_dtype=torch.bfloat16)
+        assert f"'{name}' packs 4-bit weights" in str(e), str(e)
+    e = raises(fkv_jit.ArgumentError, make, cfg, w8, norms, weight_format="fp9", weight_scales=s8,
+               act_dtype=torch.bfloat16)
+    assert "unknown weight format 'fp9'" in str(e), str(e)
+    # The format is not guessed; it must fit the weights' dtype.
+    e = raises(fkv_jit.ArgumentError, make, cfg, w8, norms, weight_scales=s8,
+               act_dtype=torch.bfloat16)
+    assert "pass weight_format (one of fp8_tensor, fp8_channel, fp8_block)" in str(e), str(e)
+    e = raises(TypeError, make, cfg, w8, norms, weight_format="int8_channel", weight_scales=s8,
+               act_dtype=torch.bfloat16)
+    assert "does not store torch.float8_e4m3fn" in str(e), str(e)
+    wi, si = quant_args("int8_channel")
+    raises(TypeError, make, cfg, wi, norms, weight_format="fp8_block", weight_scales=si,
+           act_dtype=torch.bfloat16)
+    # The activation dtype: required, bf16 or fp16.
+    e = raises(fkv_jit.ArgumentError, make, cfg, w8, norms, weight_format="fp8_channel",
+               weight_scales=s8)
+    assert "act_dtype (torch.bfloat16 or torch.float16) is required" in str(e), str(e)
+    e = raises(TypeError, make, cfg, w8, norms, weight_format="fp8_channel", weight_scales=s8,
+               act_dtype=torch.float32)
+    assert "act_dtype must be torch.bfloat16 or torch.float16" in str(e), str(e)
+    # Scales: required, one float32 tensor per layer of the format's shape, on the weights' device.
+    e = raises(fkv_jit.ArgumentError, make, cfg, w8, norms, weight_format="fp8_channel",
+               act_dtype=torch.bfloat16)
+    assert "weight_scales are required with fp8_channel" in str(e), str(e)
+    e = raises(ValueError, make, cfg, w8, norms, weight_format="fp8_channel", weight_scales=s8[:1],
+               act_dtype=torch.bfloat16)
+    assert "one entry per attention layer (2), got 1" in str(e), str(e)
+    for fmt, bad, want in (("fp8_channel", (QROWS - 1,), "(256,)"), ("fp8_tensor", (2,), "(1,)"),
+                           ("fp8_block", (2, 2), "(2, 1)"), ("int8_channel", (QROWS, 2), "(256,)")):
+        w, s = quant_args(fmt, scale_shape=bad)
+        e = raises(ValueError, make, cfg, w, norms, weight_format=fmt, weight_scales=s,
+                   act_dtype=torch.bfloat16)
+        assert f"weight_scales[0] has shape {bad}; {fmt} weights of (256, 96) take {want}" in str(e), str(e)
+    e = raises(TypeError, make, cfg, w8, norms, weight_format="fp8_channel",
+               weight_scales=[t.half() for t in s8], act_dtype=torch.bfloat16)
+    assert "scales are float32" in str(e), str(e)
+    e = raises(ValueError, make, cfg, w8, norms, weight_format="fp8_channel",
+               weight_scales=[torch.ones(QROWS)] * 2, act_dtype=torch.bfloat16)
+    assert "weight_scales[0] is on cpu" in str(e), str(e)
+    # Dense weights: no format, no scales, act_dtype (if given) their own dtype.
+    wd = [torch.empty(QROWS, HIDDEN, dtype=torch.bfloat16, device=META)] * 2
+    e = raises(TypeError, make, cfg, wd, norms, weight_format="fp8_channel")
+    assert "pass the stored FP8 / INT8 tensors" in str(e), str(e)
+    e = raises(ValueError, make, cfg, wd, norms, weight_scales=s8)
+    assert "weight_scales are given for dense kv_weights" in str(e), str(e)
+    e = raises(TypeError, make, cfg, wd, norms, act_dtype=torch.float16)
+    assert "act_dtype torch.float16 differs from the kv_weights' torch.bfloat16" in str(e), str(e)
+    assert make(cfg, wd, norms, act_dtype=torch.bfloat16, weight_format="dense").weight_format == "dense"
+    # Mixed dtypes across layers.
+    e = raises(ValueError, make, cfg, [w8[0], wi[1]], norms, weight_format="fp8_channel",
+               weight_scales=s8, act_dtype=torch.bfloat16)
+    assert "every layer must be torch.float8_e4m3fn" in str(e), str(e)
 
 
 def main():

@@ -34,7 +34,7 @@ __all__ = [
     "CudaError", "CacheError", "UnsupportedModelError", "Config", "LayerInfo", "AttentionSpec", "LayerGroup", "Plan",
     "KernelDesc", "Kernel", "load_config", "config_from_json", "validate", "plan", "precompile",
     "version", "driver_available", "library_path", "nvrtc_status", "nvidia_library_dirs",
-    "FusedKVMaterializeHelper",
+    "weight_format", "FusedKVMaterializeHelper",
 ]
 
 
@@ -239,6 +239,16 @@ def precompile(path_or_config, arch: str, dtype: Optional[str] = None,
                                       optional_str(None if cache_dir is None else os.fsdecode(cache_dir)),
                                       optional_str(decode_gpu))
     return int(n), int(compiled)
+
+
+def weight_format(name: str) -> str:
+    """The canonical name of a K/V weight storage format (docs/quantized.md): "dense",
+    "fp8_tensor", "fp8_channel", "fp8_block" or "int8_channel", also from the engines' spellings
+    ("fp8", "fp8_per_channel", "fp8_block128", "int8", "w8a16"). FusedKVMaterializeHelper's
+    weight_format takes the same names. A packed 4-bit scheme ("gptq", "awq", "nvfp4", "mxfp4",
+    "int4", "w4a16", ...) raises UnsupportedModelError; any other unknown name ArgumentError."""
+    from ._quant import format_name
+    return format_name(name)
 
 
 # ---- kernels ---------------------------------------------------------------------------------

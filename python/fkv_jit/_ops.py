@@ -60,7 +60,8 @@ def check_inputs(h, hidden, positions) -> None:
     if hidden.dim() != 2 or hidden.shape[1] != h.hidden:
         raise ValueError(f"ctx_hidden must be [num_tokens, {h.hidden}] with contiguous rows")
     if hidden.dtype != h.act_dtype:
-        raise TypeError(f"ctx_hidden dtype {hidden.dtype} differs from the weights' {h.act}")
+        raise TypeError(f"ctx_hidden dtype {hidden.dtype} differs from the helper's activation "
+                        f"dtype {h.act}")
     T = hidden.shape[0]
     if positions.dim() != 1 or positions.shape[0] != T:
         raise ValueError("positions must match ctx_hidden token count for fused KV "

@@ -24,7 +24,7 @@ from typing import Callable, List, Optional, Sequence
 
 import torch
 
-from . import _ops
+from . import _ops, _quant
 from ._errors import ArgumentError
 from ._lib import native
 
@@ -95,6 +95,13 @@ def _host_fp32(tensors) -> list:
     return [t.detach().to(device="cpu", dtype=_torch().float32).reshape(-1).contiguous() for t in tensors]
 
 
+def _stored(weights) -> list:
+    """W_kv as the binding takes it: FP8 as its bytes (uint8), since not every torch passes
+    float8 tensors through DLPack."""
+    fp8 = getattr(_torch(), "float8_e4m3fn", None)
+    return [w.detach().view(_torch().uint8) if w.dtype == fp8 else w.detach() for w in weights]
+
+
 def _same(a, b) -> bool:
     """Identity for tensors (no elementwise ==), equality for everything else."""
     torch = _torch()
@@ -121,9 +128,9 @@ class FusedKVMaterializeHelper:
       kv_weights: per attention layer (model order) the K/V rows of its QKV projection weight,
         [2*KV, hidden] (K rows then V rows) with contiguous rows (a row slice of qkv_proj.weight
         works), as a sequence of tensors or one [L, 2*KV, hidden] tensor, all on one CUDA device
-        in bf16 or fp16 (the activation dtype). Copied (packed) at construction. Tensors on the
-        "meta" device make a shape-only helper: no GPU is touched, calls run the ops' fake
-        implementations (for tracing and tests).
+        in bf16 or fp16 (the activation dtype), or quantized (see weight_format). Copied
+        (packed) at construction. Tensors on the "meta" device make a shape-only helper: no GPU
+        is touched, calls run the ops' fake implementations (for tracing and tests).
       k_norm_weights: per layer [D] K-norm weights (required iff the config has a K norm). For
         (1 + w) norms (Gemma, Qwen3.5) pass w as stored: the library folds it once.
       eps: float or per-layer floats; default: the config's per-layer eps.
@@ -164,6 +171,20 @@ class FusedKVMaterializeHelper:
         path V is rounded once from fp32 sums, so it may differ from a bf16 projection's V by
         one unit in the last place; pool calls with tensor scales or slot_mappings take the
         cuBLASLt path.
+      weight_format: how kv_weights are stored (docs/quantized.md): None = dense bf16/fp16;
+        "fp8_tensor", "fp8_channel", "fp8_block" for torch.float8_e4m3fn weights (per-tensor,
+        per-output-row or 128x128 block scales), "int8_channel" for torch.int8 weights (W8A16),
+        or an engine's spelling ("fp8", "fp8_per_channel", "fp8_block128", "w8a16"). Packed
+        4-bit schemes ("gptq", "awq", "nvfp4", ...) raise UnsupportedModelError. Required with
+        quantized weights: the format is not guessed from the scales' shapes. Weight (n, k) is
+        q[n, k] * scale(n, k); the activations stay in act_dtype (they are not quantized).
+      weight_scales: quantized weights only: per attention layer a float32 tensor on the
+        weights' device: one value (fp8_tensor), [2*KV] or [2*KV, 1] (fp8_channel,
+        int8_channel), [2*KV / 128, ceil(hidden / 128)] (fp8_block: 2*KV whole 128-row
+        blocks). Copied at construction (and by refresh_weights).
+      act_dtype: the activation dtype (ctx_hidden, the stacked outputs, the projection):
+        torch.bfloat16 or torch.float16. Required with quantized weights; for dense weights it
+        is their dtype (act_dtype, if given, must agree).
 
     write_layer_kv(layer_id, k, v) receives the model layer number and [T, H, D] tensors, like
     the seed's. They are views of one output buffer that the next call with the same T reuses
@@ -182,7 +203,8 @@ class FusedKVMaterializeHelper:
                  max_position: Optional[int] = None, max_tokens: int = 8192,
                  kv_cache_dtype=None, debug: bool = False, kv_biases=None, paged: bool = False,
                  cos_sin_cache=None, tp_size: int = 1, tp_rank: int = 0,
-                 decode_crossover: Optional[int] = None):
+                 decode_crossover: Optional[int] = None, weight_format: Optional[str] = None,
+                 weight_scales=None, act_dtype=None):
         torch = _torch()
         from . import _as_config, plan as make_plan
         self.config = _as_config(config)
@@ -202,10 +224,10 @@ class FusedKVMaterializeHelper:
         if first.device.type not in ("cuda", "meta"):
             raise ValueError(f"kv_weights must be on a CUDA device, got {first.device}")
         self.device = first.device
-        self.act = _dtype_name(first.dtype)
-        if self.act not in ("bf16", "fp16"):
-            raise TypeError(f"kv_weights dtype must be bfloat16 or float16, got {first.dtype}")
-        self.act_dtype = first.dtype
+        # How the weights are stored, and the activation dtype (the weights' when dense).
+        self.weight_format, self.act, self.act_dtype = _quant.storage(torch, first, weight_format,
+                                                                      act_dtype)
+        self.weight_dtype = first.dtype
         self.hidden = int(first.shape[-1])
         group_of = {l: g for g in self.plan.groups for l in g.layers}
         spec_of = {l: g.spec for l, g in group_of.items()}
@@ -221,9 +243,11 @@ class FusedKVMaterializeHelper:
                 raise ValueError(f"kv_weights[{i}] (layer {self.layer_ids[i]}) has shape "
                                  f"{tuple(w.shape)}, expected {want} (2 * num_kv_heads * head_dim "
                                  f"rows: K then V{shard})")
-            if w.device != self.device or w.dtype != self.act_dtype:
+            if w.device != self.device or w.dtype != self.weight_dtype:
                 raise ValueError(f"kv_weights[{i}] is {w.dtype} on {w.device}; every layer must be "
-                                 f"{self.act_dtype} on {self.device}")
+                                 f"{self.weight_dtype} on {self.device}")
+        scales = _quant.scales(torch, self.weight_format, weight_scales, weights, _per_layer,
+                               self.hidden)
 
         norms = _per_layer(k_norm_weights, L, "k_norm_weights")
         needs_norm = any(g.spec.k_norm != "none" for g in self.plan.groups)
@@ -259,6 +283,9 @@ class FusedKVMaterializeHelper:
         self._single = self.groups[0] if len(self.groups) == 1 else None
 
         eps_values = [] if eps is None else [float(e) for e in _per_layer(eps, L, "eps")]
+        # What refresh_weights() must keep.
+        self._layout = ([tuple(w.shape) for w in weights], needs_norm, biases is not None,
+                        eps_values)
         for i, e in enumerate(eps_values):
             if not (math.isfinite(e) and e > 0):
                 raise ValueError(f"eps[{i}] (layer {self.layer_ids[i]}) is {e}: the K-norm eps "
@@ -276,13 +303,14 @@ class FusedKVMaterializeHelper:
                        "hidden": self.hidden, "paged": self.paged,
                        "external_cos_sin": cos_sin_cache is not None, "cos_sin": "fp32",
                        "tp_size": self.tp_size, "tp_rank": self.tp_rank,
-                       "decode_crossover": -1 if decode_crossover is None else int(decode_crossover)}
+                       "decode_crossover": -1 if decode_crossover is None else int(decode_crossover),
+                       "weight_format": self.weight_format}
             host_norms = [] if not needs_norm else _host_fp32(norms)
             host_biases = [] if biases is None else _host_fp32(biases)
             with torch.cuda.device(index):
                 fns = native().materializer_create(*self.config._source, json.dumps(options),
-                                                   [w.detach() for w in weights], host_norms,
-                                                   host_biases, eps_values)
+                                                   _stored(weights), host_norms, host_biases,
+                                                   eps_values, scales)
             self._native = fns
             self._fn_pool = fns["materialize_pool"]
             self._fn_stacked = fns["materialize_stacked"]
@@ -313,6 +341,43 @@ class FusedKVMaterializeHelper:
             self._native["set_cos_sin"](0, table)
         self._cos_sin_keep.append(table)
         self._cos_sin_src = src
+
+    def refresh_weights(self, kv_weights, k_norm_weights=None, eps=None, kv_biases=None,
+                        weight_scales=None) -> None:
+        """Copies new weights into the helper's buffers in place: the packed W_kv (and its
+        scales), the K-norm weights and the K/V biases keep their device addresses, so a CUDA
+        graph captured before replays with the new values. The layout cannot change: per layer
+        the shape, dtype and device of kv_weights, the weight format (weight_scales of the same
+        shapes), K-norm weights and biases iff given at construction, eps (None: the
+        constructor's). The copies run on the current stream; the caller makes sure no launch on
+        another stream reads the weights meanwhile. A meta helper checks the arguments only."""
+        torch = _torch()
+        shapes, needs_norm, has_bias, eps_values = self._layout
+        L = self.num_layers
+        weights = _per_layer(kv_weights, L, "kv_weights")
+        for i, w in enumerate(weights):
+            if (not isinstance(w, torch.Tensor) or tuple(w.shape) != shapes[i]
+                    or w.dtype != self.weight_dtype or w.device != self.device):
+                raise ValueError(f"refresh_weights: kv_weights[{i}] must be a {self.weight_dtype} "
+                                 f"tensor of shape {shapes[i]} on {self.device}, as at "
+                                 "construction")
+        scales = _quant.scales(torch, self.weight_format, weight_scales, weights, _per_layer,
+                               self.hidden)
+        norms = _per_layer(k_norm_weights, L, "k_norm_weights")
+        if any((n is None) == needs_norm for n in norms):
+            raise ValueError("refresh_weights: give k_norm_weights for every layer iff the config "
+                             "has a K norm")
+        biases = _per_layer(kv_biases, L, "kv_biases")
+        if any((b is None) == has_bias for b in biases):
+            raise ValueError("refresh_weights: give kv_biases for every layer iff the helper was "
+                             "constructed with them")
+        if eps is not None:
+            eps_values = [float(e) for e in _per_layer(eps, L, "eps")]
+        if self._native is None:
+            return
+        self._native["refresh_weights"](_stored(weights),
+                                        _host_fp32(norms) if needs_norm else [],
+                                        _host_fp32(biases) if has_bias else [], eps_values, scales)
 
     def reserve_tokens(self, max_tokens: int) -> None:
         """Grows the projection buffer to max_tokens rows (it allocates: not while a CUDA graph
@@ -511,8 +576,9 @@ class FusedKVMaterializeHelper:
         return int(self._native["read_errors"](True))
 
     def __repr__(self) -> str:
+        fmt = "" if self.weight_format == "dense" else f", weight_format={self.weight_format!r}"
         return (f"fkv_jit.FusedKVMaterializeHelper({self.config.name!r}, layers={self.layer_ids}, "
-                f"groups={len(self.groups)}, device={self.device})")
+                f"groups={len(self.groups)}, device={self.device}{fmt})")
 
 
 __all__ = ["FusedKVMaterializeHelper", "ArgumentError"]

@@ -8,11 +8,28 @@ is the whole migration: the constructor, materialize(), refresh_weights() and th
 
 What it reads from each layer (duck-typed: sglang's modules, or anything with these names):
     layer.self_attn.num_kv_heads, .head_dim, .q_size, .kv_size
-    layer.self_attn.qkv_proj.weight   rows [q_size, q_size + 2*kv_size): K then V (TP-local)
+    layer.self_attn.qkv_proj.weight   rows [q_size, q_size + 2*kv_size): K then V (TP-local);
+                                      bf16/fp16, or FP8 / INT8 as sglang's quantized linear
+                                      methods keep it (below)
     layer.self_attn.qkv_proj.bias     optional, the same rows (None or absent: no bias)
     layer.self_attn.k_norm.weight, .variance_epsilon   (RMSNorm: k * rsqrt(mean(k^2)+eps) * w)
     layer.self_attn.rotary_emb.rotary_dim, .is_neox_style
 and from rotary_emb: cos_sin_cache and, to grow it, _ensure_cos_sin_cache_length(max_position).
+
+Quantized qkv_proj (docs/quantized.md), as sglang's Fp8LinearMethod and W8A8Int8LinearMethod
+leave a layer after process_weights_after_loading (python/sglang/srt/layers/quantization/fp8.py,
+w8a8_int8.py): the weight may be the transposed view .t() of the [out, in] matrix (read through
+its strides: the rows stay those of the stored matrix), and the K/V rows of its scales are read
+with the K/V rows of the weight:
+    float8_e4m3fn weight + weight_scale_inv [ceil(out/128), ceil(in/128)] float32, with
+        weight_block_size [128, 128]: fp8_block (q_size and 2*kv_size whole 128-row blocks);
+    float8_e4m3fn weight + weight_scale of 1 value (per tensor, after requantize_with_max_scale):
+        fp8_tensor; of `out` values ([out, 1], convert_to_channelwise): fp8_channel;
+    int8 weight + weight_scale of `out` values: int8_channel (W8A16 here: activations are not
+        quantized, unlike sglang's W8A8 path).
+Refused by name (UnsupportedModelError): other block sizes, UE8M0-packed scales (DeepGEMM's
+requantization), Marlin-repacked or packed 4-bit weights (GPTQ/AWQ qweight). The activation
+dtype is act_dtype, else qkv_proj.orig_dtype (set by Fp8LinearMethod), else the K-norm weight's.
 
 Everything else is the C++ fkv::FusedKVMaterializer behind fkv_jit.FusedKVMaterializeHelper:
 this module builds the explicit per-layer config the layers describe, hands it the weights
@@ -35,8 +52,12 @@ from __future__ import annotations
 import math
 from typing import Callable, List, Optional
 
+from ._errors import ArgumentError, UnsupportedModelError
 from .materializer import FusedKVMaterializeHelper as _ConfigHelper
 from .materializer import _torch
+
+# The one block edge fkv-jit reads block scales in (fkv::kWeightBlock, include/fkv/weights.hpp).
+_BLOCK = 128
 
 
 def _rope_base(rotary_emb) -> float:
@@ -48,6 +69,87 @@ def _rope_base(rotary_emb) -> float:
     except (TypeError, ValueError):
         return 10000.0
     return base if math.isfinite(base) and base > 0 else 10000.0
+
+
+def _block_size(proj):
+    """The weight_block_size of qkv_proj's quantization (sglang's Fp8LinearMethod keeps it, and
+    its quant_config), or None."""
+    method = getattr(proj, "quant_method", None)
+    for owner in (method, getattr(method, "quant_config", None), proj):
+        size = getattr(owner, "weight_block_size", None)
+        if size is not None:
+            return [int(x) for x in size]
+    return None
+
+
+def _kv_rows(proj, q_size: int, kv_size: int, layer_id: int):
+    """The K/V rows of one layer's qkv_proj: (weight [2*kv_size, hidden], scales or None, format
+    name), read as the module docstring says."""
+    torch = _torch()
+    w = getattr(proj, "weight", None)
+    if w is None:
+        packed = " (it has a qweight: packed 4-bit GPTQ/AWQ weights)" if hasattr(proj, "qweight") else ""
+        raise UnsupportedModelError(f"layer {layer_id}: self_attn.qkv_proj has no weight{packed}; "
+                                    "fkv-jit reads bf16/fp16, FP8 e4m3 and INT8 K/V weights")
+    if w.dim() == 2 and w.stride(0) == 1 and w.stride(1) != 1:
+        w = w.t()  # the [in, out] view sglang's FP8/INT8 linear methods keep: rows of [out, in]
+    rows = w[q_size:q_size + 2 * kv_size].detach()
+    if w.dtype in (torch.bfloat16, torch.float16):
+        return rows, None, "dense"
+    fp8 = getattr(torch, "float8_e4m3fn", None)
+    if w.dtype not in (fp8, torch.int8):
+        raise UnsupportedModelError(
+            f"layer {layer_id}: self_attn.qkv_proj.weight is {w.dtype} (a Marlin-repacked or packed "
+            "4-bit layout?); fkv-jit reads bf16/fp16, float8_e4m3fn and int8 K/V weights")
+    n = q_size + 2 * kv_size
+    inv = getattr(proj, "weight_scale_inv", None)
+    if w.dtype == fp8 and inv is not None:
+        size = _block_size(proj)
+        if size is not None and size != [_BLOCK, _BLOCK]:
+            raise UnsupportedModelError(
+                f"layer {layer_id}: block-FP8 qkv_proj with weight_block_size {size}; fkv-jit "
+                f"reads {_BLOCK}x{_BLOCK} blocks")
+        if getattr(inv, "format_ue8m0", False) or inv.dtype != torch.float32:
+            raise UnsupportedModelError(
+                f"layer {layer_id}: qkv_proj.weight_scale_inv is {inv.dtype} in a packed UE8M0 "
+                "layout (DeepGEMM's requantization); fkv-jit reads float32 block scales")
+        want = (-(-n // _BLOCK), -(-int(w.shape[1]) // _BLOCK))
+        if tuple(inv.shape) != want:
+            raise ValueError(f"layer {layer_id}: qkv_proj.weight_scale_inv has shape "
+                             f"{tuple(inv.shape)}, expected {want} for a {tuple(w.shape)} weight")
+        if q_size % _BLOCK or (2 * kv_size) % _BLOCK:
+            raise UnsupportedModelError(
+                f"layer {layer_id}: block-FP8 qkv_proj: q_size={q_size} and 2*kv_size="
+                f"{2 * kv_size} must be whole {_BLOCK}-row scale blocks")
+        return rows, inv[q_size // _BLOCK:n // _BLOCK].detach(), "fp8_block"
+    scale = getattr(proj, "weight_scale", None)
+    if scale is None:
+        raise ValueError(f"layer {layer_id}: qkv_proj.weight is {w.dtype} but has no weight_scale "
+                         "(or weight_scale_inv)")
+    if scale.numel() == 1 and w.dtype == fp8:
+        return rows, scale.detach().reshape(1), "fp8_tensor"
+    if scale.numel() == n:
+        kind = "fp8_channel" if w.dtype == fp8 else "int8_channel"
+        return rows, scale.detach().reshape(-1)[q_size:n], kind
+    raise ValueError(f"layer {layer_id}: qkv_proj.weight_scale has {scale.numel()} values; "
+                     f"{w.dtype} weights are read with {'1 (per tensor) or ' if w.dtype == fp8 else ''}"
+                     f"{n} (one per output row): was process_weights_after_loading run?")
+
+
+def _act_dtype(layers, act_dtype):
+    """The activation dtype of quantized layers: act_dtype (checked by the config helper), else
+    qkv_proj.orig_dtype (sglang's Fp8LinearMethod sets it), else the K-norm weight's dtype."""
+    if act_dtype is not None:
+        return act_dtype
+    torch = _torch()
+    attn = layers[0].self_attn
+    norm = getattr(attn, "k_norm", None)
+    for dtype in (getattr(attn.qkv_proj, "orig_dtype", None),
+                  getattr(getattr(norm, "weight", None), "dtype", None)):
+        if dtype in (torch.bfloat16, torch.float16):
+            return dtype
+    raise ArgumentError("quantized qkv_proj: pass act_dtype (torch.bfloat16 or torch.float16): "
+                        "neither qkv_proj.orig_dtype nor a K-norm weight says it")
 
 
 def _as_torch(t):
@@ -70,13 +172,15 @@ class FusedKVMaterializeHelper(_ConfigHelper):
         context_len + block_size). The table is grown to cover it at construction, and calls
         then trust it instead of reading positions.max() (a host sync). Without it each call
         syncs to read positions.max() and grows the table when needed.
+      act_dtype: quantized qkv_proj only: the activation dtype (torch.bfloat16 / float16);
+        default qkv_proj.orig_dtype, else the K-norm weight's dtype.
 
     Positions at or past the table are never read out of bounds: the kernel skips that token
     and sets an error bit that check_device_errors() reads.
     """
 
     def __init__(self, layers: List, rotary_emb, num_kv_heads: int, head_dim: int, device,
-                 max_position_hint: Optional[int] = None):
+                 max_position_hint: Optional[int] = None, act_dtype=None):
         torch = _torch()
         self.num_kv_heads = int(num_kv_heads)
         self.head_dim = int(head_dim)
@@ -104,7 +208,8 @@ class FusedKVMaterializeHelper(_ConfigHelper):
         cache = getattr(rotary_emb, "cos_sin_cache", None)
         self._reserved_rope_cache_len = int(cache.shape[0]) if cache is not None else 0
 
-        kv_weights, kv_biases, norms, eps_values = self._read_layers(layers, check_config=True)
+        kv_weights, kv_biases, norms, eps_values, scales, fmt = self._read_layers(
+            layers, check_config=True)
         self._norm_dtype = norms[0].dtype if norms[0] is not None else None
         self._has_bias = kv_biases is not None
         self.eps_values = torch.tensor(eps_values, dtype=torch.float32,
@@ -120,26 +225,34 @@ class FusedKVMaterializeHelper(_ConfigHelper):
                   "fkv": {"layers": [dict(layer, eps=e) for e in eps_values]}}
         kv_weights = [w if w.device == self.device or self.device.type == "meta"
                       else w.to(self.device) for w in kv_weights]
+        if scales is not None:
+            scales = [t if t.device == self.device or self.device.type == "meta"
+                      else t.to(self.device) for t in scales]
         # The engine's table (grown to the hint first, as the seed does) is the kernels' table:
         # the library builds none of its own.
         table = (self._grow_rope_cache(self.max_position_hint)
                  if self.max_position_hint is not None else rotary_emb.cos_sin_cache)
         # The projection buffer starts small and grows like the seed's workspace (doubling),
         # outside graph capture; reserve_tokens() sizes it ahead of time.
+        quantized = fmt != "dense"
         super().__init__(config, kv_weights, None if self._norm_dtype is None else norms,
-                         eps_values, max_tokens=256, kv_biases=kv_biases, cos_sin_cache=table)
+                         eps_values, max_tokens=256, kv_biases=kv_biases, cos_sin_cache=table,
+                         weight_format=fmt if quantized else None, weight_scales=scales,
+                         act_dtype=_act_dtype(layers, act_dtype) if quantized else act_dtype)
 
         # The buffers the launches read, as the seed exposes them: flat_kv_weight_t
         # [hidden, L * 2 * kv_size] (a transposed view of the packed [N, hidden] matrix the GEMM
-        # reads) and k_norm_weights [L, head_dim] (float32: the kernels' copy). refresh_weights()
-        # rewrites both in place.
+        # reads, in the stored dtype: FP8 / INT8 for quantized layers) and k_norm_weights
+        # [L, head_dim] (float32: the kernels' copy). refresh_weights() rewrites both in place.
         if self._native is not None:
-            self.flat_kv_weight_t = _as_torch(self._native["packed_weights"]()).t()
+            # (FP8 crosses as its bytes: viewed as float8_e4m3fn again)
+            self.flat_kv_weight_t = _as_torch(self._native["packed_weights"]()).view(
+                self.weight_dtype).t()
             self.k_norm_weights = (_as_torch(self._native["k_norm_weights"](0))
                                    if self._norm_dtype is not None else None)
         else:
             self.flat_kv_weight_t = torch.empty(self.n_layers * self.layer_out_dim, hidden,
-                                                dtype=self.act_dtype, device="meta").t()
+                                                dtype=self.weight_dtype, device="meta").t()
             self.k_norm_weights = (torch.empty(self.n_layers, self.head_dim, dtype=torch.float32,
                                                device="meta")
                                    if self._norm_dtype is not None else None)
@@ -147,10 +260,10 @@ class FusedKVMaterializeHelper(_ConfigHelper):
     # ---- reading the engine's layers -------------------------------------------------------
 
     def _read_layers(self, layers, check_config: bool):
-        """The K/V rows, biases, K-norm weights and eps of every layer, with the seed's checks
-        (num_kv_heads, head_dim, then RoPE, layer by layer, against the constructor's
-        arguments)."""
-        kv_weights, kv_biases, norms, eps_values = [], [], [], []
+        """The K/V rows, biases, K-norm weights, eps, scales (None for dense weights) and weight
+        format of every layer, with the seed's checks (num_kv_heads, head_dim, then RoPE, layer
+        by layer, against the constructor's arguments)."""
+        kv_weights, kv_biases, norms, eps_values, scales, formats = [], [], [], [], [], []
         for layer_id, layer in enumerate(layers):
             attn = layer.self_attn
             if check_config:
@@ -173,7 +286,10 @@ class FusedKVMaterializeHelper(_ConfigHelper):
             if check_config and kv_size != self.kv_size:
                 raise ValueError(f"self_attn.kv_size of layer {layer_id} is {kv_size}, expected "
                                  f"num_kv_heads * head_dim = {self.kv_size}")
-            kv_weights.append(attn.qkv_proj.weight[q_size:q_size + 2 * kv_size].detach())
+            rows, scale, fmt = _kv_rows(attn.qkv_proj, q_size, kv_size, layer_id)
+            kv_weights.append(rows)
+            scales.append(scale)
+            formats.append(fmt)
             bias = getattr(attn.qkv_proj, "bias", None)
             kv_biases.append(None if bias is None else bias[q_size:q_size + 2 * kv_size].detach())
             k_norm = getattr(attn, "k_norm", None)
@@ -191,7 +307,11 @@ class FusedKVMaterializeHelper(_ConfigHelper):
             if mixed_bias:
                 raise ValueError("qkv bias presence mismatch across layers for fused KV path.")
             raise ValueError("k_norm presence mismatch across layers for fused KV path.")
-        return kv_weights, (None if kv_biases[0] is None else kv_biases), norms, eps_values
+        if any(f != formats[0] for f in formats):
+            raise ValueError("every layer's qkv_proj must be stored alike for the fused KV path: "
+                             f"got {sorted(set(formats))}")
+        return (kv_weights, (None if kv_biases[0] is None else kv_biases), norms, eps_values,
+                None if formats[0] == "dense" else scales, formats[0])
 
     # ---- the cos/sin table -----------------------------------------------------------------
 
@@ -263,10 +383,13 @@ class FusedKVMaterializeHelper(_ConfigHelper):
         layout cannot change (layer count, shapes, dtypes, devices, bias presence, eps)."""
         if len(layers) != self.n_layers:
             raise ValueError("fused KV refresh cannot change layer count")
-        kv_weights, kv_biases, norms, eps_values = self._read_layers(layers, check_config=False)
+        kv_weights, kv_biases, norms, eps_values, scales, fmt = self._read_layers(
+            layers, check_config=False)
         hidden = int(self.flat_kv_weight_t.shape[0])
+        if fmt != self.weight_format:
+            raise ValueError("fused KV refresh cannot change weight layout")
         for kv, norm in zip(kv_weights, norms):
-            if (tuple(kv.shape) != (self.layer_out_dim, hidden) or kv.dtype != self.act_dtype
+            if (tuple(kv.shape) != (self.layer_out_dim, hidden) or kv.dtype != self.weight_dtype
                     or kv.device != self.device
                     or (norm is None) != (self._norm_dtype is None)
                     or (norm is not None and (tuple(norm.shape) != (self.head_dim,)
@@ -274,18 +397,17 @@ class FusedKVMaterializeHelper(_ConfigHelper):
                 raise ValueError("fused KV refresh cannot change weight layout")
         if (kv_biases is None) != (not self._has_bias):
             raise ValueError("fused KV refresh cannot change weight layout")
-        if self._native is None:
-            return
-        from .materializer import _host_fp32
-        self._native["refresh_weights"](
-            list(kv_weights), [] if self._norm_dtype is None else _host_fp32(norms),
-            [] if kv_biases is None else _host_fp32(kv_biases), [float(e) for e in eps_values])
-        self.eps_values.copy_(self.eps_values.new_tensor(eps_values))
+        super().refresh_weights(kv_weights, None if self._norm_dtype is None else norms,
+                                eps_values, kv_biases, scales)
+        if self._native is not None:
+            self.eps_values.copy_(self.eps_values.new_tensor(eps_values))
 
     def __repr__(self) -> str:
+        fmt = "" if self.weight_format == "dense" else f", weight_format={self.weight_format!r}"
         return (f"fkv_jit.sglang.FusedKVMaterializeHelper(n_layers={self.n_layers}, "
                 f"num_kv_heads={self.num_kv_heads}, head_dim={self.head_dim}, "
-                f"rotary_dim={self.rotary_dim}, neox={self.is_neox_style}, device={self.device})")
+                f"rotary_dim={self.rotary_dim}, neox={self.is_neox_style}, device={self.device}"
+                f"{fmt})")
 
 
 __all__ = ["FusedKVMaterializeHelper"]

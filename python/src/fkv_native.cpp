@@ -39,45 +39,12 @@
 #include "fkv/spec.hpp"
 #include "fkv/validate.hpp"
 #include "fkv/version.hpp"
+#include "native.hpp"
 
 namespace {
 
-namespace ffi = tvm::ffi;
+using namespace fkv_native;
 using json = nlohmann::json;
-
-[[noreturn]] void raise(const char* kind, const std::string& message) {
-  throw ffi::Error(kind, message, "");
-}
-
-// C API status -> its kind's Python class (fkv/errors.hpp's table; fkv_jit/_errors.py
-// registers the classes).
-void check(fkv_status s) {
-  if (s == FKV_OK) return;
-  std::string text = fkv_last_error();
-  if (s == FKV_ERR_COMPILE && *fkv_last_error_log())
-    text += "\n" + std::string(fkv_last_error_log());
-  raise(fkv::error_kind_of_status(s).python_class, text);
-}
-
-// C++ exceptions of the library -> the same classes, through the same table.
-template <class F>
-auto guarded(F&& body) {
-  try {
-    return body();
-  } catch (const ffi::Error&) {
-    throw;
-  } catch (const fkv::CompileError& e) {
-    raise("CompileError",
-          e.log.empty() ? std::string(e.what()) : std::string(e.what()) + "\n" + e.log);
-  } catch (const std::bad_alloc&) {
-    raise("MemoryError", "out of host memory");
-  } catch (const std::exception& e) {
-    const fkv::ErrorKindInfo& info = fkv::error_kind_info(fkv::error_kind_of(e));
-    raise(info.python_class, info.kind == fkv::ErrorKind::Internal
-                                 ? std::string("internal error: ") + e.what()
-                                 : std::string(e.what()));
-  }
-}
 
 // ---- arguments ---------------------------------------------------------------------------------
 // Python ints arrive as int64 (tvm-ffi would cut them to 32 bits for an `int` parameter, so that
@@ -370,51 +337,6 @@ ffi::Array<ffi::String> nvrtc_status() {
   }
 }
 
-// ---- tensors ---------------------------------------------------------------------------------
-
-bool is(const DLDataType& t, uint8_t code, uint8_t bits) {
-  return t.code == code && t.bits == bits && t.lanes == 1;
-}
-
-std::string dl_name(const DLDataType& t) {
-  switch (t.code) {
-    case kDLInt:
-      return "int" + std::to_string(t.bits);
-    case kDLUInt:
-      return "uint" + std::to_string(t.bits);
-    case kDLFloat:
-      return "float" + std::to_string(t.bits);
-    case kDLBfloat:
-      return "bfloat16";
-    case kDLFloat8_e4m3fn:
-      return "float8_e4m3fn";
-    case kDLFloat8_e5m2:
-      return "float8_e5m2";
-    default:
-      return "dtype code " + std::to_string(t.code) + " bits " + std::to_string(t.bits);
-  }
-}
-
-bool matches(const DLDataType& t, fkv::DType d) {
-  switch (d) {
-    case fkv::DType::BF16:
-      return is(t, kDLBfloat, 16);
-    case fkv::DType::FP16:
-      return is(t, kDLFloat, 16);
-    case fkv::DType::FP32:
-      return is(t, kDLFloat, 32);
-    case fkv::DType::FP8_E4M3:
-      return is(t, kDLFloat8_e4m3fn, 8) || is(t, kDLUInt, 8);
-    case fkv::DType::FP8_E5M2:
-      return is(t, kDLFloat8_e5m2, 8) || is(t, kDLUInt, 8);
-  }
-  return false;
-}
-
-void* data(const ffi::TensorView& t) { return static_cast<char*>(t.data_ptr()) + t.byte_offset(); }
-
-bool contiguous(const ffi::TensorView& t) { return t.IsContiguous(); }
-
 // ---- the materializer ------------------------------------------------------------------------
 
 struct BoundPool {
@@ -438,12 +360,13 @@ struct State {
   std::vector<BoundPool> pools;
   std::mutex mutex;  // bind_pool only; calls are one stream at a time by contract
 
+  fkv::WeightFormat format = fkv::WeightFormat::Dense;  // how W_kv is stored
+  std::int64_t scale_count = 0;                         // packed W_kv scales (quantized)
+
   void check_device(const ffi::TensorView& t, const char* what) const {
-    const DLDevice d = t.device();
-    if (d.device_type != kDLCUDA || d.device_id != opt.device)
-      raise("ValueError", std::string(what) + " must be on cuda:" + std::to_string(opt.device) +
-                              ", the helper's device");
+    fkv_native::check_device(t, opt.device, what);
   }
+  WeightTarget weight_target() const { return {opt.device, opt.act, hidden, format}; }
 
   // hidden [T, hidden] act with contiguous rows; positions [T] index dtype, contiguous.
   fkv::MaterializerInput input(const ffi::TensorView& hidden_t, const ffi::TensorView& pos) const {
@@ -454,7 +377,8 @@ struct State {
             "ctx_hidden must be [num_tokens, " + std::to_string(hidden) + "] with contiguous rows");
     if (!matches(hidden_t.dtype(), opt.act))
       raise("TypeError", "ctx_hidden dtype " + dl_name(hidden_t.dtype()) +
-                             " differs from the weights' " + fkv::to_string(opt.act));
+                             " differs from the helper's activation dtype " +
+                             fkv::to_string(opt.act));
     const std::int64_t T = hidden_t.size(0);
     if (pos.ndim() != 1 || pos.size(0) != T)
       raise("ValueError",
@@ -701,55 +625,6 @@ struct State {
   }
 };
 
-// Host fp32 vectors from contiguous float32 CPU tensors (K-norm weights, K/V biases).
-std::vector<std::vector<float>> host_vectors(const ffi::Array<ffi::Tensor>& tensors,
-                                             const char* what) {
-  std::vector<std::vector<float>> out;
-  for (std::size_t i = 0; i < tensors.size(); ++i) {
-    const ffi::TensorView t(tensors[i]);
-    if (t.device().device_type != kDLCPU || !is(t.dtype(), kDLFloat, 32) || !contiguous(t))
-      raise("TypeError",
-            std::string(what) + " reach the binding as contiguous float32 CPU tensors");
-    const float* p = static_cast<const float*>(data(t));
-    out.emplace_back(p, p + t.numel());
-  }
-  return out;
-}
-
-fkv::MaterializerWeights weights_of(const State& st, const ffi::Array<ffi::Tensor>& w_kv,
-                                    const ffi::Array<ffi::Tensor>& k_norm,
-                                    const ffi::Array<ffi::Tensor>& kv_bias,
-                                    const ffi::Array<double>& eps) {
-  fkv::MaterializerWeights w;
-  std::int64_t row_stride = 0;
-  for (std::size_t i = 0; i < w_kv.size(); ++i) {
-    const ffi::TensorView t(w_kv[i]);
-    const std::string what = "kv_weights[" + std::to_string(i) + "]";
-    st.check_device(t, what.c_str());
-    if (!matches(t.dtype(), st.opt.act))
-      raise("TypeError",
-            what + " is " + dl_name(t.dtype()) + ", expected " + fkv::to_string(st.opt.act));
-    if (t.ndim() != 2 || t.size(1) != st.hidden || t.stride(1) != 1)
-      raise("ValueError", what + " must be [2 * num_kv_heads * head_dim, " +
-                              std::to_string(st.hidden) + "] with contiguous rows");
-    const std::int64_t rs = t.size(0) > 1 ? t.stride(0) : st.hidden;
-    if (i > 0 && rs != row_stride)
-      raise("ValueError", "every kv_weights tensor must have the same row stride");
-    row_stride = rs;
-    w.w_kv.push_back(data(t));
-  }
-  w.w_kv_row_stride = row_stride;
-  w.k_norm = host_vectors(k_norm, "k_norm weights");
-  w.kv_bias = host_vectors(kv_bias, "kv biases");
-  for (double e : eps) {
-    if (!std::isfinite(e) || !(e > 0.0))
-      raise("ValueError", "eps[" + std::to_string(w.eps.size()) + "] is " + std::to_string(e) +
-                              ": the K-norm eps must be a finite number > 0");
-    w.eps.push_back(static_cast<float>(e));
-  }
-  return w;
-}
-
 // A tensor viewing device memory the materializer owns; it keeps the materializer alive.
 struct BorrowedAlloc {
   std::shared_ptr<State> owner;
@@ -757,17 +632,6 @@ struct BorrowedAlloc {
   void AllocData(DLTensor* t) { t->data = ptr; }
   void FreeData(DLTensor*) {}
 };
-
-DLDataType dl_type(fkv::DType d) {
-  switch (d) {
-    case fkv::DType::BF16:
-      return DLDataType{kDLBfloat, 16, 1};
-    case fkv::DType::FP16:
-      return DLDataType{kDLFloat, 16, 1};
-    default:
-      return DLDataType{kDLFloat, 32, 1};
-  }
-}
 
 ffi::Tensor borrowed(const std::shared_ptr<State>& st, CUdeviceptr ptr,
                      std::vector<std::int64_t> shape, DLDataType dtype) {
@@ -777,12 +641,12 @@ ffi::Tensor borrowed(const std::shared_ptr<State>& st, CUdeviceptr ptr,
 }
 
 // Returns a map of closures over one fkv::FusedKVMaterializer (see fkv_jit/materializer.py).
-ffi::Map<ffi::String, ffi::Any> materializer_create(ffi::String source, bool is_path,
-                                                    ffi::String name, ffi::String options_json,
-                                                    ffi::Array<ffi::Tensor> w_kv,
-                                                    ffi::Array<ffi::Tensor> k_norm,
-                                                    ffi::Array<ffi::Tensor> kv_bias,
-                                                    ffi::Array<double> eps) {
+// w_scale: per attention layer, the fp32 device scales of quantized W_kv (options'
+// "weight_format"); empty for dense weights.
+ffi::Map<ffi::String, ffi::Any> materializer_create(
+    ffi::String source, bool is_path, ffi::String name, ffi::String options_json,
+    ffi::Array<ffi::Tensor> w_kv, ffi::Array<ffi::Tensor> k_norm, ffi::Array<ffi::Tensor> kv_bias,
+    ffi::Array<double> eps, ffi::Array<ffi::Tensor> w_scale) {
   return guarded([&] {
     const json o = json::parse(std::string(options_json));
     auto st = std::make_shared<State>();
@@ -804,17 +668,21 @@ ffi::Map<ffi::String, ffi::Any> materializer_create(ffi::String source, bool is_
     st->opt.external_cos_sin = o.value("external_cos_sin", false);
     st->opt.cos_sin = fkv::parse_dtype(o.value("cos_sin", std::string("fp32")));
     st->hidden = json_int<std::int64_t>(o, "hidden", 0, true);
+    st->format = fkv::parse_weight_format(o.value("weight_format", std::string("dense")));
     const fkv::ModelConfig config =
         is_path ? fkv::ModelConfig::from_file(c_str(source, "the config path"))
                 : fkv::ModelConfig::from_json(std::string_view(source.data(), source.size()),
                                               c_str(name, "the config name"));
     fkv::ensure_context(st->opt.device);
-    const fkv::MaterializerWeights w = weights_of(*st, w_kv, k_norm, kv_bias, eps);
+    const fkv::MaterializerWeights w =
+        materializer_weights(st->weight_target(), w_kv, k_norm, kv_bias, eps, w_scale);
     st->m = std::make_unique<fkv::FusedKVMaterializer>(config, st->hidden, w, st->opt);
     const fkv::Plan& plan = st->m->plan();
     std::vector<std::int64_t> width_of_layer(config.layers.size(), 0);
     for (const fkv::LayerGroup& g : plan.groups) {
       const std::int64_t hd = std::int64_t{g.attn.num_kv_heads} * g.attn.head_dim;
+      st->scale_count += fkv::layer_scale_count(st->format, 2 * hd, st->hidden) *
+                         static_cast<std::int64_t>(g.layers.size());
       for (int l : g.layers) width_of_layer[static_cast<std::size_t>(l)] = hd;
       st->group_elems.push_back(hd * static_cast<std::int64_t>(g.layers.size()));
       st->stacked_elems += 2 * st->group_elems.back();
@@ -842,14 +710,17 @@ ffi::Map<ffi::String, ffi::Any> materializer_create(ffi::String source, bool is_
                                           int64_t id, ffi::Array<ffi::Tensor> maps) {
               guarded([&] { st->materialize_pool(h, p, loc, id, maps); });
             }));
-    // In place: the packed weights, K-norm weights and biases keep their addresses.
+    // In place: the packed weights and scales, K-norm weights and biases keep their addresses.
     fns.Set(
         "refresh_weights",
         ffi::Function::FromTyped([st](ffi::Array<ffi::Tensor> w_kv, ffi::Array<ffi::Tensor> k_norm,
-                                      ffi::Array<ffi::Tensor> kv_bias, ffi::Array<double> eps) {
+                                      ffi::Array<ffi::Tensor> kv_bias, ffi::Array<double> eps,
+                                      ffi::Array<ffi::Tensor> w_scale) {
           guarded([&] {
             fkv::ensure_context(st->opt.device);
-            st->m->refresh_weights(weights_of(*st, w_kv, k_norm, kv_bias, eps), st->stream());
+            st->m->refresh_weights(
+                materializer_weights(st->weight_target(), w_kv, k_norm, kv_bias, eps, w_scale),
+                st->stream());
           });
         }));
     fns.Set("reserve_tokens", ffi::Function::FromTyped([st](int64_t n) {
@@ -862,7 +733,15 @@ ffi::Map<ffi::String, ffi::Any> materializer_create(ffi::String source, bool is_
     fns.Set("packed_weights", ffi::Function::FromTyped([st]() {
               return guarded([&] {
                 return borrowed(st, st->m->packed_weights(),
-                                {st->m->projection_width(), st->hidden}, dl_type(st->opt.act));
+                                {st->m->projection_width(), st->hidden},
+                                stored_dtype(st->weight_target()));
+              });
+            }));
+    // Quantized weights: every layer's scales, groups in plan order ([0] for dense weights).
+    fns.Set("packed_weight_scales", ffi::Function::FromTyped([st]() {
+              return guarded([&] {
+                return borrowed(st, st->m->packed_weight_scales(), {st->scale_count},
+                                DLDataType{kDLFloat, 32, 1});
               });
             }));
     fns.Set("k_norm_weights", ffi::Function::FromTyped([st](int64_t group) {
@@ -885,6 +764,7 @@ ffi::Map<ffi::String, ffi::Any> materializer_create(ffi::String source, bool is_
             }));
     fns.Set("projection_width", st->m->projection_width());
     fns.Set("decode_crossover", st->m->decode_crossover());
+    fns.Set("weight_format", ffi::String(fkv::to_string(st->format)));
     return fns;
   });
 }

@@ -345,7 +345,7 @@ def test_argument_errors():
     ctx, pos = case.inputs(8)
     for bad, exc, text in [
         ((ctx, pos[:5]), ValueError, "positions must match ctx_hidden token count"),
-        ((ctx.float(), pos), TypeError, "differs from the weights'"),
+        ((ctx.float(), pos), TypeError, "differs from the helper's activation dtype"),
         ((ctx[:, :100], pos), ValueError, "ctx_hidden must be"),
         ((ctx, pos.float()), TypeError, "positions must be int32 or int64"),
     ]:
