@@ -30,7 +30,7 @@ PYTHON=${PYTHON:-python3}
 WORK=$ROOT/build-wheel-env  # venvs and the raw wheel (build-wheel/ is the CMake build)
 CONFIG=$ROOT/tests/data/dflash-qwen3-4b-draft.json
 mkdir -p "$WORK" dist
-say() { echo "== $*"; }
+say() { echo "== [$(date -u +%H:%M:%S)] $*"; }
 
 say "1. build tools and wheel (zig c++, glibc 2.28 target)"
 eval "$(PYTHON=$PYTHON scripts/python-deps.sh build)"
