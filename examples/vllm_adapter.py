@@ -27,6 +27,14 @@ cos_sin_cache}, and the layer's attention `attn` with kv_cache, layer_name, _k_s
 The cos/sin table is vLLM's own (converted once to float32, which holds its bf16 values
 exactly), so K is rotated with the values vLLM rotates Q with.
 
+Quantized qkv_proj (docs/quantized.md): FP8 e4m3 or INT8 weights are read as vLLM keeps them,
+with their scales (fkv_jit._quant.qkv_kv_rows): compressed-tensors FP8 before
+process_weights_after_loading, weight [out, in] with weight_scale of 3 values (one per q, k, v
+partition: the K rows take the k scale, the V rows the v one) or [out, 1] (per channel), or
+block scales [ceil(out/128), ceil(in/128)]; after it, the transposed view with one scale; and
+Fp8LinearMethod's weight_scale_inv blocks. The activations stay in the model dtype (act_dtype:
+qkv_proj.orig_dtype, else the K-norm weight's). Packed 4-bit layers are refused by name.
+
 Cache layouts (each layer's kv_cache tensor):
     "flash_attn": [2, num_blocks, block_size, H, D]   K = kv_cache[0], V = kv_cache[1]
     "flashinfer": [num_blocks, 2, block_size, H, D]   K = kv_cache[:, 0], V = kv_cache[:, 1]
@@ -51,6 +59,7 @@ from types import SimpleNamespace
 import torch
 
 import fkv_jit
+from fkv_jit._quant import qkv_kv_rows
 
 _LAYOUTS = {
     "flash_attn": lambda c: (c[0], c[1]),
@@ -75,7 +84,18 @@ class VllmContextKV:
         self.attns = list(self_attns)
         self.layout = layout
         a0 = self.attns[0]
-        weights = [a.qkv_proj.weight[a.q_size:a.q_size + 2 * a.kv_size].detach() for a in self.attns]
+        rows = [qkv_kv_rows(a.qkv_proj, a.q_size, a.kv_size, i) for i, a in enumerate(self.attns)]
+        weights = [w for w, _, _ in rows]
+        fmt = rows[0][2]
+        if any(f != fmt for _, _, f in rows):
+            raise ValueError(f"draft layers store qkv_proj differently: {[f for _, _, f in rows]}")
+        quant = {}
+        if fmt != "dense":
+            act = getattr(a0.qkv_proj, "orig_dtype", None)
+            if act not in (torch.bfloat16, torch.float16):
+                act = a0.k_norm.weight.dtype
+            quant = {"weight_format": fmt, "weight_scales": [s for _, s, _ in rows],
+                     "act_dtype": act}
         biases = [getattr(a.qkv_proj, "bias", None) for a in self.attns]
         biases = None if biases[0] is None else [
             b[a.q_size:a.q_size + 2 * a.kv_size].detach() for a, b in zip(self.attns, biases)]
@@ -94,7 +114,7 @@ class VllmContextKV:
         self.helper = fkv_jit.FusedKVMaterializeHelper(
             config, weights, [a.k_norm.weight for a in self.attns], max_tokens=max_tokens,
             kv_biases=biases, paged=True, kv_cache_dtype=self.fp8,
-            cos_sin_cache=rotary.cos_sin_cache)
+            cos_sin_cache=rotary.cos_sin_cache, **quant)
         self._views = None  # (cache ids, k views, v views): one binding per set of caches
         if self.fp8:
             dev = weights[0].device
@@ -148,6 +168,24 @@ def _selftest() -> int:
         ang = torch.arange(n, dtype=torch.float64)[:, None] * inv[None, :]
         return torch.cat([ang.cos(), ang.sin()], 1).to(dev, torch.bfloat16)  # vLLM: model dtype
 
+    def quantize(a, how):
+        """qkv_proj's weight as vLLM's compressed-tensors FP8 keeps it before
+        process_weights_after_loading: [out, in] float8_e4m3fn with 3 per-partition scales
+        ("tensor") or [out, 1] per-channel scales ("channel"); the dequantized weight replaces
+        the bf16 one in the reference."""
+        w = a.qkv_proj.weight.float()
+        parts = [a.q_size, a.kv_size, a.kv_size]
+        if how == "tensor":
+            scale = torch.stack([p.abs().amax() / 448 for p in w.split(parts)])
+            rows = torch.cat([s.expand(p) for s, p in zip(scale, parts)])[:, None]
+        else:
+            scale = w.abs().amax(1, keepdim=True) / 448
+            rows = scale
+        q = (w / rows).to(torch.float8_e4m3fn)
+        a.qkv_proj = SimpleNamespace(weight=q, weight_scale=scale, bias=a.qkv_proj.bias,
+                                     orig_dtype=torch.bfloat16,
+                                     dequant=q.double() * rows.double())
+
     def modules(L, H, D, hidden, bias, layout, nb, bs, cache_dtype):
         rot = SimpleNamespace(rotary_dim=D, is_neox_style=True, cos_sin_cache=table(D, 512))
         shape = {"flash_attn": (2, nb, bs, H, D), "flashinfer": (nb, 2, bs, H, D),
@@ -169,8 +207,8 @@ def _selftest() -> int:
         return out
 
     def reference(a, x, pos):
-        w = a.qkv_proj.weight[a.q_size:a.q_size + 2 * a.kv_size]
-        proj = torch.nn.functional.linear(x, w).double()
+        w = getattr(a.qkv_proj, "dequant", a.qkv_proj.weight)[a.q_size:a.q_size + 2 * a.kv_size]
+        proj = (x.double() @ w.double().t())
         if a.qkv_proj.bias is not None:
             proj = proj + a.qkv_proj.bias[a.q_size:a.q_size + 2 * a.kv_size].double()
         T, H, D = x.shape[0], a.num_kv_heads, a.head_dim
@@ -182,12 +220,18 @@ def _selftest() -> int:
         return torch.cat([k1 * c - k2 * s, k2 * c + k1 * s], -1), v
 
     failures = 0
-    for layout, cache_dtype, per_layer in (("flash_attn", torch.bfloat16, False),
-                                           ("flashinfer", torch.bfloat16, True),
-                                           ("flashinfer_hnd", torch.bfloat16, False),
-                                           ("flash_attn", torch.uint8, True)):
+    for layout, cache_dtype, per_layer, weights in (
+            ("flash_attn", torch.bfloat16, False, "bf16"),
+            ("flashinfer", torch.bfloat16, True, "bf16"),
+            ("flashinfer_hnd", torch.bfloat16, False, "bf16"),
+            ("flash_attn", torch.uint8, True, "bf16"),
+            ("flash_attn", torch.bfloat16, False, "tensor"),
+            ("flashinfer", torch.bfloat16, True, "channel")):
         L, H, D, hidden, nb, bs, T = 3, 2, 128, 256, 16, 16, 40
         attns = modules(L, H, D, hidden, True, layout, nb, bs, cache_dtype)
+        if weights != "bf16":
+            for a in attns:
+                quantize(a, weights)
         fp8 = cache_dtype == torch.uint8  # vLLM stores fp8 caches as uint8
         adapter = VllmContextKV(attns, kv_cache_dtype="fp8" if fp8 else "auto", layout=layout)
         x = rand(T, hidden, dtype=torch.bfloat16)
@@ -211,7 +255,8 @@ def _selftest() -> int:
         bound = 0.07 if fp8 else 0.016  # e4m3: 3 mantissa bits; bf16: 8
         ok = worst <= bound
         failures += not ok
-        print(f"{'ok  ' if ok else 'FAIL'} {layout:15s} {'fp8' if fp8 else 'bf16'} "
+        print(f"{'ok  ' if ok else 'FAIL'} {layout:15s} {'fp8' if fp8 else 'bf16'} cache, "
+              f"{weights if weights == 'bf16' else 'fp8 ' + weights} weights ({adapter.helper.weight_format}), "
               f"{'per-layer slots' if per_layer else 'one slot mapping'}: worst relative error "
               f"{worst:.2e} (bound {bound})")
     return 1 if failures else 0

@@ -359,11 +359,11 @@ def test_quantized_layer_refusals():
     assert "UE8M0" in str(e), str(e)
     e = raises(fkv_jit.UnsupportedModelError, helper, [quant_layer("block", q_heads=3)] * 2)
     assert "q_size=192 and 2*kv_size=256 must be whole 128-row scale blocks" in str(e), str(e)
-    # Scales before process_weights_after_loading (one per q/k/v shard) are not guessed at.
+    # A scale count that is none of 1, 3 (per q/k/v partition) or one per row.
     layer = quant_layer("tensor")
-    layer.self_attn.qkv_proj.weight_scale = torch.empty(3, device=META)
+    layer.self_attn.qkv_proj.weight_scale = torch.empty(5, device=META)
     e = raises(ValueError, helper, [layer] * 2)
-    assert "weight_scale has 3 values" in str(e) and "process_weights_after_loading" in str(e), str(e)
+    assert "weight_scale has 5 values" in str(e) and "3 (one per q, k, v partition)" in str(e), str(e)
     layer = quant_layer("int8")
     layer.self_attn.qkv_proj.weight_scale = torch.empty((), device=META)
     e = raises(ValueError, helper, [layer] * 2)
@@ -387,7 +387,7 @@ def test_quantized_layer_refusals():
 def test_quantized_rows_and_scales_are_the_kv_rows():
     # On CPU tensors, through the reader itself: the K/V rows of the stored matrix (also through
     # the transposed view) and the matching scale rows and row blocks.
-    from fkv_jit.sglang import _kv_rows
+    from fkv_jit._quant import qkv_kv_rows as _kv_rows
 
     d, kv, q_heads = 64, 2, 4
     q_size, kv_size = q_heads * d, kv * d
@@ -409,6 +409,23 @@ def test_quantized_rows_and_scales_are_the_kv_rows():
     proj = SimpleNamespace(weight=values.to(FP8).t(), weight_scale=torch.tensor(0.5))
     rows, scale, fmt = _kv_rows(proj, q_size, kv_size, 0)
     assert fmt == "fp8_tensor" and scale.tolist() == [0.5]
+    # vLLM's compressed-tensors FP8 before process_weights_after_loading: [out, in] with one
+    # scale per q/k/v partition (read per row: K rows at the k scale, V rows at the v one) ...
+    proj = SimpleNamespace(weight=values.to(FP8), weight_scale=torch.tensor([0.25, 0.5, 2.0]))
+    rows, scale, fmt = _kv_rows(proj, q_size, kv_size, 0)
+    assert fmt == "fp8_channel" and scale.tolist() == [0.5] * kv_size + [2.0] * kv_size
+    assert torch.equal(rows.float(), values.to(FP8).float()[q_size:n])
+    proj = SimpleNamespace(weight=values.to(torch.int8), weight_scale=torch.tensor([1.0, 3.0, 4.0]))
+    assert _kv_rows(proj, q_size, kv_size, 0)[2] == "int8_channel"
+    # ... and its block strategy's [ceil(out/128), ceil(in/128)] weight_scale.
+    wide = (torch.arange(n * 384, dtype=torch.float32).reshape(n, 384) % 89) - 44
+    blocks = torch.arange(4 * 3, dtype=torch.float32).reshape(4, 3)
+    proj = SimpleNamespace(weight=wide.to(FP8), weight_scale=blocks)
+    rows, scale, fmt = _kv_rows(proj, q_size, kv_size, 0)
+    assert fmt == "fp8_block" and torch.equal(scale, blocks[2:4]) and rows.shape == (2 * kv_size, 384)
+    proj = SimpleNamespace(weight=wide.to(FP8), weight_scale=torch.ones(4, 2))
+    e = raises(ValueError, _kv_rows, proj, q_size, kv_size, 0)
+    assert "block scales of a (512, 384) weight are (4, 3)" in str(e), str(e)
 
 
 def main():

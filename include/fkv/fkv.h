@@ -16,12 +16,12 @@
  * - Strides and counts are in elements, not bytes.
  * - Option structs (fkv_precompile_options, fkv_materializer_options, fkv_weight_quant) start
  *   with `struct_size` and grow only at the end. Their init functions are macros that pass
- * sizeof(*options) to the library, which fills in the fields inside that size (defaults), sets
- * struct_size and writes nothing past it; readers read only the fields inside struct_size and use
- * the default for the others, so a program built against an older fkv.h keeps working with a newer
- * library. A struct_size of 0 (options never initialized) or too small to hold a required field is
- *   FKV_ERR_ARGUMENT; fields past what the library knows (a newer fkv.h) are ignored.
- *   Programs built before struct_size existed call the unversioned symbols
+ *   sizeof(*options) to the library, which fills in the fields inside that size (defaults), sets
+ *   struct_size and writes nothing past it; readers read only the fields inside struct_size and
+ *   use the default for the others, so a program built against an older fkv.h keeps working
+ *   with a newer library. A struct_size of 0 (options never initialized) or too small to hold a
+ *   required field is FKV_ERR_ARGUMENT; fields past what the library knows (a newer fkv.h)
+ *   are ignored. Programs built before struct_size existed call the unversioned symbols
  *   (fkv_precompile_options_init, fkv_precompile_with_options, fkv_materializer_options_init,
  *   fkv_materializer_create); the library keeps them and serves them the first layouts, without
  *   struct_size, decode_gpu and decode_crossover. FFI users (ctypes, cffi) call the *_v2, *_v3

@@ -11,12 +11,13 @@ from __future__ import annotations
 
 from typing import List, Optional, Tuple
 
-from ._errors import ArgumentError
+from ._errors import ArgumentError, UnsupportedModelError
 from ._lib import native
 
 # The dtype W_kv is stored in, per format family.
 _FP8_FORMATS = ("fp8_tensor", "fp8_channel", "fp8_block")
 _INT8_FORMATS = ("int8_channel",)
+_BLOCK = 128  # the block edge of fp8_block (include/fkv/weights.hpp kWeightBlock)
 
 
 def format_name(weight_format) -> str:
@@ -98,3 +99,91 @@ def scales(torch, fmt: str, weight_scales, weights, per_layer, hidden: int) -> L
                              f"{tuple(w.shape)} take {tuple(want)}")
         out.append(s.detach().reshape(-1).contiguous())
     return out
+
+
+# ---- the K/V rows of an engine's fused QKV layer -----------------------------------------
+
+def qkv_block_size(proj):
+    """The weight_block_size of qkv_proj's quantization (sglang's Fp8LinearMethod keeps it, and
+    its quant_config), or None."""
+    method = getattr(proj, "quant_method", None)
+    for owner in (method, getattr(method, "quant_config", None), proj):
+        size = getattr(owner, "weight_block_size", None)
+        if size is not None:
+            return [int(x) for x in size]
+    return None
+
+
+def qkv_kv_rows(proj, q_size: int, kv_size: int, layer_id: int):
+    """The K/V rows of one layer's fused qkv_proj: (weight [2*kv_size, hidden], scales or None,
+    format name), as sglang's and vLLM's linear methods keep a layer (fkv_jit.sglang's docstring
+    lists the layouts; vLLM's compressed-tensors FP8 keeps the same ones: [out, in] with 3
+    per-partition scales or [out, 1] before process_weights_after_loading, the .t() view with
+    one scale after it, and block scales [ceil(out/128), ceil(in/128)] as weight_scale)."""
+    import torch
+    w = getattr(proj, "weight", None)
+    if w is None:
+        packed = " (it has a qweight: packed 4-bit GPTQ/AWQ weights)" if hasattr(proj, "qweight") else ""
+        raise UnsupportedModelError(f"layer {layer_id}: self_attn.qkv_proj has no weight{packed}; "
+                                    "fkv-jit reads bf16/fp16, FP8 e4m3 and INT8 K/V weights")
+    if w.dim() == 2 and w.stride(0) == 1 and w.stride(1) != 1:
+        w = w.t()  # the [in, out] view the engines' FP8/INT8 methods keep: rows of [out, in]
+    rows = w[q_size:q_size + 2 * kv_size].detach()
+    if w.dtype in (torch.bfloat16, torch.float16):
+        return rows, None, "dense"
+    fp8 = getattr(torch, "float8_e4m3fn", None)
+    if w.dtype not in (fp8, torch.int8):
+        raise UnsupportedModelError(
+            f"layer {layer_id}: self_attn.qkv_proj.weight is {w.dtype} (a Marlin-repacked or packed "
+            "4-bit layout?); fkv-jit reads bf16/fp16, float8_e4m3fn and int8 K/V weights")
+    n = q_size + 2 * kv_size
+    inv = getattr(proj, "weight_scale_inv", None)
+    if w.dtype == fp8 and inv is not None:
+        size = qkv_block_size(proj)
+        if size is not None and size != [_BLOCK, _BLOCK]:
+            raise UnsupportedModelError(
+                f"layer {layer_id}: block-FP8 qkv_proj with weight_block_size {size}; fkv-jit "
+                f"reads {_BLOCK}x{_BLOCK} blocks")
+        if getattr(inv, "format_ue8m0", False) or inv.dtype != torch.float32:
+            raise UnsupportedModelError(
+                f"layer {layer_id}: qkv_proj.weight_scale_inv is {inv.dtype} in a packed UE8M0 "
+                "layout (DeepGEMM's requantization); fkv-jit reads float32 block scales")
+        want = (-(-n // _BLOCK), -(-int(w.shape[1]) // _BLOCK))
+        if tuple(inv.shape) != want:
+            raise ValueError(f"layer {layer_id}: qkv_proj.weight_scale_inv has shape "
+                             f"{tuple(inv.shape)}, expected {want} for a {tuple(w.shape)} weight")
+        if q_size % _BLOCK or (2 * kv_size) % _BLOCK:
+            raise UnsupportedModelError(
+                f"layer {layer_id}: block-FP8 qkv_proj: q_size={q_size} and 2*kv_size="
+                f"{2 * kv_size} must be whole {_BLOCK}-row scale blocks")
+        return rows, inv[q_size // _BLOCK:n // _BLOCK].detach(), "fp8_block"
+    scale = getattr(proj, "weight_scale", None)
+    if scale is None:
+        raise ValueError(f"layer {layer_id}: qkv_proj.weight is {w.dtype} but has no weight_scale "
+                         "(or weight_scale_inv)")
+    kind = "fp8_channel" if w.dtype == fp8 else "int8_channel"
+    if scale.numel() == 1 and w.dtype == fp8:
+        return rows, scale.detach().reshape(1), "fp8_tensor"
+    if scale.numel() == 3:
+        # One scale per logical partition (q, k, v), as the engines keep a fused QKV layer's
+        # per-tensor scales before process_weights_after_loading (vLLM's compressed-tensors and
+        # Fp8LinearMethod, sglang's): per row, the K rows at the k scale, the V rows at the v one.
+        s = scale.detach().reshape(3).float()
+        return rows, torch.cat([s[1].expand(kv_size), s[2].expand(kv_size)]).contiguous(), kind
+    if w.dtype == fp8 and scale.dim() == 2 and scale.shape[1] > 1:
+        # compressed-tensors' block strategy keeps its block scales as weight_scale.
+        want = (-(-n // _BLOCK), -(-int(w.shape[1]) // _BLOCK))
+        if tuple(scale.shape) != want:
+            raise ValueError(f"layer {layer_id}: qkv_proj.weight_scale has shape "
+                             f"{tuple(scale.shape)}; block scales of a {tuple(w.shape)} weight "
+                             f"are {want}")
+        if q_size % _BLOCK or (2 * kv_size) % _BLOCK:
+            raise UnsupportedModelError(
+                f"layer {layer_id}: block-FP8 qkv_proj: q_size={q_size} and 2*kv_size="
+                f"{2 * kv_size} must be whole {_BLOCK}-row scale blocks")
+        return rows, scale[q_size // _BLOCK:n // _BLOCK].detach().float(), "fp8_block"
+    if scale.numel() == n:
+        return rows, scale.detach().reshape(-1)[q_size:n], kind
+    raise ValueError(f"layer {layer_id}: qkv_proj.weight_scale has {scale.numel()} values; "
+                     f"{w.dtype} weights are read with {'1 (per tensor), ' if w.dtype == fp8 else ''}3 (one "
+                     f"per q, k, v partition) or {n} (one per output row)")

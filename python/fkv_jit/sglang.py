@@ -24,7 +24,9 @@ with the K/V rows of the weight:
     float8_e4m3fn weight + weight_scale_inv [ceil(out/128), ceil(in/128)] float32, with
         weight_block_size [128, 128]: fp8_block (q_size and 2*kv_size whole 128-row blocks);
     float8_e4m3fn weight + weight_scale of 1 value (per tensor, after requantize_with_max_scale):
-        fp8_tensor; of `out` values ([out, 1], convert_to_channelwise): fp8_channel;
+        fp8_tensor; of 3 values (one per q, k, v partition, before it): fp8_channel with the K
+        rows at the k scale and the V rows at the v scale; of `out` values ([out, 1],
+        convert_to_channelwise): fp8_channel;
     int8 weight + weight_scale of `out` values: int8_channel (W8A16 here: activations are not
         quantized, unlike sglang's W8A8 path).
 Refused by name (UnsupportedModelError): other block sizes, UE8M0-packed scales (DeepGEMM's
@@ -52,14 +54,12 @@ from __future__ import annotations
 import math
 from typing import Callable, List, Optional
 
-from ._errors import ArgumentError, UnsupportedModelError
+from ._errors import ArgumentError
+from ._quant import qkv_kv_rows
 from .materializer import FusedKVMaterializeHelper as _ConfigHelper
 from .materializer import _torch
 
 # The one block edge fkv-jit reads block scales in (fkv::kWeightBlock, include/fkv/weights.hpp).
-_BLOCK = 128
-
-
 def _rope_base(rotary_emb) -> float:
     """rope_theta for the generated config: informational only (the engine's table is used),
     but it must be a valid value for the config reader."""
@@ -69,71 +69,6 @@ def _rope_base(rotary_emb) -> float:
     except (TypeError, ValueError):
         return 10000.0
     return base if math.isfinite(base) and base > 0 else 10000.0
-
-
-def _block_size(proj):
-    """The weight_block_size of qkv_proj's quantization (sglang's Fp8LinearMethod keeps it, and
-    its quant_config), or None."""
-    method = getattr(proj, "quant_method", None)
-    for owner in (method, getattr(method, "quant_config", None), proj):
-        size = getattr(owner, "weight_block_size", None)
-        if size is not None:
-            return [int(x) for x in size]
-    return None
-
-
-def _kv_rows(proj, q_size: int, kv_size: int, layer_id: int):
-    """The K/V rows of one layer's qkv_proj: (weight [2*kv_size, hidden], scales or None, format
-    name), read as the module docstring says."""
-    torch = _torch()
-    w = getattr(proj, "weight", None)
-    if w is None:
-        packed = " (it has a qweight: packed 4-bit GPTQ/AWQ weights)" if hasattr(proj, "qweight") else ""
-        raise UnsupportedModelError(f"layer {layer_id}: self_attn.qkv_proj has no weight{packed}; "
-                                    "fkv-jit reads bf16/fp16, FP8 e4m3 and INT8 K/V weights")
-    if w.dim() == 2 and w.stride(0) == 1 and w.stride(1) != 1:
-        w = w.t()  # the [in, out] view sglang's FP8/INT8 linear methods keep: rows of [out, in]
-    rows = w[q_size:q_size + 2 * kv_size].detach()
-    if w.dtype in (torch.bfloat16, torch.float16):
-        return rows, None, "dense"
-    fp8 = getattr(torch, "float8_e4m3fn", None)
-    if w.dtype not in (fp8, torch.int8):
-        raise UnsupportedModelError(
-            f"layer {layer_id}: self_attn.qkv_proj.weight is {w.dtype} (a Marlin-repacked or packed "
-            "4-bit layout?); fkv-jit reads bf16/fp16, float8_e4m3fn and int8 K/V weights")
-    n = q_size + 2 * kv_size
-    inv = getattr(proj, "weight_scale_inv", None)
-    if w.dtype == fp8 and inv is not None:
-        size = _block_size(proj)
-        if size is not None and size != [_BLOCK, _BLOCK]:
-            raise UnsupportedModelError(
-                f"layer {layer_id}: block-FP8 qkv_proj with weight_block_size {size}; fkv-jit "
-                f"reads {_BLOCK}x{_BLOCK} blocks")
-        if getattr(inv, "format_ue8m0", False) or inv.dtype != torch.float32:
-            raise UnsupportedModelError(
-                f"layer {layer_id}: qkv_proj.weight_scale_inv is {inv.dtype} in a packed UE8M0 "
-                "layout (DeepGEMM's requantization); fkv-jit reads float32 block scales")
-        want = (-(-n // _BLOCK), -(-int(w.shape[1]) // _BLOCK))
-        if tuple(inv.shape) != want:
-            raise ValueError(f"layer {layer_id}: qkv_proj.weight_scale_inv has shape "
-                             f"{tuple(inv.shape)}, expected {want} for a {tuple(w.shape)} weight")
-        if q_size % _BLOCK or (2 * kv_size) % _BLOCK:
-            raise UnsupportedModelError(
-                f"layer {layer_id}: block-FP8 qkv_proj: q_size={q_size} and 2*kv_size="
-                f"{2 * kv_size} must be whole {_BLOCK}-row scale blocks")
-        return rows, inv[q_size // _BLOCK:n // _BLOCK].detach(), "fp8_block"
-    scale = getattr(proj, "weight_scale", None)
-    if scale is None:
-        raise ValueError(f"layer {layer_id}: qkv_proj.weight is {w.dtype} but has no weight_scale "
-                         "(or weight_scale_inv)")
-    if scale.numel() == 1 and w.dtype == fp8:
-        return rows, scale.detach().reshape(1), "fp8_tensor"
-    if scale.numel() == n:
-        kind = "fp8_channel" if w.dtype == fp8 else "int8_channel"
-        return rows, scale.detach().reshape(-1)[q_size:n], kind
-    raise ValueError(f"layer {layer_id}: qkv_proj.weight_scale has {scale.numel()} values; "
-                     f"{w.dtype} weights are read with {'1 (per tensor) or ' if w.dtype == fp8 else ''}"
-                     f"{n} (one per output row): was process_weights_after_loading run?")
 
 
 def _act_dtype(layers, act_dtype):
@@ -286,7 +221,7 @@ class FusedKVMaterializeHelper(_ConfigHelper):
             if check_config and kv_size != self.kv_size:
                 raise ValueError(f"self_attn.kv_size of layer {layer_id} is {kv_size}, expected "
                                  f"num_kv_heads * head_dim = {self.kv_size}")
-            rows, scale, fmt = _kv_rows(attn.qkv_proj, q_size, kv_size, layer_id)
+            rows, scale, fmt = qkv_kv_rows(attn.qkv_proj, q_size, kv_size, layer_id)
             kv_weights.append(rows)
             scales.append(scale)
             formats.append(fmt)
