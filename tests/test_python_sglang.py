@@ -367,7 +367,7 @@ def test_quantized_layer_refusals():
     layer = quant_layer("int8")
     layer.self_attn.qkv_proj.weight_scale = torch.empty((), device=META)
     e = raises(ValueError, helper, [layer] * 2)
-    assert "weight_scale has 1 values; torch.int8 weights are read with 512" in str(e), str(e)
+    assert "weight_scale has 1 values; torch.int8 weights are read with 3 (one per q, k, v partition) or 512" in str(e), str(e)
     # Marlin-repacked or packed 4-bit weights; GPTQ/AWQ modules with a qweight only.
     layer = quant_layer("channel")
     layer.self_attn.qkv_proj.weight = torch.empty(HIDDEN, 128, dtype=torch.int32, device=META)
