@@ -7,6 +7,7 @@
 
 #include "fkv/errors.hpp"
 #include "fkv/options.hpp"
+#include "fkv/seed_texts.hpp"
 
 namespace fkv {
 
@@ -96,9 +97,7 @@ void KernelSpec::check() const {
   if (static_cast<std::int64_t>(num_kv_heads) * head_dim > kMaxHeadElements)
     throw ArgumentError(head_elements_error(num_kv_heads, head_dim));
   if (rotary_dim < 0 || rotary_dim % 2 != 0 || rotary_dim > head_dim)
-    throw MismatchError(
-        "Invalid fused KV rotary/head dim pair: rotary_dim=" + std::to_string(rotary_dim) +
-        ", head_dim=" + std::to_string(head_dim) + ".");
+    throw MismatchError(seed::rotary_head_pair(rotary_dim, head_dim));
   if (is_fp8(act))
     throw ArgumentError("activation dtype " + to_string(act) +
                         " is not supported: proj must be bf16, fp16 or fp32");

@@ -11,6 +11,7 @@
 
 #include "fkv/errors.hpp"
 #include "fkv/rope.hpp"
+#include "fkv/seed_texts.hpp"
 #include "fkv/spec.hpp"
 
 namespace fkv {
@@ -134,11 +135,8 @@ void check_dims(const AttentionSpec& spec, int layer) {
     throw ConfigError("layer " + std::to_string(layer) + ": " +
                       head_elements_error(spec.num_kv_heads, spec.head_dim));
   // The seed's text, kept exactly; RoPE rotates pairs, so rotary_dim must be even.
-  if (spec.rotary_dim < 0 || spec.rotary_dim % 2 != 0 || spec.rotary_dim > spec.head_dim) {
-    throw MismatchError(
-        "Invalid fused KV rotary/head dim pair: rotary_dim=" + std::to_string(spec.rotary_dim) +
-        ", head_dim=" + std::to_string(spec.head_dim) + ".");
-  }
+  if (spec.rotary_dim < 0 || spec.rotary_dim % 2 != 0 || spec.rotary_dim > spec.head_dim)
+    throw MismatchError(seed::rotary_head_pair(spec.rotary_dim, spec.head_dim));
 }
 
 // What codegen and the RoPE table builder will refuse, refused here first, so that a valid
@@ -172,15 +170,8 @@ void check_buildable(const ModelConfig& config, const AttentionSpec& spec, int l
   }
 }
 
-std::string mismatch(const std::string& what, const std::string& expected, const std::string& got,
-                     int layer) {
-  return what + " mismatch across layers for fused KV path: expected " + expected + ", got " + got +
-         " at layer " + std::to_string(layer) + ".";
-}
-
 std::string rope_config(const AttentionSpec& s) {
-  return "(rotary_dim=" + std::to_string(s.rotary_dim) + ", neox=" + format_bool(s.is_neox_style) +
-         ")";
+  return seed::rope_config(s.rotary_dim, s.is_neox_style);
 }
 
 std::vector<const LayerAttention*> checked_attention_layers(const ModelConfig& config) {
@@ -219,22 +210,23 @@ AttentionSpec validate(const ModelConfig& config) {
     check_supported(config, layer);
     const AttentionSpec got = attention_spec(layer);
     if (got.num_kv_heads != ref.num_kv_heads) {
-      throw MismatchError(mismatch("num_kv_heads", std::to_string(ref.num_kv_heads),
-                                   std::to_string(got.num_kv_heads), i));
+      throw MismatchError(seed::mismatch("num_kv_heads", std::to_string(ref.num_kv_heads),
+                                         std::to_string(got.num_kv_heads), i));
     }
     if (got.head_dim != ref.head_dim) {
-      throw MismatchError(
-          mismatch("head_dim", std::to_string(ref.head_dim), std::to_string(got.head_dim), i));
+      throw MismatchError(seed::mismatch("head_dim", std::to_string(ref.head_dim),
+                                         std::to_string(got.head_dim), i));
     }
     if (got.rotary_dim != ref.rotary_dim || got.is_neox_style != ref.is_neox_style) {
-      throw MismatchError(mismatch("RoPE config", rope_config(ref), rope_config(got), i));
+      throw MismatchError(seed::mismatch("RoPE config", rope_config(ref), rope_config(got), i));
     }
     if (got.rope.canonical() != ref_rope) {
-      throw MismatchError(mismatch("RoPE frequency", "(" + format_rope(ref.rope) + ")",
-                                   "(" + format_rope(got.rope) + ")", i));
+      throw MismatchError(seed::mismatch("RoPE frequency", "(" + format_rope(ref.rope) + ")",
+                                         "(" + format_rope(got.rope) + ")", i));
     }
     if (got.k_norm != ref.k_norm) {
-      throw MismatchError(mismatch("K norm", to_string(ref.k_norm), to_string(got.k_norm), i));
+      throw MismatchError(
+          seed::mismatch("K norm", to_string(ref.k_norm), to_string(got.k_norm), i));
     }
   }
   return ref;

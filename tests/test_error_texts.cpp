@@ -15,6 +15,8 @@
 
 #include "fkv/config.hpp"
 #include "fkv/errors.hpp"
+#include "fkv/seed_texts.hpp"
+#include "fkv/validate.hpp"
 
 namespace fs = std::filesystem;
 using nlohmann::json;
@@ -91,4 +93,34 @@ TEST_CASE("error texts: a NUL in a config string keeps the text after it (CLI)",
   const json doc = json::parse(j.out, nullptr, /*allow_exceptions=*/false);
   REQUIRE(!doc.is_discarded());
   CHECK(doc.dump().find("after-the-nul") != std::string::npos);
+}
+
+TEST_CASE("the seed helper's texts are defined once, exactly as the seed words them",
+          "[errors][seed]") {
+  // The words engines match (sglang's FusedKVMaterializeHelper), written out here in full.
+  CHECK(fkv::seed::mismatch("num_kv_heads", "8", "4", 3) ==
+        "num_kv_heads mismatch across layers for fused KV path: expected 8, got 4 at layer 3.");
+  CHECK(fkv::seed::mismatch("RoPE config", fkv::seed::rope_config(128, true),
+                            fkv::seed::rope_config(64, false), 1) ==
+        "RoPE config mismatch across layers for fused KV path: expected (rotary_dim=128, "
+        "neox=True), got (rotary_dim=64, neox=False) at layer 1.");
+  CHECK(fkv::seed::rotary_head_pair(130, 128) ==
+        "Invalid fused KV rotary/head dim pair: rotary_dim=130, head_dim=128.");
+  const auto& t = fkv::seed::templates();
+  CHECK(t.at("bias_presence") == "qkv bias presence mismatch across layers for fused KV path.");
+  CHECK(t.at("k_norm_presence") == "k_norm presence mismatch across layers for fused KV path.");
+  CHECK(t.at("refresh_layout") == "fused KV refresh cannot change weight layout");
+  CHECK(t.at("refresh_layer_count") == "fused KV refresh cannot change layer count");
+  CHECK(t.at("no_layers") == "fused KV materialization needs at least one layer");
+  CHECK(t.size() == 8);
+  // The validator raises them: a real mismatch, word for word.
+  try {
+    fkv::validate(fkv::ModelConfig::from_json(
+        std::string_view(R"({"layers": [{"num_kv_heads": 8, "head_dim": 128},
+                                        {"num_kv_heads": 4, "head_dim": 128}]})"),
+        "t.json"));
+    FAIL("expected a MismatchError");
+  } catch (const fkv::MismatchError& e) {
+    CHECK(std::string(e.what()) == fkv::seed::mismatch("num_kv_heads", "8", "4", 1));
+  }
 }

@@ -51,15 +51,29 @@ so a table the engine grew is picked up.
 
 from __future__ import annotations
 
+import json
 import math
 from typing import Callable, List, Optional
 
 from ._errors import ArgumentError
+from ._lib import native
 from ._quant import qkv_kv_rows
 from .materializer import FusedKVMaterializeHelper as _ConfigHelper
 from .materializer import _torch
 
 # The one block edge fkv-jit reads block scales in (fkv::kWeightBlock, include/fkv/weights.hpp).
+_SEED_TEXTS = None
+
+
+def _seed(name: str, **fields) -> str:
+    """The seed helper's error text `name`, filled in: the library's templates
+    (include/fkv/seed_texts.hpp), so that the C++ checks and this drop-in say the same words."""
+    global _SEED_TEXTS
+    if _SEED_TEXTS is None:
+        _SEED_TEXTS = json.loads(str(native().seed_texts()))
+    return _SEED_TEXTS[name].format(**fields)
+
+
 def _rope_base(rotary_emb) -> float:
     """rope_theta for the generated config: informational only (the engine's table is used),
     but it must be a valid value for the config reader."""
@@ -132,11 +146,10 @@ class FusedKVMaterializeHelper(_ConfigHelper):
         # GPT-J (interleaved) style is accepted: the kernels implement both. An odd rotary_dim
         # is refused here with the same text the seed's kernel wrapper raises at the first call.
         if self.rotary_dim <= 0 or self.rotary_dim > self.head_dim or self.rotary_dim % 2 != 0:
-            raise ValueError(
-                "Invalid fused KV rotary/head dim pair: "
-                f"rotary_dim={self.rotary_dim}, head_dim={self.head_dim}.")
+            raise ValueError(_seed("rotary_head_pair", rotary_dim=self.rotary_dim,
+                                   head_dim=self.head_dim))
         if self.n_layers == 0:
-            raise ValueError("fused KV materialization needs at least one layer")
+            raise ValueError(_seed("no_layers"))
 
         self.max_position_hint = (max(int(max_position_hint) - 1, 0)
                                   if max_position_hint is not None else None)
@@ -203,20 +216,21 @@ class FusedKVMaterializeHelper(_ConfigHelper):
             attn = layer.self_attn
             if check_config:
                 if int(attn.num_kv_heads) != self.num_kv_heads:
-                    raise ValueError(
-                        "num_kv_heads mismatch across layers for fused KV path: "
-                        f"expected {self.num_kv_heads}, got {int(attn.num_kv_heads)} at layer {layer_id}.")
+                    raise ValueError(_seed("mismatch", what="num_kv_heads",
+                                           expected=self.num_kv_heads,
+                                           got=int(attn.num_kv_heads), layer=layer_id))
                 if int(attn.head_dim) != self.head_dim:
-                    raise ValueError(
-                        "head_dim mismatch across layers for fused KV path: "
-                        f"expected {self.head_dim}, got {int(attn.head_dim)} at layer {layer_id}.")
+                    raise ValueError(_seed("mismatch", what="head_dim", expected=self.head_dim,
+                                           got=int(attn.head_dim), layer=layer_id))
                 layer_rotary_dim = int(getattr(attn.rotary_emb, "rotary_dim", self.head_dim))
                 layer_is_neox = bool(getattr(attn.rotary_emb, "is_neox_style", True))
                 if layer_rotary_dim != self.rotary_dim or layer_is_neox != self.is_neox_style:
-                    raise ValueError(
-                        "RoPE config mismatch across layers for fused KV path: "
-                        f"expected (rotary_dim={self.rotary_dim}, neox={self.is_neox_style}), "
-                        f"got (rotary_dim={layer_rotary_dim}, neox={layer_is_neox}) at layer {layer_id}.")
+                    raise ValueError(_seed(
+                        "mismatch", what="RoPE config",
+                        expected=_seed("rope_config", rotary_dim=self.rotary_dim,
+                                       neox=self.is_neox_style),
+                        got=_seed("rope_config", rotary_dim=layer_rotary_dim, neox=layer_is_neox),
+                        layer=layer_id))
             q_size, kv_size = int(attn.q_size), int(attn.kv_size)
             if check_config and kv_size != self.kv_size:
                 raise ValueError(f"self_attn.kv_size of layer {layer_id} is {kv_size}, expected "
@@ -238,10 +252,10 @@ class FusedKVMaterializeHelper(_ConfigHelper):
         mixed_norm = any(n is None for n in norms) != all(n is None for n in norms)
         if mixed_bias or mixed_norm:
             if not check_config:
-                raise ValueError("fused KV refresh cannot change weight layout")
+                raise ValueError(_seed("refresh_layout"))
             if mixed_bias:
-                raise ValueError("qkv bias presence mismatch across layers for fused KV path.")
-            raise ValueError("k_norm presence mismatch across layers for fused KV path.")
+                raise ValueError(_seed("bias_presence"))
+            raise ValueError(_seed("k_norm_presence"))
         if any(f != formats[0] for f in formats):
             raise ValueError("every layer's qkv_proj must be stored alike for the fused KV path: "
                              f"got {sorted(set(formats))}")
@@ -317,21 +331,21 @@ class FusedKVMaterializeHelper(_ConfigHelper):
         stream; like the seed, the caller fences earlier uses and refreshes every TP rank. The
         layout cannot change (layer count, shapes, dtypes, devices, bias presence, eps)."""
         if len(layers) != self.n_layers:
-            raise ValueError("fused KV refresh cannot change layer count")
+            raise ValueError(_seed("refresh_layer_count"))
         kv_weights, kv_biases, norms, eps_values, scales, fmt = self._read_layers(
             layers, check_config=False)
         hidden = int(self.flat_kv_weight_t.shape[0])
         if fmt != self.weight_format:
-            raise ValueError("fused KV refresh cannot change weight layout")
+            raise ValueError(_seed("refresh_layout"))
         for kv, norm in zip(kv_weights, norms):
             if (tuple(kv.shape) != (self.layer_out_dim, hidden) or kv.dtype != self.weight_dtype
                     or kv.device != self.device
                     or (norm is None) != (self._norm_dtype is None)
                     or (norm is not None and (tuple(norm.shape) != (self.head_dim,)
                                               or norm.dtype != self._norm_dtype))):
-                raise ValueError("fused KV refresh cannot change weight layout")
+                raise ValueError(_seed("refresh_layout"))
         if (kv_biases is None) != (not self._has_bias):
-            raise ValueError("fused KV refresh cannot change weight layout")
+            raise ValueError(_seed("refresh_layout"))
         super().refresh_weights(kv_weights, None if self._norm_dtype is None else norms,
                                 eps_values, kv_biases, scales)
         if self._native is not None:

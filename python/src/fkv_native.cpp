@@ -36,6 +36,7 @@
 #include "fkv/fkv.h"
 #include "fkv/fused_kv_materializer.hpp"
 #include "fkv/nvrtc_loader.hpp"
+#include "fkv/seed_texts.hpp"
 #include "fkv/spec.hpp"
 #include "fkv/validate.hpp"
 #include "fkv/version.hpp"
@@ -320,6 +321,10 @@ ffi::Array<ffi::String> kernel_prepare(ffi::String desc_json, std::int64_t devic
 // ---- environment -----------------------------------------------------------------------------
 
 ffi::String version() { return fkv_version(); }
+
+// The seed helper's error texts by name, as {field} templates (include/fkv/seed_texts.hpp): the
+// sglang drop-in formats these, so the texts are defined once, in C++.
+ffi::String seed_texts() { return nlohmann::json(fkv::seed::templates()).dump(); }
 bool driver_available() { return fkv_driver_available() != 0; }
 
 void set_cuda_library_dirs(ffi::Array<ffi::String> dirs) {
@@ -773,6 +778,7 @@ ffi::Map<ffi::String, ffi::Any> materializer_create(
 
 TVM_FFI_DLL_EXPORT_TYPED_FUNC(error_kinds, error_kinds)
 TVM_FFI_DLL_EXPORT_TYPED_FUNC(version, version)
+TVM_FFI_DLL_EXPORT_TYPED_FUNC(seed_texts, seed_texts)
 TVM_FFI_DLL_EXPORT_TYPED_FUNC(driver_available, driver_available)
 TVM_FFI_DLL_EXPORT_TYPED_FUNC(set_cuda_library_dirs, set_cuda_library_dirs)
 TVM_FFI_DLL_EXPORT_TYPED_FUNC(nvrtc_status, nvrtc_status)
