@@ -33,7 +33,8 @@ std::string fill(const char* name, const std::vector<std::pair<std::string, std:
   for (const auto& [field, value] : fields) {
     const std::string mark = "{" + field + "}";
     const auto at = s.find(mark);
-    if (at == std::string::npos) throw std::logic_error(std::string("seed text ") + name + ": " + mark);
+    if (at == std::string::npos)
+      throw std::logic_error(std::string("seed text ") + name + ": " + mark);
     s.replace(at, mark.size(), value);
   }
   return s;
@@ -43,8 +44,9 @@ std::string fill(const char* name, const std::vector<std::pair<std::string, std:
 
 std::string mismatch(const std::string& what, const std::string& expected, const std::string& got,
                      int layer) {
-  return fill("mismatch",
-              {{"what", what}, {"expected", expected}, {"got", got}, {"layer", std::to_string(layer)}});
+  return fill(
+      "mismatch",
+      {{"what", what}, {"expected", expected}, {"got", got}, {"layer", std::to_string(layer)}});
 }
 
 std::string rope_config(int rotary_dim, bool neox) {
