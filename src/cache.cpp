@@ -22,7 +22,7 @@
 #include <system_error>
 #include <unordered_map>
 
-#include "fkv/cache_fs.hpp"
+#include "cache_fs.hpp"
 #include "fkv/errors.hpp"
 #include "fkv/options.hpp"
 

@@ -9,7 +9,7 @@
 #include <nlohmann/json.hpp>
 #include <system_error>
 
-#include "fkv/cache_fs.hpp"
+#include "cache_fs.hpp"
 #include "fkv/version.hpp"
 
 namespace fkv::cache_entry {

@@ -1,5 +1,5 @@
-// cache_fs: POSIX file-system helpers of the kernel cache. See include/fkv/cache_fs.hpp.
-#include "fkv/cache_fs.hpp"
+// cache_fs: POSIX file-system helpers of the kernel cache. See src/cache_fs.hpp.
+#include "cache_fs.hpp"
 
 #include <fcntl.h>
 #include <spdlog/spdlog.h>

@@ -5,7 +5,7 @@
 
 #include <algorithm>
 
-#include "fkv/cache_fs.hpp"
+#include "cache_fs.hpp"
 #include "fkv/version.hpp"
 
 namespace fkv {

@@ -16,8 +16,8 @@
 #include <sstream>
 
 #include "fkv/errors.hpp"
-#include "fkv/nvrtc_loader.hpp"
 #include "fkv/options.hpp"
+#include "nvrtc_loader.hpp"
 
 namespace fkv {
 namespace {

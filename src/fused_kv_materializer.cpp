@@ -15,8 +15,8 @@
 #include "fkv/driver.hpp"
 #include "fkv/errors.hpp"
 #include "fkv/materialize.hpp"
-#include "fkv/nvrtc_loader.hpp"
 #include "fkv/rope.hpp"
+#include "nvrtc_loader.hpp"
 
 namespace fkv {
 namespace {

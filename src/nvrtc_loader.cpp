@@ -1,5 +1,5 @@
 // nvrtc_loader: dlopen of NVRTC and other CUDA Toolkit libraries (see the header for the order).
-#include "fkv/nvrtc_loader.hpp"
+#include "nvrtc_loader.hpp"
 
 #include <cuda.h>
 #include <dlfcn.h>

@@ -19,9 +19,9 @@
 #include <set>
 #include <thread>
 
+#include "cache_fs.hpp"
 #include "env_guard.hpp"
 #include "fkv/cache.hpp"
-#include "fkv/cache_fs.hpp"
 #include "fkv/errors.hpp"
 #include "log_capture.hpp"
 #include "temp_dir.hpp"

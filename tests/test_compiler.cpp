@@ -14,7 +14,7 @@
 
 #include "fkv/codegen.hpp"
 #include "fkv/compiler.hpp"
-#include "fkv/nvrtc_loader.hpp"
+#include "nvrtc_loader.hpp"
 #include "temp_dir.hpp"
 
 using namespace fkv;

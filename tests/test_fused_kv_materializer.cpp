@@ -9,7 +9,7 @@
 
 #include "fkv/errors.hpp"
 #include "fkv/fused_kv_materializer.hpp"
-#include "fkv/nvrtc_loader.hpp"
+#include "nvrtc_loader.hpp"
 #include "temp_dir.hpp"
 
 namespace {

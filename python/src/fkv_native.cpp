@@ -35,12 +35,12 @@
 #include "fkv/errors.hpp"
 #include "fkv/fkv.h"
 #include "fkv/fused_kv_materializer.hpp"
-#include "fkv/nvrtc_loader.hpp"
 #include "fkv/seed_texts.hpp"
 #include "fkv/spec.hpp"
 #include "fkv/validate.hpp"
 #include "fkv/version.hpp"
 #include "native.hpp"
+#include "nvrtc_loader.hpp"
 
 namespace {
 

@@ -8,9 +8,9 @@
 #include <string>
 #include <vector>
 
+#include "../cache_fs.hpp"
 #include "commands.hpp"
 #include "fkv/cache.hpp"
-#include "fkv/cache_fs.hpp"
 #include "fkv/codegen.hpp"
 #include "fkv/errors.hpp"
 

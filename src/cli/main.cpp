@@ -9,8 +9,8 @@
 #include <iostream>
 #include <string>
 
+#include "../cache_fs.hpp"
 #include "commands.hpp"
-#include "fkv/cache_fs.hpp"
 #include "fkv/compiler.hpp"
 #include "fkv/errors.hpp"
 #include "fkv/options.hpp"
@@ -24,7 +24,7 @@ bool g_json = false;  // --json on the command line (set before parsing)
 
 bool json_requested() { return g_json; }
 
-// The library's escaping (fkv/cache_fs.hpp), keeping newlines and tabs of multi-line messages.
+// The library's escaping (src/cache_fs.hpp), keeping newlines and tabs of multi-line messages.
 std::string printable(std::string_view text) { return cache_fs::printable(text, true); }
 
 std::string json_text(const nlohmann::json& j) {
