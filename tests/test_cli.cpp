@@ -12,6 +12,7 @@
 #include <sstream>
 #include <string>
 
+#include "cli_runner.hpp"
 #include "fkv/cache.hpp"
 #include "fkv/version.hpp"
 
@@ -20,11 +21,8 @@ using nlohmann::json;
 
 namespace {
 
-struct Result {
-  int code = -1;
-  std::string out;
-  std::string err;
-};
+using Result = fkv_test::CliResult;
+using fkv_test::slurp;
 
 const fs::path& scratch() {
   static const fs::path dir = [] {
@@ -35,24 +33,9 @@ const fs::path& scratch() {
   return dir;
 }
 
-std::string slurp(const fs::path& p) {
-  std::ifstream in(p, std::ios::binary);
-  std::ostringstream s;
-  s << in.rdbuf();
-  return s.str();
-}
-
 // Runs `fkv-jit ARGS` through the shell (ARGS is shell text), capturing stdout and stderr.
 Result run(const std::string& args, const std::string& env = "") {
-  const fs::path out = scratch() / "stdout", err = scratch() / "stderr";
-  const std::string cmd = env + " '" + std::string(FKV_CLI_PATH) + "' " + args + " >'" +
-                          out.string() + "' 2>'" + err.string() + "'";
-  const int status = std::system(cmd.c_str());
-  Result r;
-  r.code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-  r.out = slurp(out);
-  r.err = slurp(err);
-  return r;
+  return fkv_test::run_cli(scratch(), args, env);
 }
 
 std::string data(const std::string& name) {

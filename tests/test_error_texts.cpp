@@ -13,6 +13,7 @@
 #include <string>
 #include <string_view>
 
+#include "cli_runner.hpp"
 #include "fkv/config.hpp"
 #include "fkv/errors.hpp"
 #include "fkv/seed_texts.hpp"
@@ -23,11 +24,8 @@ using nlohmann::json;
 
 namespace {
 
-struct Result {
-  int code = -1;
-  std::string out;
-  std::string err;
-};
+using Result = fkv_test::CliResult;
+using fkv_test::slurp;
 
 fs::path scratch() {
   static const fs::path dir = [] {
@@ -38,24 +36,7 @@ fs::path scratch() {
   return dir;
 }
 
-std::string slurp(const fs::path& p) {
-  std::ifstream in(p, std::ios::binary);
-  std::ostringstream s;
-  s << in.rdbuf();
-  return s.str();
-}
-
-Result run(const std::string& args) {
-  const fs::path out = scratch() / "stdout", err = scratch() / "stderr";
-  const std::string cmd = "'" + std::string(FKV_CLI_PATH) + "' " + args + " >'" + out.string() +
-                          "' 2>'" + err.string() + "'";
-  const int status = std::system(cmd.c_str());
-  Result r;
-  r.code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-  r.out = slurp(out);
-  r.err = slurp(err);
-  return r;
-}
+Result run(const std::string& args) { return fkv_test::run_cli(scratch(), args); }
 
 // model_type "qwen3<NUL>after-the-nul" (a JSON \u0000 escape: the file itself has no NUL byte).
 const char* kNulConfig = R"({"model_type": "qwen3\u0000after-the-nul", "num_hidden_layers": 2})";
