@@ -399,21 +399,11 @@ fkv_status fkv_dtype_parse(const char* name, fkv_dtype* out) {
 }
 
 const char* fkv_dtype_name(fkv_dtype dtype) {
-  switch (dtype) {
-    case FKV_DTYPE_BF16:
-      return "bf16";
-    case FKV_DTYPE_FP16:
-      return "fp16";
-    case FKV_DTYPE_FP32:
-      return "fp32";
-    case FKV_DTYPE_FP8_E4M3:
-      return "fp8_e4m3";
-    case FKV_DTYPE_FP8_E5M2:
-      return "fp8_e5m2";
-    case FKV_DTYPE_FORCE_INT_:
-      break;
+  try {
+    return fkv::dtype_name(to_cpp(dtype));
+  } catch (...) {
+    return "?";
   }
-  return "?";
 }
 
 int fkv_dtype_size(fkv_dtype dtype) {

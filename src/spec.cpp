@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <sstream>
 #include <unordered_set>
+#include <vector>
 
 #include "fkv/errors.hpp"
 #include "fkv/options.hpp"
@@ -11,49 +12,59 @@
 
 namespace fkv {
 
-std::string to_string(DType d) {
-  switch (d) {
-    case DType::BF16:
-      return "bf16";
-    case DType::FP16:
-      return "fp16";
-    case DType::FP32:
-      return "fp32";
-    case DType::FP8_E4M3:
-      return "fp8_e4m3";
-    case DType::FP8_E5M2:
-      return "fp8_e5m2";
-  }
-  return "?";
+namespace {
+
+// Every dtype once: its name, size in bytes and the other spellings parse_dtype takes (torch's
+// included).
+struct DTypeRow {
+  DType dtype;
+  const char* name;
+  int size;
+  std::vector<std::string> spellings;
+};
+
+const std::vector<DTypeRow>& dtype_rows() {
+  // Immortal, like the library's other tables (engines call it from atexit handlers).
+  static const auto& rows = *new std::vector<DTypeRow>{
+      {DType::BF16, "bf16", 2, {"bfloat16", "torch.bfloat16"}},
+      {DType::FP16, "fp16", 2, {"float16", "half", "torch.float16"}},
+      {DType::FP32, "fp32", 4, {"float32", "float", "torch.float32"}},
+      {DType::FP8_E4M3, "fp8_e4m3", 1, {"fp8", "e4m3", "float8_e4m3fn", "torch.float8_e4m3fn"}},
+      {DType::FP8_E5M2, "fp8_e5m2", 1, {"e5m2", "float8_e5m2", "torch.float8_e5m2"}},
+  };
+  return rows;
 }
+
+const DTypeRow* dtype_row(DType d) {
+  for (const DTypeRow& r : dtype_rows())
+    if (r.dtype == d) return &r;
+  return nullptr;
+}
+
+}  // namespace
+
+const char* dtype_name(DType d) {
+  const DTypeRow* r = dtype_row(d);
+  return r ? r->name : "?";
+}
+
+std::string to_string(DType d) { return dtype_name(d); }
 std::string to_string(IndexType t) { return t == IndexType::I32 ? "int32" : "int64"; }
 std::string to_string(OutputMode m) { return m == OutputMode::Stacked ? "stacked" : "pool"; }
 
 DType parse_dtype(const std::string& s) {
-  if (s == "bf16" || s == "bfloat16" || s == "torch.bfloat16") return DType::BF16;
-  if (s == "fp16" || s == "float16" || s == "half" || s == "torch.float16") return DType::FP16;
-  if (s == "fp32" || s == "float32" || s == "float" || s == "torch.float32") return DType::FP32;
-  if (s == "fp8_e4m3" || s == "fp8" || s == "e4m3" || s == "float8_e4m3fn" ||
-      s == "torch.float8_e4m3fn")
-    return DType::FP8_E4M3;
-  if (s == "fp8_e5m2" || s == "e5m2" || s == "float8_e5m2" || s == "torch.float8_e5m2")
-    return DType::FP8_E5M2;
+  for (const DTypeRow& r : dtype_rows()) {
+    if (s == r.name) return r.dtype;
+    for (const std::string& alias : r.spellings)
+      if (s == alias) return r.dtype;
+  }
   throw ArgumentError("unknown dtype '" + s +
                       "': use one of bf16, fp16, fp32 (activations) or fp8_e4m3, fp8_e5m2 (cache)");
 }
 
 int dtype_size(DType d) {
-  switch (d) {
-    case DType::BF16:
-    case DType::FP16:
-      return 2;
-    case DType::FP32:
-      return 4;
-    case DType::FP8_E4M3:
-    case DType::FP8_E5M2:
-      return 1;
-  }
-  return 0;
+  const DTypeRow* r = dtype_row(d);
+  return r ? r->size : 0;
 }
 
 bool is_fp8(DType d) { return d == DType::FP8_E4M3 || d == DType::FP8_E5M2; }

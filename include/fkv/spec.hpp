@@ -30,9 +30,10 @@ enum class DType { BF16, FP16, FP32, FP8_E4M3, FP8_E5M2 };
 enum class IndexType { I32, I64 };
 enum class OutputMode { Stacked, Pool };
 
-std::string to_string(DType);           // "bf16", "fp16", "fp32", "fp8_e4m3", "fp8_e5m2"
-std::string to_string(IndexType);       // "int32", "int64"
-std::string to_string(OutputMode);      // "stacked", "pool"
+std::string to_string(DType);       // "bf16", "fp16", "fp32", "fp8_e4m3", "fp8_e5m2"
+const char* dtype_name(DType);      // the same, static storage ("?" for a value outside the enum)
+std::string to_string(IndexType);   // "int32", "int64"
+std::string to_string(OutputMode);  // "stacked", "pool"
 DType parse_dtype(const std::string&);  // accepts the names above and torch-style aliases
 int dtype_size(DType);
 bool is_fp8(DType);
