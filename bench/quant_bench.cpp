@@ -11,10 +11,15 @@
 //                          32 MB are dequantized into scratch and multiplied by cuBLASLt);
 //   fp8_t/slice8M, fp8_t/slice84M   fp8_tensor above 64 tokens with other slice sizes.
 // at T = 1, 8, 64, 512, 4096 (--tokens). Timing: bench_timing.hpp's time_graph (CUDA-graph
-// replays of `calls` back-to-back calls, median per call, warm-up first). The 42 MB of 8-bit
-// weights fit in the H200's 50 MB L2 only partly once the pool writes and activations pass
-// through it; the probe of the same 42 MB runs under the same conditions, so the ratio to it
-// is the honest one (docs/performance.md).
+// replays of `calls` back-to-back calls, median per call, warm-up first).
+// Cold L2: in a server the draft's weights are evicted between two steps (the target model's
+// forward pass reads gigabytes in between), so each timed call reads them from HBM. The 42 MB
+// of 8-bit weights would otherwise stay partly in the H200's 50 MB L2 across replays, and the
+// figures would be part L2 (earlier runs measured the 8-bit probe at 8.3-13.1 us that way).
+// So the bench builds `copies` materializers, each with its own packed weights, enough that one
+// round over them reads at least --cold-bytes (default 160 MB, three L2s), and the captured
+// calls go round them; the probes do the same over as many copies of their buffer.
+// --cold-bytes 0 measures the warm case (one copy).
 //
 // Prints a table and writes JSON (--out): per T and format the median, ratio to the bf16 step
 // and to the quantized weight-read probe.
@@ -91,7 +96,11 @@ int main(int argc, char** argv) {
   std::vector<std::int64_t> tokens = {1, 8, 64, 512, 4096};
   double target_ms = 200;
   int calls = 20;
+  double cold_mb = 160;
   app.add_option("--out", out, "JSON output file");
+  app.add_option("--cold-mb", cold_mb,
+                 "weights read per round of copies (MB): at least this much, so that each call "
+                 "reads its weights from HBM; 0 = one copy (warm L2)");
   app.add_option("--tokens", tokens, "token counts")->delimiter(',');
   app.add_option("--target-ms", target_ms, "about this much GPU time per measurement");
   app.add_option("--calls", calls, "calls per captured graph");
@@ -111,6 +120,12 @@ int main(int argc, char** argv) {
     doc["method"] = "median over CUDA-graph replays of " + std::to_string(calls) +
                     " back-to-back calls, per call (pool mode)";
 
+    // Copies of a weight buffer of `bytes` that one round must cross to read cold_mb.
+    auto copies_for = [&](double bytes) {
+      return std::max(1, static_cast<int>(std::ceil(cold_mb * 1e6 / bytes)));
+    };
+    doc["cold_mb"] = cold_mb;
+
     Rng rng{4321};
     // Random bytes serve every format: FP8 bytes whose exponent field is all ones are NaN, so
     // they are cleared; INT8 takes any byte.
@@ -121,7 +136,10 @@ int main(int argc, char** argv) {
     }
     std::vector<std::uint16_t> wd(wq.size());
     for (auto& h : wd) h = static_cast<std::uint16_t>(0x3c00 + ((rng.next() >> 60) & 0xff));
-    const fkv::DeviceBuffer d_wq = upload(wq), d_wd = upload(wd);
+    const int copies_q = copies_for(double(wq.size())), copies_d = copies_for(2.0 * wd.size());
+    std::vector<fkv::DeviceBuffer> d_wq, d_wd;  // copies of the same bytes
+    for (int c = 0; c < copies_q; ++c) d_wq.push_back(upload(wq));
+    for (int c = 0; c < copies_d; ++c) d_wd.push_back(upload(wd));
     std::vector<float> scales(static_cast<std::size_t>(kRows * kHidden / 128 / 128 + kRows), 1e-3f);
     const fkv::DeviceBuffer d_scales = upload(scales);
     std::vector<std::uint16_t> x(static_cast<std::size_t>(max_t * kHidden));
@@ -145,26 +163,31 @@ int main(int argc, char** argv) {
     copts.arch = fkv::Runtime::device_arch(0);
     const fkv_bench::Probe probe(ctx, copts);
     fkv::DeviceBuffer sum(8);
-    auto probe_us = [&](CUdeviceptr w, std::size_t bytes) {
+    auto probe_us = [&](const std::vector<fkv::DeviceBuffer>& w, std::size_t bytes) {
       double best = 1e30;
       for (int per_sm : {2, 4, 8, 16}) {
         const unsigned blocks = static_cast<unsigned>(sms * per_sm);
+        std::size_t next = 0;
         const json t = time_graph(
-            s, [&](CUstream st) { probe.run(w, bytes, sum.get(), blocks, st); }, calls, target_ms);
+            s,
+            [&](CUstream st) { probe.run(w[next++ % w.size()].get(), bytes, sum.get(), blocks, st); },
+            calls, target_ms);
         best = std::min(best, t["median_us"].get<double>());
       }
       return best;
     };
-    const double probe_bf16 = probe_us(d_wd.get(), wd.size() * 2);
-    const double probe_q = probe_us(d_wq.get(), wq.size());
+    const double probe_bf16 = probe_us(d_wd, wd.size() * 2);
+    const double probe_q = probe_us(d_wq, wq.size());
     doc["probe_bf16_us"] = probe_bf16;
     doc["probe_q_us"] = probe_q;
-    std::printf("quant_bench: %s, probe bf16 %.2f us (84 MB), probe 8-bit %.2f us (42 MB)\n", name,
-                probe_bf16, probe_q);
+    doc["copies"] = {{"bf16", copies_d}, {"q", copies_q}};
+    std::printf("quant_bench: %s, probe bf16 %.2f us (84 MB), probe 8-bit %.2f us (42 MB); "
+                "rounds over %d / %d copies\n",
+                name, probe_bf16, probe_q, copies_d, copies_q);
 
     const fkv::ModelConfig config = draft_config();
     std::vector<std::vector<float>> norms(kLayers, std::vector<float>(kHeadDim, 1.0f));
-    auto materializer = [&](fkv::WeightFormat f, std::int64_t crossover = -1,
+    auto materializer = [&](fkv::WeightFormat f, int copy, std::int64_t crossover = -1,
                             std::size_t slice = 8u << 20) {
       fkv::MaterializerWeights w;
       w.format = f;
@@ -172,10 +195,10 @@ int main(int argc, char** argv) {
       const std::int64_t per = fkv::layer_scale_count(f, 2 * kKV, kHidden);
       for (int l = 0; l < kLayers; ++l) {
         if (fkv::is_quantized(f)) {
-          w.w_kv.push_back(static_cast<const char*>(d_wq.ptr()) + l * 2 * kKV * kHidden);
+          w.w_kv.push_back(static_cast<const char*>(d_wq[copy].ptr()) + l * 2 * kKV * kHidden);
           w.w_scale.push_back(static_cast<const float*>(d_scales.ptr()) + l * per);
         } else {
-          w.w_kv.push_back(static_cast<const char*>(d_wd.ptr()) + l * 2 * kKV * kHidden * 2);
+          w.w_kv.push_back(static_cast<const char*>(d_wd[copy].ptr()) + l * 2 * kKV * kHidden * 2);
         }
       }
       fkv::MaterializerOptions o;
@@ -208,7 +231,11 @@ int main(int argc, char** argv) {
         const fkv::WeightFormat f = var.format;
         if (var.crossover > 0 && T > var.crossover) continue;
         if (var.crossover == 0 && T <= 64) continue;
-        const auto mat = materializer(f, var.crossover, var.slice);
+        // One materializer per copy of the weights (each packs its own), called in turn.
+        std::vector<std::unique_ptr<fkv::FusedKVMaterializer>> mats;
+        const int copies = fkv::is_quantized(f) ? copies_q : copies_d;
+        for (int c = 0; c < copies; ++c) mats.push_back(materializer(f, c, var.crossover, var.slice));
+        const auto& mat = mats.front();
         fkv::MaterializerInput in;
         in.hidden = d_x.ptr();
         in.num_tokens = T;
@@ -218,8 +245,10 @@ int main(int argc, char** argv) {
         p.k_buffers = pk;
         p.v_buffers = pv;
         p.num_slots = max_t;
+        std::size_t next = 0;
         const json t = time_graph(
-            s, [&](CUstream st) { mat->materialize_pool(in, p, st); }, calls, target_ms);
+            s, [&](CUstream st) { mats[next++ % mats.size()]->materialize_pool(in, p, st); }, calls,
+            target_ms);
         const double us = t["median_us"].get<double>();
         if (f == fkv::WeightFormat::Dense) bf16_us = us;
         const json row = {{"T", T},
