@@ -3,7 +3,7 @@
 // The number formats are implemented from their definitions (sign, exponent, mantissa, bias)
 // and encoded by searching the ordered table of decoded values, not with the bit tricks the
 // kernel uses, so that a shared mistake is unlikely.
-#include "fkv/reference.hpp"
+#include "reference.hpp"
 
 #include <algorithm>
 #include <array>

@@ -3,6 +3,10 @@
 // kernel's own conversions, and a comparison with a tolerance of one unit in the last place of the
 // output. Used by the GPU tests and by `fkv-jit selftest`. Pure host code; thread-safe (no state
 // beyond immutable lookup tables built on first use).
+//
+// A test oracle, not part of the engine-facing API: it is built as the fkv_reference library
+// (support/), which the tests, the CLI and examples/embed_cpp link; libfkv, the Python extension
+// and `cmake --install`'s headers do not contain it.
 #pragma once
 
 #include <cstdint>

@@ -8,7 +8,7 @@
 #include <vector>
 
 #include "fkv/errors.hpp"
-#include "fkv/reference.hpp"
+#include "reference.hpp"
 
 using fkv::decode;
 using fkv::DType;

@@ -21,9 +21,9 @@
 #include "fkv/errors.hpp"
 #include "fkv/fused_kv_materializer.hpp"
 #include "fkv/precompile.hpp"
-#include "fkv/reference.hpp"
 #include "fkv/rope.hpp"
 #include "fkv/validate.hpp"
+#include "reference.hpp"
 
 namespace {
 

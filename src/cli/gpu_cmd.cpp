@@ -24,11 +24,11 @@
 #include "commands.hpp"
 #include "fkv/driver.hpp"
 #include "fkv/materialize.hpp"
-#include "fkv/reference.hpp"
 #include "fkv/rope.hpp"
 #include "fkv/runtime.hpp"
 #include "fkv/spec.hpp"
 #include "fkv/validate.hpp"
+#include "reference.hpp"
 
 namespace fkv::cli {
 namespace {

@@ -14,8 +14,8 @@
 #include <vector>
 
 #include "fkv/driver.hpp"
-#include "fkv/reference.hpp"
 #include "fkv/spec.hpp"
+#include "reference.hpp"
 
 namespace fkv_test {
 

@@ -22,10 +22,10 @@
 #include <vector>
 
 #include "fkv/fkv.h"
-#include "fkv/reference.hpp"
 #include "fkv/weights.hpp"
 #include "gpu/gpu_harness.hpp"
 #include "gpu/gpu_test.hpp"
+#include "reference.hpp"
 
 using fkv::DType;
 using namespace fkv_test;

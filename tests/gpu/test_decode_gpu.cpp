@@ -20,9 +20,9 @@
 #include "fkv/errors.hpp"
 #include "fkv/fused_kv_materializer.hpp"
 #include "fkv/kernel_params.h"
-#include "fkv/reference.hpp"
 #include "gpu/gpu_test.hpp"
 #include "gpu_harness.hpp"
+#include "reference.hpp"
 
 using fkv::DType;
 using fkv::IndexType;

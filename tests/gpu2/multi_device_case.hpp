@@ -15,9 +15,9 @@
 
 #include "fkv/driver.hpp"
 #include "fkv/materialize.hpp"
-#include "fkv/reference.hpp"
 #include "fkv/spec.hpp"
 #include "gpu/gpu_harness.hpp"
+#include "reference.hpp"
 
 namespace fkv_test {
 
