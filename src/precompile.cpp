@@ -1,16 +1,20 @@
-// precompile: a plan's kernels into the cache, in parallel (see include/fkv/precompile.hpp).
+// precompile: a plan's kernels into the cache, in parallel, and what the front-ends hand out of
+// a plan (see include/fkv/precompile.hpp).
 #include "fkv/precompile.hpp"
 
 #include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <exception>
+#include <memory>
 #include <mutex>
+#include <string>
 #include <system_error>
 #include <thread>
 #include <utility>
 
 #include "fkv/codegen.hpp"
+#include "fkv/errors.hpp"
 
 namespace fkv {
 
@@ -104,6 +108,92 @@ PrecompileResult precompile(const Plan& plan, const VariantOptions& options,
   }
   result.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   return result;
+}
+
+const LayerGroup& plan_group(const Plan& plan, int group) {
+  if (group < 0 || group >= static_cast<int>(plan.groups.size()))
+    throw ArgumentError("group " + std::to_string(group) + " is out of range: the plan has " +
+                        std::to_string(plan.groups.size()) + " group(s)");
+  return plan.groups[static_cast<std::size_t>(group)];
+}
+
+RopeTable plan_cos_sin_table(const Plan& plan, int group, std::int64_t max_position,
+                             std::int64_t max_position_embeddings) {
+  const LayerGroup& g = plan_group(plan, group);
+  if (g.attn.rotary_dim == 0)
+    throw ArgumentError("group " + std::to_string(group) +
+                        " has no RoPE (rotary_dim 0): it needs no cos/sin table");
+  if (max_position < 0 || max_position > kMaxRopePositions)
+    throw ArgumentError("max_position is " + std::to_string(max_position) +
+                        ": give the number of positions the cos/sin table must cover, from 1 to "
+                        "2^31, or 0 for the config's max_position_embeddings");
+  const std::int64_t rows = max_position > 0 ? max_position : max_position_embeddings;
+  if (rows <= 0)
+    throw ArgumentError(
+        "max_position is 0 and the config has no max_position_embeddings: pass the number of "
+        "positions the cos/sin table must cover");
+  RopeOptions options;
+  options.max_position_embeddings = max_position_embeddings;
+  return RopeTable(g.attn.rope, g.attn.rotary_dim, rows, options);
+}
+
+PrecompileResult precompile_config(const ModelConfig& config, const ConfigPrecompile& request) {
+  if (request.jobs < 0)
+    throw ArgumentError("jobs is " + std::to_string(request.jobs) +
+                        ": give 0 (one per core) or more");
+  const ArchTarget target = resolve_arch(request.arch).target;
+  const Plan plan =
+      make_plan(config, request.strict ? ValidationMode::Strict : ValidationMode::Grouped);
+  VariantOptions o;
+  o.act =
+      request.act_dtype.empty() ? act_dtype_of(config.dtype.value) : parse_dtype(request.act_dtype);
+  o.cache = request.kv_dtype.empty() ? o.act : parse_dtype(request.kv_dtype);
+  if (!request.cos_sin_dtype.empty()) o.cos_sin = parse_dtype(request.cos_sin_dtype);
+  if (!request.index_dtype.empty()) {
+    if (request.index_dtype != "int32" && request.index_dtype != "int64")
+      throw ArgumentError("index_dtype '" + request.index_dtype + "' is not int32 or int64");
+    o.index = request.index_dtype == "int32" ? IndexType::I32 : IndexType::I64;
+  }
+  if (!request.modes.empty()) {
+    if (request.modes != "both" && request.modes != "stacked" && request.modes != "pool")
+      throw ArgumentError("modes '" + request.modes + "' is not both, stacked or pool");
+    o.stacked = request.modes != "pool";
+    o.pool = request.modes != "stacked";
+  }
+
+  std::unique_ptr<KernelCache> own;
+  KernelCache* cache = &KernelCache::global();
+  if (!request.cache_dir.empty()) {
+    CacheOptions opts = CacheOptions::from_env();
+    opts.root = request.cache_dir;
+    opts.disabled = false;  // an explicit directory is what the caller wants written
+    own = std::make_unique<KernelCache>(opts);
+    cache = own.get();
+  }
+  DecodePrecompile decode;
+  if (!request.decode_gpu.empty()) {
+    const MeasuredDecodeGpu g = measured_decode_gpu(request.decode_gpu);
+    decode = {g.sm_count, g.crossover, config.hidden_size.value};
+  }
+  PrecompileResult r =
+      precompile(plan, o, {target}, *cache, static_cast<unsigned>(request.jobs), {}, decode);
+  if (r.not_persisted() > 0) {
+    std::string names;
+    for (const auto& k : r.kernels)
+      if (!k.persisted()) names += (names.empty() ? "" : ", ") + k.short_name();
+    throw CacheError(std::to_string(r.not_persisted()) + " of " + std::to_string(r.kernels.size()) +
+                     " kernels were compiled but not saved to the cache (" +
+                     (cache->memory_only() ? "no usable cache directory" : "publishing failed") +
+                     "; see the log): " + names);
+  }
+  if (r.over_cap())  // as the CLI's exit 8: the next publish there would evict some of them
+    throw CacheError(
+        "the " + std::to_string(r.kernels.size()) + " kernels take " +
+        std::to_string(r.bytes_on_disk) +
+        " bytes in the cache, more than FKV_CACHE_MAX_BYTES=" + std::to_string(r.max_bytes) +
+        " allows: they are all saved now, but the next kernel published there "
+        "evicts some. Raise FKV_CACHE_MAX_BYTES, or unset it for the image's cache");
+  return r;
 }
 
 }  // namespace fkv

@@ -1,6 +1,8 @@
 // precompile: every kernel a plan needs, compiled into a cache ahead of use (no GPU needed).
-// The one implementation behind `fkv-jit precompile`, fkv_precompile() (and through it
-// fkv_jit.precompile) and the benchmark's precompile figures.
+// The one implementation behind `fkv-jit precompile`, fkv_precompile(), fkv_jit.precompile and
+// the benchmark's precompile figures. Also what the front-ends (the C API, the Python binding)
+// hand out of a plan ahead of use, with the same checks and texts in each: a group by number,
+// its cos/sin table, and a config's precompile request with names as a user gives them.
 #pragma once
 
 #include <cstddef>
@@ -13,7 +15,9 @@
 
 #include "fkv/arch.hpp"
 #include "fkv/cache.hpp"
+#include "fkv/config.hpp"
 #include "fkv/decode.hpp"
+#include "fkv/rope.hpp"
 #include "fkv/spec.hpp"
 #include "fkv/validate.hpp"
 
@@ -77,5 +81,40 @@ PrecompileResult precompile(const Plan& plan, const VariantOptions& options,
 // The decode kernels `decode` asks for, for this plan and options (empty when none apply).
 std::vector<DecodeSpec> decode_specs_for(const Plan& plan, const VariantOptions& options,
                                          const DecodePrecompile& decode);
+
+// ---- for front-ends -----------------------------------------------------------------------
+
+// Group `group` of `plan`; ArgumentError "group G is out of range: the plan has N group(s)".
+const LayerGroup& plan_group(const Plan& plan, int group);
+
+// The cos/sin table of group `group` with max_position rows; 0 = the config's
+// max_position_embeddings (`max_position_embeddings`, which also feeds RopeOptions). Under
+// tensor parallelism every rank has the same table. ArgumentError for a group without RoPE
+// (rotary_dim 0), max_position outside [0, 2^31], or 0 without a max_position_embeddings;
+// ConfigError from RopeTable.
+RopeTable plan_cos_sin_table(const Plan& plan, int group, std::int64_t max_position,
+                             std::int64_t max_position_embeddings);
+
+// A config's precompile as the C API and fkv_jit.precompile take it: names as the user gives
+// them, an empty name = the default.
+struct ConfigPrecompile {
+  std::string arch;                 // required: "sm_90", "90", "compute_90" (resolve_arch)
+  std::string act_dtype;            // default: the config's dtype (act_dtype_of)
+  std::string kv_dtype;             // default: act_dtype
+  std::string cos_sin_dtype;        // default: fp32
+  std::string index_dtype;          // "int32" or "int64" (default)
+  std::string modes;                // "both" (default), "stacked" or "pool"
+  std::filesystem::path cache_dir;  // default: KernelCache::global(); given: written even
+                                    // under FKV_DISABLE_CACHE
+  bool strict = false;              // the strict plan instead of the grouped one
+  int jobs = 0;                     // 0: one per core
+  std::string decode_gpu;           // a measured GPU ("H200"): its decode-size kernels too
+};
+
+// Builds the kernels of `config`'s plan (unsharded) for `request`. Beyond precompile()'s
+// errors: ArgumentError for a bad name, negative jobs or an unmeasured decode_gpu;
+// CacheError when a kernel was compiled but not saved (naming them), or when the saved set is
+// larger than FKV_CACHE_MAX_BYTES (the next publish there would evict some).
+PrecompileResult precompile_config(const ModelConfig& config, const ConfigPrecompile& request);
 
 }  // namespace fkv
