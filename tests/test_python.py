@@ -5,10 +5,12 @@
 Covers config loading, validation and its exact ValueError texts (the seed helper's), plans
 (a tensor-parallel rank's too), cos/sin tables, precompilation into a temporary cache, NVRTC
 loading (found, missing with a cache hit, missing with a miss), error classes and the names of
-quantized weight formats (packed 4-bit schemes refused). The torch parts (argument checks of
+quantized weight formats (packed 4-bit schemes refused), and that a Config is the library's object,
+read once, with plans (and their tensor-parallel head split) made by the library. The torch parts (argument checks of
 FusedKVMaterializeHelper that need no GPU) are skipped when torch is missing.
 """
 
+import json
 import math
 import os
 import shutil
@@ -396,6 +398,74 @@ def test_integers_past_32_bits_refused():
     raises(fkv_jit.ArgumentError, p.cos_sin_bytes, 2 ** 32, 4)
     raises(fkv_jit.ArgumentError, fkv_jit.Kernel, fkv_jit.KernelDesc(8, 128, 128), 2 ** 32)
     raises(fkv_jit.ArgumentError, fkv_jit.Kernel, fkv_jit.KernelDesc(2 ** 32 + 8, 128, 128))
+
+
+# ---- issue 25: Python over native objects ---------------------------------------------------
+
+def test_config_read_once():
+    """A Config holds the library's config object, read once by load_config: a file changed, then
+    removed afterwards changes nothing, and every later call (validate, plan, kernel
+    descriptions, cos/sin tables, precompile) works from the object."""
+    tmp = tempfile.mkdtemp(prefix="fkv-py-once-")
+    path = os.path.join(tmp, "config.json")
+    shutil.copy(DATA / "qwen3-8b.json", path)
+    try:
+        cfg = fkv_jit.load_config(path)
+        whole = fkv_jit.plan(cfg)
+        # A mismatched config in its place: read again, it would fail strict validation.
+        with open(path, "w") as f:
+            json.dump(two_layers(layer(kv=4)), f)
+        raises(fkv_jit.ConfigMismatchError, fkv_jit.validate, path)
+        assert fkv_jit.validate(cfg) == fkv_jit.AttentionSpec(8, 128, 128, True, "rms", 1000000.0,
+                                                              "default")
+        os.remove(path)
+        raises(fkv_jit.BadInputError, fkv_jit.load_config, path)
+        assert cfg.num_layers == 36 and cfg.layer(35).num_kv_heads == 8
+        p = fkv_jit.plan(cfg, tp_size=2, tp_rank=1)
+        assert p.groups[0].layers == tuple(range(36)) and p.groups[0].first_kv_head == 4
+        assert p.kernel_desc(0, pool=True).num_kv_heads == 4
+        assert whole.kernel_desc(0).num_kv_heads == 8
+        # Read from the config object: 40960 rows of 128 fp32 values, the RoPE of theta 1e6.
+        assert len(whole.cos_sin_bytes(0)) == 40960 * 128 * 4
+        assert p.cos_sin_bytes(0, 4) == whole.cos_sin_bytes(0, 4)  # every rank: one table
+        cache = os.path.join(tmp, "cache")
+        assert fkv_jit.precompile(cfg, "sm_90", cache_dir=cache) == (2, 2)
+    finally:
+        shutil.rmtree(tmp)
+
+
+def test_config_from_json_read_once():
+    """A dict or JSON text is read once too: the Config does not keep the text."""
+    doc = two_layers(layer())
+    cfg = fkv_jit.config_from_json(doc, "mine.json")
+    doc["fkv"]["layers"][1]["num_kv_heads"] = 4  # the caller's dict changes afterwards
+    assert fkv_jit.validate(cfg).num_kv_heads == 8
+    assert fkv_jit.plan(cfg, grouped=True).groups[0].layers == (0, 1)
+    assert repr(cfg) == "fkv_jit.Config('mine.json', layers=2)"
+
+
+def test_plan_split_is_the_librarys():
+    """The tensor-parallel head split of a Plan is the library's own (fkv::shard_plan of the
+    rank): each rank's groups equal what the fkv-jit CLI prints for `plan --tp`, for an even
+    split, a replicated one and a grouped plan, and the kernel descriptions follow it."""
+    cli = Path(fkv_jit.__file__).parent / "bin" / "fkv-jit"
+    cases = [("qwen3-8b.json", 4), ("ernie4.5-0.3b.json", 4), ("gemma3-4b-it.json", 2)]
+    for name, tp in cases:
+        r = subprocess.run([str(cli), "plan", str(DATA / name), "--tp", str(tp), "--json"],
+                           capture_output=True, text=True, timeout=120)
+        assert r.returncode == 0, r.stderr
+        ranks = json.loads(r.stdout)["ranks"]
+        assert len(ranks) == tp
+        for rank in ranks:
+            p = fkv_jit.plan(DATA / name, grouped=True, tp_size=tp, tp_rank=rank["rank"])
+            mine = [{"first_head": g.first_kv_head, "num_heads": g.spec.num_kv_heads,
+                     "total_heads": g.total_kv_heads, "replicated": g.replicated}
+                    for g in p.groups]
+            assert mine == rank["groups"], (name, rank, mine)
+            assert [g["heads"] for g in p.json["groups"]] == rank["groups"]
+            for i, g in enumerate(p.groups):
+                assert p.kernel_desc(i).num_kv_heads == g.spec.num_kv_heads
+                assert p.json["groups"][i]["spec"]["num_kv_heads"] == g.spec.num_kv_heads
 
 
 def main():

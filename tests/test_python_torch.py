@@ -11,6 +11,8 @@ implementations), which is what torch.compile traces with. Checked here:
   - the helper's argument errors are raised before anything runs;
   - under tensor parallelism (tp_size/tp_rank) the helper takes the rank's weight shard and
     its outputs hold the rank's heads;
+  - a helper reads its config once: built from a Config whose file was removed, or from a path
+    (parsed by the helper itself, once), it holds the library's plan of its rank;
   - quantized weights (FP8 / INT8 with weight_format, weight_scales, act_dtype): every format
     builds a meta helper that traces and refreshes, and each wrong argument (4-bit schemes,
     missing or misshaped scales, a dtype the format does not store, act_dtype) is refused.
@@ -217,6 +219,32 @@ def test_helper_tensor_parallel_shapes():
     e = raises(fkv_jit.ArgumentError, fkv_jit.FusedKVMaterializeHelper, cfg, weights(4), norms,
                tp_size=2, tp_rank=2)
     assert str(e) == "tp_rank 2 is outside [0, tp_size=2)", str(e)
+
+
+def test_helper_reads_its_config_once():
+    # The helper takes the Config object (the library's, read once by load_config) and makes the
+    # rank's plan from it: the file is gone by then.
+    import os
+    import shutil
+    import tempfile
+    tmp = tempfile.mkdtemp(prefix="fkv-py-helper-")
+    path = os.path.join(tmp, "config.json")
+    shutil.copy(DATA / "dflash-qwen3-4b-draft.json", path)
+    try:
+        cfg = fkv_jit.load_config(path)
+        os.remove(path)
+        L, hidden = len(cfg.attention_layers), cfg.hidden_size
+        w = [torch.empty(2 * 4 * 128, hidden, dtype=torch.bfloat16, device=META) for _ in range(L)]
+        h = fkv_jit.FusedKVMaterializeHelper(cfg, w, [torch.ones(128)] * L, tp_size=2, tp_rank=0)
+        assert h.config is cfg
+        assert h.plan.config is cfg and (h.plan.tp_size, h.plan.tp_rank) == (2, 0)
+        g = h.plan.groups[0]
+        assert (g.spec.num_kv_heads, g.first_kv_head, g.total_kv_heads) == (4, 0, 8), g
+        # A path is read by the helper, once; a missing one is bad input, as in load_config.
+        e = raises(fkv_jit.BadInputError, fkv_jit.FusedKVMaterializeHelper, path, w)
+        assert path in str(e), str(e)
+    finally:
+        shutil.rmtree(tmp)
 
 
 def test_output_reuse_guard_sees_every_holder():

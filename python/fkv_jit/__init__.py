@@ -67,12 +67,14 @@ class LayerInfo:
 
 
 class Config:
-    """A model config as read by the library (fkv::ModelConfig). Immutable: it keeps its source
-    (a path or JSON text) and what the library read from it."""
+    """A model config as read by the library (fkv::ModelConfig). Immutable: it holds the
+    library's config object, read once from its file or JSON text; validate, plan, precompile
+    and the helpers use that object and never read the source again (a file changed or removed
+    afterwards does not change it)."""
 
-    def __init__(self, source: str, is_path: bool, name: str):
-        self._source = (source, is_path, name)
-        info = _json.loads(str(native().config_info(source, is_path, name)))
+    def __init__(self, handle, name: str):
+        self._native = handle  # the binding's fkv_jit.Config object
+        info = _json.loads(str(native().config_info(handle)))
         self.name = name
         self.num_layers: int = info["num_layers"]
         self.hidden_size: int = info["hidden_size"]
@@ -99,14 +101,14 @@ def load_config(path: Union[str, bytes, os.PathLike]) -> Config:
     (a ValueError) naming the file and key for missing files, malformed JSON and bad values.
     The path may be str, bytes or os.PathLike (os.fsdecode); one with a NUL is an ArgumentError."""
     path = os.fsdecode(path)
-    return Config(path, True, path)
+    return Config(native().config_load(path), path)
 
 
 def config_from_json(text: Union[str, dict], name: str = "<string>") -> Config:
     """A config from JSON text or a dict."""
     if isinstance(text, dict):
         text = _json.dumps(text)
-    return Config(text, False, name)
+    return Config(native().config_from_json(text, name), name)
 
 
 def _as_config(path_or_config) -> Config:
@@ -136,7 +138,7 @@ def validate(path_or_config) -> AttentionSpec:
     text is exactly the seed helper's, e.g. "num_kv_heads mismatch across layers for fused KV
     path: expected 8, got 4 at layer 3." """
     cfg = _as_config(path_or_config)
-    return AttentionSpec(**_json.loads(str(native().validate(*cfg._source))))
+    return AttentionSpec(**_json.loads(str(native().validate(cfg._native))))
 
 
 @dataclass(frozen=True)
@@ -165,17 +167,20 @@ class Plan:
     def __init__(self, config: Config, grouped: bool, tp_size: int = 1, tp_rank: int = 0):
         self.config = config
         self.grouped = grouped
-        self.tp_size = int(tp_size)
-        self.tp_rank = int(tp_rank)
-        doc = _json.loads(str(native().plan(*config._source, grouped, self.tp_size, self.tp_rank)))
-        self.json = {k: v for k, v in doc.items()}
+        # The library's plan of the rank (fkv::make_plan, then fkv::shard_plan), made from the
+        # config object: groups, head split, kernel descriptions and cos/sin tables come from it.
+        self._native = native().plan_create(config._native, grouped, int(tp_size), int(tp_rank))
+        doc = _json.loads(str(native().plan_info(self._native)))
+        self.tp_size: int = doc["tp_size"]
+        self.tp_rank: int = doc["tp_rank"]
         self.groups: List[LayerGroup] = [
             LayerGroup(i, tuple(g["layers"]), AttentionSpec(**g["info"]), g["spec"]["rope"],
                        g["heads"]["first_head"], g["heads"]["total_heads"],
                        g["heads"]["replicated"])
             for i, g in enumerate(doc["groups"])]
-        for g in self.json["groups"]:
-            g.pop("info", None)
+        for g in doc["groups"]:
+            g.pop("info")
+        self.json = doc  # {"mode", "groups": [{"layers", "spec", "heads"}], "skipped", "tp_size", "tp_rank"}
         self.skipped: Tuple[int, ...] = tuple(doc["skipped"])
 
     def _group(self, group: int) -> LayerGroup:
@@ -187,9 +192,8 @@ class Plan:
         """The kernel description of `group` (fp32 cos/sin, int64 indices; edit as needed); under
         tensor parallelism the rank's (num_kv_heads is its share)."""
         self._group(group)
-        d = _json.loads(str(native().kernel_desc(*self.config._source, self.grouped, group, str(act),
-                                                 str(act if cache is None else cache), pool,
-                                                 self.tp_size, self.tp_rank)))
+        d = _json.loads(str(native().plan_kernel_desc(self._native, group, str(act),
+                                                      str(act if cache is None else cache), pool)))
         return KernelDesc(**d)
 
     def cos_sin_bytes(self, group: int, max_position: int = 0, dtype="fp32") -> bytes:
@@ -197,8 +201,7 @@ class Plan:
         sin in [R/2, R)), as raw bytes in `dtype` (fp32, bf16, fp16). max_position 0 = the
         config's max_position_embeddings."""
         self._group(group)
-        return bytes(native().cos_sin(*self.config._source, self.grouped, group, int(max_position),
-                                      str(dtype)))
+        return bytes(native().plan_cos_sin(self._native, group, int(max_position), str(dtype)))
 
     def cos_sin_tensor(self, group: int, max_position: int = 0, dtype=None, device=None):
         """The cos/sin table of `group` as a torch tensor [max_position, R] (default fp32)."""
@@ -234,7 +237,7 @@ def precompile(path_or_config, arch: str, dtype: Optional[str] = None,
     the measured crossover table) adds the decode-size kernels a helper loads there for calls of
     a few tokens (docs/decode.md). Returns (variants, compiled now)."""
     cfg = _as_config(path_or_config)
-    n, compiled = native().precompile(*cfg._source, str(arch), optional_str(dtype),
+    n, compiled = native().precompile(cfg._native, str(arch), optional_str(dtype),
                                       optional_str(kv_dtype),
                                       optional_str(None if cache_dir is None else os.fsdecode(cache_dir)),
                                       optional_str(decode_gpu))

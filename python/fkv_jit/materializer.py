@@ -297,18 +297,18 @@ class FusedKVMaterializeHelper:
         if self.device.type == "cuda":
             index = self.device.index if self.device.index is not None else torch.cuda.current_device()
             self.device = torch.device("cuda", index)
-            options = {"grouped": grouped, "act": self.act, "cache": self.cache_name,
+            # The plan object carries the config (read once), strict or grouped, and the rank.
+            options = {"act": self.act, "cache": self.cache_name,
                        "max_tokens": int(max_tokens), "max_position": int(max_position or 0),
                        "device": index, "debug": bool(debug), "stacked": True, "pool": True,
                        "hidden": self.hidden, "paged": self.paged,
                        "external_cos_sin": cos_sin_cache is not None, "cos_sin": "fp32",
-                       "tp_size": self.tp_size, "tp_rank": self.tp_rank,
                        "decode_crossover": -1 if decode_crossover is None else int(decode_crossover),
                        "weight_format": self.weight_format}
             host_norms = [] if not needs_norm else _host_fp32(norms)
             host_biases = [] if biases is None else _host_fp32(biases)
             with torch.cuda.device(index):
-                fns = native().materializer_create(*self.config._source, json.dumps(options),
+                fns = native().materializer_create(self.plan._native, json.dumps(options),
                                                    _stored(weights), host_norms, host_biases,
                                                    eps_values, scales)
             self._native = fns

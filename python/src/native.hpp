@@ -1,18 +1,31 @@
-// native: what the binding's sources share (fkv_native.cpp: configs, plans, kernels and the
-// materializer; native_weights.cpp: the materializer's weights and their storage formats):
-// errors crossing as the fkv_jit classes of fkv/errors.hpp's table, and DLPack tensor checks.
+// native: what the binding's sources share: errors crossing as the fkv_jit classes of
+// fkv/errors.hpp's table, the checks of Python arguments (ints past 32 bits, strs with a NUL),
+// DLPack tensor checks, and the declarations the sources give each other.
+//
+// The sources, by subject (each exports its own tvm-ffi functions):
+//   fkv_native.cpp           the module: version, error kinds, seed texts, driver and NVRTC
+//   native_config.cpp        Config and Plan objects (native_config.hpp), validate, kernel
+//                            descriptions, cos/sin tables, precompile, kernel loading
+//   native_materializer.cpp  the materializer: creation, stacked output, tables, error flag
+//   native_pool.cpp          the materializer's KV pools: binding the buffers, pool calls
+//   native_weights.cpp       the materializer's weights and their storage formats
+// Every call goes to the C++ API (include/fkv/*.hpp), the library being linked in.
 #pragma once
 
 #include <dlpack/dlpack.h>
 #include <tvm/ffi/container/array.h>
 #include <tvm/ffi/container/tensor.h>
 #include <tvm/ffi/error.h>
+#include <tvm/ffi/string.h>
 
 #include <cstdint>
+#include <cstring>
+#include <limits>
+#include <new>
+#include <nlohmann/json.hpp>
 #include <string>
 
 #include "fkv/errors.hpp"
-#include "fkv/fkv.h"
 #include "fkv/fused_kv_materializer.hpp"
 #include "fkv/spec.hpp"
 #include "fkv/weights.hpp"
@@ -23,16 +36,6 @@ namespace ffi = tvm::ffi;
 
 [[noreturn]] inline void raise(const char* kind, const std::string& message) {
   throw ffi::Error(kind, message, "");
-}
-
-// C API status -> its kind's Python class (fkv/errors.hpp's table; fkv_jit/_errors.py
-// registers the classes).
-inline void check(fkv_status s) {
-  if (s == FKV_OK) return;
-  std::string text = fkv_last_error();
-  if (s == FKV_ERR_COMPILE && *fkv_last_error_log())
-    text += "\n" + std::string(fkv_last_error_log());
-  raise(fkv::error_kind_of_status(s).python_class, text);
 }
 
 // C++ exceptions of the library -> the same classes, through the same table.
@@ -53,6 +56,48 @@ auto guarded(F&& body) {
                                  ? std::string("internal error: ") + e.what()
                                  : std::string(e.what()));
   }
+}
+
+// ---- arguments -------------------------------------------------------------------------------
+// Python ints arrive as int64 (tvm-ffi would cut them to 32 bits for an `int` parameter, so that
+// 2**32 + 8 read as 8) and Python strs as counted strings (a NUL inside would end the C string
+// the library reads, so that "a.json\0junk" read "a.json"). Both are refused here, by name.
+
+inline int to_int(std::int64_t v, const char* what) {
+  if (v < std::numeric_limits<int>::min() || v > std::numeric_limits<int>::max())
+    raise("ArgumentError", std::string(what) + " is " + std::to_string(v) +
+                               ", outside the 32-bit range the library takes");
+  return static_cast<int>(v);
+}
+
+// A string the library reads as a C string: no NUL inside.
+inline std::string c_str(const ffi::String& s, const char* what) {
+  if (const void* nul = std::memchr(s.data(), '\0', s.size()))
+    raise("ArgumentError", std::string(what) + " contains a NUL character (at offset " +
+                               std::to_string(static_cast<const char*>(nul) - s.data()) +
+                               "), which a path, name or JSON text cannot hold");
+  return std::string(s.data(), s.size());
+}
+
+// An integer of a JSON object fkv_jit passes (options, kernel descriptions): range-checked,
+// not truncated.
+template <class T>
+T json_int(const nlohmann::json& o, const char* key, T fallback, bool required = false) {
+  if (!o.contains(key)) {
+    if (required) raise("ArgumentError", std::string("option '") + key + "' is missing");
+    return fallback;
+  }
+  const nlohmann::json& v = o.at(key);
+  if (!v.is_number_integer())
+    raise("ArgumentError", std::string("option '") + key + "' must be an integer, got " + v.dump());
+  if (v.is_number_unsigned()
+          ? v.get<std::uint64_t>() > static_cast<std::uint64_t>(std::numeric_limits<T>::max())
+          : (v.get<std::int64_t>() < std::numeric_limits<T>::min() ||
+             v.get<std::int64_t>() > std::numeric_limits<T>::max()))
+    raise("ArgumentError", std::string(key) + " is " + v.dump() + ", outside the range [" +
+                               std::to_string(std::numeric_limits<T>::min()) + ", " +
+                               std::to_string(std::numeric_limits<T>::max()) + "]");
+  return v.get<T>();
 }
 
 // ---- tensors ---------------------------------------------------------------------------------

@@ -1,4 +1,4 @@
-// native_weights: the materializer's weights as fkv_jit passes them (fkv_native.cpp's
+// native_weights: the materializer's weights as fkv_jit passes them (native_materializer.cpp's
 // materializer_create and refresh_weights): dense bf16/fp16 W_kv, or quantized W_kv (FP8 e4m3
 // or INT8 bytes, include/fkv/weights.hpp) with fp32 scales on the device, each tensor checked
 // before the library copies it; and what fkv_jit asks about the formats (weight_format,
@@ -112,14 +112,13 @@ fkv::MaterializerWeights materializer_weights(const WeightTarget& tg,
 
 namespace {
 
-// The canonical name of a weight format (the C API's fkv_weight_format_parse): a packed 4-bit
-// scheme raises UnsupportedModelError, an unknown name ArgumentError.
+// The canonical name of a weight format (fkv::parse_weight_format): a packed 4-bit scheme
+// raises UnsupportedModelError, an unknown name ArgumentError.
 ffi::String weight_format(ffi::String name) {
-  if (std::string(name.data(), name.size()).find('\0') != std::string::npos)
-    raise("ArgumentError", "the weight format name contains a NUL character");
-  const char* canonical = nullptr;
-  check(fkv_weight_format_parse(name.c_str(), &canonical));
-  return canonical;
+  return guarded([&] {
+    return ffi::String(
+        fkv::to_string(fkv::parse_weight_format(c_str(name, "the weight format name"))));
+  });
 }
 
 // The shape of one layer's scales for a [rows, cols] weight in `format`: [] (dense), [1]

@@ -1,7 +1,9 @@
 """GPU tests of the installed fkv_jit wheel's FusedKVMaterializeHelper against a float64
 PyTorch reference (linear, RMSNorm, RoPE neox and GPT-J, pool index-put), for bf16/fp16 stacked
 outputs, bf16 and fp8 pools, grouped plans, tensor-parallel ranks (each rank's heads equal to the
-TP=1 heads bit for bit), under torch.cuda.graph capture and under torch.compile(fullgraph=True). Plain asserts; pytest also collects it.
+TP=1 heads bit for bit), under torch.cuda.graph capture and under torch.compile(fullgraph=True), and
+a helper built from a Config whose file is gone (the config is read once). Plain asserts; pytest
+also collects it.
 
     pip install fkv_jit-*.whl && python3 tests/gpu/test_python_gpu.py
 
@@ -165,6 +167,37 @@ def test_grouped_two_frequency_tables():
         assert str(e) == ("num_kv_heads mismatch across layers for fused KV path: expected 4, got "
                           "2 at layer 2."), str(e)
     check_stacked(case, grouped=True)
+
+
+def test_helper_from_config_read_once():
+    # The helper builds its materializer from the Config object load_config read (no second
+    # read of the file, which is gone by then), for a tensor-parallel rank too.
+    import json
+    import shutil
+    import tempfile
+    case = Case([layer(8, 128, 128, True, 1e6, "rms")] * 2)
+    tmp = tempfile.mkdtemp(prefix="fkv-gpu-once-")
+    path = os.path.join(tmp, "config.json")
+    try:
+        with open(path, "w") as f:
+            json.dump(case.config, f)
+        cfg = fkv_jit.load_config(path)
+        os.remove(path)
+        case.config = cfg
+        check_stacked(case)
+        helper = fkv_jit.FusedKVMaterializeHelper(
+            cfg, [rank_shard(w, 8, 128, 4, 4) for w in case.w], case.knw, tp_size=2, tp_rank=1)
+        T = 9
+        ctx, pos = case.inputs(T)
+        got = {}
+        helper.materialize(ctx, pos, lambda l, k, v: got.__setitem__(l, (k.clone(), v.clone())))
+        torch.cuda.synchronize()
+        rtol, atol = TOL[case.dtype]
+        for l, (k_ref, v_ref) in enumerate(case.reference(ctx, pos)):
+            assert_close(got[l][0], k_ref[:, 4:8], rtol, atol, f"rank 1: k of layer {l}")
+            assert_close(got[l][1], v_ref[:, 4:8], rtol, atol, f"rank 1: v of layer {l}")
+    finally:
+        shutil.rmtree(tmp)
 
 
 def test_materialize_reuses_its_output_only_when_unheld():
