@@ -10,10 +10,10 @@
 
 `helper` is the id of a live helper (a registry of weak references), a constant in a traced
 graph. The fake implementations give output shapes from the helper's plan alone, so tracing
-needs no GPU. They make the checks the binding makes before a launch (python/src/fkv_native.cpp:
-State::input, bind_pool, check_slots), with the same texts and exception types, so that a call
-the CUDA path would refuse fails at trace time (and on a meta helper) instead of producing
-shapes from the wrong dimensions.
+needs no GPU. They make the checks the binding makes before a launch
+(python/src/native_materializer.cpp and native_pool.cpp: State::input, bind_pool, check_slots),
+with the same texts and exception types, so that a call the CUDA path would refuse fails at
+trace time (and on a meta helper) instead of producing shapes from the wrong dimensions.
 """
 
 from __future__ import annotations

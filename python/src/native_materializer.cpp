@@ -100,6 +100,7 @@ std::int64_t State::read_errors(bool reset) {
 namespace {
 
 using json = nlohmann::json;
+
 // A tensor viewing device memory the materializer owns; it keeps the materializer alive.
 struct BorrowedAlloc {
   std::shared_ptr<State> owner;
@@ -116,7 +117,7 @@ ffi::Tensor borrowed(const std::shared_ptr<State>& st, CUdeviceptr ptr,
 }
 
 // Returns a map of closures over one fkv::FusedKVMaterializer (see fkv_jit/materializer.py),
-// built for `plan`: its config, strict or grouped, its tensor-parallel rank. w_scale: per
+// built for `rank_plan`: its config, strict or grouped, its tensor-parallel rank. w_scale: per
 // attention layer, the fp32 device scales of quantized W_kv (options' "weight_format"); empty
 // for dense weights.
 ffi::Map<ffi::String, ffi::Any> materializer_create(PlanRef rank_plan, ffi::String options_json,
