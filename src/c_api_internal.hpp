@@ -1,5 +1,8 @@
-// c_api_internal: what the C API's sources share (src/c_api.cpp: configs, plans, kernels,
-// precompilation; src/c_api_materializer.cpp: the materializer and its weights). Not installed.
+// c_api_internal: what the C API's sources share. By subject: src/c_api.cpp (status and errors,
+// version, dtypes, and the definitions of the helpers below), src/c_api_config.cpp (configs,
+// validation, plans, kernel descriptions, cos/sin tables), src/c_api_kernels.cpp (precompilation,
+// kernels and launches), src/c_api_materializer.cpp (the materializer and its weights). Not
+// installed.
 //
 // Every entry point runs its body inside guard(), which turns each C++ exception into a status
 // and the thread-local last-error text, so that no exception crosses the C boundary.
