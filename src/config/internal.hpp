@@ -242,7 +242,9 @@ struct RefusalRow {
   const char* reason;
   const char* citation;
 };
-const std::vector<RefusalRow>& engine_name_refusals();  // verdicts_names.cpp
+const std::vector<RefusalRow>& no_rope_refusals();       // verdicts_no_rope.cpp
+const std::vector<RefusalRow>& engine_name_refusals();   // verdicts_names.cpp
+const std::vector<RefusalRow>& draft_module_refusals();  // verdicts_draft_names.cpp
 // Reads shared by families whose attention is LlamaAttention-like: `head_dim =
 // getattr(config, "head_dim", hidden_size // num_attention_heads)` and num_key_value_heads.
 inline std::vector<std::string> with_basics(std::vector<std::string> extra) {

@@ -1,8 +1,10 @@
 // config: the registry's refusals. Every model_type the engines serve (data/model_types.json) that
-// no supported entry covers gets a verdict here: refused, with the reason, and the modeling file
-// it was read from (transformers src/transformers/models/..., vLLM vllm/model_executor/models/...
-// or sglang python/sglang/srt/models/...). Multimodal wrappers whose text config names its own
-// model_type are not listed: the text config's verdict applies (config.cpp).
+// no supported entry covers gets a verdict here or in a table this file merges
+// (verdicts_no_rope.cpp, verdicts_names.cpp, verdicts_draft_names.cpp): refused, with the reason,
+// and the modeling file it was read from (transformers src/transformers/models/..., vLLM
+// vllm/model_executor/models/... or sglang python/sglang/srt/models/...). Multimodal wrappers whose
+// text config names its own model_type are not listed: the text config's verdict applies
+// (config.cpp).
 //
 // The reasons were first drafted (scripts/gen-refusal-draft.py) from what the modeling file holds
 // (MLA keys, cross-attention, RoPE, K-norm shapes) and then corrected by hand, each from a read of
@@ -16,13 +18,10 @@
 namespace fkv::config_detail {
 
 void add_refused_model_types(std::vector<Architecture>& table) {
-  // Immortal, like every table of this module. The mechanisms a family's modeling code uses that
-  // the fused path cannot produce; engine module names are in verdicts_names.cpp.
+  // Immortal, like every table of this module. The mechanisms of RoPE attention that the fused
+  // path cannot produce; attention without RoPE is in verdicts_no_rope.cpp, engine module names
+  // in verdicts_names.cpp and verdicts_draft_names.cpp.
   static const auto& rows = *new std::vector<RefusalRow>{
-      {"apertus1p5_text", "no RoPE attention in its modeling code (encoder, audio or vision model)",
-       "transformers src/transformers/models/apertus1p5/modular_apertus1p5.py"},
-      {"audioflamingo3", "no RoPE: absolute / learned positions or ALiBi",
-       "transformers src/transformers/models/audioflamingo3/modular_audioflamingo3.py"},
       {"axk1", "MLA (kv_lora_rank): the cache holds a compressed latent, not per-head K/V",
        "transformers src/transformers/models/axk1/modular_axk1.py"},
       {"axk2", "MLA (kv_lora_rank): the cache holds a compressed latent, not per-head K/V",
@@ -45,85 +44,27 @@ void add_refused_model_types(std::vector<Architecture>& table) {
        "transformers src/transformers/models/bamba/modular_bamba.py BambaAttention(LlamaAttention) "
        "(partial rotate_half, partial_rotary_factor forced to 0.5) and configuration_bamba.py "
        "layers_block_type (from attn_layer_indices)"},
-      {"bart",
-       "cross-attention (encoder-decoder or cross-attention layers): K/V come from another "
-       "sequence",
-       "transformers src/transformers/models/bart/modeling_bart.py"},
       {"beam",
        "a layer type is NoPE when its rope_parameters entry is null, a per-config rule no registry "
        "entry states (K itself: RMSNorm weight w before RoPE)",
        "transformers src/transformers/models/beam/modular_beam.py BeamAttention(Qwen3MoeAttention) "
        "and BeamModel (position_embeddings None where rope_parameters[layer_type] is None)"},
-      {"bert",
-       "cross-attention (encoder-decoder or cross-attention layers): K/V come from another "
-       "sequence",
-       "transformers src/transformers/models/bert/modeling_bert.py"},
-      {"bert-generation",
-       "cross-attention (encoder-decoder or cross-attention layers): K/V come from another "
-       "sequence",
-       "transformers src/transformers/models/bert_generation/modeling_bert_generation.py"},
-      {"big_bird",
-       "cross-attention (encoder-decoder or cross-attention layers): K/V come from another "
-       "sequence",
-       "transformers src/transformers/models/big_bird/modeling_big_bird.py"},
-      {"bigbird_pegasus",
-       "cross-attention (encoder-decoder or cross-attention layers): K/V come from another "
-       "sequence",
-       "transformers src/transformers/models/bigbird_pegasus/modeling_bigbird_pegasus.py"},
-      {"biogpt", "no RoPE: absolute / learned positions or ALiBi",
-       "transformers src/transformers/models/biogpt/modular_biogpt.py"},
-      {"blenderbot",
-       "cross-attention (encoder-decoder or cross-attention layers): K/V come from another "
-       "sequence",
-       "transformers src/transformers/models/blenderbot/modeling_blenderbot.py"},
-      {"blenderbot-small",
-       "cross-attention (encoder-decoder or cross-attention layers): K/V come from another "
-       "sequence",
-       "transformers src/transformers/models/blenderbot_small/modeling_blenderbot_small.py"},
-      {"blip_text_model",
-       "cross-attention (encoder-decoder or cross-attention layers): K/V come from another "
-       "sequence",
-       "transformers src/transformers/models/blip/modeling_blip.py"},
-      {"bloom", "no RoPE: absolute / learned positions or ALiBi",
-       "transformers src/transformers/models/bloom/modeling_bloom.py"},
-      {"blt",
-       "cross-attention (encoder-decoder or cross-attention layers): K/V come from another "
-       "sequence",
-       "transformers src/transformers/models/blt/modular_blt.py"},
-      {"camembert",
-       "cross-attention (encoder-decoder or cross-attention layers): K/V come from another "
-       "sequence",
-       "transformers src/transformers/models/camembert/modular_camembert.py"},
       {"chameleon",
        "K norm is a per-head LayerNorm (mean-subtracting, with bias; weight per head and dim), not "
        "an RMSNorm",
        "transformers src/transformers/models/chameleon/modeling_chameleon.py ChameleonAttention "
        "(k_norm = ChameleonLayerNorm((num_key_value_heads, head_dim)), before RoPE)"},
-      {"clip", "no RoPE attention in its modeling code (encoder, audio or vision model)",
-       "transformers src/transformers/models/clip/modeling_clip.py"},
       {"cohere2_moe",
        "whether a full-attention layer gets RoPE depends on mlp_layer_types and "
        "prefix_dense_sliding_window_pattern (force_rope), which no registry rule reads",
        "transformers src/transformers/models/cohere2_moe/modular_cohere2_moe.py "
        "Cohere2MoeAttention (RoPE iff sliding_window or force_rope)"},
-      {"cohere_asr",
-       "cross-attention (encoder-decoder or cross-attention layers): K/V come from another "
-       "sequence",
-       "transformers src/transformers/models/cohere_asr/modular_cohere_asr.py"},
       {"cohere_compass_text",
        "a layer type is NoPE when its rope_parameters entry is null, a per-config rule no registry "
        "entry states (K itself: no norm, interleaved RoPE)",
        "transformers src/transformers/models/cohere_compass/modular_cohere_compass.py "
        "CohereCompassAttention(Cohere2Attention) and CohereCompassTextModel (position_embeddings "
        "None where rope_parameters[layer_type] is None)"},
-      {"cosmos3", "no RoPE attention in its modeling code (encoder, audio or vision model)",
-       "vLLM vllm/model_executor/models/cosmos3.py"},
-      {"cpmant", "no RoPE attention in its modeling code (encoder, audio or vision model)",
-       "transformers src/transformers/models/cpmant/modeling_cpmant.py"},
-      {"ctrl", "no RoPE attention in its modeling code (encoder, audio or vision model)",
-       "transformers src/transformers/models/ctrl/modeling_ctrl.py"},
-      {"data2vec-text", "no RoPE attention in its modeling code (encoder, audio or vision model)",
-       "no modeling file in the engines read (transformers:causal-lm)"},
       {"dbrx",
        "KV heads, RoPE theta and clip_qkv live in the nested attn_config (kv_n_heads, rope_theta, "
        "clip_qkv), which the reader does not read; K is clamped to clip_qkv before RoPE",
@@ -159,31 +100,15 @@ void add_refused_model_types(std::vector<Architecture>& table) {
       {"dots3_note_text",
        "MLA (kv_lora_rank): the cache holds a compressed latent, not per-head K/V",
        "transformers src/transformers/models/dots3_note/modular_dots3_note.py"},
-      {"dots_vlm", "no RoPE attention in its modeling code (encoder, audio or vision model)",
-       "sglang python/sglang/srt/models/dots_vlm.py"},
-      {"electra",
-       "cross-attention (encoder-decoder or cross-attention layers): K/V come from another "
-       "sequence",
-       "transformers src/transformers/models/electra/modeling_electra.py"},
       {"embedding_gemma2",
        "an embedding model: bidirectional attention (is_causal = False), no decoding KV cache",
        "transformers src/transformers/models/embedding_gemma2/modular_embedding_gemma2.py "
        "EmbeddingGemma2Attention"},
-      {"ernie",
-       "cross-attention (encoder-decoder or cross-attention layers): K/V come from another "
-       "sequence",
-       "transformers src/transformers/models/ernie/modular_ernie.py"},
-      {"evolla",
-       "cross-attention (encoder-decoder or cross-attention layers): K/V come from another "
-       "sequence",
-       "transformers src/transformers/models/evolla/modular_evolla.py"},
       {"falcon_h1",
        "K is scaled by key_multiplier before RoPE and the cache write, a factor the fused path "
        "does not apply",
        "transformers src/transformers/models/falcon_h1/modular_falcon_h1.py FalconH1Attention "
        "(k_proj(x) * key_multiplier, then rotate_half RoPE)"},
-      {"falcon_mamba", "no attention with RoPE (SSM / recurrent layers)",
-       "transformers src/transformers/models/falcon_mamba/modular_falcon_mamba.py"},
       {"flex_olmo",
        "K norm across all heads (FlexOlmoAttention(Olmo2Attention): k_norm over all KV heads)",
        "transformers src/transformers/models/flex_olmo/modular_flex_olmo.py"},
@@ -203,8 +128,6 @@ void add_refused_model_types(std::vector<Architecture>& table) {
        "transformers src/transformers/models/gemma4_unified/modular_gemma4_unified.py"},
       {"gigachat35", "MLA (kv_lora_rank): the cache holds a compressed latent, not per-head K/V",
        "sglang python/sglang/srt/models/gigachat35.py"},
-      {"git", "no RoPE: absolute / learned positions or ALiBi",
-       "transformers src/transformers/models/git/modeling_git.py"},
       {"glm4_moe_lite", "MLA (kv_lora_rank): the cache holds a compressed latent, not per-head K/V",
        "transformers src/transformers/models/glm4_moe_lite/modular_glm4_moe_lite.py"},
       {"glm5_next_text",
@@ -219,19 +142,6 @@ void add_refused_model_types(std::vector<Architecture>& table) {
        "transformers src/transformers/models/glmasr/configuration_glmasr.py GlmAsrConfig "
        "(text_config SubConfigSpec model_type=\"llama\", audio_config glmasr_encoder) and "
        "modular_glmasr.py GlmAsrAttention (the audio encoder)"},
-      {"gpt-sw3", "no RoPE: absolute / learned positions or ALiBi",
-       "transformers src/transformers/models/gpt2/modeling_gpt2.py"},
-      {"gpt2", "no RoPE: absolute / learned positions or ALiBi",
-       "transformers src/transformers/models/gpt2/modeling_gpt2.py"},
-      {"gpt_bigcode", "no RoPE: absolute / learned positions or ALiBi",
-       "transformers src/transformers/models/gpt_bigcode/modeling_gpt_bigcode.py"},
-      {"granite_speech",
-       "cross-attention (encoder-decoder or cross-attention layers): K/V come from another "
-       "sequence",
-       "transformers src/transformers/models/granite_speech/modeling_granite_speech.py"},
-      {"granite_speech_plus",
-       "no RoPE attention in its modeling code (encoder, audio or vision model)",
-       "transformers src/transformers/models/granite_speech_plus/modular_granite_speech_plus.py"},
       {"granite_swa",
        "a learnable per-head attention sink beside sliding layers (GraniteSWAAttention): not "
        "checked against the fused path",
@@ -247,8 +157,6 @@ void add_refused_model_types(std::vector<Architecture>& table) {
        "GraniteMoeHybridAttention (RoPE only when position_embeddings is passed) and "
        "modeling_granitemoehybrid.py GraniteMoeHybridModel (rotary_emb iff position_embedding_type "
        "== \"rope\")"},
-      {"granitemoeshared", "no attention with RoPE (SSM / recurrent layers)",
-       "transformers src/transformers/models/granitemoeshared/modular_granitemoeshared.py"},
       {"hrm_text",
        "recurrent stacks: each layer runs once per cycle (H_cycles * (L_cycles + 1)) into its own "
        "cache slot (layer_idx + cycle_offset), a layer-to-cache mapping no registry rule states; K "
@@ -263,25 +171,17 @@ void add_refused_model_types(std::vector<Architecture>& table) {
        "transformers src/transformers/models/hy_v4/modular_hy_v4.py"},
       {"hy_v4_vl_text", "MLA (kv_lora_rank): the cache holds a compressed latent, not per-head K/V",
        "transformers src/transformers/models/hy_v4_vl/modular_hy_v4_vl.py"},
-      {"idefics",
-       "cross-attention (encoder-decoder or cross-attention layers): K/V come from another "
-       "sequence",
-       "transformers src/transformers/models/idefics/modeling_idefics.py"},
       {"inkling",
        "K and V pass through a causal short convolution over tokens (k_sconv, v_sconv) "
        "before the K norm, and position enters only as a learned relative-logit bias (no "
        "RoPE)",
        "sglang python/sglang/srt/models/inkling_common/attn.py InklingAttention"},
-      {"inkling2_loop_text", "no attention with RoPE (SSM / recurrent layers)",
-       "transformers src/transformers/models/inkling2_loop/modular_inkling2_loop.py"},
       {"inkling2_text",
        "its modeling file could not be read (not in the references fkv-jit was checked "
        "against); refused rather than guessed (Inkling's attention convolves K and V over "
        "tokens)",
        "transformers src/transformers/models/inkling2/modular_inkling2.py (not available to "
        "read)"},
-      {"inkling_text", "no attention with RoPE (SSM / recurrent layers)",
-       "transformers src/transformers/models/inkling/modular_inkling.py"},
       {"interns1_pro",
        "FoPE: each KV head mixes the RoPE frequencies through learned cos_coef/sin_coef "
        "weights, not a RoPE table",
@@ -318,16 +218,6 @@ void add_refused_model_types(std::vector<Architecture>& table) {
        "sglang python/sglang/srt/models/kimi_k3.py"},
       {"kimi_linear", "MLA (kv_lora_rank): the cache holds a compressed latent, not per-head K/V",
        "transformers src/transformers/models/kimi_linear/modular_kimi_linear.py"},
-      {"kolibri1", "no RoPE attention in its modeling code (encoder, audio or vision model)",
-       "transformers src/transformers/models/kolibri1/modular_kolibri1.py"},
-      {"kosmos_2_5_text_model",
-       "cross-attention (encoder-decoder or cross-attention layers): K/V come from another "
-       "sequence",
-       "transformers src/transformers/models/kosmos2_5/modeling_kosmos2_5.py"},
-      {"kosmos_2_text_model",
-       "cross-attention (encoder-decoder or cross-attention layers): K/V come from another "
-       "sequence",
-       "transformers src/transformers/models/kosmos2/modeling_kosmos2.py"},
       {"lfm3",
        "its modeling file could not be read (not in the references fkv-jit was checked "
        "against); refused rather than guessed",
@@ -337,22 +227,6 @@ void add_refused_model_types(std::vector<Architecture>& table) {
       {"longcat_flash_nextn",
        "MLA (kv_lora_rank): the cache holds a compressed latent, not per-head K/V",
        "sglang python/sglang/srt/models/longcat_flash_nextn.py"},
-      {"mamba", "no attention with RoPE (SSM / recurrent layers)",
-       "transformers src/transformers/models/mamba/modeling_mamba.py"},
-      {"mamba2", "no attention with RoPE (SSM / recurrent layers)",
-       "transformers src/transformers/models/mamba2/modeling_mamba2.py"},
-      {"marian",
-       "cross-attention (encoder-decoder or cross-attention layers): K/V come from another "
-       "sequence",
-       "transformers src/transformers/models/marian/modeling_marian.py"},
-      {"mbart",
-       "cross-attention (encoder-decoder or cross-attention layers): K/V come from another "
-       "sequence",
-       "transformers src/transformers/models/mbart/modeling_mbart.py"},
-      {"megatron-bert",
-       "cross-attention (encoder-decoder or cross-attention layers): K/V come from another "
-       "sequence",
-       "transformers src/transformers/models/megatron_bert/modeling_megatron_bert.py"},
       {"mimo_v2",
        "heads, head_dim, v_head_dim and rope_theta differ between the layer kinds of "
        "hybrid_layer_pattern (swa_* keys), and V is scaled by attention_value_scale before "
@@ -380,10 +254,6 @@ void add_refused_model_types(std::vector<Architecture>& table) {
       {"mistral_large4_text",
        "MLA (kv_lora_rank): the cache holds a compressed latent, not per-head K/V",
        "transformers src/transformers/models/mistral_large4/modular_mistral_large4.py"},
-      {"mllama_text_model",
-       "cross-attention (encoder-decoder or cross-attention layers): K/V come from another "
-       "sequence",
-       "transformers src/transformers/models/mllama/modeling_mllama.py"},
       {"modernbert-decoder",
        "the released configs give RoPE theta per layer kind in global_rope_theta / "
        "local_rope_theta and the layer pattern in global_attn_every_n_layers, keys no registry "
@@ -405,8 +275,6 @@ void add_refused_model_types(std::vector<Architecture>& table) {
        "features",
        "sglang python/sglang/srt/models/moss_vl.py MossVLTextCrossAttention "
        "(is_cross_attention=True)"},
-      {"mpt", "no RoPE: absolute / learned positions or ALiBi",
-       "transformers src/transformers/models/mpt/modeling_mpt.py"},
       {"muse_glimmer_text",
        "K norm is an RMSNorm without weight (with_scale=False), not one with a weight",
        "transformers src/transformers/models/muse_glimmer/modular_muse_glimmer.py "
@@ -416,18 +284,6 @@ void add_refused_model_types(std::vector<Architecture>& table) {
        "K norm is an RMSNorm without weight (with_scale=False), not one with a weight",
        "transformers src/transformers/models/muse_spark/modular_muse_spark.py "
        "MuseSparkTextAttention(MuseGlimmerTextAttention) (qk_norm without weight before RoPE)"},
-      {"musicgen",
-       "cross-attention (encoder-decoder or cross-attention layers): K/V come from another "
-       "sequence",
-       "transformers src/transformers/models/musicgen/modeling_musicgen.py"},
-      {"musicgen_melody",
-       "cross-attention (encoder-decoder or cross-attention layers): K/V come from another "
-       "sequence",
-       "transformers src/transformers/models/musicgen_melody/modeling_musicgen_melody.py"},
-      {"mvp",
-       "cross-attention (encoder-decoder or cross-attention layers): K/V come from another "
-       "sequence",
-       "transformers src/transformers/models/mvp/modeling_mvp.py"},
       {"nanbeige",
        "looped layers: num_loops passes over the layers, each pass with its own KV cache (layer id "
        "+ loop * num_hidden_layers), which the reader does not count",
@@ -436,33 +292,15 @@ void add_refused_model_types(std::vector<Architecture>& table) {
       {"nanochat", "K norm after RoPE (a weightless RMSNorm of the rotated K)",
        "transformers src/transformers/models/nanochat/modular_nanochat.py NanoChatAttention "
        "(apply_rotary_pos_emb, then k_norm = NanoChatRMSNorm(eps) without weight)"},
-      {"nemotron_parse",
-       "cross-attention (encoder-decoder or cross-attention layers): K/V come from another "
-       "sequence",
-       "vLLM vllm/model_executor/models/nemotron_parse.py"},
       {"olmo_hybrid", "K norm across all heads (Olmo3Attention) beside linear-attention layers",
        "transformers src/transformers/models/olmo_hybrid/modular_olmo_hybrid.py"},
       {"olmoe",
        "K norm across all heads (OlmoeAttention: k_norm = RMSNorm(num_key_value_heads * head_dim))",
        "transformers src/transformers/models/olmoe/modular_olmoe.py"},
-      {"openai-gpt", "no RoPE attention in its modeling code (encoder, audio or vision model)",
-       "transformers src/transformers/models/openai/modeling_openai.py"},
       {"openpangu", "MLA (kv_lora_rank): the cache holds a compressed latent, not per-head K/V",
        "vLLM vllm/model_executor/models/openpangu.py"},
-      {"opt", "no RoPE: absolute / learned positions or ALiBi",
-       "transformers src/transformers/models/opt/modeling_opt.py"},
-      {"pegasus",
-       "cross-attention (encoder-decoder or cross-attention layers): K/V come from another "
-       "sequence",
-       "transformers src/transformers/models/pegasus/modeling_pegasus.py"},
       {"persimmon", "K norm is a LayerNorm (mean-subtracting) when qk_layernorm is set",
        "transformers src/transformers/models/persimmon/modeling_persimmon.py"},
-      {"pi0", "no RoPE attention in its modeling code (encoder, audio or vision model)",
-       "transformers src/transformers/models/pi0/modular_pi0.py"},
-      {"pix2struct_text_model",
-       "cross-attention (encoder-decoder or cross-attention layers): K/V come from another "
-       "sequence",
-       "transformers src/transformers/models/pix2struct/modeling_pix2struct.py"},
       {"pixtral",
        "a vision encoder: axial 2-D RoPE over patch rows and columns, no causal KV cache",
        "transformers src/transformers/models/pixtral/modeling_pixtral.py PixtralAttention, "
@@ -473,18 +311,6 @@ void add_refused_model_types(std::vector<Architecture>& table) {
        "w) RMSNorm per head before neox RoPE)",
        "vLLM vllm/model_executor/models/plamo3.py Plamo3AttentionMixer and the hub "
        "configuration_plamo3.py"},
-      {"plbart",
-       "cross-attention (encoder-decoder or cross-attention layers): K/V come from another "
-       "sequence",
-       "transformers src/transformers/models/plbart/modular_plbart.py"},
-      {"pp_formulanet_text",
-       "cross-attention (encoder-decoder or cross-attention layers): K/V come from another "
-       "sequence",
-       "transformers src/transformers/models/pp_formulanet/modular_pp_formulanet.py"},
-      {"prophetnet",
-       "cross-attention (encoder-decoder or cross-attention layers): K/V come from another "
-       "sequence",
-       "transformers src/transformers/models/prophetnet/modeling_prophetnet.py"},
       {"qwen",
        "with use_dynamic_ntk (set in the released configs) the hub code picks the RoPE base from "
        "the prompt length at prefill (ntk_alpha), which the engines ignore: not one rule",
@@ -498,10 +324,6 @@ void add_refused_model_types(std::vector<Architecture>& table) {
        "transformers src/transformers/models/qwen2_5_omni/configuration_qwen2_5_omni.py "
        "Qwen2_5OmniConfig (thinker_config, talker_config, token2wav_config) and "
        "Qwen2_5OmniThinkerConfig (text_config)"},
-      {"qwen2_audio", "no RoPE: absolute / learned positions or ALiBi",
-       "transformers src/transformers/models/qwen2_audio/modeling_qwen2_audio.py"},
-      {"qwen3_asr", "no RoPE attention in its modeling code (encoder, audio or vision model)",
-       "transformers src/transformers/models/qwen3_asr/modular_qwen3_asr.py"},
       {"qwen3_omni_moe",
        "an omni wrapper: the language model is thinker_config.text_config (qwen3_omni_moe_text, "
        "supported) beside a talker in talker_config; the reader does not follow that nesting, so "
@@ -519,37 +341,10 @@ void add_refused_model_types(std::vector<Architecture>& table) {
        "recurrent (RG-LRU) layers beside local attention with a partial rotary the registry has no "
        "rule for",
        "transformers src/transformers/models/recurrent_gemma/modeling_recurrent_gemma.py"},
-      {"reformer", "no RoPE attention in its modeling code (encoder, audio or vision model)",
-       "transformers src/transformers/models/reformer/modeling_reformer.py"},
-      {"rembert",
-       "cross-attention (encoder-decoder or cross-attention layers): K/V come from another "
-       "sequence",
-       "transformers src/transformers/models/rembert/modeling_rembert.py"},
-      {"roberta",
-       "cross-attention (encoder-decoder or cross-attention layers): K/V come from another "
-       "sequence",
-       "transformers src/transformers/models/roberta/modular_roberta.py"},
-      {"roberta-prelayernorm",
-       "cross-attention (encoder-decoder or cross-attention layers): K/V come from another "
-       "sequence",
-       "transformers "
-       "src/transformers/models/roberta_prelayernorm/modeling_roberta_prelayernorm.py"},
-      {"roc_bert",
-       "cross-attention (encoder-decoder or cross-attention layers): K/V come from another "
-       "sequence",
-       "transformers src/transformers/models/roc_bert/modeling_roc_bert.py"},
-      {"roformer",
-       "cross-attention (encoder-decoder or cross-attention layers): K/V come from another "
-       "sequence",
-       "transformers src/transformers/models/roformer/modeling_roformer.py"},
-      {"rwkv", "no attention with RoPE (SSM / recurrent layers)",
-       "transformers src/transformers/models/rwkv/modeling_rwkv.py"},
       {"sarvam", "MLA (kv_lora_rank): the cache holds a compressed latent, not per-head K/V",
        "vLLM vllm/model_executor/models/sarvam.py"},
       {"sarvam_mla", "MLA (kv_lora_rank): the cache holds a compressed latent, not per-head K/V",
        "transformers src/transformers/models/sarvam_mla/modular_sarvam_mla.py"},
-      {"solar_open", "no RoPE attention in its modeling code (encoder, audio or vision model)",
-       "transformers src/transformers/models/solar_open/modular_solar_open.py"},
       {"step3_text",
        "one KV head on every layer, fixed in the modeling code (num_kv_heads=1, no config key), "
        "where the reader would take num_attention_heads; K itself: no norm, neox RoPE over "
@@ -562,66 +357,18 @@ void add_refused_model_types(std::vector<Architecture>& table) {
        "transformers src/transformers/models/step3p7/modular_step3p7.py "
        "Step3p7Attention(LagunaAttention) (k_norm = Step3p7RMSNorm(head_dim), (1 + w), before "
        "RoPE) and configuration_step3p7.py (rope_theta / partial_rotary_factors per layer)"},
-      {"t5gemma2_decoder",
-       "cross-attention (encoder-decoder or cross-attention layers): K/V come from another "
-       "sequence",
-       "transformers src/transformers/models/t5gemma2/modular_t5gemma2.py"},
-      {"transformers",
-       "cross-attention (encoder-decoder or cross-attention layers): K/V come from another "
-       "sequence",
-       "sglang python/sglang/srt/models/transformers.py"},
-      {"trocr",
-       "cross-attention (encoder-decoder or cross-attention layers): K/V come from another "
-       "sequence",
-       "transformers src/transformers/models/trocr/modeling_trocr.py"},
-      {"udop",
-       "cross-attention (encoder-decoder or cross-attention layers): K/V come from another "
-       "sequence",
-       "transformers src/transformers/models/udop/modeling_udop.py"},
       {"unlimited_ocr_text",
        "reference sliding-window attention: the cache keeps every prefill token plus a sliding "
        "window of decode tokens, a layer kind neither full nor sliding (K itself: no norm, "
        "rotate_half RoPE)",
        "transformers src/transformers/models/unlimited_ocr/modeling_unlimited_ocr.py "
        "UnlimitedOcrTextAttention and UnlimitedOcrDynamicReferenceSlidingWindowLayer"},
-      {"vaultgemma", "no RoPE attention in its modeling code (encoder, audio or vision model)",
-       "transformers src/transformers/models/vaultgemma/modular_vaultgemma.py"},
-      {"voxtral", "no RoPE: absolute / learned positions or ALiBi",
-       "transformers src/transformers/models/voxtral/modular_voxtral.py"},
-      {"whisper",
-       "cross-attention (encoder-decoder or cross-attention layers): K/V come from another "
-       "sequence",
-       "transformers src/transformers/models/whisper/modeling_whisper.py"},
-      {"xglm", "no RoPE: absolute / learned positions or ALiBi",
-       "transformers src/transformers/models/xglm/modeling_xglm.py"},
       {"xllm",
        "MoVA checkpoints compute V from routed value experts, and with rope_head_dim < "
        "head_dim the RoPE pairs dims (i, i + head_dim/2)",
        "sglang python/sglang/srt/models/xllm.py"},
-      {"xlm",
-       "cross-attention (encoder-decoder or cross-attention layers): K/V come from another "
-       "sequence",
-       "transformers src/transformers/models/xlm/modeling_xlm.py"},
-      {"xlm-roberta",
-       "cross-attention (encoder-decoder or cross-attention layers): K/V come from another "
-       "sequence",
-       "transformers src/transformers/models/xlm_roberta/modular_xlm_roberta.py"},
-      {"xlm-roberta-xl",
-       "cross-attention (encoder-decoder or cross-attention layers): K/V come from another "
-       "sequence",
-       "transformers src/transformers/models/xlm_roberta_xl/modular_xlm_roberta_xl.py"},
-      {"xlnet", "no RoPE attention in its modeling code (encoder, audio or vision model)",
-       "transformers src/transformers/models/xlnet/modeling_xlnet.py"},
-      {"xlstm", "no RoPE attention in its modeling code (encoder, audio or vision model)",
-       "transformers src/transformers/models/xlstm/modeling_xlstm.py"},
-      {"xmod",
-       "cross-attention (encoder-decoder or cross-attention layers): K/V come from another "
-       "sequence",
-       "transformers src/transformers/models/xmod/modeling_xmod.py"},
       {"youtu", "MLA (kv_lora_rank): the cache holds a compressed latent, not per-head K/V",
        "transformers src/transformers/models/youtu/modular_youtu.py"},
-      {"zamba", "no attention with RoPE (SSM / recurrent layers)",
-       "transformers src/transformers/models/zamba/modeling_zamba.py"},
       {"zamba2",
        "shared attention blocks (num_mem_blocks) serve the layers listed in hybrid_layer_ids, the "
        "rest Mamba-2, with head_dim = 2 * hidden_size / num_attention_heads and RoPE only when "
@@ -637,7 +384,8 @@ void add_refused_model_types(std::vector<Architecture>& table) {
   };
   std::vector<const RefusalRow*> all;
   for (const RefusalRow& r : rows) all.push_back(&r);
-  for (const RefusalRow& r : engine_name_refusals()) all.push_back(&r);
+  for (const auto* more : {&no_rope_refusals(), &engine_name_refusals(), &draft_module_refusals()})
+    for (const RefusalRow& r : *more) all.push_back(&r);
   std::sort(all.begin(), all.end(), [](const RefusalRow* a, const RefusalRow* b) {
     return std::string_view(a->model_type) < std::string_view(b->model_type);
   });

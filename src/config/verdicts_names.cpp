@@ -1,7 +1,8 @@
 // config: refusals of names that engines register but no config.json carries as its model_type:
-// an engine's module for a multimodal wrapper, a reward or classification head, a draft / MTP
-// module, or a model whose checkpoints carry another model_type. Each says which model_type
-// decides instead, and where the name was found. The mechanism refusals: verdicts.cpp.
+// an engine's module for a multimodal wrapper, a reward or classification head, or a model whose
+// checkpoints carry another model_type. Each says which model_type decides instead, and where the
+// name was found. Draft / MTP module names: verdicts_draft_names.cpp; the mechanism refusals:
+// verdicts.cpp.
 #include "internal.hpp"
 
 namespace fkv::config_detail {
@@ -29,18 +30,6 @@ const std::vector<RefusalRow>& engine_name_refusals() {
        "an engine module name, not a config.json model_type (a multimodal wrapper or "
        "reward/classification head): the nested text config's model_type decides",
        "sglang python/sglang/srt/models/bailing_mm_v3.py"},
-      {"bailing_moe_mtp",
-       "an engine draft/MTP module name, not a config.json model_type: its config carries the "
-       "target model_type (or a speculators draft format), whose verdict applies",
-       "vLLM vllm/model_executor/models/bailing_moe_mtp.py"},
-      {"bailing_moe_nextn",
-       "an engine draft/MTP module name, not a config.json model_type: its config carries the "
-       "target model_type (or a speculators draft format), whose verdict applies",
-       "sglang python/sglang/srt/models/bailing_moe_nextn.py"},
-      {"bailing_moe_v3_mtp",
-       "an engine draft/MTP module name, not a config.json model_type: its config carries the "
-       "target model_type (or a speculators draft format), whose verdict applies",
-       "vLLM vllm/model_executor/models/bailing_moe_v3_mtp.py"},
       {"bailing_moe_v3_vl",
        "an engine module name, not a config.json model_type (a multimodal wrapper or "
        "reward/classification head): the nested text config's model_type decides",
@@ -49,27 +38,11 @@ const std::vector<RefusalRow>& engine_name_refusals() {
        "an engine module name, not a config.json model_type (a multimodal wrapper or "
        "reward/classification head): the nested text config's model_type decides",
        "vLLM vllm/model_executor/models/bee.py"},
-      {"cohere_eagle",
-       "an engine draft/MTP module name, not a config.json model_type: its config carries the "
-       "target model_type (or a speculators draft format), whose verdict applies",
-       "vLLM vllm/model_executor/models/cohere_eagle.py"},
-      {"deepseek_eagle",
-       "an engine draft/MTP module name, not a config.json model_type: its config carries the "
-       "target model_type (or a speculators draft format), whose verdict applies",
-       "vLLM vllm/model_executor/models/deepseek_eagle.py"},
       {"deepseek_janus_pro",
        "an engine module name, not a config.json model_type: the checkpoint's model_type is "
        "multi_modality, whose language_config (a LlamaConfig) runs as LlamaForCausalLM; "
        "neither key is read",
        "sglang python/sglang/srt/models/deepseek_janus_pro.py MultiModalityCausalLM"},
-      {"deepseek_mtp",
-       "an engine draft/MTP module name, not a config.json model_type: its config carries the "
-       "target model_type (or a speculators draft format), whose verdict applies",
-       "vLLM vllm/model_executor/models/deepseek_mtp.py"},
-      {"deepseek_nextn",
-       "an engine draft/MTP module name, not a config.json model_type: its config carries the "
-       "target model_type (or a speculators draft format), whose verdict applies",
-       "sglang python/sglang/srt/models/deepseek_nextn.py"},
       {"deepseek_ocr",
        "an engine module name, not a config.json model_type (a multimodal wrapper or "
        "reward/classification head): the nested text config's model_type decides",
@@ -79,67 +52,15 @@ const std::vector<RefusalRow>& engine_name_refusals() {
        "reward/classification head): the nested text config's model_type decides",
        "no modeling file in the engines read (vllm:DeepseekV41ForCausalLM "
        "vllm:DSparkV41DraftModel)"},
-      {"deepseek_v4_dspark",
-       "an engine draft/MTP module name, not a config.json model_type: its config carries the "
-       "target model_type (or a speculators draft format), whose verdict applies",
-       "sglang python/sglang/srt/models/deepseek_v4_dspark.py"},
-      {"deepseek_v4_nextn",
-       "an engine draft/MTP module name, not a config.json model_type: its config carries the "
-       "target model_type (or a speculators draft format), whose verdict applies",
-       "sglang python/sglang/srt/models/deepseek_v4_nextn.py"},
       {"deepseek_vl2",
        "an engine module name, not a config.json model_type (a multimodal wrapper or "
        "reward/classification head): the nested text config's model_type decides",
        "vLLM vllm/model_executor/models/deepseek_vl2.py"},
-      {"dflash",
-       "an engine draft/MTP module name, not a config.json model_type: its config carries the "
-       "target model_type (or a speculators draft format), whose verdict applies",
-       "sglang python/sglang/srt/models/dflash.py"},
-      {"dots3_nextn",
-       "an engine draft/MTP module name, not a config.json model_type: its config carries the "
-       "target model_type (or a speculators draft format), whose verdict applies",
-       "sglang python/sglang/srt/models/dots3_nextn.py"},
-      {"dspark",
-       "an engine draft/MTP module name, not a config.json model_type: its config carries the "
-       "target model_type (or a speculators draft format), whose verdict applies",
-       "sglang python/sglang/srt/models/dspark.py"},
-      {"dspark_minimax",
-       "an engine draft/MTP module name, not a config.json model_type: its config carries the "
-       "target model_type (or a speculators draft format), whose verdict applies",
-       "sglang python/sglang/srt/models/dspark_minimax.py"},
-      {"dspark_mla",
-       "an engine draft/MTP module name, not a config.json model_type: its config carries the "
-       "target model_type (or a speculators draft format), whose verdict applies",
-       "no modeling file in the engines read (vllm:K3DSparkModel)"},
-      {"eagle2_5_vl",
-       "an engine draft/MTP module name, not a config.json model_type: its config carries the "
-       "target model_type (or a speculators draft format), whose verdict applies",
-       "vLLM vllm/model_executor/models/eagle2_5_vl.py"},
       {"ernie4",
        "an engine module name, not a config.json model_type: the checkpoints say ernie4_5 or "
        "ernie4_5_moe, whose entries apply",
        "sglang python/sglang/srt/models/ernie4.py Ernie4_5_ForCausalLM, "
        "Ernie4_5_MoeForCausalLM"},
-      {"ernie4_eagle",
-       "an engine draft/MTP module name, not a config.json model_type: its config carries the "
-       "target model_type (or a speculators draft format), whose verdict applies",
-       "sglang python/sglang/srt/models/ernie4_eagle.py"},
-      {"ernie_mtp",
-       "an engine draft/MTP module name, not a config.json model_type: its config carries the "
-       "target model_type (or a speculators draft format), whose verdict applies",
-       "vLLM vllm/model_executor/models/ernie_mtp.py"},
-      {"exaone4_5_mtp",
-       "an engine draft/MTP module name, not a config.json model_type: its config carries the "
-       "target model_type (or a speculators draft format), whose verdict applies",
-       "vLLM vllm/model_executor/models/exaone4_5_mtp.py"},
-      {"exaone_moe_mtp",
-       "an engine draft/MTP module name, not a config.json model_type: its config carries the "
-       "target model_type (or a speculators draft format), whose verdict applies",
-       "vLLM vllm/model_executor/models/exaone_moe_mtp.py"},
-      {"extract_hidden_states",
-       "an engine draft/MTP module name, not a config.json model_type: its config carries the "
-       "target model_type (or a speculators draft format), whose verdict applies",
-       "vLLM vllm/model_executor/models/extract_hidden_states.py"},
       {"fireredasr2",
        "an engine module name, not a config.json model_type (a multimodal wrapper or "
        "reward/classification head): the nested text config's model_type decides",
@@ -156,38 +77,6 @@ const std::vector<RefusalRow>& engine_name_refusals() {
        "an engine module name, not a config.json model_type: it serves gemma3_text configs "
        "(EmbeddingGemma, an embedding model), whose verdict applies",
        "sglang python/sglang/srt/models/gemma3_causal.py EmbeddingGemmaModel"},
-      {"gemma4_dspark",
-       "an engine draft/MTP module name, not a config.json model_type: its config carries the "
-       "target model_type (or a speculators draft format), whose verdict applies",
-       "vLLM vllm/model_executor/models/gemma4_dspark.py"},
-      {"gemma4_mtp",
-       "an engine draft/MTP module name, not a config.json model_type: its config carries the "
-       "target model_type (or a speculators draft format), whose verdict applies",
-       "vLLM vllm/model_executor/models/gemma4_mtp.py"},
-      {"gigachat35_mtp",
-       "an engine draft/MTP module name, not a config.json model_type: its config carries the "
-       "target model_type (or a speculators draft format), whose verdict applies",
-       "sglang python/sglang/srt/models/gigachat35_mtp.py"},
-      {"glm4_moe_lite_mtp",
-       "an engine draft/MTP module name, not a config.json model_type: its config carries the "
-       "target model_type (or a speculators draft format), whose verdict applies",
-       "vLLM vllm/model_executor/models/glm4_moe_lite_mtp.py"},
-      {"glm4_moe_lite_nextn",
-       "an engine draft/MTP module name, not a config.json model_type: its config carries the "
-       "target model_type (or a speculators draft format), whose verdict applies",
-       "sglang python/sglang/srt/models/glm4_moe_lite_nextn.py"},
-      {"glm4_moe_mtp",
-       "an engine draft/MTP module name, not a config.json model_type: its config carries the "
-       "target model_type (or a speculators draft format), whose verdict applies",
-       "vLLM vllm/model_executor/models/glm4_moe_mtp.py"},
-      {"glm4_moe_nextn",
-       "an engine draft/MTP module name, not a config.json model_type: its config carries the "
-       "target model_type (or a speculators draft format), whose verdict applies",
-       "sglang python/sglang/srt/models/glm4_moe_nextn.py"},
-      {"glm5_next_nextn",
-       "an engine draft/MTP module name, not a config.json model_type: its config carries the "
-       "target model_type (or a speculators draft format), whose verdict applies",
-       "sglang python/sglang/srt/models/glm5_next_nextn.py"},
       {"glm5next",
        "an engine module name, not a config.json model_type (a multimodal wrapper or "
        "reward/classification head): the nested text config's model_type decides",
@@ -196,14 +85,6 @@ const std::vector<RefusalRow>& engine_name_refusals() {
        "an engine module name, not a config.json model_type: the checkpoint's model_type is "
        "glm_image, whose text_config names glm_image_text",
        "sglang python/sglang/srt/models/glm_image_vl.py GlmImageForConditionalGeneration"},
-      {"glm_ocr_mtp",
-       "an engine draft/MTP module name, not a config.json model_type: its config carries the "
-       "target model_type (or a speculators draft format), whose verdict applies",
-       "vLLM vllm/model_executor/models/glm_ocr_mtp.py"},
-      {"glm_ocr_nextn",
-       "an engine draft/MTP module name, not a config.json model_type: its config carries the "
-       "target model_type (or a speculators draft format), whose verdict applies",
-       "sglang python/sglang/srt/models/glm_ocr_nextn.py"},
       {"grok",
        "an engine module name, not a config.json model_type (Grok-2 configs say \"git\", which "
        "is another model's type); its RoPE is a YaRN-like scaling set by top-level keys no "
@@ -214,18 +95,6 @@ const std::vector<RefusalRow>& engine_name_refusals() {
        "an engine module name, not a config.json model_type (a multimodal wrapper or "
        "reward/classification head): the nested text config's model_type decides",
        "vLLM vllm/model_executor/models/h2ovl.py"},
-      {"hunyuan_v3_nextn",
-       "an engine draft/MTP module name, not a config.json model_type: its config carries the "
-       "target model_type (or a speculators draft format), whose verdict applies",
-       "sglang python/sglang/srt/models/hunyuan_v3_nextn.py"},
-      {"hunyuan_v4_nextn",
-       "an engine draft/MTP module name, not a config.json model_type: its config carries the "
-       "target model_type (or a speculators draft format), whose verdict applies",
-       "sglang python/sglang/srt/models/hunyuan_v4_nextn.py"},
-      {"hy_v3_mtp",
-       "an engine draft/MTP module name, not a config.json model_type: its config carries the "
-       "target model_type (or a speculators draft format), whose verdict applies",
-       "vLLM vllm/model_executor/models/hy_v3_mtp.py"},
       {"internlm2_reward",
        "an engine module name, not a config.json model_type (a multimodal wrapper or "
        "reward/classification head): the nested text config's model_type decides",
@@ -251,10 +120,6 @@ const std::vector<RefusalRow>& engine_name_refusals() {
        "an engine module name, not a config.json model_type (a multimodal wrapper or "
        "reward/classification head): the nested text config's model_type decides",
        "sglang python/sglang/srt/models/interns2preview.py"},
-      {"iquest_q1_mtp",
-       "an engine draft/MTP module name, not a config.json model_type: its config carries the "
-       "target model_type (or a speculators draft format), whose verdict applies",
-       "sglang python/sglang/srt/models/iquest_q1_mtp.py"},
       {"isaac",
        "an engine module name, not a config.json model_type (a multimodal wrapper or "
        "reward/classification head): the nested text config's model_type decides",
@@ -280,43 +145,19 @@ const std::vector<RefusalRow>& engine_name_refusals() {
        "an engine module name, not a config.json model_type (a multimodal wrapper or "
        "reward/classification head): the nested text config's model_type decides",
        "vLLM vllm/model_executor/models/kimi_vl.py"},
-      {"laguna_dflash",
-       "an engine draft/MTP module name, not a config.json model_type: its config carries the "
-       "target model_type (or a speculators draft format), whose verdict applies",
-       "vLLM vllm/model_executor/models/laguna_dflash.py"},
-      {"lfm2_dspark",
-       "an engine draft/MTP module name, not a config.json model_type: its config carries the "
-       "target model_type (or a speculators draft format), whose verdict applies",
-       "sglang python/sglang/srt/models/lfm2_dspark.py"},
       {"lightonocr",
        "an engine module name, not a config.json model_type (a multimodal wrapper or "
        "reward/classification head): the nested text config's model_type decides",
        "vLLM vllm/model_executor/models/lightonocr.py"},
-      {"lilicorr",
-       "an engine draft/MTP module name, not a config.json model_type: its config carries the "
-       "target model_type (or a speculators draft format), whose verdict applies",
-       "vLLM vllm/model_executor/models/lilicorr.py"},
       {"llada2",
        "an engine module name, not a config.json model_type (the checkpoint says "
        "llada2_moe), and its attention is bidirectional (a diffusion language model)",
        "sglang python/sglang/srt/models/llada2.py LLaDA2MoeAttention "
        "(AttentionType.ENCODER_ONLY)"},
-      {"llama4_eagle",
-       "an engine draft/MTP module name, not a config.json model_type: its config carries the "
-       "target model_type (or a speculators draft format), whose verdict applies",
-       "vLLM vllm/model_executor/models/llama4_eagle.py"},
       {"llama_classification",
        "an engine module name, not a config.json model_type (a multimodal wrapper or "
        "reward/classification head): the nested text config's model_type decides",
        "sglang python/sglang/srt/models/llama_classification.py"},
-      {"llama_eagle",
-       "an engine draft/MTP module name, not a config.json model_type: its config carries the "
-       "target model_type (or a speculators draft format), whose verdict applies",
-       "vLLM vllm/model_executor/models/llama_eagle.py"},
-      {"llama_eagle3",
-       "an engine draft/MTP module name, not a config.json model_type: its config carries the "
-       "target model_type (or a speculators draft format), whose verdict applies",
-       "vLLM vllm/model_executor/models/llama_eagle3.py"},
       {"llama_embedding",
        "an engine module name, not a config.json model_type: it serves configs of model_type "
        "\"llama\" (as an embedding model), whose verdict applies",
@@ -340,10 +181,6 @@ const std::vector<RefusalRow>& engine_name_refusals() {
        "locateanything, whose text_config (qwen2) decides",
        "sglang python/sglang/srt/models/locate_anything.py "
        "LocateAnythingForConditionalGeneration"},
-      {"longcat_flash_mtp",
-       "an engine draft/MTP module name, not a config.json model_type: its config carries the "
-       "target model_type (or a speculators draft format), whose verdict applies",
-       "vLLM vllm/model_executor/models/longcat_flash_mtp.py"},
       {"longcat_flash_ngram",
        "an engine module name, not a config.json model_type (a multimodal wrapper or "
        "reward/classification head): the nested text config's model_type decides",
@@ -356,22 +193,10 @@ const std::vector<RefusalRow>& engine_name_refusals() {
        "an engine module name, not a config.json model_type (a multimodal wrapper or "
        "reward/classification head): the nested text config's model_type decides",
        "vLLM vllm/model_executor/models/mimo.py"},
-      {"mimo_mtp",
-       "an engine draft/MTP module name, not a config.json model_type: its config carries the "
-       "target model_type (or a speculators draft format), whose verdict applies",
-       "vLLM vllm/model_executor/models/mimo_mtp.py"},
       {"mimo_v2_asr",
        "an engine module name, not a config.json model_type (a multimodal wrapper or "
        "reward/classification head): the nested text config's model_type decides",
        "sglang python/sglang/srt/models/mimo_v2_asr.py"},
-      {"mimo_v2_mtp",
-       "an engine draft/MTP module name, not a config.json model_type: its config carries the "
-       "target model_type (or a speculators draft format), whose verdict applies",
-       "vLLM vllm/model_executor/models/mimo_v2_mtp.py"},
-      {"mimo_v2_nextn",
-       "an engine draft/MTP module name, not a config.json model_type: its config carries the "
-       "target model_type (or a speculators draft format), whose verdict applies",
-       "sglang python/sglang/srt/models/mimo_v2_nextn.py"},
       {"mimo_v2_omni",
        "an engine module name, not a config.json model_type: its language model is "
        "MiMoV2FlashForCausalLM on the mimo_v2 config, refused for per-kind heads and V "
@@ -381,10 +206,6 @@ const std::vector<RefusalRow>& engine_name_refusals() {
        "an engine module name, not a config.json model_type (a multimodal wrapper or "
        "reward/classification head): the nested text config's model_type decides",
        "sglang python/sglang/srt/models/mindspore.py"},
-      {"minicpm_eagle",
-       "an engine draft/MTP module name, not a config.json model_type: its config carries the "
-       "target model_type (or a speculators draft format), whose verdict applies",
-       "vLLM vllm/model_executor/models/minicpm_eagle.py"},
       {"minicpmo",
        "an engine module name, not a config.json model_type (a multimodal wrapper or "
        "reward/classification head): the nested text config's model_type decides",
@@ -393,18 +214,10 @@ const std::vector<RefusalRow>& engine_name_refusals() {
        "an engine module name, not a config.json model_type (a multimodal wrapper or "
        "reward/classification head): the nested text config's model_type decides",
        "vLLM vllm/model_executor/models/minicpmv.py"},
-      {"mistral_eagle",
-       "an engine draft/MTP module name, not a config.json model_type: its config carries the "
-       "target model_type (or a speculators draft format), whose verdict applies",
-       "vLLM vllm/model_executor/models/mistral_eagle.py"},
       {"mistral_large_3",
        "an engine module name, not a config.json model_type (a multimodal wrapper or "
        "reward/classification head): the nested text config's model_type decides",
        "vLLM vllm/model_executor/models/mistral_large_3.py"},
-      {"mistral_large_3_eagle",
-       "an engine draft/MTP module name, not a config.json model_type: its config carries the "
-       "target model_type (or a speculators draft format), whose verdict applies",
-       "vLLM vllm/model_executor/models/mistral_large_3_eagle.py"},
       {"mixtral_quant",
        "an engine module name, not a config.json model_type: it serves configs of model_type "
        "\"mixtral\", whose verdict applies",
@@ -417,18 +230,10 @@ const std::vector<RefusalRow>& engine_name_refusals() {
        "an engine module name, not a config.json model_type (a multimodal wrapper or "
        "reward/classification head): the nested text config's model_type decides",
        "vLLM vllm/model_executor/models/nano_nemotron_vl.py"},
-      {"nemotron_h_mtp",
-       "an engine draft/MTP module name, not a config.json model_type: its config carries the "
-       "target model_type (or a speculators draft format), whose verdict applies",
-       "vLLM vllm/model_executor/models/nemotron_h_mtp.py"},
       {"nemotron_parse3_5",
        "an engine module name, not a config.json model_type (a multimodal wrapper or "
        "reward/classification head): the nested text config's model_type decides",
        "vLLM vllm/model_executor/models/nemotron_parse3_5.py"},
-      {"nemotron_parse3_5_mtp",
-       "an engine draft/MTP module name, not a config.json model_type: its config carries the "
-       "target model_type (or a speculators draft format), whose verdict applies",
-       "vLLM vllm/model_executor/models/nemotron_parse3_5_mtp.py"},
       {"nemotron_vl",
        "an engine module name, not a config.json model_type (a multimodal wrapper or "
        "reward/classification head): the nested text config's model_type decides",
@@ -449,10 +254,6 @@ const std::vector<RefusalRow>& engine_name_refusals() {
        "an engine module name, not a config.json model_type (a multimodal wrapper or "
        "reward/classification head): the nested text config's model_type decides",
        "vLLM vllm/model_executor/models/opencua.py"},
-      {"openpangu_mtp",
-       "an engine draft/MTP module name, not a config.json model_type: its config carries the "
-       "target model_type (or a speculators draft format), whose verdict applies",
-       "vLLM vllm/model_executor/models/openpangu_mtp.py"},
       {"openvla",
        "an engine module name, not a config.json model_type (a multimodal wrapper or "
        "reward/classification head): the nested text config's model_type decides",
@@ -486,58 +287,18 @@ const std::vector<RefusalRow>& engine_name_refusals() {
        "an engine module name, not a config.json model_type: the checkpoint's model_type is "
        "pointsv1.5_chat, whose llm_config is a Qwen2Config",
        "sglang python/sglang/srt/models/points_v15_chat.py"},
-      {"qwen2_eagle",
-       "an engine draft/MTP module name, not a config.json model_type: its config carries the "
-       "target model_type (or a speculators draft format), whose verdict applies",
-       "sglang python/sglang/srt/models/qwen2_eagle.py"},
       {"qwen2_rm",
        "an engine module name, not a config.json model_type (a multimodal wrapper or "
        "reward/classification head): the nested text config's model_type decides",
        "sglang python/sglang/srt/models/qwen2_rm.py"},
-      {"qwen3_5_mtp",
-       "an engine draft/MTP module name, not a config.json model_type: its config carries the "
-       "target model_type (or a speculators draft format), whose verdict applies",
-       "vLLM vllm/model_executor/models/qwen3_5_mtp.py"},
       {"qwen3_asr_realtime",
        "an engine module name, not a config.json model_type (a multimodal wrapper or "
        "reward/classification head): the nested text config's model_type decides",
        "vLLM vllm/model_executor/models/qwen3_asr_realtime.py"},
-      {"qwen3_dflash",
-       "an engine draft/MTP module name, not a config.json model_type: its config carries the "
-       "target model_type (or a speculators draft format), whose verdict applies",
-       "vLLM vllm/model_executor/models/qwen3_dflash.py"},
-      {"qwen3_dflash2",
-       "an engine draft/MTP module name, not a config.json model_type: its config carries the "
-       "target model_type (or a speculators draft format), whose verdict applies",
-       "vLLM vllm/model_executor/models/qwen3_dflash2.py"},
-      {"qwen3_dspark",
-       "an engine draft/MTP module name, not a config.json model_type: its config carries the "
-       "target model_type (or a speculators draft format), whose verdict applies",
-       "vLLM vllm/model_executor/models/qwen3_dspark.py"},
-      {"qwen3_eagle3",
-       "an engine draft/MTP module name, not a config.json model_type: its config carries the "
-       "target model_type (or a speculators draft format), whose verdict applies",
-       "vLLM vllm/model_executor/models/qwen3_eagle3.py"},
-      {"qwen3_moe_mtp",
-       "an engine draft/MTP module name, not a config.json model_type: its config carries the "
-       "target model_type (or a speculators draft format), whose verdict applies",
-       "sglang python/sglang/srt/models/qwen3_moe_mtp.py"},
-      {"qwen3_next_mtp",
-       "an engine draft/MTP module name, not a config.json model_type: its config carries the "
-       "target model_type (or a speculators draft format), whose verdict applies",
-       "vLLM vllm/model_executor/models/qwen3_next_mtp.py"},
       {"qwen3_rm",
        "an engine module name, not a config.json model_type (a multimodal wrapper or "
        "reward/classification head): the nested text config's model_type decides",
        "sglang python/sglang/srt/models/qwen3_rm.py"},
-      {"qwen3_xpress",
-       "an engine draft/MTP module name, not a config.json model_type: its config carries the "
-       "target model_type (or a speculators draft format), whose verdict applies",
-       "vLLM vllm/model_executor/models/qwen3_xpress.py"},
-      {"qwen4_exp_mtp",
-       "an engine draft/MTP module name, not a config.json model_type: its config carries the "
-       "target model_type (or a speculators draft format), whose verdict applies",
-       "sglang python/sglang/srt/models/qwen4_exp_mtp.py"},
       {"rvl",
        "an engine module name, not a config.json model_type (a multimodal wrapper or "
        "reward/classification head): the nested text config's model_type decides",
@@ -562,10 +323,6 @@ const std::vector<RefusalRow>& engine_name_refusals() {
        "an engine module name, not a config.json model_type: StepVLForConditionalGeneration "
        "is a wrapper whose text_config (Qwen3) decides",
        "sglang python/sglang/srt/models/step3_vl_10b.py"},
-      {"step3p5_mtp",
-       "an engine draft/MTP module name, not a config.json model_type: its config carries the "
-       "target model_type (or a speculators draft format), whose verdict applies",
-       "vLLM vllm/model_executor/models/step3p5_mtp.py"},
       {"step5",
        "an engine module name, not a config.json model_type (a multimodal wrapper or "
        "reward/classification head): the nested text config's model_type decides",
