@@ -9,6 +9,7 @@
 #include "fkv/config.hpp"
 #include "fkv/errors.hpp"
 #include "fkv/fkv.h"
+#include "fkv/precompile.hpp"
 #include "fkv/rope.hpp"
 #include "fkv/spec.hpp"
 #include "fkv/validate.hpp"
@@ -46,12 +47,11 @@ void fill(const fkv::AttentionSpec& s, fkv_attention_info* out) {
   out->rope_scaling_type = intern(s.rope.scaling_type);
 }
 
+// The group checks and texts are the library's (fkv/precompile.hpp), which the Python binding
+// uses too.
 const fkv::LayerGroup& group_of(const fkv_plan* plan, int group) {
   require(plan, "plan");
-  if (group < 0 || group >= static_cast<int>(plan->plan.groups.size()))
-    throw fkv::ArgumentError("group " + std::to_string(group) + " is out of range: the plan has " +
-                             std::to_string(plan->plan.groups.size()) + " group(s)");
-  return plan->plan.groups[static_cast<std::size_t>(group)];
+  return fkv::plan_group(plan->plan, group);
 }
 
 }  // namespace
@@ -222,22 +222,9 @@ fkv_status fkv_plan_kernel_desc(const fkv_plan* plan, int group, fkv_dtype act, 
 fkv_status fkv_plan_cos_sin(const fkv_plan* plan, int group, int64_t max_position, fkv_dtype dtype,
                             void* out, size_t out_bytes, size_t* bytes_needed) {
   return guard([&] {
-    const fkv::LayerGroup& g = group_of(plan, group);
-    if (g.attn.rotary_dim == 0)
-      throw fkv::ArgumentError("group " + std::to_string(group) +
-                               " has no RoPE (rotary_dim 0): it needs no cos/sin table");
-    if (max_position < 0 || max_position > fkv::kMaxRopePositions)
-      throw fkv::ArgumentError("max_position is " + std::to_string(max_position) +
-                               ": give the number of positions the cos/sin table must cover, "
-                               "from 1 to 2^31, or 0 for the config's max_position_embeddings");
-    const std::int64_t rows = max_position > 0 ? max_position : plan->max_position_embeddings;
-    if (rows <= 0)
-      throw fkv::ArgumentError(
-          "max_position is 0 and the config has no max_position_embeddings: pass the number of "
-          "positions the cos/sin table must cover");
-    fkv::RopeOptions options;
-    options.max_position_embeddings = plan->max_position_embeddings;
-    const fkv::RopeTable table(g.attn.rope, g.attn.rotary_dim, rows, options);
+    require(plan, "plan");
+    const fkv::RopeTable table =
+        fkv::plan_cos_sin_table(plan->plan, group, max_position, plan->max_position_embeddings);
     const fkv::DType dt = to_cpp(dtype);
     const std::size_t need = table.size_bytes(dt);
     if (bytes_needed) *bytes_needed = need;
@@ -245,8 +232,8 @@ fkv_status fkv_plan_cos_sin(const fkv_plan* plan, int group, int64_t max_positio
     if (out_bytes < need)
       throw fkv::ArgumentError("the cos/sin buffer holds " + std::to_string(out_bytes) +
                                " bytes, " + std::to_string(need) + " are needed (" +
-                               std::to_string(rows) + " x " + std::to_string(g.attn.rotary_dim) +
-                               " " + fkv::to_string(dt) + ")");
+                               std::to_string(table.max_position()) + " x " +
+                               std::to_string(table.rotary_dim()) + " " + fkv::to_string(dt) + ")");
     const std::vector<std::uint8_t> bytes = table.bytes(dt);
     std::memcpy(out, bytes.data(), bytes.size());
     return FKV_OK;
