@@ -195,10 +195,13 @@ DecodeSpec make_decode_spec(const KernelSpec& epilogue, int hidden, int num_laye
   s.mma_tiles_per_warp = mw;
   s.warps = n16 / mw;
 
-  // Pipeline depth: 8 chunks (16 KB per warp in flight) for the 16-token bucket, 4 otherwise
-  // (at 8 tokens the H200 sweep in docs/decode.md found 4 chunks with twice as many CTAs
-  // faster: more CTAs in flight hide latency as well as deeper rings, with fewer partials).
-  int p = tuning.pipeline ? tuning.pipeline : (token_bucket == 16 ? 8 : 4);
+  // Pipeline depth: 8 chunks (16 KB per warp in flight) for the 16-token bucket of dense
+  // weights, 4 otherwise (at 8 tokens the H200 sweep in docs/decode.md found 4 chunks with twice
+  // as many CTAs faster: more CTAs in flight hide latency as well as deeper rings, with fewer
+  // partials). 8-bit weights: 4 at every bucket (the sweep over FP8 weights in
+  // docs/performance.md: 18.8 us at 16 tokens against 22.8 with 8 chunks in flight).
+  const bool quantized = is_quantized(weight);
+  int p = tuning.pipeline ? tuning.pipeline : (token_bucket == 16 && !quantized ? 8 : 4);
   const int chunks = hidden / cw;
   if (!tuning.pipeline)
     while (p > 1 && chunks % p != 0) p /= 2;
@@ -206,12 +209,15 @@ DecodeSpec make_decode_spec(const KernelSpec& epilogue, int hidden, int num_laye
 
   // Splits: the fewest that give each SM several CTAs (4 for the 16-token bucket, 2 otherwise,
   // where the partials grow with the bucket or the shallower pipeline wants fewer), among those
-  // that divide the chunks evenly by the pipeline.
+  // that divide the chunks evenly by the pipeline. 8-bit weights: 2 per SM, 1 at 64 tokens
+  // (the same FP8 sweep: 44 us with 2 splits against 49 with 4).
   const int tiles = s.rows() / mt;
   if (tuning.splits) {
     s.splits = tuning.splits;
   } else {
-    const int want = (token_bucket == 16 ? 4 : 2) * std::max(sm_count, 1);
+    const int per_sm =
+        quantized ? (token_bucket >= 64 ? 1 : 2) : (token_bucket == 16 ? 4 : 2);
+    const int want = per_sm * std::max(sm_count, 1);
     int best = 0;
     for (int sp = 1; sp <= 64; ++sp) {
       if (chunks % sp != 0 || (chunks / sp) % p != 0 || (hidden / sp) % unit != 0) continue;

@@ -10,7 +10,9 @@
 //
 // Quantized weights (WQ: 1 = FP8 e4m3, 2 = INT8) are read as stored, one byte each: a thread's
 // 16-byte load is 16 columns, converted exactly to the activation dtype in registers (every e4m3
-// and int8 value is a bf16 and an fp16 value) and fed to four MMAs. Scales (WS): 1 = one per
+// and int8 value is a bf16 and an fp16 value; to fp16 with the hardware's e4m3 conversion or a
+// permute and a subtraction, to bf16 by moving the bits under bf16's and rebasing the exponent)
+// and fed to four MMAs. Scales (WS): 1 = one per
 // layer (a per-tensor scale), 2 = one per row, both multiplying the row's fp32 sum; 3 = 128 x 128
 // blocks, each multiplying its block's fp32 partial sum (include/fkv/weights.hpp).
 //
@@ -91,6 +93,16 @@ __device__ __forceinline__ void weight_pairs(const U32x4& v, u32 (&r)[WQ ? 8 : 4
     r[1] = v.y;
     r[2] = v.z;
     r[3] = v.w;
+  } else if constexpr (WQ == 1 && SameType<Act, fp16>::value) {
+    fp8x4_to_f16(v.x, r[0], r[1]);
+    fp8x4_to_f16(v.y, r[2], r[3]);
+    fp8x4_to_f16(v.z, r[4], r[5]);
+    fp8x4_to_f16(v.w, r[6], r[7]);
+  } else if constexpr (WQ == 2 && SameType<Act, fp16>::value) {
+    int8x4_to_f16(v.x, r[0], r[1]);
+    int8x4_to_f16(v.y, r[2], r[3]);
+    int8x4_to_f16(v.z, r[4], r[5]);
+    int8x4_to_f16(v.w, r[6], r[7]);
   } else if constexpr (WQ == 1) {
     fp8x4_to<Act>(v.x, r[0], r[1]);
     fp8x4_to<Act>(v.y, r[2], r[3]);
