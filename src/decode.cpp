@@ -215,8 +215,7 @@ DecodeSpec make_decode_spec(const KernelSpec& epilogue, int hidden, int num_laye
   if (tuning.splits) {
     s.splits = tuning.splits;
   } else {
-    const int per_sm =
-        quantized ? (token_bucket >= 64 ? 1 : 2) : (token_bucket == 16 ? 4 : 2);
+    const int per_sm = quantized ? (token_bucket >= 64 ? 1 : 2) : (token_bucket == 16 ? 4 : 2);
     const int want = per_sm * std::max(sm_count, 1);
     int best = 0;
     for (int sp = 1; sp <= 64; ++sp) {

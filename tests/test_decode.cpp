@@ -83,10 +83,10 @@ TEST_CASE("decode tiling over 8-bit weights is the H200 FP8 sweep's best at each
     int tb, splits, pipeline, mw;
   };
   for (fkv::WeightFormat w : {fkv::WeightFormat::Fp8Tensor, fkv::WeightFormat::Int8Channel})
-    for (const Want& want : {Want{8, 4, 4, 1}, Want{16, 4, 4, 1}, Want{32, 4, 4, 2},
-                             Want{64, 2, 4, 2}}) {
-      const fkv::DecodeSpec s =
-          fkv::make_decode_spec(qwen3_epilogue(fkv::OutputMode::Pool), 4096, 5, want.tb, 132, {}, w);
+    for (const Want& want :
+         {Want{8, 4, 4, 1}, Want{16, 4, 4, 1}, Want{32, 4, 4, 2}, Want{64, 2, 4, 2}}) {
+      const fkv::DecodeSpec s = fkv::make_decode_spec(qwen3_epilogue(fkv::OutputMode::Pool), 4096,
+                                                      5, want.tb, 132, {}, w);
       INFO(s.canonical());
       CHECK(s.splits == want.splits);
       CHECK(s.pipeline == want.pipeline);
