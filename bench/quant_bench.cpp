@@ -170,7 +170,9 @@ int main(int argc, char** argv) {
         std::size_t next = 0;
         const json t = time_graph(
             s,
-            [&](CUstream st) { probe.run(w[next++ % w.size()].get(), bytes, sum.get(), blocks, st); },
+            [&](CUstream st) {
+              probe.run(w[next++ % w.size()].get(), bytes, sum.get(), blocks, st);
+            },
             calls, target_ms);
         best = std::min(best, t["median_us"].get<double>());
       }
@@ -181,9 +183,10 @@ int main(int argc, char** argv) {
     doc["probe_bf16_us"] = probe_bf16;
     doc["probe_q_us"] = probe_q;
     doc["copies"] = {{"bf16", copies_d}, {"q", copies_q}};
-    std::printf("quant_bench: %s, probe bf16 %.2f us (84 MB), probe 8-bit %.2f us (42 MB); "
-                "rounds over %d / %d copies\n",
-                name, probe_bf16, probe_q, copies_d, copies_q);
+    std::printf(
+        "quant_bench: %s, probe bf16 %.2f us (84 MB), probe 8-bit %.2f us (42 MB); "
+        "rounds over %d / %d copies\n",
+        name, probe_bf16, probe_q, copies_d, copies_q);
 
     const fkv::ModelConfig config = draft_config();
     std::vector<std::vector<float>> norms(kLayers, std::vector<float>(kHeadDim, 1.0f));
@@ -234,7 +237,8 @@ int main(int argc, char** argv) {
         // One materializer per copy of the weights (each packs its own), called in turn.
         std::vector<std::unique_ptr<fkv::FusedKVMaterializer>> mats;
         const int copies = fkv::is_quantized(f) ? copies_q : copies_d;
-        for (int c = 0; c < copies; ++c) mats.push_back(materializer(f, c, var.crossover, var.slice));
+        for (int c = 0; c < copies; ++c)
+          mats.push_back(materializer(f, c, var.crossover, var.slice));
         const auto& mat = mats.front();
         fkv::MaterializerInput in;
         in.hidden = d_x.ptr();
