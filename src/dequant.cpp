@@ -82,3 +82,55 @@ void Dequantizer::run(const void* w, const float* scales, void* out, std::int64_
 }
 
 }  // namespace fkv
+
+namespace fkv {
+
+SlicedProjection::SlicedProjection(WeightFormat weight, DType act, int hidden,
+                                   std::int64_t slice_rows, int device)
+    : dequant_(weight, act, hidden, device), slice_rows_(slice_rows) {
+  if (slice_rows <= 0) throw ArgumentError("dequantized slices need at least one row");
+  const auto bytes = static_cast<std::size_t>(slice_rows * hidden * dtype_size(act));
+  for (DeviceBuffer& b : scratch_) b = DeviceBuffer(bytes);
+  Driver& d = Driver::get();
+  try {
+    FKV_CU(cuStreamCreate, &side_, CU_STREAM_NON_BLOCKING);
+    FKV_CU(cuEventCreate, &fork_, CU_EVENT_DISABLE_TIMING);
+    for (CUevent* e : {&ready_[0], &ready_[1], &free_[0], &free_[1]})
+      FKV_CU(cuEventCreate, e, CU_EVENT_DISABLE_TIMING);
+  } catch (...) {
+    for (CUevent e : {fork_, ready_[0], ready_[1], free_[0], free_[1]})
+      if (e) d.cuEventDestroy(e);
+    if (side_) d.cuStreamDestroy(side_);
+    throw;
+  }
+}
+
+SlicedProjection::~SlicedProjection() {
+  Driver& d = Driver::get();
+  for (CUevent e : {fork_, ready_[0], ready_[1], free_[0], free_[1]})
+    if (e) d.cuEventDestroy(e);
+  if (side_) d.cuStreamDestroy(side_);
+}
+
+void SlicedProjection::run(std::span<const Slice> slices, const Gemm& gemm, CUstream stream) {
+  if (slices.empty()) return;
+  // The side stream starts after everything already on `stream` (an earlier call's GEMMs may
+  // still read the scratch buffers).
+  FKV_CU(cuEventRecord, fork_, stream);
+  FKV_CU(cuStreamWaitEvent, side_, fork_, 0);
+  for (std::size_t i = 0; i < slices.size(); ++i) {
+    const Slice& s = slices[i];
+    if (s.rows > slice_rows_)
+      throw ArgumentError("a dequantized slice of " + std::to_string(s.rows) +
+                          " rows exceeds the scratch buffers' " + std::to_string(slice_rows_));
+    const std::size_t b = i % 2;
+    if (i >= 2) FKV_CU(cuStreamWaitEvent, side_, free_[b], 0);  // slice i-2's GEMM enqueued
+    dequant_.run(s.w, s.scales, scratch_[b].ptr(), s.row0, s.rows, s.rows_per_layer, side_);
+    FKV_CU(cuEventRecord, ready_[b], side_);
+    FKV_CU(cuStreamWaitEvent, stream, ready_[b], 0);  // also joins the side stream
+    gemm(scratch_[b].ptr(), s, stream);
+    FKV_CU(cuEventRecord, free_[b], stream);
+  }
+}
+
+}  // namespace fkv
