@@ -801,12 +801,13 @@ CUgraph capture(CUstream stream, F&& body) {
   return graph;
 }
 
-// A stacked call of `T` tokens on the cuBLASLt path of `mat` (T above its crossover). The
+// A stacked call of `T` tokens on the cuBLASLt path of `mat` (T above its crossover), run
+// directly or (captured) captured into a CUDA graph and launched from it. The
 // projection is checked against x times the dequantized weights rounded as the dequantize kernel
 // rounds them (float64, within the activation dtype's rounding plus fp32 slack), then K and V
 // against the float64 epilogue of the projection the GPU computed (V bit-exact: a copy).
 void check_gemm_path(const Model& m, fkv::FusedKVMaterializer& mat, const Tokens& tok,
-                     std::int64_t T, Rng& rng, CUstream stream) {
+                     std::int64_t T, Rng& rng, CUstream stream, bool captured = false) {
   const Shape& s = m.shape;
   Tokens r;
   r.T = T;
@@ -821,8 +822,16 @@ void check_gemm_path(const Model& m, fkv::FusedKVMaterializer& mat, const Tokens
   void* kp = k_out.ptr();
   void* vp = v_out.ptr();
   const fkv::MaterializerInput in{tok.d_x.ptr(), T, s.stride(), d_pos.ptr()};
-  mat.materialize_stacked(in, std::span<void* const>(&kp, 1), std::span<void* const>(&vp, 1),
-                          stream);
+  auto call = [&] {
+    mat.materialize_stacked(in, std::span<void* const>(&kp, 1), std::span<void* const>(&vp, 1),
+                            stream);
+  };
+  if (captured) {
+    GraphExec exec(capture(stream, call));
+    exec.launch(stream);
+  } else {
+    call();
+  }
   const std::int64_t N = mat.projection_width();
   REQUIRE(N == s.rows());
   std::vector<std::uint8_t> proj(static_cast<std::size_t>(T * N * elem_size(s.e.act)));
@@ -902,6 +911,8 @@ TEST_CASE(
     o.max_tokens = 128;
     o.external_cos_sin = true;
     o.decode_crossover = crossover;
+    // Slices of 128 rows (24 of them): the two scratch buffers are each refilled many times.
+    o.dequant_slice_bytes = static_cast<std::size_t>(128 * s.hidden * 2);
     fkv::FusedKVMaterializer mat(mf.config, s.hidden, mf.w, o);
     REQUIRE(mat.decode_crossover() == crossover);
     REQUIRE(mat.weight_format() == w);
@@ -914,8 +925,10 @@ TEST_CASE(
     mat.materialize_pool(in, run.materializer_pool(), stream);
     run.verify(s, c, expect(fx.m, fx.tok, c, s.e.cache), stream);
 
-    // The cuBLASLt path: slices dequantized into scratch, never a full dense copy.
+    // The cuBLASLt path: slices dequantized into scratch, never a full dense copy; directly and
+    // from a captured graph (the second stream forked from and joined into the captured one).
     check_gemm_path(fx.m, mat, fx.tok, T_big, fx.rng, stream);
+    check_gemm_path(fx.m, mat, fx.tok, T_big, fx.rng, stream, true);
 
     // A graph captured on the decode path, replayed after refresh_weights with new weights.
     GraphExec exec(
