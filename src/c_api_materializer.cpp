@@ -15,6 +15,7 @@
 #include "fkv/errors.hpp"
 #include "fkv/fkv.h"
 #include "fkv/fused_kv_materializer.hpp"
+#include "fkv/kv_layout.hpp"
 #include "fkv/validate.hpp"
 #include "fkv/weights.hpp"
 
@@ -311,6 +312,78 @@ fkv_status fkv_materializer_pool(fkv_materializer* m, const fkv_materializer_inp
     if (out->slot_mappings) p.slot_mappings = std::span<const void* const>(out->slot_mappings, L);
     fkv::MaterializerInput mi{in->hidden, in->num_tokens, in->hidden_stride, in->positions};
     m->m->materialize_pool(mi, p, static_cast<CUstream>(stream));
+    return FKV_OK;
+  });
+}
+
+namespace {
+
+fkv_kv_layout kv_layout_defaults() {
+  fkv_kv_layout l{};
+  l.struct_size = sizeof(l);
+  return l;
+}
+
+}  // namespace
+
+void fkv_kv_layout_init_sized(fkv_kv_layout* layout, size_t struct_size) {
+  init_sized(layout, struct_size, kv_layout_defaults());
+}
+
+fkv_status fkv_materializer_write(fkv_materializer* m, const fkv_materializer_input* in,
+                                  const fkv_kv_layout* out, void* stream) {
+  return guard([&] {
+    require(m, "materializer");
+    require(in, "input");
+    require(out, "layout");
+    check_struct_size(*out, "fkv_kv_layout", "fkv_kv_layout_init");
+    fkv_kv_layout c = kv_layout_defaults();
+    FKV_TAKE(c, *out, kind);
+    FKV_TAKE(c, *out, cache_loc);
+    FKV_TAKE(c, *out, slot_mappings);
+    FKV_TAKE(c, *out, k_buffers);
+    FKV_TAKE(c, *out, v_buffers);
+    FKV_TAKE(c, *out, num_buffers);
+    FKV_TAKE(c, *out, base);
+    FKV_TAKE(c, *out, num_slots);
+    FKV_TAKE(c, *out, slot_stride);
+    FKV_TAKE(c, *out, block_size);
+    FKV_TAKE(c, *out, block_stride);
+    FKV_TAKE(c, *out, head_stride);
+    FKV_TAKE(c, *out, layer_stride);
+    FKV_TAKE(c, *out, kv_offset);
+    FKV_TAKE(c, *out, k_scales);
+    FKV_TAKE(c, *out, v_scales);
+    FKV_TAKE(c, *out, k_scales_device);
+    FKV_TAKE(c, *out, v_scales_device);
+    if (c.num_buffers < 0) throw fkv::ArgumentError("layout num_buffers must be >= 0");
+    if (c.num_buffers > 0 && (c.k_buffers == nullptr || c.v_buffers == nullptr))
+      throw fkv::ArgumentError("layout k_buffers / v_buffers are NULL with num_buffers " +
+                               std::to_string(c.num_buffers));
+    const auto B = static_cast<std::size_t>(c.num_buffers);
+    const std::size_t L = m->m->layers().size();
+    fkv::KVLayout l;
+    if (c.kind != nullptr && *c.kind != '\0') l.kind = fkv::parse_kv_layout_kind(c.kind);
+    l.cache_loc = c.cache_loc;
+    if (c.slot_mappings) l.slot_mappings = std::span<const void* const>(c.slot_mappings, L);
+    if (B > 0) {
+      l.k_buffers = std::span<void* const>(c.k_buffers, B);
+      l.v_buffers = std::span<void* const>(c.v_buffers, B);
+    }
+    l.base = c.base;
+    l.num_slots = c.num_slots;
+    l.slot_stride = c.slot_stride;
+    l.block_size = c.block_size;
+    l.block_stride = c.block_stride;
+    l.head_stride = c.head_stride;
+    l.layer_stride = c.layer_stride;
+    l.kv_offset = c.kv_offset;
+    if (c.k_scales) l.k_scales = std::span<const float>(c.k_scales, L);
+    if (c.v_scales) l.v_scales = std::span<const float>(c.v_scales, L);
+    l.k_scales_device = c.k_scales_device;
+    l.v_scales_device = c.v_scales_device;
+    fkv::MaterializerInput mi{in->hidden, in->num_tokens, in->hidden_stride, in->positions};
+    m->m->materialize(mi, l, static_cast<CUstream>(stream));
     return FKV_OK;
   });
 }

@@ -812,66 +812,72 @@ void FusedKVMaterializer::materialize_pool(const MaterializerInput& in, const Po
                                            CUstream stream) {
   Impl& m = *impl_;
   if (!m.opt.pool) fail("constructed with pool = false: no pool kernels were prepared");
-  const std::size_t L = m.layers.size();
-  if (pool.k_buffers.size() != L || pool.v_buffers.size() != L)
-    fail("pool output takes one K and one V buffer per attention layer (" + std::to_string(L) +
-         "), got " + std::to_string(pool.k_buffers.size()) + " and " +
-         std::to_string(pool.v_buffers.size()));
-  if ((!pool.k_scales.empty() && pool.k_scales.size() != L) ||
-      (!pool.v_scales.empty() && pool.v_scales.size() != L))
-    fail("k_scales / v_scales take one value per attention layer (" + std::to_string(L) +
-         ") or none");
-  if (!pool.slot_mappings.empty() && pool.slot_mappings.size() != L)
-    fail("slot_mappings takes one pointer per attention layer (" + std::to_string(L) +
-         ") or none, got " + std::to_string(pool.slot_mappings.size()));
+  // The layout is checked over every attention layer with each group's heads (per-call checks
+  // of counts, pointers, strides and overlap; no allocation).
+  KVGeometry geo;
+  geo.num_layers = static_cast<std::int64_t>(m.layers.size());
+  geo.cache = m.opt.cache;
+  geo.slots = m.opt.index;
+  KVAddressing a;
+  for (const Impl::Group& g : m.groups) {
+    geo.num_kv_heads = g.plan_group->attn.num_kv_heads;
+    geo.head_dim = g.plan_group->attn.head_dim;
+    if (pool.kind == KVLayoutKind::TokenMajor && g.width != m.groups.front().width &&
+        (pool.layer_stride == 0 || pool.kv_offset == 0 || pool.slot_stride == 0))
+      fail(
+          "token_major layout: the plan's groups differ in 2*H*D, so give layer_stride, "
+          "kv_offset and slot_stride explicitly");
+    try {
+      a = resolve_kv_layout(pool, geo);
+    } catch (const ArgumentError& e) {
+      fail(e.what());
+    }
+    if (a.paged && !m.opt.paged)
+      fail(to_string(pool.kind) +
+           " layout: block_size, block_stride, a head_stride other than D and slot_mappings need "
+           "the paged kernels: construct with MaterializerOptions::paged = true");
+  }
   if (pool.k_scales_device || pool.v_scales_device)
     for (const Impl::Group& g : m.groups)
       if (!g.adjacent)
         fail(
             "device k/v scales index the attention layers in order, but a group of this grouped "
-            "plan has "
-            "non-adjacent layers; pass host scales, or use a strict plan");
+            "plan has non-adjacent layers; pass host scales, or use a strict plan");
   if (!m.check_call(in)) return;
-  if (m.decode_call(in) && pool.k_scales_device == nullptr && pool.v_scales_device == nullptr &&
-      pool.slot_mappings.empty()) {
-    DecodePool dp;
-    dp.cache_loc = pool.cache_loc;
-    dp.k_buffers = pool.k_buffers;
-    dp.v_buffers = pool.v_buffers;
-    dp.num_slots = pool.num_slots;
-    dp.slot_stride = pool.slot_stride;
-    dp.k_scales = pool.k_scales;
-    dp.v_scales = pool.v_scales;
-    m.decode->run_pool(m.decode_input(in), dp, stream);
+  if (m.decode_call(in) && !a.paged && pool.k_scales_device == nullptr &&
+      pool.v_scales_device == nullptr) {
+    m.decode->run_pool(m.decode_input(in), pool, stream);
     return;
   }
   m.project(in, stream);
+    geo.num_kv_heads = g.plan_group->attn.num_kv_heads;
+    geo.head_dim = g.plan_group->attn.head_dim;
   for (Impl::Group& g : m.groups) {
     for (std::size_t j = 0; j < g.members.size(); ++j) {
       const std::size_t i = g.members[j];
-      g.k_ptrs[j] = pool.k_buffers[i];
-      g.v_ptrs[j] = pool.v_buffers[i];
+      g.k_ptrs[j] = kv_layer_buffer(pool, geo, static_cast<std::int64_t>(i), false);
+      g.v_ptrs[j] = kv_layer_buffer(pool, geo, static_cast<std::int64_t>(i), true);
       if (!pool.k_scales.empty()) g.k_scales[j] = pool.k_scales[i];
       if (!pool.v_scales.empty()) g.v_scales[j] = pool.v_scales[i];
       if (!pool.slot_mappings.empty()) g.slot_maps[j] = pool.slot_mappings[i];
     }
-    PoolOutput out;
-    out.cache_loc = pool.cache_loc;
-    out.k_buffers = g.k_ptrs;
-    out.v_buffers = g.v_ptrs;
-    out.num_slots = pool.num_slots;
-    out.slot_stride = pool.slot_stride;
-    if (!pool.k_scales.empty()) out.k_scales = g.k_scales;
-    if (!pool.v_scales.empty()) out.v_scales = g.v_scales;
+    PoolOutput out = per_layer_view(pool, resolve_kv_layout(pool, geo), g.k_ptrs, g.v_ptrs);
+    out.k_scales = pool.k_scales.empty() ? std::span<const float>{} : g.k_scales;
+    out.v_scales = pool.v_scales.empty() ? std::span<const float>{} : g.v_scales;
     const std::size_t first = g.members.empty() ? 0 : g.members[0];
     if (pool.k_scales_device) out.k_scales_device = pool.k_scales_device + first;
     if (pool.v_scales_device) out.v_scales_device = pool.v_scales_device + first;
-    out.block_size = pool.block_size;
-    out.block_stride = pool.block_stride;
-    out.head_stride = pool.head_stride;
-    if (!pool.slot_mappings.empty()) out.slot_mappings = g.slot_maps;
+    out.slot_mappings = pool.slot_mappings.empty() ? std::span<const void* const>{} : g.slot_maps;
     fkv::materialize_pool(*g.pool, m.inputs(g, in), out, stream);
   }
 }
+void FusedKVMaterializer::materialize(const MaterializerInput& in, const KVLayout& out,
+                                      CUstream stream) {
+  if (out.kind == KVLayoutKind::Stacked)
+    materialize_stacked(in, out.k_buffers, out.v_buffers, stream);
+  else
+    materialize_pool(in, out, stream);
+}
+
 
 }  // namespace fkv

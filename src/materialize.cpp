@@ -162,119 +162,41 @@ void materialize_stacked(const LoadedKernel& k, const FusedKVInputs& in, const S
   });
 }
 
-namespace {
-
-// The paged layout's strides, defaults filled in; throws when they do not fit the kernel or
-// when two (slot, head) rows of one block would overlap.
-void fill_paged_layout(const LoadedKernel& k, const PoolOutput& out, std::int64_t slot_stride,
-                       FkvKernelParams& p) {
-  const KernelSpec& s = k.spec;
-  const std::int64_t H = s.num_kv_heads, D = s.head_dim;
-  if (!s.paged) {
-    if (out.block_size != 0 || out.block_stride != 0 || out.head_stride != 0 ||
-        !out.slot_mappings.empty())
-      fail(s,
-           "block_size, block_stride, head_stride and slot_mappings need a paged kernel: prepare a "
-           "spec with paged=true");
-    return;
-  }
-  const std::int64_t bs = out.block_size ? out.block_size : 1;
-  const std::int64_t hs = out.head_stride ? out.head_stride : D;
-  if (bs < 1) fail(s, "block_size must be >= 1, got " + std::to_string(bs));
-  if (hs < 0) fail(s, "head_stride must be >= 0, got " + std::to_string(hs));
-  // Rows (s, h) of one block are disjoint when the heads of a slot, or the slots of a head, are
-  // laid side by side: NHD-like or HND-like, each possibly padded.
-  const bool nhd = (H == 1 || hs >= D) && (bs == 1 || slot_stride >= (H - 1) * hs + D);
-  const bool hnd = (bs == 1 || slot_stride >= D) && (H == 1 || hs >= (bs - 1) * slot_stride + D);
-  if (!nhd && !hnd)
-    fail(s, "the paged layout overlaps itself: slot_stride " + std::to_string(slot_stride) +
-                ", head_stride " + std::to_string(hs) + " with block_size " + std::to_string(bs) +
-                ", H=" + std::to_string(H) + ", D=" + std::to_string(D) +
-                "; use slot_stride >= (H-1)*head_stride + D with head_stride >= D (NHD) or "
-                "head_stride >= "
-                "(block_size-1)*slot_stride + D with slot_stride >= D (HND)");
-  const std::int64_t extent = (bs - 1) * slot_stride + (H - 1) * hs + D;
-  const std::int64_t block_stride = out.block_stride ? out.block_stride : extent;
-  if (block_stride < extent)
-    fail(s, "block_stride " + std::to_string(block_stride) +
-                " is smaller than one block's extent " + std::to_string(extent) + " elements");
-  const std::int64_t vec = k.tiling.vec;
-  if (hs % vec != 0 || block_stride % vec != 0)
-    fail(s, "head_stride " + std::to_string(hs) + " and block_stride " +
-                std::to_string(block_stride) + " must be multiples of " + std::to_string(vec) +
-                " elements (16-byte vectors)");
-  p.block_size = bs;
-  p.block_stride = block_stride;
-  p.head_stride = hs;
-}
-
-}  // namespace
-
 void materialize_pool(const LoadedKernel& k, const FusedKVInputs& in, const PoolOutput& out,
                       CUstream stream) {
   const KernelSpec& s = k.spec;
   FkvKernelParams p;
   if (!begin(k, in, OutputMode::Pool, p)) return;
-  const auto L = static_cast<std::size_t>(in.num_layers);
-  if (!out.slot_mappings.empty() && out.slot_mappings.size() != L)
-    fail(s, "slot_mappings has " + std::to_string(out.slot_mappings.size()) + " entries for " +
-                std::to_string(L) + " layers (one per layer, or none)");
-  const std::size_t index_align = s.slots == IndexType::I32 ? 4 : 8;
-  bool needs_cache_loc = out.slot_mappings.empty();
-  for (const void* m : out.slot_mappings) {
-    if (m == nullptr)
-      needs_cache_loc = true;
-    else
-      check_aligned(s, m, index_align, "slot_mappings[l]");
+  KVGeometry geo;
+  geo.num_layers = in.num_layers;
+  geo.num_kv_heads = s.num_kv_heads;
+  geo.head_dim = s.head_dim;
+  geo.cache = s.cache;
+  geo.slots = s.slots;
+  geo.vec = k.tiling.vec;
+  KVAddressing a;
+  try {
+    a = resolve_kv_layout(out, geo);
+  } catch (const ArgumentError& e) {
+    fail(s, e.what());
   }
-  if (needs_cache_loc) check_not_null(s, out.cache_loc, "cache_loc");
-  if (out.cache_loc) check_aligned(s, out.cache_loc, index_align, "cache_loc");
-  if (out.k_buffers.size() != L || out.v_buffers.size() != L)
-    fail(s, "pool mode needs one K and one V buffer per layer: got " +
-                std::to_string(out.k_buffers.size()) + " and " +
-                std::to_string(out.v_buffers.size()) + " for " + std::to_string(L) + " layers");
-  const std::int64_t hd = std::int64_t{s.num_kv_heads} * s.head_dim;
-  const std::int64_t slot_stride = out.slot_stride ? out.slot_stride : hd;
-  // The flat layout needs a whole slot per row; the paged one checks its own rows below.
-  const std::int64_t min_slot_stride = s.paged ? 0 : hd;
-  if (slot_stride < min_slot_stride || slot_stride % k.tiling.vec != 0)
-    fail(s, "slot_stride " + std::to_string(slot_stride) +
-                " must be >= " + (s.paged ? std::string("0") : "H*D = " + std::to_string(hd)) +
-                " and a multiple of " + std::to_string(k.tiling.vec));
-  if (out.num_slots <= 0) fail(s, "num_slots must be > 0, got " + std::to_string(out.num_slots));
-  fill_paged_layout(k, out, slot_stride, p);
-  const std::size_t out_align = static_cast<std::size_t>(k.tiling.vec) * dtype_size(s.cache);
-  for (std::size_t l = 0; l < L; ++l) {
-    check_not_null(s, out.k_buffers[l], "k_buffers[l]");
-    check_not_null(s, out.v_buffers[l], "v_buffers[l]");
-    check_aligned(s, out.k_buffers[l], out_align, "k_buffers[l]");
-    check_aligned(s, out.v_buffers[l], out_align, "v_buffers[l]");
-  }
-  auto check_scales = [&](std::span<const float> scales, const float* device, const char* name) {
-    if (!scales.empty() && scales.size() != L)
-      fail(s, std::string(name) + " has " + std::to_string(scales.size()) + " values for " +
-                  std::to_string(L) + " layers");
-    if ((!scales.empty() || device) && !is_fp8(s.cache))
-      fail(s, "k/v scales apply to fp8 caches only; the cache dtype is " + to_string(s.cache));
-    if (!scales.empty() && device)
-      fail(s, std::string("give ") + name + " as host values or as a device array, not both");
-    if (device) check_aligned(s, device, 4, name);
-    for (float v : scales)
-      if (!(v > 0) || !std::isfinite(v))
-        fail(s, std::string(name) + " must be positive and finite");
-  };
-  check_scales(out.k_scales, out.k_scales_device, "k_scales");
-  check_scales(out.v_scales, out.v_scales_device, "v_scales");
+  if (a.paged && !s.paged)
+    fail(s,
+         "block_size, block_stride, head_stride and slot_mappings need a paged kernel: prepare a "
+         "spec with paged=true");
   p.cache_loc = out.cache_loc;
-  p.num_slots = out.num_slots;
-  p.slot_stride = slot_stride;
+  p.num_slots = a.num_slots;
+  p.slot_stride = a.slot_stride;
+  p.block_size = a.block_size;
+  p.block_stride = a.block_stride;
+  p.head_stride = a.head_stride;
   p.per_layer_slots = out.slot_mappings.empty() ? 0 : 1;
   p.k_scale_ptr = out.k_scales_device;
   p.v_scale_ptr = out.v_scales_device;
   launch_chunks(k, in, p, stream, [&](std::int64_t first, int count) {
     for (int l = 0; l < count; ++l) {
-      p.k_pool[l] = out.k_buffers[first + l];
-      p.v_pool[l] = out.v_buffers[first + l];
+      p.k_pool[l] = kv_layer_buffer(out, geo, first + l, false);
+      p.v_pool[l] = kv_layer_buffer(out, geo, first + l, true);
       if (!out.k_scales.empty()) p.k_scale[l] = out.k_scales[first + l];
       if (!out.v_scales.empty()) p.v_scale[l] = out.v_scales[first + l];
       if (p.per_layer_slots) {

@@ -23,6 +23,7 @@
 
 #include "fkv/codegen.hpp"
 #include "fkv/decode_params.h"
+#include "fkv/kv_layout.hpp"
 #include "fkv/spec.hpp"
 #include "fkv/weights.hpp"
 
@@ -145,15 +146,10 @@ struct DecodeInput {
   const void* positions = nullptr;  // [T] epilogue.positions; outside the table: skipped
 };
 
-struct DecodePool {
-  const void* cache_loc = nullptr;   // [T] epilogue.slots; < 0 skipped, >= num_slots flagged
-  std::span<void* const> k_buffers;  // one per layer, [num_slots, slot_stride] in epilogue.cache
-  std::span<void* const> v_buffers;
-  std::int64_t num_slots = 0;       // slots of each buffer (required)
-  std::int64_t slot_stride = 0;     // 0 = H*D
-  std::span<const float> k_scales;  // fp8 caches, one per layer; empty = 1.0
-  std::span<const float> v_scales;
-};
+// Pool output: a layout of kv_layout.hpp that the decode kernel's flat addressing covers:
+// per-layer flat rows, or a token-major pool with head_stride D; host scales only. Paged
+// blocks, other head strides, slot mappings and device scales take the epilogue-only kernel.
+using DecodePool = KVLayout;
 
 // Compiles (or finds in the cache) and loads every kernel it may launch, and allocates the
 // split-K workspace and the arrival counters once, in the constructor. run_*() then only
@@ -170,7 +166,7 @@ class DecodeKV {
 
   // k_out, v_out: [L, T, H, D] contiguous in the activation dtype.
   void run_stacked(const DecodeInput& in, void* k_out, void* v_out, CUstream stream);
-  // Row cache_loc[t] of each layer's buffers.
+  // Slot cache_loc[t] of `pool` (see DecodePool).
   void run_pool(const DecodeInput& in, const DecodePool& pool, CUstream stream);
 
   // Later launches read this cos/sin table (`rows` rows `row_stride` elements apart, 0 = R),

@@ -503,6 +503,55 @@ FKV_API fkv_status fkv_materializer_pool(fkv_materializer* m, const fkv_material
                                          const fkv_materializer_pool_output* out, void* stream);
 
 /* The DEVICE word the kernels OR FKV_ERROR_BAD_POSITION (1) / FKV_ERROR_BAD_SLOT (2) into. */
+/* Any output layout (fkv::KVLayout, include/fkv/kv_layout.hpp; docs/integration.md has each
+ * kind's strides for sglang, vLLM and FlashInfer pools). Start from fkv_kv_layout_init(), which
+ * sets struct_size and the defaults (kind per_layer, every field 0 or NULL); see "Conventions".
+ * Kinds:
+ * - "per_layer" (also "flat", "paged"): k_buffers[l], v_buffers[l] per attention layer, flat
+ *   rows [num_slots, slot_stride] or (options.paged) paged blocks, as fkv_materializer_pool;
+ * - "token_major": one DEVICE allocation `base` holding all layers' K and V of a slot in one
+ *   row: element (slot, layer, k|v, head, d) at slot * slot_stride + layer * layer_stride +
+ *   kv * kv_offset + head * head_stride + d (kv 0 = K, 1 = V; layer in attention-layer order).
+ *   0 = head_stride D, kv_offset H*D, layer_stride 2*H*D, slot_stride layers * layer_stride;
+ * - "stacked": per group g, k_buffers[g], v_buffers[g] DEVICE [L_g, T, H_g, D_g] in
+ *   options.act, as fkv_materializer_stacked (num_buffers = num_groups).
+ * HOST arrays: k_buffers / v_buffers have num_buffers entries; slot_mappings, k_scales and
+ * v_scales (when not NULL) have fkv_materializer_num_layers() entries. */
+typedef struct fkv_kv_layout {
+  size_t struct_size;               /* sizeof(fkv_kv_layout) of the caller's fkv.h; set by init */
+  const char* kind;                 /* NULL or "": "per_layer" */
+  const void* cache_loc;            /* DEVICE [T]; may be NULL when every layer has a mapping */
+  const void* const* slot_mappings; /* HOST [num_layers] DEVICE [T] (NULL entry = cache_loc);
+                                       NULL = cache_loc for all; needs options.paged */
+  void* const* k_buffers;           /* HOST [num_buffers] DEVICE pointers (per_layer, stacked) */
+  void* const* v_buffers;
+  int num_buffers;
+  void* base;            /* token_major: DEVICE, the pool */
+  int64_t num_slots;     /* slots of the pool (paged: num_blocks * block_size) */
+  int64_t slot_stride;   /* 0 = the kind's default (per_layer H*D) */
+  int64_t block_size;    /* per_layer paged; 0 = 1 */
+  int64_t block_stride;  /* per_layer paged; 0 = one block's extent */
+  int64_t head_stride;   /* 0 = D; another value needs options.paged */
+  int64_t layer_stride;  /* token_major; 0 = 2*H*D */
+  int64_t kv_offset;     /* token_major: V's offset from K; 0 = H*D */
+  const float* k_scales; /* HOST [num_layers], fp8 only; NULL = 1.0 */
+  const float* v_scales;
+  const float* k_scales_device; /* DEVICE [num_layers] fp32, fp8 only, read at run time */
+  const float* v_scales_device;
+} fkv_kv_layout;
+
+/* Sets struct_size like fkv_materializer_options_init_v2 and the defaults of the fields inside
+ * it. Call it through the macro. */
+FKV_API void fkv_kv_layout_init_sized(fkv_kv_layout* layout, size_t struct_size);
+#define fkv_kv_layout_init(layout) fkv_kv_layout_init_sized((layout), sizeof(*(layout)))
+
+/* Writes K/V of `in` into `out` (any kind above). FKV_ERR_ARGUMENT naming the field and the fix
+ * for an unknown kind, wrong counts, NULL or misaligned pointers, strides too small or making
+ * two elements share memory. Small calls of flat layouts (per_layer flat rows, token_major with
+ * head_stride D) with host scales take the decode-size kernel, like fkv_materializer_pool. */
+FKV_API fkv_status fkv_materializer_write(fkv_materializer* m, const fkv_materializer_input* in,
+                                          const fkv_kv_layout* out, void* stream);
+
 FKV_API void* fkv_materializer_error_flag(const fkv_materializer* m);
 /* Synchronizes `stream`, stores the word in *flags and clears it. */
 FKV_API fkv_status fkv_materializer_take_error_flag(fkv_materializer* m, void* stream,

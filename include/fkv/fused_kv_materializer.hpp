@@ -25,6 +25,7 @@
 #include <vector>
 
 #include "fkv/config.hpp"
+#include "fkv/kv_layout.hpp"
 #include "fkv/runtime.hpp"
 #include "fkv/spec.hpp"
 #include "fkv/validate.hpp"
@@ -135,31 +136,20 @@ class FusedKVMaterializer {
   void materialize_stacked(const MaterializerInput& in, std::span<void* const> k_out,
                            std::span<void* const> v_out, CUstream stream);
 
-  // Pool output: k_buffers[i], v_buffers[i] for the i-th attention layer (layers() order),
-  // in options.cache, laid out as PoolOutput in materialize.hpp describes: flat rows
-  // [num_slots, slot_stride], or (options.paged) the paged layout given by block_size and the
-  // strides. Slot cache_loc[t] (< 0 skipped; >= num_slots skipped and flagged). Scales: per
-  // attention layer, fp8 pools only; empty = 1.0.
-  struct Pool {
-    const void* cache_loc = nullptr;  // [T] options.index
-    std::span<void* const> k_buffers;
-    std::span<void* const> v_buffers;
-    std::int64_t num_slots = 0;
-    std::int64_t slot_stride = 0;  // 0 = H*D
-    std::span<const float> k_scales;
-    std::span<const float> v_scales;
-    // Device fp32 [L] scales in layers() order, read at run time (graph-safe); instead of the
-    // host values. In a grouped plan every group's layers must be adjacent in layers() order.
-    const float* k_scales_device = nullptr;
-    const float* v_scales_device = nullptr;
-    // options.paged only (0 = default, see PoolOutput):
-    std::int64_t block_size = 0;
-    std::int64_t block_stride = 0;
-    std::int64_t head_stride = 0;
-    // options.paged only: [L] device [T] slot mappings in layers() order; null entry = cache_loc.
-    std::span<const void* const> slot_mappings;
-  };
+  // Pool output: any pool layout of kv_layout.hpp, in options.cache, its layer l the l-th
+  // attention layer (layers() order): per-layer buffers k_buffers[i], v_buffers[i] with flat
+  // rows [num_slots, slot_stride] or (options.paged) paged blocks; a token-major pool `base`
+  // holding every layer's K and V of a slot in one row; ... Slot cache_loc[t] (< 0 skipped;
+  // >= num_slots skipped and flagged). Scales: per attention layer, fp8 pools only; empty =
+  // 1.0; device scales (read at run time, graph-safe) need every group's layers adjacent in
+  // layers() order. Layouts the decode kernel covers (flat rows, host scales) take it for small
+  // calls; the others take cuBLASLt + the epilogue kernel. A token-major pool in a grouped plan
+  // whose groups differ in H*D needs explicit layer_stride, kv_offset and slot_stride.
+  using Pool = KVLayout;
   void materialize_pool(const MaterializerInput& in, const Pool& pool, CUstream stream);
+  // Either of the above, as `out.kind` says: KVLayoutKind::Stacked writes k_buffers[g],
+  // v_buffers[g] per group as materialize_stacked; every other kind is a pool.
+  void materialize(const MaterializerInput& in, const KVLayout& out, CUstream stream);
 
   // Copies new weights into the buffers the constructor filled, in place: the packed W_kv, the
   // folded K-norm weights and the K/V bias keep their device addresses, so a CUDA graph

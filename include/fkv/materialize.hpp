@@ -9,6 +9,7 @@
 #include <cstdint>
 #include <span>
 
+#include "fkv/kv_layout.hpp"
 #include "fkv/runtime.hpp"
 
 namespace fkv {
@@ -44,39 +45,12 @@ struct StackedOutput {
   void* v_out = nullptr;
 };
 
-// pool mode: each layer's buffers in spec.cache; token t goes to slot cache_loc[t]
-// (cache_loc[t] < 0 is skipped, >= num_slots skipped and flagged).
-//  - flat layout (spec.paged = false): slot s is row s of [num_slots, slot_stride];
-//  - paged layout (spec.paged = true): element (s, h, d) of a layer's buffer is at
-//      (s / block_size) * block_stride + (s % block_size) * slot_stride + h * head_stride + d,
-//    e.g. vLLM's [num_blocks, block_size, H, D] (block_stride = block_size*H*D, slot_stride =
-//    H*D, head_stride = D; k and v separate tensors or kv_cache[0] / kv_cache[1] of
-//    [2, num_blocks, block_size, H, D]), FlashInfer's NHD [num_blocks, 2, block_size, H, D]
-//    (v buffer = k buffer + block_size*H*D, block_stride = 2*block_size*H*D) and HND
-//    [num_blocks, 2, H, block_size, D] (slot_stride = D, head_stride = block_size*D).
-//    All layers of one call share the layout; each has its own buffers.
-struct PoolOutput {
-  const void* cache_loc =
-      nullptr;  // [T] spec.slots (may be null when every layer has a slot mapping)
-  std::span<void* const> k_buffers;  // [L]
-  std::span<void* const> v_buffers;  // [L]
-  std::int64_t num_slots = 0;        // slots per layer buffer (paged: num_blocks * block_size)
-  std::int64_t slot_stride = 0;      // elements; 0 = H*D
-  std::span<const float> k_scales;   // [L] host values for FP8 caches; empty = 1.0
-  std::span<const float> v_scales;
-  // FP8 caches: [L] fp32 scales in device memory, read by the kernel at run time (graph-safe:
-  // a replayed graph sees the current values). Instead of k_scales / v_scales, not with them.
-  const float* k_scales_device = nullptr;
-  const float* v_scales_device = nullptr;
-  // Paged layout only (spec.paged); 0 = default. Strides in elements, multiples of the
-  // kernel's vector width; the rows of one block must not overlap (checked).
-  std::int64_t block_size = 0;    // slots per block; 0 = 1
-  std::int64_t block_stride = 0;  // 0 = one block's extent (contiguous blocks)
-  std::int64_t head_stride = 0;   // 0 = D
-  // Paged layout only: per-layer slot mappings, [L] device pointers to [T] spec.slots; a null
-  // entry uses cache_loc. Empty = cache_loc for every layer.
-  std::span<const void* const> slot_mappings;
-};
+// pool mode: any pool layout of kv_layout.hpp (per-layer flat rows or paged blocks, a
+// token-major pool, ...), checked by resolve_kv_layout against the kernel's heads, cache dtype
+// and vector width. Paged addressing (block_size, block_stride, head_stride other than the
+// layout's default, slot_mappings) needs a kernel with spec.paged. In this call "layer l" is
+// the l-th of in.num_layers.
+using PoolOutput = KVLayout;
 
 // Throw ArgumentError naming the argument and the fix when shapes, strides, alignment or
 // dtypes do not fit `kernel.spec`. No allocation beyond the error path; no sync.

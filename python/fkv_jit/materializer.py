@@ -528,6 +528,54 @@ class FusedKVMaterializeHelper:
             self._handle, ctx_hidden, positions, cache_loc, list(_per_layer(k_buffers, L, "k_buffers")),
             list(_per_layer(v_buffers, L, "v_buffers")), self._scales(k_scales), self._scales(v_scales))
 
+    def materialize_to_layout(self, ctx_hidden, positions, cache_loc, kind: str, pool,
+                              k_scales=None, v_scales=None, slot_mappings=None, **fields) -> None:
+        """Writes K/V into a pool of any layout kind of fkv::KVLayout (include/fkv/kv_layout.hpp).
+
+        kind "token_major": `pool` is one contiguous tensor of the cache dtype whose first
+        dimension is the slots (e.g. [num_slots, L, 2, H, D]); element (slot, layer, k|v, head, d)
+        is at slot * slot_stride + layer * layer_stride + kv * kv_offset + head * head_stride + d
+        (layer in layer_ids order; kv 0 = K, 1 = V). `fields` are the layout's integer fields
+        in elements (slot_stride, layer_stride, kv_offset, head_stride, num_slots; omitted = the
+        kind's default: head_stride D, kv_offset H*D, layer_stride 2*H*D, slot_stride
+        L * layer_stride, num_slots pool.shape[0]). A head_stride other than D, or
+        slot_mappings, needs paged=True. kind "per_layer" (or "flat", "paged"): `pool` is
+        (k_buffers, v_buffers), as materialize_to_pool. Scales as materialize_to_pool. Eager
+        (CUDA-graph capturable; not traced by torch.compile). The pool is checked once per
+        (kind, tensor, fields, scales)."""
+        if kind.replace("-", "_") in ("per_layer", "flat", "paged"):
+            k_buffers, v_buffers = pool
+            return self.materialize_to_pool(ctx_hidden, positions, cache_loc, k_buffers,
+                                            v_buffers, k_scales, v_scales, slot_mappings)
+        if self._native is None:
+            raise RuntimeError("a helper built on meta tensors has no pool to write")
+        if _is_compiling():
+            raise NotImplementedError("materialize_to_layout runs eagerly (it can be captured in a "
+                                      "CUDA graph): call it outside the compiled region")
+        ctx_hidden, positions = self._inputs(ctx_hidden, positions)
+        cache_loc = self._index(cache_loc, "cache_loc")
+        maps = [] if slot_mappings is None else [
+            self._index(m, f"slot_mappings[{i}]") for i, m in enumerate(slot_mappings)]
+        key = (kind, id(pool), tuple(sorted(fields.items())), id(k_scales), id(v_scales))
+        bound = self.__dict__.setdefault("_layout_bindings", {})
+        entry = bound.get(key)
+        if entry is None or entry[0] is not pool or entry[1] is not k_scales or entry[2] is not v_scales:
+            torch = _torch()
+            tensors = isinstance(k_scales, torch.Tensor), isinstance(v_scales, torch.Tensor)
+            if any(tensors) and not all(tensors):
+                raise ValueError("k_scales and v_scales: both tensors or neither")
+            fn = self._native["bind_layout"]
+            fields_json = json.dumps({k: int(v) for k, v in fields.items()})
+            if any(tensors):
+                binding = int(fn(kind, pool, fields_json, [], [], [k_scales, v_scales]))
+            else:
+                binding = int(fn(kind, pool, fields_json, self._scales(k_scales) or [],
+                                 self._scales(v_scales) or [], []))
+            if len(bound) > 64:
+                bound.clear()
+            entry = bound[key] = (pool, k_scales, v_scales, binding)
+        self._native["materialize_pool"](ctx_hidden, positions, cache_loc, entry[3], maps)
+
     def _scales(self, values) -> Optional[List[float]]:
         if values is None:
             return None

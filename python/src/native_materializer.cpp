@@ -181,6 +181,15 @@ ffi::Map<ffi::String, ffi::Any> materializer_create(PlanRef rank_plan, ffi::Stri
                                           ffi::Array<ffi::Tensor> scales_device) {
               return guarded([&] { return st->bind_pool(k, v, ks, vs, scales_device); });
             }));
+    fns.Set("bind_layout",
+            ffi::Function::FromTyped([st](ffi::String kind, ffi::Tensor pool, ffi::String fields,
+                                          ffi::Array<double> ks, ffi::Array<double> vs,
+                                          ffi::Array<ffi::Tensor> scales_device) {
+              return guarded([&] {
+                return st->bind_layout(std::string(kind), pool, std::string(fields), ks, vs,
+                                       scales_device);
+              });
+            }));
     fns.Set("materialize_pool",
             ffi::Function::FromTyped([st](ffi::TensorView h, ffi::TensorView p, ffi::TensorView loc,
                                           int64_t id, ffi::Array<ffi::Tensor> maps) {

@@ -17,6 +17,7 @@
 #include <vector>
 
 #include "fkv/fused_kv_materializer.hpp"
+#include "fkv/kv_layout.hpp"
 #include "fkv/weights.hpp"
 #include "native.hpp"
 
@@ -30,6 +31,10 @@ struct BoundPool {
   const float* v_scales_device = nullptr;
   std::int64_t num_slots = 0, slot_stride = 0;
   std::int64_t block_size = 0, block_stride = 0, head_stride = 0;  // paged only
+  // Any other kind of fkv::KVLayout (bind_layout): the kind, its one allocation and strides.
+  fkv::KVLayoutKind kind = fkv::KVLayoutKind::PerLayer;
+  void* base = nullptr;
+  std::int64_t layer_stride = 0, kv_offset = 0;
 };
 
 struct State {
@@ -77,12 +82,23 @@ struct State {
   std::int64_t bind_pool(const ffi::Array<ffi::Tensor>& k, const ffi::Array<ffi::Tensor>& v,
                          const ffi::Array<double>& ks, const ffi::Array<double>& vs,
                          const ffi::Array<ffi::Tensor>& scales_device);
+  // A pool of another fkv::KVLayout kind ("token_major": `pool` is one contiguous tensor of the
+  // cache dtype holding every layer's K and V of a slot per row), its integer fields by name
+  // (a JSON object of integers, fkv::set_kv_layout_field; num_slots defaults to pool.size(0));
+  // checked once against the tensor's size (fkv::kv_layout_extent). Scales as bind_pool. Returns
+  // the binding's id.
+  std::int64_t bind_layout(const std::string& kind, const ffi::Tensor& pool,
+                           const std::string& fields_json, const ffi::Array<double>& ks,
+                           const ffi::Array<double>& vs,
+                           const ffi::Array<ffi::Tensor>& scales_device);
   // slot_maps: empty, or one [T] int64 tensor per attention layer (paged pools only).
   void materialize_pool(const ffi::TensorView& hidden_t, const ffi::TensorView& pos,
                         const ffi::TensorView& loc, std::int64_t pool_id,
                         const ffi::Array<ffi::Tensor>& slot_maps);
 
  private:
+  void bind_scales(BoundPool& p, const ffi::Array<double>& ks, const ffi::Array<double>& vs,
+                   const ffi::Array<ffi::Tensor>& scales_device) const;
   void check_slots(const ffi::TensorView& loc, const std::string& what, std::int64_t T) const;
   void bind_flat(BoundPool& p, const ffi::TensorView& tv, const std::string& what, std::size_t i,
                  bool first) const;

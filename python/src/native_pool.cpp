@@ -1,9 +1,11 @@
 // native_pool: the KV pools of fkv_jit's materializer (State, native_materializer.hpp): each
 // set of pool buffers is checked once (device, dtype, layout, alignment) and kept by pointer;
 // materialize_pool then takes the binding's id, so a decode step re-checks nothing but the
-// per-call tensors.
+// per-call tensors. bind_layout binds the kinds of fkv::KVLayout that are one allocation
+// (token_major) by their fields' names, so a new kind needs nothing here.
 #include <cstdint>
 #include <mutex>
+#include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
 
@@ -74,13 +76,6 @@ std::int64_t State::bind_pool(const ffi::Array<ffi::Tensor>& k, const ffi::Array
     raise("ValueError", "k_buffers and v_buffers need one buffer per attention layer (" +
                             std::to_string(L) + "), got " + std::to_string(k.size()) + " and " +
                             std::to_string(v.size()));
-  if ((ks.size() != 0 && ks.size() != L) || (vs.size() != 0 && vs.size() != L))
-    raise("ValueError", "k_scales / v_scales take one value per attention layer (" +
-                            std::to_string(L) + ") or none");
-  const bool fp8 = opt.cache == fkv::DType::FP8_E4M3 || opt.cache == fkv::DType::FP8_E5M2;
-  if (!fp8 && (ks.size() != 0 || vs.size() != 0))
-    raise("ValueError",
-          "k_scales / v_scales apply to fp8 pools only; this pool is " + fkv::to_string(opt.cache));
   BoundPool p;
   const ffi::Array<ffi::Tensor>* sides[2] = {&k, &v};
   const char* names[2] = {"k_buffers", "v_buffers"};
@@ -103,6 +98,22 @@ std::int64_t State::bind_pool(const ffi::Array<ffi::Tensor>& k, const ffi::Array
       (s == 0 ? p.k : p.v).push_back(data(tv));
     }
   }
+  bind_scales(p, ks, vs, scales_device);
+  std::lock_guard<std::mutex> lock(mutex);
+  pools.push_back(std::move(p));
+  return static_cast<std::int64_t>(pools.size() - 1);
+}
+
+void State::bind_scales(BoundPool& p, const ffi::Array<double>& ks, const ffi::Array<double>& vs,
+                        const ffi::Array<ffi::Tensor>& scales_device) const {
+  const std::size_t L = layer_width.size();
+  const bool fp8 = opt.cache == fkv::DType::FP8_E4M3 || opt.cache == fkv::DType::FP8_E5M2;
+  if ((ks.size() != 0 && ks.size() != L) || (vs.size() != 0 && vs.size() != L))
+    raise("ValueError", "k_scales / v_scales take one value per attention layer (" +
+                            std::to_string(L) + ") or none");
+  if (!fp8 && (ks.size() != 0 || vs.size() != 0))
+    raise("ValueError",
+          "k_scales / v_scales apply to fp8 pools only; this pool is " + fkv::to_string(opt.cache));
   for (double x : ks) p.k_scales.push_back(static_cast<float>(x));
   for (double x : vs) p.v_scales.push_back(static_cast<float>(x));
   if (scales_device.size() != 0) {
@@ -127,6 +138,58 @@ std::int64_t State::bind_pool(const ffi::Array<ffi::Tensor>& k, const ffi::Array
       *dst[s] = static_cast<const float*>(data(t));
     }
   }
+}
+
+std::int64_t State::bind_layout(const std::string& kind, const ffi::Tensor& pool,
+                                const std::string& fields_json, const ffi::Array<double>& ks,
+                                const ffi::Array<double>& vs,
+                                const ffi::Array<ffi::Tensor>& scales_device) {
+  BoundPool p;
+  fkv::KVLayout l;
+  l.kind = fkv::parse_kv_layout_kind(kind);
+  if (l.kind == fkv::KVLayoutKind::PerLayer || l.kind == fkv::KVLayoutKind::Stacked)
+    raise("ValueError", "layout '" + kind +
+                            "' takes per-layer (or per-group) buffers: call "
+                            "materialize_to_pool (or materialize) instead");
+  const ffi::TensorView tv(pool);
+  check_device(tv, "pool");
+  if (!matches(tv.dtype(), opt.cache))
+    raise("TypeError", "pool is " + dl_name(tv.dtype()) + "; the helper writes " +
+                           fkv::to_string(opt.cache) + " pools (kv_cache_dtype)");
+  if (!contiguous(tv) || tv.ndim() < 1)
+    raise("ValueError", "pool must be a contiguous tensor whose first dimension is the slots");
+  l.base = data(tv);
+  l.num_slots = tv.size(0);
+  const nlohmann::json fields = nlohmann::json::parse(fields_json);
+  for (const auto& [name, value] : fields.items())
+    fkv::set_kv_layout_field(l, name, value.get<std::int64_t>());
+  // Checked with every group's heads; the tensor must hold the farthest element.
+  l.cache_loc = &l;  // stands in for the per-call slots, checked at the call
+  fkv::KVGeometry geo;
+  geo.num_layers = static_cast<std::int64_t>(layer_width.size());
+  geo.cache = opt.cache;
+  geo.slots = opt.index;
+  for (const fkv::LayerGroup& g : m->plan().groups) {
+    geo.num_kv_heads = g.attn.num_kv_heads;
+    geo.head_dim = g.attn.head_dim;
+    const std::int64_t extent = fkv::kv_layout_extent(l, geo);
+    if (extent > tv.numel())
+      raise("ValueError", to_string(l.kind) + " layout reaches element " +
+                              std::to_string(extent - 1) + " but pool has " +
+                              std::to_string(tv.numel()) +
+                              " elements: allocate [num_slots, slot_stride] elements or make "
+                              "num_slots / the strides smaller");
+  }
+  p.kind = l.kind;
+  p.base = l.base;
+  p.num_slots = l.num_slots;
+  p.slot_stride = l.slot_stride;
+  p.block_size = l.block_size;
+  p.block_stride = l.block_stride;
+  p.head_stride = l.head_stride;
+  p.layer_stride = l.layer_stride;
+  p.kv_offset = l.kv_offset;
+  bind_scales(p, ks, vs, scales_device);
   std::lock_guard<std::mutex> lock(mutex);
   pools.push_back(std::move(p));
   return static_cast<std::int64_t>(pools.size() - 1);
@@ -176,6 +239,10 @@ void State::materialize_pool(const ffi::TensorView& hidden_t, const ffi::TensorV
   out.block_size = p.block_size;
   out.block_stride = p.block_stride;
   out.head_stride = p.head_stride;
+  out.kind = p.kind;
+  out.base = p.base;
+  out.layer_stride = p.layer_stride;
+  out.kv_offset = p.kv_offset;
   out.slot_mappings = maps;
   m->materialize_pool(in, out, stream());
 }

@@ -966,3 +966,179 @@ TEST_CASE("quantized weights: packed 4-bit schemes and wrong arguments are refus
     CHECK(std::string(e.what()).find("w_scale has 0 entries") != std::string::npos);
   }
 }
+
+// ---- a token-major pool (include/fkv/kv_layout.hpp) --------------------------------------------
+
+namespace {
+
+// One allocation, every layer's K and V of a slot in one row, with gaps that must stay poisoned:
+// 8 elements between a layer's K and V, 16 after its V, 32 at the end of each row.
+struct TokenMajorRun {
+  std::int64_t es = 0, KV = 0, L = 0, kv_offset = 0, layer_stride = 0, row = 0, num_slots = 0;
+  fkv::DeviceBuffer pool, d_pos, d_slot;
+
+  TokenMajorRun(const Shape& s, const Call& c, CUstream stream) {
+    es = elem_size(s.e.cache);
+    KV = s.kv();
+    L = s.layers;
+    kv_offset = KV + 8;
+    layer_stride = kv_offset + KV + 16;
+    row = L * layer_stride + 32;
+    num_slots = c.num_slots;
+    pool = alloc(static_cast<std::size_t>(num_slots * row * es));
+    d_pos = to_device(index_bytes(s.e.positions, c.pos), stream);
+    d_slot = to_device(index_bytes(s.e.slots, c.slot), stream);
+    poison(pool, stream);
+  }
+  fkv::KVLayout layout() const {
+    fkv::KVLayout l;
+    l.kind = fkv::KVLayoutKind::TokenMajor;
+    l.base = pool.ptr();
+    l.cache_loc = d_slot.ptr();
+    l.num_slots = num_slots;
+    l.slot_stride = row;
+    l.layer_stride = layer_stride;
+    l.kv_offset = kv_offset;
+    return l;
+  }
+  std::size_t at(std::int64_t slot, std::int64_t layer, int kv) const {
+    return static_cast<std::size_t>((slot * row + layer * layer_stride + kv * kv_offset) * es);
+  }
+  // [L, T, H, D] K (kv 0) or V (kv 1) of the written tokens; checks that every byte outside
+  // the written (slot, layer, k|v) rows is still poison.
+  std::pair<std::vector<std::uint8_t>, std::vector<std::uint8_t>> gather(const Call& c,
+                                                                         CUstream stream) const {
+    std::vector<std::uint8_t> host = download(pool, stream);
+    std::vector<std::uint8_t> out[2];
+    const auto seg = static_cast<std::size_t>(KV * es);
+    for (int kv = 0; kv < 2; ++kv) {
+      out[kv].assign(static_cast<std::size_t>(L * c.T) * seg, kPoison);
+      for (std::int64_t l = 0; l < L; ++l)
+        for (std::int64_t t = 0; t < c.T; ++t) {
+          const std::int64_t slot = c.slot[static_cast<std::size_t>(t)];
+          if (slot < 0) continue;
+          std::memcpy(out[kv].data() + static_cast<std::size_t>(l * c.T + t) * seg,
+                      host.data() + at(slot, l, kv), seg);
+        }
+    }
+    std::vector<std::uint8_t> rest = host;
+    for (std::int64_t t = 0; t < c.T; ++t) {
+      const std::int64_t slot = c.slot[static_cast<std::size_t>(t)];
+      if (slot < 0) continue;
+      for (std::int64_t l = 0; l < L; ++l)
+        for (int kv = 0; kv < 2; ++kv) std::memset(rest.data() + at(slot, l, kv), kPoison, seg);
+    }
+    const std::int64_t stray = first_unpoisoned(rest, 0, rest.size());
+    INFO("first byte written outside the token-major rows: "
+         << stray << " (row " << (stray < 0 ? -1 : stray / (row * es)) << ")");
+    CHECK(stray == -1);
+    return {std::move(out[0]), std::move(out[1])};
+  }
+};
+
+}  // namespace
+
+TEST_CASE("token-major pool: decode path and cuBLASLt path against the float64 reference",
+          "[kv_layout]") {
+  const Shape s{"qwen3-small", qwen3(4, 128, 128), 1024, 3};
+  const std::int64_t crossover = 8, T_big = 40;
+  DecodeCase fx(s, 301, decode_options(crossover), T_big);
+  const CUstream stream = fx.stream;
+  const MaterializerFor mf(fx.m);
+  fkv::MaterializerOptions o;
+  o.max_tokens = 64;
+  o.external_cos_sin = true;  // the Model's table, which the reference reads
+  o.decode_crossover = crossover;
+  fkv::FusedKVMaterializer mat(mf.config, s.hidden, mf.w, o);
+  REQUIRE(mat.decode_crossover() == crossover);
+  mat.set_cos_sin(0, fx.m.d_cos_sin.ptr(), s.max_pos);
+
+  SECTION("decode path (T <= crossover): the reference, and the same bytes as per-layer rows") {
+    for (std::int64_t T : {1, 5, 8}) {
+      INFO("T=" << T);
+      const Call c = make_call(s, T, fx.rng);
+      TokenMajorRun tm(s, c, stream);  // poisoned
+      const fkv::MaterializerInput in{fx.tok.d_x.ptr(), T, s.stride(), tm.d_pos.ptr()};
+      mat.materialize(in, tm.layout(), stream);
+      const auto [k, v] = tm.gather(c, stream);
+      std::vector<std::uint8_t> mask(static_cast<std::size_t>(T));
+      for (std::int64_t t = 0; t < T; ++t)
+        mask[static_cast<std::size_t>(t)] = c.slot[static_cast<std::size_t>(t)] >= 0;
+      const Expected e = expect(fx.m, fx.tok, c, s.e.cache);
+      require_match(s.e.cache, k, e.k, "k", mask);
+      require_match(s.e.cache, v, e.v, "v", mask);
+      // The kernel and its inputs are the per-layer flat pool's: the same bits, K and V.
+      PoolRun run(s, c, stream);
+      mat.materialize_pool(in, run.materializer_pool(), stream);
+      run.verify(s, c, e, stream);
+      const std::size_t seg = static_cast<std::size_t>(s.kv() * elem_size(s.e.cache));
+      for (int l = 0; l < s.layers; ++l)
+        for (int kv = 0; kv < 2; ++kv) {
+          const auto host = download((kv ? run.v : run.k)[static_cast<std::size_t>(l)], stream);
+          const auto& tmv = kv ? v : k;
+          for (std::int64_t t = 0; t < T; ++t) {
+            const std::int64_t slot = c.slot[static_cast<std::size_t>(t)];
+            if (slot < 0) continue;
+            INFO("layer " << l << (kv ? " v" : " k") << " token " << t);
+            CHECK(std::memcmp(host.data() + slot * run.slot_stride * elem_size(s.e.cache),
+                              tmv.data() + static_cast<std::size_t>(l * T + t) * seg, seg) == 0);
+          }
+        }
+    }
+  }
+
+  SECTION("cuBLASLt path (T > crossover): K within tolerance, V bit-exact of the projection") {
+    const std::int64_t T = T_big;
+    const Call c = make_call(s, T, fx.rng);
+    TokenMajorRun tm(s, c, stream);
+    const fkv::MaterializerInput in{fx.tok.d_x.ptr(), T, s.stride(), tm.d_pos.ptr()};
+    mat.materialize(in, tm.layout(), stream);
+    const auto [k, v] = tm.gather(c, stream);
+    std::vector<std::uint8_t> proj(
+        static_cast<std::size_t>(T * mat.projection_width() * elem_size(s.e.act)));
+    FKV_CU(cuStreamSynchronize, stream);
+    FKV_CU(cuMemcpyDtoH, proj.data(), mat.projection(), proj.size());
+    fkv::ReferenceInputs ri;
+    ri.spec = s.e;
+    ri.spec.cos_sin = DType::FP32;
+    ri.spec.positions = IndexType::I64;
+    ri.num_tokens = T;
+    ri.num_layers = s.layers;
+    ri.proj = proj.data();
+    const auto pos = index_bytes(IndexType::I64, c.pos);
+    ri.positions = pos.data();
+    ri.cos_sin = fx.m.cos_sin_f32.data();
+    ri.max_position = s.max_pos;
+    ri.k_norm_weight = fx.m.k_norm.data();
+    ri.eps = fx.m.eps;
+    std::vector<std::uint8_t> mask(static_cast<std::size_t>(T));
+    for (std::int64_t t = 0; t < T; ++t)
+      mask[static_cast<std::size_t>(t)] = c.slot[static_cast<std::size_t>(t)] >= 0;
+    require_match(s.e.cache, k, fkv::reference_k(ri), "k", mask);
+    fkv::CompareOptions exact;
+    exact.exact = true;
+    exact.token_mask = mask;
+    const fkv::CompareResult rv = fkv::compare(s.e.cache, v.data(), fkv::reference_v(ri), exact);
+    INFO(rv.summary("v"));
+    REQUIRE(rv.checked > 0);
+    REQUIRE(rv.ok());
+  }
+
+  SECTION("a layout that overlaps itself is refused before any launch") {
+    const Call c = make_call(s, 4, fx.rng);
+    TokenMajorRun tm(s, c, stream);
+    fkv::KVLayout bad = tm.layout();
+    bad.layer_stride = s.kv();  // K and V of a layer need 2*H*D + the gap
+    const fkv::MaterializerInput in{fx.tok.d_x.ptr(), 4, s.stride(), tm.d_pos.ptr()};
+    CHECK_THROWS_WITH(mat.materialize(in, bad, stream),
+                      Catch::Contains("token_major layout overlaps itself"));
+    bad = tm.layout();
+    bad.head_stride = 2 * s.e.head_dim;  // paged addressing: this materializer is not paged
+    bad.kv_offset = s.kv() * 2;
+    bad.layer_stride = s.kv() * 4;
+    bad.slot_stride = s.layers * bad.layer_stride;
+    CHECK_THROWS_WITH(mat.materialize(in, bad, stream),
+                      Catch::Contains("construct with MaterializerOptions::paged = true"));
+    (void)tm.gather(c, stream);  // nothing written
+  }
+}

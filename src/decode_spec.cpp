@@ -1,0 +1,325 @@
+// decode_spec: the decode-size kernel's specialization (DecodeSpec), its tiling, its source
+// (templates/fused_proj_kv.cu) and the measured crossover that decides when it is used. The
+// host object that loads and launches it is in decode.cpp.
+#include <algorithm>
+#include <cctype>
+#include <cstring>
+#include <sstream>
+
+#include "fkv/codegen.hpp"
+#include "fkv/decode.hpp"
+#include "fkv/driver.hpp"
+#include "fkv/errors.hpp"
+#include "fkv/runtime.hpp"
+#include "fkv/version.hpp"
+
+namespace fkv {
+namespace {
+
+constexpr const char* kTemplate = "fused_proj_kv.cu";
+constexpr const char* kHeaders[] = {"fkv_types.cuh",
+                                    "decode_params.h"};  // as the template includes them
+
+// Rows of one CTA tile: whole heads, 16-row MMA tiles, about 128 rows where head_dim allows.
+int tile_rows_for(int head_dim, int units) {
+  int per = 1;
+  if (head_dim < 128 && 128 % head_dim == 0) per = 128 / head_dim;
+  while (per > 1 && units % per != 0) per /= 2;
+  return head_dim * per;
+}
+
+int stage_bytes(int bucket, int k_slice) { return bucket * (2 * k_slice + 64); }
+
+// The template's WQ (weight storage) and WS (scale layout) arguments.
+int weight_code(WeightFormat w) {
+  if (!is_quantized(w)) return 0;
+  return w == WeightFormat::Int8Channel ? 2 : 1;
+}
+int scale_code(WeightFormat w) {
+  switch (scale_layout(w)) {
+    case ScaleLayout::None:
+      return 0;
+    case ScaleLayout::PerLayer:
+      return 1;
+    case ScaleLayout::PerRow:
+      return 2;
+    case ScaleLayout::Block128:
+      return 3;
+  }
+  return 0;
+}
+
+}  // namespace
+
+int decode_bucket(std::int64_t num_tokens) {
+  if (num_tokens <= 0) throw ArgumentError("decode_bucket: num_tokens must be positive");
+  for (int b = 8; b < kDecodeMaxBucket; b *= 2)
+    if (num_tokens <= b) return b;
+  return kDecodeMaxBucket;
+}
+
+// ---- spec ---------------------------------------------------------------------------------------
+
+int DecodeSpec::shared_bytes() const {
+  const int stages = hidden / splits / k_slice > 1 ? 2 : 1;
+  return std::max(stages * stage_bytes(token_bucket, k_slice), 4 * token_bucket * tile_rows());
+}
+
+std::size_t DecodeSpec::workspace_bytes() const {
+  return static_cast<std::size_t>(splits) * token_bucket * static_cast<std::size_t>(rows()) *
+         sizeof(float);
+}
+
+std::string DecodeSpec::canonical() const {
+  std::ostringstream o;
+  o << "decode;hidden=" << hidden << ";L=" << num_layers << ";" << epilogue.canonical()
+    << ";tb=" << token_bucket << ";S=" << splits << ";warps=" << warps
+    << ";mw=" << mma_tiles_per_warp << ";P=" << pipeline << ";ksl=" << k_slice;
+  if (is_quantized(weight)) o << ";w=" << to_string(weight);
+  return o.str();
+}
+
+std::string DecodeSpec::short_name() const {
+  const KernelSpec& e = epilogue;
+  std::ostringstream o;
+  o << "fkvdec_h" << e.num_kv_heads << "_d" << e.head_dim << "_r" << e.rotary_dim
+    << (e.neox ? "_neox" : "_gptj") << (e.k_norm ? "_kn" : "") << "_" << to_string(e.act) << "_"
+    << to_string(e.cache) << "_" << to_string(e.mode) << "_L" << num_layers << "_x" << hidden
+    << "_tb" << token_bucket;
+  if (is_quantized(weight)) o << "_" << to_string(weight);
+  return o.str();
+}
+
+std::string decode_unsupported(const KernelSpec& e, int hidden, int num_layers) {
+  if (e.act != DType::BF16 && e.act != DType::FP16)
+    return "the decode kernel takes bf16 or fp16 activations (tensor-core MMA), not " +
+           to_string(e.act);
+  if (e.head_dim <= 0 || e.head_dim % 16 != 0)
+    return "head_dim " + std::to_string(e.head_dim) +
+           " is not a multiple of 16 (the MMA tile height)";
+  if (hidden <= 0 || hidden % 256 != 0)
+    return "hidden size " + std::to_string(hidden) + " is not a multiple of 256";
+  if (num_layers < 1 || num_layers > FKV_DECODE_MAX_LAYERS)
+    return std::to_string(num_layers) + " layers: the decode kernel covers 1.." +
+           std::to_string(FKV_DECODE_MAX_LAYERS) + " layers in one launch";
+  if (e.debug_checks) return "device-side debug checks are only in the epilogue-only kernel";
+  if (e.paged || e.kv_bias)
+    return "paged layouts and K/V bias are only in the epilogue-only kernel";
+  return "";
+}
+
+std::string decode_unsupported(const KernelSpec& e, int hidden, int num_layers,
+                               WeightFormat weight) {
+  if (std::string why = decode_unsupported(e, hidden, num_layers); !why.empty()) return why;
+  if (weight == WeightFormat::Fp8Block && (e.num_kv_heads * e.head_dim) % 64 != 0)
+    return "128 x 128 weight blocks need num_kv_heads * head_dim a multiple of 64 (each layer's K "
+           "and V rows whole blocks), got " +
+           std::to_string(e.num_kv_heads * e.head_dim);
+  return "";
+}
+
+void DecodeSpec::check() const {
+  epilogue.check();
+  if (const std::string why = decode_unsupported(epilogue, hidden, num_layers, weight);
+      !why.empty())
+    throw UnsupportedError(why);
+  if (token_bucket < 8 || token_bucket > kDecodeMaxBucket || token_bucket % 8 != 0)
+    throw ArgumentError("decode token bucket must be a multiple of 8 in [8, 64], got " +
+                        std::to_string(token_bucket));
+  const int mt = tile_rows();
+  auto bad = [&](const std::string& what) {
+    throw ArgumentError("decode tiling " + canonical() + ": " + what);
+  };
+  if (warps < 1 || warps > 16 || mma_tiles_per_warp < 1 || pipeline < 1 || splits < 1 ||
+      k_slice < 32)
+    bad("out of range");
+  if (mt % epilogue.head_dim != 0)
+    bad("a tile of " + std::to_string(mt) + " rows does not cover whole heads");
+  if (rows() % mt != 0)
+    bad(std::to_string(rows()) + " rows are not whole tiles of " + std::to_string(mt));
+  if (hidden % splits != 0) bad("splits do not divide hidden");
+  const int kr = hidden / splits;
+  const int cw = chunk_columns();
+  if (kr % k_slice != 0 || k_slice % cw != 0)
+    bad("k_slice must be a multiple of " + std::to_string(cw) + " dividing hidden / splits");
+  if ((kr / cw) % pipeline != 0)
+    bad("pipeline must divide the " + std::to_string(cw) + "-column chunks of a split");
+  if (weight == WeightFormat::Fp8Block && kr % kWeightBlock != 0)
+    bad("a split must hold whole 128-column scale blocks");
+  if (shared_bytes() > 200 * 1024)
+    bad("needs " + std::to_string(shared_bytes()) + " bytes of shared memory");
+}
+
+DecodeSpec make_decode_spec(const KernelSpec& epilogue, int hidden, int num_layers,
+                            int token_bucket, int sm_count, const DecodeTuning& tuning,
+                            WeightFormat weight) {
+  if (const std::string why = decode_unsupported(epilogue, hidden, num_layers, weight);
+      !why.empty())
+    throw UnsupportedError(why);
+  DecodeSpec s;
+  s.epilogue = epilogue;
+  s.hidden = hidden;
+  s.num_layers = num_layers;
+  s.token_bucket = token_bucket;
+  s.weight = weight;
+  const int cw = s.chunk_columns();
+  // Block scales: splits and stages hold whole 128-column blocks.
+  const int unit = weight == WeightFormat::Fp8Block ? kWeightBlock : cw;
+  const int D = epilogue.head_dim;
+  const int mt = tile_rows_for(D, num_layers * 2 * epilogue.num_kv_heads);
+  const int n16 = mt / 16;
+
+  // Two MMA row tiles per warp from 32 tokens on: each x fragment read from shared memory then
+  // feeds two MMAs, which keeps shared-memory traffic at twice the weight bytes.
+  int mw = tuning.mma_tiles_per_warp;
+  if (mw == 0) {
+    // Block scales keep a second set of accumulators (the current block's partial sums): one
+    // MMA tile per warp leaves them room (two spill at 64 tokens).
+    const bool block = weight == WeightFormat::Fp8Block;
+    mw = token_bucket >= 32 && n16 % 2 == 0 && !block ? 2 : 1;
+    while (n16 / mw > (block ? 16 : 8) && n16 % (2 * mw) == 0) mw *= 2;
+  }
+  if (n16 % mw != 0)
+    throw ArgumentError("mma_tiles_per_warp " + std::to_string(mw) + " does not divide the " +
+                        std::to_string(n16) + " MMA tiles of a CTA");
+  s.mma_tiles_per_warp = mw;
+  s.warps = n16 / mw;
+
+  // Pipeline depth: 8 chunks (16 KB per warp in flight) for the 16-token bucket of dense
+  // weights, 4 otherwise (at 8 tokens the H200 sweep in docs/decode.md found 4 chunks with twice
+  // as many CTAs faster: more CTAs in flight hide latency as well as deeper rings, with fewer
+  // partials). 8-bit weights: 4 at every bucket (the sweep over FP8 weights in
+  // docs/performance.md: 18.8 us at 16 tokens against 22.8 with 8 chunks in flight).
+  const bool quantized = is_quantized(weight);
+  int p = tuning.pipeline ? tuning.pipeline : (token_bucket == 16 && !quantized ? 8 : 4);
+  const int chunks = hidden / cw;
+  if (!tuning.pipeline)
+    while (p > 1 && chunks % p != 0) p /= 2;
+  s.pipeline = p;
+
+  // Splits: the fewest that give each SM several CTAs (4 for the 16-token bucket, 2 otherwise,
+  // where the partials grow with the bucket or the shallower pipeline wants fewer), among those
+  // that divide the chunks evenly by the pipeline. 8-bit weights: 2 per SM, 1 at 64 tokens
+  // (the same FP8 sweep: 44 us with 2 splits against 49 with 4).
+  const int tiles = s.rows() / mt;
+  if (tuning.splits) {
+    s.splits = tuning.splits;
+  } else {
+    const int per_sm = quantized ? (token_bucket >= 64 ? 1 : 2) : (token_bucket == 16 ? 4 : 2);
+    const int want = per_sm * std::max(sm_count, 1);
+    int best = 0;
+    for (int sp = 1; sp <= 64; ++sp) {
+      if (chunks % sp != 0 || (chunks / sp) % p != 0 || (hidden / sp) % unit != 0) continue;
+      best = sp;
+      if (tiles * sp >= want) break;
+    }
+    s.splits = best ? best : 1;
+  }
+
+  // x stage: the largest multiple of 32 columns dividing a split that keeps two stages within
+  // 32 KB (<= 16 tokens) or 80 KB of shared memory.
+  if (tuning.k_slice) {
+    s.k_slice = tuning.k_slice;
+  } else {
+    const int kr = hidden / s.splits;
+    const int budget = token_bucket <= 16 ? 32 * 1024 : 80 * 1024;
+    s.k_slice = cw;
+    for (int k = cw; k <= kr; k += cw)
+      if (kr % k == 0 && 2 * stage_bytes(token_bucket, k) <= budget) s.k_slice = k;
+  }
+  s.check();
+  return s;
+}
+
+KernelSource generate_decode(const DecodeSpec& spec) {
+  spec.check();
+  const KernelSpec& e = spec.epilogue;
+  KernelSource out;
+  out.short_name = spec.short_name();
+  out.specialization = spec.canonical();  // the cache key's specialization field
+
+  std::ostringstream expr;
+  expr << "fkv_kernels::fused_proj_kv<" << spec.hidden << ", " << spec.num_layers << ", "
+       << e.num_kv_heads << ", " << e.head_dim << ", " << e.rotary_dim << ", "
+       << (e.neox ? "true" : "false") << ", " << (e.k_norm ? "true" : "false") << ", "
+       << device_type(e.act) << ", " << device_type(e.cache) << ", " << device_type(e.cos_sin)
+       << ", " << device_type(e.positions) << ", " << device_type(e.slots) << ", "
+       << (e.mode == OutputMode::Pool ? "true" : "false") << ", " << spec.token_bucket << ", "
+       << spec.splits << ", " << spec.warps << ", " << spec.mma_tiles_per_warp << ", "
+       << spec.pipeline << ", " << spec.k_slice << ", " << weight_code(spec.weight) << ", "
+       << scale_code(spec.weight) << ">";
+  out.name_expression = expr.str();
+
+  const std::string body = read_template(out, kTemplate, kHeaders, JitOptions::global());
+
+  std::ostringstream src;
+  src << "// fkv spec: " << spec.canonical() << "\n"
+      << "// Generated by fkv-jit " << kVersion << " from templates/" << kTemplate << " ("
+      << spec.grid() << " CTAs of " << spec.threads() << " threads, " << spec.shared_bytes()
+      << " bytes of shared memory)\n"
+      << "#line 1 \"" << kTemplate << "\"\n"
+      << body << "\n"
+      << "template __global__ void " << out.name_expression << "(const FkvDecodeParams);\n";
+  out.source = src.str();
+  return out;
+}
+
+// ---- choosing the path --------------------------------------------------------------------------
+
+namespace {
+// GPUs on which bench/decode_bench measured the crossover ("crossover" in its JSON): the largest
+// T at which the decode kernel was no slower than cuBLASLt + the epilogue at every T up to it.
+// Matched by device name and SM count. A GPU not listed keeps cuBLASLt + epilogue (0).
+struct MeasuredCrossover {
+  const char* name_contains;
+  int sm_count;
+  std::int64_t crossover;
+};
+constexpr MeasuredCrossover kMeasured[] = {
+    // H200 (132 SMs), Qwen3-8B DFlash draft shape, docs/decode.md: fused / (cuBLASLt +
+    // epilogue) = 0.94, 0.95, 0.97, 1.00 at T = 1, 2, 4, 8 and 1.09 at T = 16. Since the
+    // epilogue's shared-memory ring T = 8 measures 1.003-1.008 (decode_bench now says 4); kept
+    // at 8 for the ~7.7 us of host time an eager call saves there (docs/decode.md).
+    {"H200", 132, 8},
+    {"", 0, 0},  // sentinel; measured entries go above it
+};
+}  // namespace
+
+std::int64_t decode_crossover(int device) { return decode_crossover(device, JitOptions::global()); }
+
+std::vector<MeasuredDecodeGpu> measured_decode_gpus() {
+  std::vector<MeasuredDecodeGpu> out;
+  for (const MeasuredCrossover& m : kMeasured)
+    if (*m.name_contains) out.push_back({m.name_contains, m.sm_count, m.crossover});
+  return out;
+}
+
+MeasuredDecodeGpu measured_decode_gpu(const std::string& name) {
+  auto lower = [](std::string s) {
+    for (char& c : s) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+    return s;
+  };
+  std::string known;
+  for (const MeasuredDecodeGpu& g : measured_decode_gpus()) {
+    if (!name.empty() && lower(g.name).find(lower(name)) != std::string::npos) return g;
+    known += (known.empty() ? "" : ", ") + g.name + " (" + std::to_string(g.sm_count) + " SMs)";
+  }
+  throw ArgumentError("decode GPU '" + name + "': no measured crossover for that GPU; measured: " +
+                      (known.empty() ? "none" : known) +
+                      " (bench/decode_bench measures one; docs/decode.md)");
+}
+
+std::int64_t decode_crossover(int device, const JitOptions& options) {
+  if (options.decode_crossover >= 0) return options.decode_crossover;  // FKV_DECODE_CROSSOVER
+  char name[256] = {};
+  FKV_CU(cuDeviceGetName, name, sizeof name - 1, device_handle(device));
+  int sms = 0;
+  FKV_CU(cuDeviceGetAttribute, &sms, CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT,
+         device_handle(device));
+  for (const MeasuredCrossover& m : kMeasured)
+    if (m.sm_count == sms && *m.name_contains && std::strstr(name, m.name_contains))
+      return m.crossover;
+  return 0;
+}
+
+}  // namespace fkv
