@@ -8,8 +8,7 @@
 //   fp8_tensor, fp8_channel, fp8_block, int8_channel
 //                          the same over quantized weights read as stored (the decode kernel
 //                          converts them in registers, up to 64 tokens; above, slices of up to
-//                          32 MB are dequantized into two scratch buffers on a second stream
-//                          while cuBLASLt multiplies the previous one);
+//                          32 MB are dequantized into scratch and multiplied by cuBLASLt);
 //   fp8_t/slice8M, fp8_t/slice16M   fp8_tensor above 64 tokens with other slice sizes.
 // at T = 1, 8, 64, 512, 4096 (--tokens). Timing: bench_timing.hpp's time_graph (CUDA-graph
 // replays of `calls` back-to-back calls, median per call, warm-up first).
@@ -215,8 +214,7 @@ int main(int argc, char** argv) {
     const fkv::WeightFormat formats[] = {fkv::WeightFormat::Dense, fkv::WeightFormat::Fp8Tensor,
                                          fkv::WeightFormat::Fp8Channel, fkv::WeightFormat::Fp8Block,
                                          fkv::WeightFormat::Int8Channel};
-    // Variants of fp8_tensor: dequantized slices of 8 and 16 MB (the default is 32 MB; two slices
-    // are dense at a time, one being multiplied while the next is dequantized).
+    // Variants of fp8_tensor: dequantized slices of 8 and 16 MB (the default is 32 MB).
     struct Variant {
       fkv::WeightFormat format;
       std::string name;

@@ -199,13 +199,14 @@ DecodeSpec make_decode_spec(const KernelSpec& epilogue, int hidden, int num_laye
 
   // Splits: the fewest that give each SM several CTAs (4 for the 16-token bucket, 2 otherwise,
   // where the partials grow with the bucket or the shallower pipeline wants fewer), among those
-  // that divide the chunks evenly by the pipeline. 8-bit weights: 2 per SM, 1 at 64 tokens
-  // (the same FP8 sweep: 44 us with 2 splits against 49 with 4).
+  // that divide the chunks evenly by the pipeline. 8-bit weights: 2 per SM at every bucket (at
+  // 64 tokens the warm-L2 sweep preferred 2 splits, 44 against 49 us, but with the weights read
+  // from HBM, as in a server, 2 splits took 56 us against 49: quant_bench, docs/performance.md).
   const int tiles = s.rows() / mt;
   if (tuning.splits) {
     s.splits = tuning.splits;
   } else {
-    const int per_sm = quantized ? (token_bucket >= 64 ? 1 : 2) : (token_bucket == 16 ? 4 : 2);
+    const int per_sm = token_bucket == 16 && !quantized ? 4 : 2;
     const int want = per_sm * std::max(sm_count, 1);
     int best = 0;
     for (int sp = 1; sp <= 64; ++sp) {

@@ -149,9 +149,11 @@ struct FusedKVMaterializer::Impl {
   WeightFormat format = WeightFormat::Dense;
   DeviceBuffer w_scales;  // quantized: each group's scales in plan order (scale_offset below)
   std::vector<std::int64_t> scale_offset;  // per group: first float of its scales in w_scales
-  // The cuBLASLt path of quantized weights: slices of rows dequantized into two scratch
-  // buffers on a second stream while the previous slice is multiplied (dequant.hpp).
-  std::unique_ptr<SlicedProjection> sliced;
+  // The cuBLASLt path of quantized weights: up to dq_rows rows at a time are dequantized into
+  // dq_scratch ([dq_rows, hidden] in act), then multiplied.
+  std::unique_ptr<Dequantizer> dequant;
+  DeviceBuffer dq_scratch;
+  std::int64_t dq_rows = 0;
   DeviceBuffer proj;                  // [max_tokens, N]
   std::vector<DeviceBuffer> retired;  // earlier projection buffers (reserve_tokens)
   DeviceBuffer workspace;
@@ -237,7 +239,7 @@ struct FusedKVMaterializer::Impl {
     workspace = DeviceBuffer(opt.gemm_workspace_bytes);
   }
 
-  // Quantized weights: for each slice of at most slice_rows() rows of a group, the layout of the
+  // Quantized weights: for each slice of at most dq_rows rows of a group, the layout of the
   // dequantized slice ([hidden, n]), of proj's columns for it, and the algorithm.
   struct SliceShape {
     cublasLtMatrixLayout_t a = nullptr, b = nullptr, d = nullptr;
@@ -280,38 +282,26 @@ struct FusedKVMaterializer::Impl {
   }
 
   // proj[:T] = hidden · dequant(W_packed)^T, slice by slice: the dequantized rows live only in
-  // the two scratch buffers of `sliced`, each slice's GEMM overlapping the next one's
-  // dequantization.
+  // dq_scratch, reused for each slice in stream order.
   void project_quantized(const MaterializerInput& in, CUstream stream) {
     const std::int64_t T = in.num_tokens;
     const std::int64_t ld = in.hidden_stride ? in.hidden_stride : hidden;
     const int es = dtype_size(opt.act);
-    std::vector<SlicedProjection::Slice> slices;
-    const std::int64_t per = sliced->slice_rows();
+    const float alpha = 1.0f, beta = 0.0f;
     for (std::size_t gi = 0; gi < groups.size(); ++gi) {
       const Group& g = groups[gi];
       const std::int64_t rows = g.width * static_cast<std::int64_t>(g.members.size());
-      for (std::int64_t r0 = 0; r0 < rows; r0 += per) {
-        SlicedProjection::Slice sl;
-        sl.w = static_cast<const char*>(w_packed.ptr()) + g.offset * hidden;
-        sl.scales = static_cast<const float*>(w_scales.ptr()) + scale_offset[gi];
-        sl.row0 = r0;
-        sl.rows = std::min(per, rows - r0);
-        sl.rows_per_layer = g.width;
-        sl.out_row = g.offset + r0;
-        slices.push_back(sl);
+      const char* w = static_cast<const char*>(w_packed.ptr()) + g.offset * hidden;
+      const float* scales = static_cast<const float*>(w_scales.ptr()) + scale_offset[gi];
+      for (std::int64_t r0 = 0; r0 < rows; r0 += dq_rows) {
+        const std::int64_t n = std::min(dq_rows, rows - r0);
+        dequant->run(w, scales, dq_scratch.ptr(), r0, n, g.width, stream);
+        const SliceShape& s = slice_shape(T, ld, n);
+        void* d = static_cast<char*>(proj.ptr()) + (g.offset + r0) * es;
+        FKV_LT(cublasLtMatmul, lt, op, &alpha, dq_scratch.ptr(), s.a, in.hidden, s.b, &beta, d, s.d,
+               d, s.d, &s.algo, workspace.ptr(), workspace.size(), stream);
       }
     }
-    const float alpha = 1.0f, beta = 0.0f;
-    sliced->run(
-        slices,
-        [&](const void* a, const SlicedProjection::Slice& sl, CUstream st) {
-          const SliceShape& s = slice_shape(T, ld, sl.rows);
-          void* d = static_cast<char*>(proj.ptr()) + sl.out_row * es;
-          FKV_LT(cublasLtMatmul, lt, op, &alpha, a, s.a, in.hidden, s.b, &beta, d, s.d, d, s.d,
-                 &s.algo, workspace.ptr(), workspace.size(), st);
-        },
-        stream);
   }
 
   // proj[:T] = hidden · W_packed^T on `stream`.
@@ -620,8 +610,10 @@ FusedKVMaterializer::FusedKVMaterializer(const ModelConfig& config, std::int64_t
     const std::int64_t fit =
         std::max<std::int64_t>(kWeightBlock, static_cast<std::int64_t>(o.dequant_slice_bytes) /
                                                  (hidden_size * es) / kWeightBlock * kWeightBlock);
-    m.sliced = std::make_unique<SlicedProjection>(
-        m.format, o.act, static_cast<int>(hidden_size), std::min(most, fit), o.device);
+    m.dq_rows = std::min(most, fit);
+    m.dq_scratch = DeviceBuffer(static_cast<std::size_t>(m.dq_rows * hidden_size * es));
+    m.dequant =
+        std::make_unique<Dequantizer>(m.format, o.act, static_cast<int>(hidden_size), o.device);
   }
 
   const std::int64_t rows =
