@@ -842,9 +842,9 @@ void FusedKVMaterializer::materialize_pool(const MaterializerInput& in, const Po
     return;
   }
   m.project(in, stream);
+  for (Impl::Group& g : m.groups) {
     geo.num_kv_heads = g.plan_group->attn.num_kv_heads;
     geo.head_dim = g.plan_group->attn.head_dim;
-  for (Impl::Group& g : m.groups) {
     for (std::size_t j = 0; j < g.members.size(); ++j) {
       const std::size_t i = g.members[j];
       g.k_ptrs[j] = kv_layer_buffer(pool, geo, static_cast<std::int64_t>(i), false);
@@ -863,6 +863,7 @@ void FusedKVMaterializer::materialize_pool(const MaterializerInput& in, const Po
     fkv::materialize_pool(*g.pool, m.inputs(g, in), out, stream);
   }
 }
+
 void FusedKVMaterializer::materialize(const MaterializerInput& in, const KVLayout& out,
                                       CUstream stream) {
   if (out.kind == KVLayoutKind::Stacked)
@@ -870,6 +871,5 @@ void FusedKVMaterializer::materialize(const MaterializerInput& in, const KVLayou
   else
     materialize_pool(in, out, stream);
 }
-
 
 }  // namespace fkv
