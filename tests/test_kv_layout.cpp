@@ -131,8 +131,8 @@ TEST_CASE("token_major: errors name the field and the fix", "[kv_layout]") {
   l.slot_stride = 4 * 2048;  // one layer short
   expect_error(l, g, "slot_stride 8192 is smaller than the 10240 elements");
   l = token_major();
-  l.kv_offset = 1000;
-  expect_error(l, g, "kv_offset 1000 must be a multiple of 8 elements");
+  l.kv_offset = 1028;  // past K's 1024 elements, but not a whole 16-byte vector
+  expect_error(l, g, "kv_offset 1028 must be a multiple of 8 elements");
   l = token_major();
   l.head_stride = -128;
   expect_error(l, g, "head_stride must be > 0, got -128");
