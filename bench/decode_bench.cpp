@@ -135,7 +135,7 @@ fkv::KernelSpec epilogue_spec() {
   e.head_dim = kHeadDim;
   e.rotary_dim = kRotary;
   e.neox = true;
-  e.k_norm = true;
+  e.k_norm = fkv::KNormKind::Rms;
   e.act = fkv::DType::BF16;
   e.cache = fkv::DType::BF16;
   e.cos_sin = fkv::DType::FP32;

@@ -132,7 +132,7 @@ fkv::KernelSpec make_spec(const Case& c, const Defaults& d, fkv::OutputMode mode
   s.head_dim = c.head_dim;
   s.rotary_dim = c.rotary_dim;
   s.neox = d.neox;
-  s.k_norm = d.k_norm;
+  s.k_norm = d.k_norm ? fkv::KNormKind::Rms : fkv::KNormKind::None;
   s.act = d.dtype;
   s.cache = d.dtype;
   s.cos_sin = fkv::DType::FP32;

@@ -25,17 +25,12 @@ using namespace fkv::c_api;
 
 namespace {
 
-fkv_k_norm to_c(fkv::KNormKind k) {
-  switch (k) {
-    case fkv::KNormKind::None:
-      return FKV_K_NORM_NONE;
-    case fkv::KNormKind::Rms:
-      return FKV_K_NORM_RMS;
-    case fkv::KNormKind::RmsOnePlus:
-      return FKV_K_NORM_RMS_ONE_PLUS;
-  }
-  return FKV_K_NORM_NONE;
-}
+// fkv_k_norm's values are KNormKind's numbers (fkv/k_norm.hpp).
+static_assert(FKV_K_NORM_NONE == static_cast<int>(fkv::KNormKind::None) &&
+              FKV_K_NORM_RMS == static_cast<int>(fkv::KNormKind::Rms) &&
+              FKV_K_NORM_RMS_ONE_PLUS == static_cast<int>(fkv::KNormKind::RmsOnePlus));
+
+fkv_k_norm to_c(fkv::KNormKind k) { return static_cast<fkv_k_norm>(k); }
 
 void fill(const fkv::AttentionSpec& s, fkv_attention_info* out) {
   out->num_kv_heads = s.num_kv_heads;
@@ -205,7 +200,7 @@ fkv_status fkv_plan_kernel_desc(const fkv_plan* plan, int group, fkv_dtype act, 
     out->head_dim = s.head_dim;
     out->rotary_dim = s.rotary_dim;
     out->neox = s.neox ? 1 : 0;
-    out->k_norm = s.k_norm ? 1 : 0;
+    out->k_norm = to_c(s.k_norm);
     out->act = to_c(s.act);
     out->cache = to_c(s.cache);
     out->cos_sin = to_c(s.cos_sin);

@@ -3,20 +3,16 @@
 // first fkv.h.
 #include <algorithm>
 #include <cstddef>
-#include <memory>
 #include <span>
 #include <string>
 
 #include "c_api_internal.hpp"
-#include "fkv/arch.hpp"
-#include "fkv/cache.hpp"
 #include "fkv/errors.hpp"
 #include "fkv/fkv.h"
 #include "fkv/materialize.hpp"
 #include "fkv/precompile.hpp"
 #include "fkv/runtime.hpp"
 #include "fkv/spec.hpp"
-#include "fkv/validate.hpp"
 
 struct fkv_kernel {
   const fkv::LoadedKernel* kernel = nullptr;
@@ -61,7 +57,7 @@ fkv::KernelSpec to_spec(const fkv_kernel_desc& d) {
   s.head_dim = d.head_dim;
   s.rotary_dim = d.rotary_dim;
   s.neox = d.neox != 0;
-  s.k_norm = d.k_norm != 0;
+  s.k_norm = fkv::kernel_k_norm(fkv::k_norm_from_int(d.k_norm));  // RMS_ONE_PLUS: RMS, folded
   s.act = to_cpp(d.act);
   s.cache = to_cpp(d.cache);
   s.cos_sin = to_cpp(d.cos_sin);
@@ -108,69 +104,28 @@ fkv_status fkv_precompile_with_options_v2(const fkv_config* config,
     require(config, "config");
     require(given, "options");
     const fkv_precompile_options read = read_precompile_options(*given);
-    const fkv_precompile_options* options = &read;
-    require(options->arch, "arch");
-    auto given = [](const char* s) { return s != nullptr && *s != '\0'; };
-    if (options->jobs < 0)
-      throw fkv::ArgumentError("jobs is " + std::to_string(options->jobs) +
-                               ": give 0 (one per core) or more");
-    const fkv::ArchTarget target = fkv::resolve_arch(options->arch).target;
-    const fkv::Plan plan =
-        fkv::make_plan(config->config, options->strict ? fkv::ValidationMode::Strict
-                                                       : fkv::ValidationMode::Grouped);
-    fkv::VariantOptions o;
-    o.act = given(options->act_dtype) ? fkv::parse_dtype(options->act_dtype)
-                                      : fkv::act_dtype_of(config->config.dtype.value);
-    o.cache = given(options->kv_dtype) ? fkv::parse_dtype(options->kv_dtype) : o.act;
-    if (given(options->cos_sin_dtype)) o.cos_sin = fkv::parse_dtype(options->cos_sin_dtype);
-    if (given(options->index_dtype)) {
-      const std::string index = options->index_dtype;
-      if (index != "int32" && index != "int64")
-        throw fkv::ArgumentError("index_dtype '" + index + "' is not int32 or int64");
-      o.index = index == "int32" ? fkv::IndexType::I32 : fkv::IndexType::I64;
+    require(read.arch, "arch");
+    auto name = [](const char* s) { return std::string(s ? s : ""); };  // NULL: the default
+    fkv::ConfigPrecompile request;
+    request.arch = read.arch;
+    request.act_dtype = name(read.act_dtype);
+    request.kv_dtype = name(read.kv_dtype);
+    request.cos_sin_dtype = name(read.cos_sin_dtype);
+    request.index_dtype = name(read.index_dtype);
+    request.modes = name(read.modes);
+    request.cache_dir = name(read.cache_dir);
+    request.strict = read.strict != 0;
+    request.jobs = read.jobs;
+    request.decode_gpu = name(read.decode_gpu);
+    auto counts = [&](const fkv::PrecompileResult& r) {
+      if (result) *result = {r.kernels.size(), r.compiled(), r.not_persisted()};
+    };
+    try {
+      counts(fkv::precompile_config(config->config, request));
+    } catch (const fkv::PrecompileCacheError& e) {
+      counts(e.result);  // fkv.h: FKV_ERR_CACHE comes with the counts
+      throw;
     }
-    if (given(options->modes)) {
-      const std::string modes = options->modes;
-      if (modes != "both" && modes != "stacked" && modes != "pool")
-        throw fkv::ArgumentError("modes '" + modes + "' is not both, stacked or pool");
-      o.stacked = modes != "pool";
-      o.pool = modes != "stacked";
-    }
-
-    std::unique_ptr<fkv::KernelCache> own;
-    fkv::KernelCache* cache = &fkv::KernelCache::global();
-    if (given(options->cache_dir)) {
-      fkv::CacheOptions opts = fkv::CacheOptions::from_env();
-      opts.root = options->cache_dir;
-      opts.disabled = false;
-      own = std::make_unique<fkv::KernelCache>(opts);
-      cache = own.get();
-    }
-    fkv::DecodePrecompile decode;
-    if (given(options->decode_gpu)) {
-      const fkv::MeasuredDecodeGpu g = fkv::measured_decode_gpu(options->decode_gpu);
-      decode = {g.sm_count, g.crossover, config->config.hidden_size.value};
-    }
-    const fkv::PrecompileResult r = fkv::precompile(
-        plan, o, {target}, *cache, static_cast<unsigned>(options->jobs), {}, decode);
-    if (result) *result = {r.kernels.size(), r.compiled(), r.not_persisted()};
-    if (r.not_persisted() > 0) {
-      std::string names;
-      for (const auto& k : r.kernels)
-        if (!k.persisted()) names += (names.empty() ? "" : ", ") + k.short_name();
-      throw fkv::CacheError(
-          std::to_string(r.not_persisted()) + " of " + std::to_string(r.kernels.size()) +
-          " kernels were compiled but not saved to the cache (" +
-          (cache->memory_only() ? "no usable cache directory" : "publishing failed") +
-          "; see the log): " + names);
-    }
-    if (r.over_cap())  // as the CLI's exit 8: the next publish there would evict some of them
-      throw fkv::CacheError(
-          "the " + std::to_string(r.kernels.size()) + " kernels take " +
-          std::to_string(r.bytes_on_disk) +
-          " bytes in the cache, more than FKV_CACHE_MAX_BYTES=" + std::to_string(r.max_bytes) +
-          " allows: they are all saved now, but the next kernel published there evicts some. "
-          "Raise FKV_CACHE_MAX_BYTES, or unset it for the image's cache");
     return FKV_OK;
   });
 }

@@ -365,7 +365,7 @@ KernelSource generate(const KernelSpec& spec, const JitOptions& options) {
   std::ostringstream expr;
   expr << "fkv_kernels::fused_kv_materialize<" << spec.num_kv_heads << ", " << spec.head_dim << ", "
        << spec.rotary_dim << ", " << (spec.neox ? "true" : "false") << ", "
-       << (spec.k_norm ? "true" : "false") << ", " << device_type(spec.act) << ", "
+       << static_cast<int>(spec.k_norm) << ", " << device_type(spec.act) << ", "
        << device_type(spec.cache) << ", " << device_type(spec.cos_sin) << ", "
        << device_type(spec.positions) << ", " << device_type(spec.slots) << ", "
        << (spec.mode == OutputMode::Pool ? "true" : "false") << ", "

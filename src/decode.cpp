@@ -195,7 +195,8 @@ DecodeKV::DecodeKV(const DecodeModel& model, const DecodeOptions& options)
   if (!is_quantized(model.weight) && model.w_scale != nullptr)
     fail("w_scale is given for dense weights");
   if (reinterpret_cast<std::uintptr_t>(model.w_kv) % 16 != 0) fail("w_kv must be 16-byte aligned");
-  if (e.k_norm && model.k_norm == nullptr) fail("the spec has a K norm but k_norm is null");
+  if (k_norm_weighted(e.k_norm) && model.k_norm == nullptr)
+    fail("the spec has a K norm but k_norm is null");
   if (model.cos_sin != nullptr) m.check_table(model.cos_sin_stride, model.max_position);
   if (!model.eps.empty() && static_cast<int>(model.eps.size()) != model.num_layers)
     fail("eps has " + std::to_string(model.eps.size()) + " values for " +

@@ -83,7 +83,7 @@ std::string DecodeSpec::short_name() const {
   const KernelSpec& e = epilogue;
   std::ostringstream o;
   o << "fkvdec_h" << e.num_kv_heads << "_d" << e.head_dim << "_r" << e.rotary_dim
-    << (e.neox ? "_neox" : "_gptj") << (e.k_norm ? "_kn" : "") << "_" << to_string(e.act) << "_"
+    << (e.neox ? "_neox" : "_gptj") << k_norm_suffix(e.k_norm) << "_" << to_string(e.act) << "_"
     << to_string(e.cache) << "_" << to_string(e.mode) << "_L" << num_layers << "_x" << hidden
     << "_tb" << token_bucket;
   if (is_quantized(weight)) o << "_" << to_string(weight);
@@ -242,7 +242,7 @@ KernelSource generate_decode(const DecodeSpec& spec) {
   std::ostringstream expr;
   expr << "fkv_kernels::fused_proj_kv<" << spec.hidden << ", " << spec.num_layers << ", "
        << e.num_kv_heads << ", " << e.head_dim << ", " << e.rotary_dim << ", "
-       << (e.neox ? "true" : "false") << ", " << (e.k_norm ? "true" : "false") << ", "
+       << (e.neox ? "true" : "false") << ", " << static_cast<int>(e.k_norm) << ", "
        << device_type(e.act) << ", " << device_type(e.cache) << ", " << device_type(e.cos_sin)
        << ", " << device_type(e.positions) << ", " << device_type(e.slots) << ", "
        << (e.mode == OutputMode::Pool ? "true" : "false") << ", " << spec.token_bucket << ", "

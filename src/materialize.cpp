@@ -64,7 +64,7 @@ void fill_common(const LoadedKernel& k, const FusedKVInputs& in, FkvKernelParams
       fail(s, "cos_sin_stride " + std::to_string(in.cos_sin_stride) +
                   " is smaller than rotary_dim " + std::to_string(s.rotary_dim));
   }
-  if (s.k_norm) {
+  if (k_norm_weighted(s.k_norm)) {
     check_not_null(s, in.k_norm_weight, "k_norm_weight");
     check_aligned(s, in.k_norm_weight, 4, "k_norm_weight");
   }

@@ -181,18 +181,21 @@ PrecompileResult precompile_config(const ModelConfig& config, const ConfigPrecom
     std::string names;
     for (const auto& k : r.kernels)
       if (!k.persisted()) names += (names.empty() ? "" : ", ") + k.short_name();
-    throw CacheError(std::to_string(r.not_persisted()) + " of " + std::to_string(r.kernels.size()) +
-                     " kernels were compiled but not saved to the cache (" +
-                     (cache->memory_only() ? "no usable cache directory" : "publishing failed") +
-                     "; see the log): " + names);
+    throw PrecompileCacheError(
+        std::to_string(r.not_persisted()) + " of " + std::to_string(r.kernels.size()) +
+            " kernels were compiled but not saved to the cache (" +
+            (cache->memory_only() ? "no usable cache directory" : "publishing failed") +
+            "; see the log): " + names,
+        std::move(r));
   }
   if (r.over_cap())  // as the CLI's exit 8: the next publish there would evict some of them
-    throw CacheError(
+    throw PrecompileCacheError(
         "the " + std::to_string(r.kernels.size()) + " kernels take " +
-        std::to_string(r.bytes_on_disk) +
-        " bytes in the cache, more than FKV_CACHE_MAX_BYTES=" + std::to_string(r.max_bytes) +
-        " allows: they are all saved now, but the next kernel published there "
-        "evicts some. Raise FKV_CACHE_MAX_BYTES, or unset it for the image's cache");
+            std::to_string(r.bytes_on_disk) +
+            " bytes in the cache, more than FKV_CACHE_MAX_BYTES=" + std::to_string(r.max_bytes) +
+            " allows: they are all saved now, but the next kernel published there "
+            "evicts some. Raise FKV_CACHE_MAX_BYTES, or unset it for the image's cache",
+        std::move(r));
   return r;
 }
 

@@ -72,7 +72,7 @@ bool is_fp8(DType d) { return d == DType::FP8_E4M3 || d == DType::FP8_E5M2; }
 std::string KernelSpec::canonical() const {
   std::ostringstream o;
   o << "H=" << num_kv_heads << ";D=" << head_dim << ";R=" << rotary_dim
-    << ";neox=" << (neox ? 1 : 0) << ";knorm=" << (k_norm ? 1 : 0) << ";act=" << to_string(act)
+    << ";neox=" << (neox ? 1 : 0) << ";knorm=" << k_norm_key(k_norm) << ";act=" << to_string(act)
     << ";cache=" << to_string(cache) << ";cs=" << to_string(cos_sin)
     << ";pos=" << to_string(positions) << ";slot=" << to_string(slots)
     << ";mode=" << to_string(mode) << ";debug=" << (debug_checks ? 1 : 0);
@@ -84,7 +84,7 @@ std::string KernelSpec::canonical() const {
 std::string KernelSpec::short_name() const {
   std::ostringstream o;
   o << "fkv_h" << num_kv_heads << "_d" << head_dim << "_r" << rotary_dim
-    << (neox ? "_neox" : "_gptj") << (k_norm ? "_kn" : "") << "_" << to_string(act) << "_"
+    << (neox ? "_neox" : "_gptj") << k_norm_suffix(k_norm) << "_" << to_string(act) << "_"
     << to_string(cache) << "_" << to_string(mode) << (paged ? "_paged" : "")
     << (kv_bias ? "_bias" : "");
   return o.str();
@@ -109,6 +109,11 @@ void KernelSpec::check() const {
     throw ArgumentError(head_elements_error(num_kv_heads, head_dim));
   if (rotary_dim < 0 || rotary_dim % 2 != 0 || rotary_dim > head_dim)
     throw MismatchError(seed::rotary_head_pair(rotary_dim, head_dim));
+  if (const KNormInfo& kn = k_norm_info(k_norm); kn.kernel != k_norm)
+    throw ArgumentError(
+        std::string("K norm \"") + kn.name +
+        "\" is not computed by a kernel: the host folds it into the weight of K norm \"" +
+        to_string(kn.kernel) + "\" (kernel_k_norm), which the kernel spec takes");
   if (is_fp8(act))
     throw ArgumentError("activation dtype " + to_string(act) +
                         " is not supported: proj must be bf16, fp16 or fp32");
@@ -237,7 +242,7 @@ KernelSpec make_kernel_spec(const AttentionSpec& attn, DType act, DType cache, O
   s.head_dim = attn.head_dim;
   s.rotary_dim = attn.rotary_dim;
   s.neox = attn.is_neox_style;
-  s.k_norm = attn.k_norm != KNormKind::None;
+  s.k_norm = kernel_k_norm(attn.k_norm);
   s.act = act;
   s.cache = cache;
   s.cos_sin = cos_sin;

@@ -115,7 +115,7 @@ std::uint32_t load_bits(const void* base, DType dtype, std::int64_t index) {
 }
 
 double load_value(const void* base, DType dtype, std::int64_t index) {
-  return decode(dtype, load_bits(base, dtype, index));
+  return to_double(dtype, load_bits(base, dtype, index));
 }
 
 std::int64_t load_index(const void* base, IndexType type, std::int64_t t) {
@@ -172,8 +172,12 @@ void check_inputs(const ReferenceInputs& in) {
     require(in.cos_sin_stride == 0 || in.cos_sin_stride >= s.rotary_dim,
             "cos_sin_stride must be >= rotary_dim");
   }
-  if (s.k_norm)
-    require(in.k_norm_weight != nullptr, "k_norm_weight is null but spec.k_norm is set");
+  // The kernel kinds this reference computes; a model's RmsOnePlus is Rms over folded weights.
+  require(s.k_norm == KNormKind::None || s.k_norm == KNormKind::Rms,
+          "the reference computes K norm none or rms, not " + to_string(s.k_norm));
+  if (k_norm_weighted(s.k_norm))
+    require(in.k_norm_weight != nullptr,
+            "k_norm_weight is null but spec.k_norm is " + to_string(s.k_norm));
   const auto L = static_cast<std::size_t>(in.num_layers);
   require(in.eps.empty() || in.eps.size() >= L, "eps has fewer than num_layers entries");
   require(in.k_scales.empty() || in.k_scales.size() >= L,
@@ -229,7 +233,7 @@ double scale_of(std::span<const float> scales, std::int64_t l, DType cache) {
 
 // ---- number formats ---------------------------------------------------------------------
 
-double decode(DType dtype, std::uint32_t bits) {
+double to_double(DType dtype, std::uint32_t bits) {
   if (dtype == DType::FP32) {
     float f;
     std::memcpy(&f, &bits, 4);
@@ -332,7 +336,7 @@ ReferenceOutput reference_k(const ReferenceInputs& in) {
           for (std::int64_t d = 0; d < D; ++d)
             k[d] = s.kv_bias ? load_value(in.proj, s.act, base + d) + bias_of(in, l, h * D + d)
                              : load_value(in.proj, s.act, base + d);
-          if (s.k_norm) {
+          if (s.k_norm == KNormKind::Rms) {
             double sum_sq = 0;
             for (double x : k) sum_sq += x * x;
             const double inv_rms = 1.0 / std::sqrt(sum_sq / static_cast<double>(D) + eps);
@@ -427,7 +431,7 @@ CompareResult compare(DType dtype, const void* gpu_bits, const ReferenceOutput& 
           for (std::int64_t d = 0; d < D; ++d) {
             const std::size_t i = ref.index(l, t, h, d);
             const std::uint32_t bits = load_bits(gpu_bits, dtype, static_cast<std::int64_t>(i));
-            const double g = decode(dtype, bits);
+            const double g = to_double(dtype, bits);
             double r = ref.value[i];
             if (saturates) r = std::clamp(r, -max, max);
             const std::uint32_t expected = round_to(dtype, r);

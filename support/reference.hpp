@@ -24,7 +24,7 @@ namespace fkv {
 // The value of `bits` in `dtype`. NaN patterns give a quiet NaN, infinities +-inf.
 // FP8 E4M3 is the "fn" variant (no infinities; S.1111.111 is NaN; max 448); E5M2 is IEEE-like
 // (max 57344).
-double decode(DType dtype, std::uint32_t bits);
+double to_double(DType dtype, std::uint32_t bits);
 
 // `x` rounded to nearest, ties to even mantissa. BF16/FP16/FP32 overflow to +-inf as IEEE;
 // FP8 saturates to +-max finite (inf too). NaN gives the format's NaN (fp8: 0x7f, with sign).
@@ -52,7 +52,7 @@ struct ReferenceInputs {
   const void* cos_sin = nullptr;    // [max_position, R] spec.cos_sin; unused when R = 0
   std::int64_t max_position = 0;
   std::int64_t cos_sin_stride = 0;
-  const float* k_norm_weight = nullptr;  // [L, D]; required iff spec.k_norm
+  const float* k_norm_weight = nullptr;  // [L, D]; required iff k_norm_weighted(spec.k_norm)
   std::span<const float> eps;            // [L]; empty = 1e-6 each
   std::span<const float> k_scales;       // [L]; FP8 caches only; empty = 1.0 (host or device
   std::span<const float> v_scales;       // scales alike: the kernel divides by the same values)

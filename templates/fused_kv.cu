@@ -2,7 +2,8 @@
 //
 // Per token t, layer l, KV head h (D = head_dim, R = rotary_dim, KV = H * D):
 //   k = proj[t, l, h*D : (h+1)*D], v = proj[t, l, KV + h*D : KV + (h+1)*D]
-//   K_NORM: k = k * rsqrt(mean(k^2) + eps[l]) * w[l]                (fp32)
+//   K_NORM (fkv::KNormKind's number: 0 none, 1 rms):
+//     1: k = k * rsqrt(mean(k^2) + eps[l]) * w[l]                  (fp32)
 //   RoPE on dims < R with row positions[t] of cos_sin [max_pos, R] (cos | sin halves):
 //     NEOX pairs (i, i + R/2), GPT-J pairs (2i, 2i + 1), both with cos_i, sin_i:
 //     x1' = x1 cos - x2 sin,  x2' = x2 cos + x1 sin;  dims >= R pass through (normed).
@@ -74,7 +75,7 @@ __device__ __forceinline__ void load_floats(const float* b, float* out, bool loa
   }
 }
 
-template <int H, int D, int R, bool NEOX, bool K_NORM, class Act, class Cache, class CosSin,
+template <int H, int D, int R, bool NEOX, int K_NORM, class Act, class Cache, class CosSin,
           class Pos, class Slot, bool POOL, bool PAGED, bool BIAS, int VEC, int LOADS, int WARPS>
 __global__ void __launch_bounds__(WARPS * 32) fused_kv_materialize(const FkvKernelParams p) {
   constexpr int EPT = VEC * LOADS;  // elements per lane
@@ -223,7 +224,7 @@ __global__ void __launch_bounds__(WARPS * 32) fused_kv_materialize(const FkvKern
       for (int i = 0; i < EPT; ++i) k[i] += kb[i];
     }
 
-    if constexpr (K_NORM) {
+    if constexpr (K_NORM == 1) {  // rms
       float ss = 0.f;
 #pragma unroll
       for (int i = 0; i < EPT; ++i) ss += k[i] * k[i];

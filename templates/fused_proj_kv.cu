@@ -131,7 +131,7 @@ __device__ __forceinline__ Cache encode(float v, float scale) {
 // counts chunks of 64 columns (16 bytes of each row per thread, as for dense weights). Dynamic
 // shared memory: decode_shared_bytes() on the host = max(2 * TB * (2 * KSL + 64), 4 * TB * MT)
 // bytes.
-template <int HIDDEN, int L, int H, int D, int R, bool NEOX, bool K_NORM, class Act, class Cache,
+template <int HIDDEN, int L, int H, int D, int R, bool NEOX, int K_NORM, class Act, class Cache,
           class CosSin, class Pos, class Slot, bool POOL, int TB, int S, int WARPS, int MW, int P,
           int KSL, int WQ, int WS>
 __global__ void __launch_bounds__(WARPS * 32) fused_proj_kv(const FkvDecodeParams p) {
@@ -423,7 +423,7 @@ __global__ void __launch_bounds__(WARPS * 32) fused_proj_kv(const FkvDecodeParam
       }
     }
 
-    if constexpr (K_NORM) {
+    if constexpr (K_NORM == 1) {  // rms
       float ss[IPW];
 #pragma unroll
       for (int ii = 0; ii < IPW; ++ii) {

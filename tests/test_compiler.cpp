@@ -25,7 +25,7 @@ KernelSpec base() {
   s.num_kv_heads = 8;
   s.head_dim = 128;
   s.rotary_dim = 128;
-  s.k_norm = true;
+  s.k_norm = KNormKind::Rms;
   return s;
 }
 
@@ -41,7 +41,7 @@ std::vector<KernelSpec> covering_set() {
   add([](KernelSpec& s) {
     s.head_dim = 64;
     s.rotary_dim = 64;
-    s.k_norm = false;
+    s.k_norm = KNormKind::None;
   });
   add([](KernelSpec& s) {
     s.num_kv_heads = 32;
@@ -124,8 +124,7 @@ TEST_CASE("arch parsing accepts NVRTC's archs and lists them on error", "[compil
 
 TEST_CASE("name expression and specialized source", "[codegen]") {
   const KernelSource k = generate(base());
-  CHECK(k.name_expression.rfind("fkv_kernels::fused_kv_materialize<8, 128, 128, true, true,", 0) ==
-        0);
+  CHECK(k.name_expression.rfind("fkv_kernels::fused_kv_materialize<8, 128, 128, true, 1,", 0) == 0);
   CHECK(k.source.find("// fkv spec: " + base().canonical()) == 0);
   CHECK(k.source.find("template __global__ void " + k.name_expression) != std::string::npos);
   CHECK(k.template_hash.size() == 32);

@@ -22,7 +22,7 @@ fkv::KernelSpec qwen3_epilogue(fkv::OutputMode mode = fkv::OutputMode::Stacked) 
   e.head_dim = 128;
   e.rotary_dim = 128;
   e.neox = true;
-  e.k_norm = true;
+  e.k_norm = fkv::KNormKind::Rms;
   e.act = fkv::DType::BF16;
   e.cache = fkv::DType::BF16;
   e.mode = mode;
@@ -193,7 +193,7 @@ TEST_CASE(
   CHECK(src.template_name == "fused_proj_kv.cu");
   CHECK(src.source.rfind("// fkv spec: " + s.canonical() + "\n", 0) == 0);
   CHECK(src.name_expression.rfind(
-            "fkv_kernels::fused_proj_kv<4096, 5, 8, 128, 128, true, true, fkv_kernels::bf16, "
+            "fkv_kernels::fused_proj_kv<4096, 5, 8, 128, 128, true, 1, fkv_kernels::bf16, "
             "fkv_kernels::bf16, float, long long, long long, false, 8, ",
             0) == 0);
   CHECK(src.source.find("template __global__ void " + src.name_expression +

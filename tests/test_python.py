@@ -120,7 +120,7 @@ def test_plan():
 
     desc = p.kernel_desc(0, act="bf16", cache="fp8_e4m3", pool=True)
     assert (desc.num_kv_heads, desc.head_dim, desc.rotary_dim) == (8, 128, 128)
-    assert desc.neox and desc.k_norm and desc.pool and desc.cache == "fp8_e4m3"
+    assert desc.neox and desc.k_norm == "rms" and desc.pool and desc.cache == "fp8_e4m3"
     e = raises(ValueError, p.kernel_desc, 0, act="bf16", cache="fp16")
     assert "cache dtype fp16" in str(e)
     e = raises(ValueError, p.kernel_desc, 3)

@@ -10,9 +10,9 @@
 #include "fkv/errors.hpp"
 #include "reference.hpp"
 
-using fkv::decode;
 using fkv::DType;
 using fkv::round_to;
+using fkv::to_double;
 
 namespace {
 
@@ -34,7 +34,7 @@ fkv::KernelSpec small_spec(int heads, int dim, int rotary, bool neox, bool k_nor
   s.head_dim = dim;
   s.rotary_dim = rotary;
   s.neox = neox;
-  s.k_norm = k_norm;
+  s.k_norm = k_norm ? fkv::KNormKind::Rms : fkv::KNormKind::None;
   s.act = DType::FP32;
   s.cache = DType::FP32;
   s.cos_sin = DType::FP32;
@@ -59,10 +59,10 @@ TEST_CASE("bf16 encodes and decodes known bit patterns", "[reference][format]") 
   CHECK(round_to(DType::BF16, -2.0) == 0xc000);
   CHECK(round_to(DType::BF16, 0.0) == 0x0000);
   CHECK(round_to(DType::BF16, -0.0) == 0x8000);
-  CHECK(decode(DType::BF16, 0x3f80) == 1.0);
-  CHECK(decode(DType::BF16, 0x4049) == 3.140625);
-  CHECK(std::isinf(decode(DType::BF16, 0x7f80)));
-  CHECK(std::isnan(decode(DType::BF16, 0x7fc0)));
+  CHECK(to_double(DType::BF16, 0x3f80) == 1.0);
+  CHECK(to_double(DType::BF16, 0x4049) == 3.140625);
+  CHECK(std::isinf(to_double(DType::BF16, 0x7f80)));
+  CHECK(std::isnan(to_double(DType::BF16, 0x7fc0)));
   CHECK(fkv::max_finite(DType::BF16) == Approx(3.3895313892515355e38).epsilon(1e-15));
   // Ties go to the even mantissa; anything above the tie rounds up.
   CHECK(round_to(DType::BF16, 1.0 + std::ldexp(1.0, -8)) == 0x3f80);
@@ -102,12 +102,12 @@ TEST_CASE("fp16 encodes and decodes known bit patterns", "[reference][format]") 
   CHECK(round_to(DType::FP16, 3 * std::ldexp(1.0, -26)) == 0x0001);  // above the tie
   CHECK(round_to(DType::FP16, 3 * std::ldexp(1.0, -25)) == 0x0002);  // tie 1|2 -> 2
   CHECK(round_to(DType::FP16, -0.0) == 0x8000);
-  CHECK(decode(DType::FP16, 0x3c00) == 1.0);
-  CHECK(decode(DType::FP16, 0x0400) == std::ldexp(1.0, -14));
-  CHECK(decode(DType::FP16, 0x03ff) == 1023 * std::ldexp(1.0, -24));
-  CHECK(std::isinf(decode(DType::FP16, 0xfc00)));
-  CHECK(decode(DType::FP16, 0xfc00) < 0);
-  CHECK(std::isnan(decode(DType::FP16, 0x7e00)));
+  CHECK(to_double(DType::FP16, 0x3c00) == 1.0);
+  CHECK(to_double(DType::FP16, 0x0400) == std::ldexp(1.0, -14));
+  CHECK(to_double(DType::FP16, 0x03ff) == 1023 * std::ldexp(1.0, -24));
+  CHECK(std::isinf(to_double(DType::FP16, 0xfc00)));
+  CHECK(to_double(DType::FP16, 0xfc00) < 0);
+  CHECK(std::isnan(to_double(DType::FP16, 0x7e00)));
   CHECK(fkv::max_finite(DType::FP16) == 65504.0);
 }
 
@@ -140,11 +140,11 @@ TEST_CASE("fp8 e4m3fn encodes, saturates and decodes", "[reference][format]") {
   CHECK(round_to(DType::FP8_E4M3, 1.1875) == 0x3a);               // tie 1.125|1.25 -> even
   CHECK(round_to(DType::FP8_E4M3, std::ldexp(1.0, -9)) == 0x01);  // smallest subnormal
   CHECK(round_to(DType::FP8_E4M3, std::ldexp(1.0, -11)) == 0x00);
-  CHECK(decode(DType::FP8_E4M3, 0x7e) == 448.0);
-  CHECK(decode(DType::FP8_E4M3, 0x08) == std::ldexp(1.0, -6));  // smallest normal
-  CHECK(decode(DType::FP8_E4M3, 0x78) == 256.0);                // exponent all ones is finite
-  CHECK(std::isnan(decode(DType::FP8_E4M3, 0x7f)));
-  CHECK(std::isnan(decode(DType::FP8_E4M3, 0xff)));
+  CHECK(to_double(DType::FP8_E4M3, 0x7e) == 448.0);
+  CHECK(to_double(DType::FP8_E4M3, 0x08) == std::ldexp(1.0, -6));  // smallest normal
+  CHECK(to_double(DType::FP8_E4M3, 0x78) == 256.0);                // exponent all ones is finite
+  CHECK(std::isnan(to_double(DType::FP8_E4M3, 0x7f)));
+  CHECK(std::isnan(to_double(DType::FP8_E4M3, 0xff)));
   CHECK(fkv::max_finite(DType::FP8_E4M3) == 448.0);
 }
 
@@ -157,9 +157,9 @@ TEST_CASE("fp8 e5m2 encodes, saturates and decodes", "[reference][format]") {
   CHECK(round_to(DType::FP8_E5M2, 1.375) == 0x3e);  // tie 1.25|1.5 -> even
   CHECK(round_to(DType::FP8_E5M2, std::ldexp(1.0, -16)) == 0x01);
   CHECK((round_to(DType::FP8_E5M2, std::numeric_limits<double>::quiet_NaN()) & 0x7f) == 0x7f);
-  CHECK(decode(DType::FP8_E5M2, 0x7b) == 57344.0);
-  CHECK(std::isinf(decode(DType::FP8_E5M2, 0x7c)));
-  CHECK(std::isnan(decode(DType::FP8_E5M2, 0x7d)));
+  CHECK(to_double(DType::FP8_E5M2, 0x7b) == 57344.0);
+  CHECK(std::isinf(to_double(DType::FP8_E5M2, 0x7c)));
+  CHECK(std::isnan(to_double(DType::FP8_E5M2, 0x7d)));
   CHECK(fkv::max_finite(DType::FP8_E5M2) == 57344.0);
 }
 
@@ -167,14 +167,14 @@ TEST_CASE("every finite pattern round-trips", "[reference][format]") {
   for (DType t : {DType::BF16, DType::FP16, DType::FP8_E4M3, DType::FP8_E5M2}) {
     const std::uint32_t n = (t == DType::BF16 || t == DType::FP16) ? 0x10000u : 0x100u;
     for (std::uint32_t b = 0; b < n; ++b) {
-      const double x = decode(t, b);
+      const double x = to_double(t, b);
       if (!std::isfinite(x)) continue;
       INFO("dtype " << static_cast<int>(t) << " bits 0x" << std::hex << b);
       REQUIRE(round_to(t, x) == b);
     }
   }
   CHECK(round_to(DType::FP32, 0.1) == float_bits(0.1f));
-  CHECK(decode(DType::FP32, float_bits(-2.5f)) == -2.5);
+  CHECK(to_double(DType::FP32, float_bits(-2.5f)) == -2.5);
 }
 
 TEST_CASE("ulp is the spacing at a magnitude", "[reference][format]") {
@@ -310,9 +310,9 @@ TEST_CASE("layout: strides, heads, layers, index types, act dtypes", "[reference
       for (int h = 0; h < H; ++h)
         for (int d = 0; d < D; ++d) {
           CHECK(k.value[k.index(l, t, h, d)] ==
-                decode(DType::BF16, round_to(DType::BF16, value(t, l, 0, h, d))));
+                to_double(DType::BF16, round_to(DType::BF16, value(t, l, 0, h, d))));
           CHECK(v.value[v.index(l, t, h, d)] ==
-                decode(DType::BF16, round_to(DType::BF16, value(t, l, 1, h, d))));
+                to_double(DType::BF16, round_to(DType::BF16, value(t, l, 1, h, d))));
         }
 
   // int32 and int64 positions, fp32 and bf16 cos/sin give the same result for exact values.

@@ -11,7 +11,7 @@ static KernelSpec base() {
   s.num_kv_heads = 8;
   s.head_dim = 128;
   s.rotary_dim = 128;
-  s.k_norm = true;
+  s.k_norm = KNormKind::Rms;
   return s;
 }
 
@@ -31,7 +31,7 @@ TEST_CASE("canonical text changes with every field", "[spec]") {
   v.neox = false;
   variants.push_back(v);
   v = b;
-  v.k_norm = false;
+  v.k_norm = KNormKind::None;
   variants.push_back(v);
   v = b;
   v.act = DType::FP16;
@@ -293,7 +293,7 @@ TEST_CASE("kernel_specs_for gives one spec per group and mode", "[spec]") {
   CHECK(specs[0].mode == OutputMode::Stacked);
   CHECK(specs[1].mode == OutputMode::Pool);
   CHECK(specs[2].rotary_dim == 0);
-  CHECK(specs[0].k_norm);
+  CHECK(specs[0].k_norm == KNormKind::Rms);
   o.pool = false;
   CHECK(kernel_specs_for(plan, o).size() == 2);
   CHECK(act_dtype_of("float16") == DType::FP16);

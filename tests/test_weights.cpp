@@ -59,7 +59,7 @@ TEST_CASE("quantized decode specs: chunks of 64 columns, whole 128-column blocks
   e.head_dim = 128;
   e.rotary_dim = 128;
   e.neox = true;
-  e.k_norm = true;
+  e.k_norm = fkv::KNormKind::Rms;
   for (WeightFormat w :
        {WeightFormat::Fp8Tensor, WeightFormat::Fp8Block, WeightFormat::Int8Channel}) {
     for (int tb : {8, 16, 32, 64}) {

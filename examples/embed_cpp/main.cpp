@@ -59,7 +59,7 @@ std::vector<std::uint16_t> random_bf16(std::size_t n, double scale, std::mt19937
   return out;
 }
 
-double bf16_value(std::uint16_t bits) { return fkv::decode(fkv::DType::BF16, bits); }
+double bf16_value(std::uint16_t bits) { return fkv::to_double(fkv::DType::BF16, bits); }
 
 template <class T>
 fkv::DeviceBuffer to_device(const std::vector<T>& host) {
@@ -196,8 +196,7 @@ bool run_on_gpu(const fkv::ModelConfig& config, const Args& a) {
       while (attn_layers[i]->index != layer) ++i;
       eps.push_back(static_cast<float>(attn_layers[i]->eps.value));
       if (!weights.k_norm.empty())
-        for (float w : weights.k_norm[i])
-          norm.push_back(g.attn.k_norm == fkv::KNormKind::RmsOnePlus ? 1.0f + w : w);
+        for (float w : weights.k_norm[i]) norm.push_back(fkv::fold_k_norm_weight(g.attn.k_norm, w));
     }
     ref.k_norm_weight = norm.empty() ? nullptr : norm.data();
     ref.eps = eps;

@@ -12,6 +12,8 @@
 #include <string_view>
 #include <vector>
 
+#include "fkv/k_norm.hpp"  // KNormKind
+
 namespace fkv {
 
 // A resolved value and where it came from, e.g. "text_config.head_dim" or
@@ -26,12 +28,6 @@ enum class LayerKind {
   FullAttention,
   SlidingAttention,
   NoAttention,  // linear attention, mamba/SSM, no-op: no KV, skipped, numbering kept
-};
-
-enum class KNormKind {
-  None,
-  Rms,         // k * rsqrt(mean(k^2) + eps) * w, per head, weight of head_dim
-  RmsOnePlus,  // same with (1 + w): Gemma, Qwen3-Next/Qwen3.5; the materializer folds it into w
 };
 
 // Everything that decides a layer's cos/sin table. Two layers may share one table iff their
@@ -90,7 +86,6 @@ struct ModelConfig {
 };
 
 std::string to_string(LayerKind);
-std::string to_string(KNormKind);
 
 // ---------------------------------------------------------------------------------------------
 // The architecture registry (src/config/architectures.cpp): everything fkv-jit knows about a

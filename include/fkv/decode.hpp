@@ -110,7 +110,7 @@ struct DecodeModel {
   // Fp8Block (include/fkv/weights.hpp).
   WeightFormat weight = WeightFormat::Dense;
   const float* w_scale = nullptr;
-  const float* k_norm = nullptr;  // [L, D] fp32, (1 + w) folded; required iff epilogue.k_norm
+  const float* k_norm = nullptr;  // [L, D] fp32 folded; needed iff k_norm_weighted(epilogue.k_norm)
   std::vector<float> eps;         // [L]; empty = 1e-6 each
   // [max_position, R] in epilogue.cos_sin; needed iff R > 0, here or by set_cos_sin() before
   // the first run. A position outside [0, max_position) skips its token (flagged).

@@ -25,7 +25,7 @@ struct FusedKVInputs {
   const void* cos_sin = nullptr;         // [max_position, R] spec.cos_sin; unused when R = 0
   std::int64_t max_position = 0;         // rows of cos_sin
   std::int64_t cos_sin_stride = 0;       // elements; 0 = R
-  const float* k_norm_weight = nullptr;  // [L, D] fp32, (1+w) folded; required iff spec.k_norm
+  const float* k_norm_weight = nullptr;  // [L, D] fp32 folded; iff k_norm_weighted(spec.k_norm)
   std::span<const float> eps;            // [L] (K norm only); empty = 1e-6 each
   // Device word, 4-byte aligned (optional; required when spec.debug_checks). The kernel never
   // reads or writes out of bounds: a token whose position is outside [0, max_position), or

@@ -11,12 +11,14 @@
 #include <functional>
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "fkv/arch.hpp"
 #include "fkv/cache.hpp"
 #include "fkv/config.hpp"
 #include "fkv/decode.hpp"
+#include "fkv/errors.hpp"
 #include "fkv/rope.hpp"
 #include "fkv/spec.hpp"
 #include "fkv/validate.hpp"
@@ -111,10 +113,20 @@ struct ConfigPrecompile {
   std::string decode_gpu;           // a measured GPU ("H200"): its decode-size kernels too
 };
 
+// precompile_config's CacheError: the run finished, but its kernels are not all safe in the
+// cache. Carries the run's result, so that a front-end can report the counts with the error
+// (fkv_precompile_result with FKV_ERR_CACHE).
+struct PrecompileCacheError : CacheError {
+  PrecompileCacheError(const std::string& what, PrecompileResult run)
+      : CacheError(what), result(std::move(run)) {}
+  PrecompileResult result;
+};
+
 // Builds the kernels of `config`'s plan (unsharded) for `request`. Beyond precompile()'s
 // errors: ArgumentError for a bad name, negative jobs or an unmeasured decode_gpu;
-// CacheError when a kernel was compiled but not saved (naming them), or when the saved set is
-// larger than FKV_CACHE_MAX_BYTES (the next publish there would evict some).
+// PrecompileCacheError (a CacheError) when a kernel was compiled but not saved (naming them),
+// or when the saved set is larger than FKV_CACHE_MAX_BYTES (the next publish there would evict
+// some).
 PrecompileResult precompile_config(const ModelConfig& config, const ConfigPrecompile& request);
 
 }  // namespace fkv

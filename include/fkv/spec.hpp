@@ -8,9 +8,9 @@
 // Vocabulary: one name per thing; where two names remain, they name two things:
 //  - `neox` is the rotary pair layout, named `is_neox_style` where it comes from a model
 //    config (AttentionSpec, the C API's fkv_attention, the CLI's JSON: sglang's and vLLM's name);
-//  - `k_norm` here is whether the kernel applies a per-head RMS norm to K; AttentionSpec::k_norm
-//    is the model's KNormKind (Rms or RmsOnePlus), which the host folds into the weight it
-//    passes, so the kernel only needs on or off;
+//  - `k_norm` here is the K norm the kernel computes (k_norm.hpp: a kernel kind, None or Rms);
+//    AttentionSpec::k_norm is the model's kind (Rms or RmsOnePlus), which the host folds into
+//    the weight it passes: make_kernel_spec maps one to the other (kernel_k_norm);
 //  - a slot is one token's row in a KV pool; `slots` is the index type of the per-token slot
 //    arrays (`cache_loc`, sglang's out_cache_loc, and vLLM-style per-layer `slot_mappings`);
 //    VariantOptions::index sets `positions` and `slots` together;
@@ -71,12 +71,12 @@ std::string head_elements_error(int num_kv_heads, int head_dim);
 struct KernelSpec {
   int num_kv_heads = 0;
   int head_dim = 0;
-  int rotary_dim = 0;           // 0 = no RoPE
-  bool neox = true;             // false = GPT-J interleaved pairs (AttentionSpec::is_neox_style)
-  bool k_norm = false;          // per-head RMS norm of K: AttentionSpec::k_norm != KNormKind::None
-  DType act = DType::BF16;      // proj dtype (bf16, fp16, fp32)
-  DType cache = DType::BF16;    // output dtype: act, fp8_e4m3 or fp8_e5m2
-  DType cos_sin = DType::FP32;  // fp32 or act
+  int rotary_dim = 0;                    // 0 = no RoPE
+  bool neox = true;                      // false = GPT-J interleaved pairs (is_neox_style)
+  KNormKind k_norm = KNormKind::None;    // a kernel kind: kernel_k_norm(AttentionSpec::k_norm)
+  DType act = DType::BF16;               // proj dtype (bf16, fp16, fp32)
+  DType cache = DType::BF16;             // output dtype: act, fp8_e4m3 or fp8_e5m2
+  DType cos_sin = DType::FP32;           // fp32 or act
   IndexType positions = IndexType::I64;  // of positions[T]
   IndexType slots = IndexType::I64;      // of cache_loc[T] and the slot_mappings (pool mode)
   OutputMode mode = OutputMode::Stacked;
@@ -93,10 +93,11 @@ struct KernelSpec {
   // Canonical text, stable across versions of this struct's field order; part of cache keys.
   // e.g.
   // "H=8;D=128;R=128;neox=1;knorm=1;act=bf16;cache=bf16;cs=fp32;pos=int64;slot=int64;mode=stacked;debug=0"
-  // (";paged=1" and ";bias=1" are appended only when set, so older keys stay the same).
+  // (";paged=1" and ";bias=1" are appended only when set, so older keys stay the same; knorm=
+  // is the kind's KNormInfo::key: 0 and 1 for None and Rms, as when it was a bool).
   std::string canonical() const;
-  // A short file-system-safe name, e.g. "fkv_h8_d128_r128_neox_kn_bf16_bf16_stacked"
-  // ("_paged", "_bias" appended when set).
+  // A short file-system-safe name, e.g. "fkv_h8_d128_r128_neox_kn_bf16_bf16_stacked" (the
+  // K norm's part is its KNormInfo::suffix; "_paged", "_bias" appended when set).
   std::string short_name() const;
   // The block policy: load width and loads per lane (fewest idle lanes; options.loads_per_lane
   // pins the loads where they tile the head, with the widest load that does), warps per block
@@ -105,7 +106,7 @@ struct KernelSpec {
   Tiling tiling(const JitOptions& options) const;
   Tiling tiling() const;  // with JitOptions::global()
   // Throws ConfigError/ArgumentError when the combination cannot be compiled, among them an
-  // ArgumentError when num_kv_heads * head_dim > kMaxHeadElements.
+  // ArgumentError when num_kv_heads * head_dim > kMaxHeadElements or k_norm is not a kernel kind.
   void check() const;
   bool operator==(const KernelSpec& o) const { return canonical() == o.canonical(); }
 };

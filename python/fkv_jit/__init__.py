@@ -263,7 +263,7 @@ class KernelDesc:
     head_dim: int
     rotary_dim: int
     neox: bool = True
-    k_norm: bool = False
+    k_norm: str = "none"  # the kernel's K norm: "none" or "rms" (True / False are taken too)
     act: str = "bf16"
     cache: str = "bf16"
     cos_sin: str = "fp32"

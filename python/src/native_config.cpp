@@ -137,7 +137,7 @@ json kernel_json(const fkv::KernelSpec& s) {
           {"head_dim", s.head_dim},
           {"rotary_dim", s.rotary_dim},
           {"neox", s.neox},
-          {"k_norm", s.k_norm},
+          {"k_norm", fkv::to_string(s.k_norm)},
           {"act", fkv::dtype_name(s.act)},
           {"cache", fkv::dtype_name(s.cache)},
           {"cos_sin", fkv::dtype_name(s.cos_sin)},
@@ -202,7 +202,11 @@ ffi::Array<ffi::String> kernel_prepare(ffi::String desc_json, std::int64_t devic
     s.head_dim = json_int<int>(j, "head_dim", 0, true);
     s.rotary_dim = json_int<int>(j, "rotary_dim", 0, true);
     s.neox = j.at("neox").get<bool>();
-    s.k_norm = j.at("k_norm").get<bool>();
+    // A kind's name ("none", "rms"; "rms_one_plus" is rms over a folded weight); a bool as
+    // before the kinds (true: rms).
+    const json& kn = j.at("k_norm");
+    s.k_norm = kn.is_boolean() ? (kn.get<bool>() ? fkv::KNormKind::Rms : fkv::KNormKind::None)
+                               : fkv::kernel_k_norm(fkv::parse_k_norm(kn.get<std::string>()));
     s.act = dtype("act");
     s.cache = dtype("cache");
     s.cos_sin = dtype("cos_sin");

@@ -168,7 +168,7 @@ ffi::Map<ffi::String, ffi::Any> materializer_create(PlanRef rank_plan, ffi::Stri
     for (const fkv::LayerGroup& g : plan.groups) {
       st->group_rotary.push_back(g.attn.rotary_dim);
       st->group_norm.push_back(
-          g.attn.k_norm != fkv::KNormKind::None
+          fkv::k_norm_weighted(g.attn.k_norm)
               ? std::vector<std::int64_t>{static_cast<std::int64_t>(g.layers.size()),
                                           g.attn.head_dim}
               : std::vector<std::int64_t>{});

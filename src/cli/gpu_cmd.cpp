@@ -175,7 +175,8 @@ struct Problem {
     in.positions = d_pos.ptr();
     in.cos_sin = cos_sin.empty() ? nullptr : d_cs.ptr();
     in.max_position = max_pos;
-    in.k_norm_weight = spec.k_norm ? static_cast<const float*>(d_w.ptr()) : nullptr;
+    in.k_norm_weight =
+        k_norm_weighted(spec.k_norm) ? static_cast<const float*>(d_w.ptr()) : nullptr;
     in.eps = eps;
     return in;
   }
@@ -303,7 +304,7 @@ CheckResult check_problem(const Problem& p, std::mt19937_64& rng) {
   ri.positions = positions.data();
   ri.cos_sin = p.cos_sin.empty() ? nullptr : p.cos_sin.data();
   ri.max_position = p.max_pos;
-  ri.k_norm_weight = p.spec.k_norm ? p.weight.data() : nullptr;
+  ri.k_norm_weight = k_norm_weighted(p.spec.k_norm) ? p.weight.data() : nullptr;
   ri.eps = p.eps;
   if (is_fp8(p.spec.cache) && p.pool_mode()) {
     ri.k_scales = p.k_scales;

@@ -66,18 +66,6 @@ std::string to_string(LayerKind k) {
   return "?";
 }
 
-std::string to_string(KNormKind k) {
-  switch (k) {
-    case KNormKind::None:
-      return "none";
-    case KNormKind::Rms:
-      return "rms";
-    case KNormKind::RmsOnePlus:
-      return "rms_one_plus";
-  }
-  return "?";
-}
-
 std::vector<const LayerAttention*> ModelConfig::attention_layers() const {
   std::vector<const LayerAttention*> out;
   for (const auto& l : layers)

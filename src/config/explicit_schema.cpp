@@ -20,12 +20,10 @@ Hit explicit_layers(const Doc& doc) {
   return {};
 }
 
-KNormKind parse_k_norm(const Doc& doc, const Hit& h) {
-  std::string s = doc.string(h);
-  if (s == "rms") return KNormKind::Rms;
-  if (s == "rms_one_plus") return KNormKind::RmsOnePlus;
-  if (s == "none") return KNormKind::None;
-  doc.fail(h.path, "unknown K norm \"" + s + "\"; expected \"rms\", \"rms_one_plus\" or \"none\"");
+KNormKind k_norm_at(const Doc& doc, const Hit& h) {
+  const std::string s = doc.string(h);
+  if (const auto k = find_k_norm(s)) return *k;
+  doc.fail(h.path, "unknown K norm \"" + s + "\"; expected " + k_norm_names());
 }
 
 void check_rotary(const Doc& doc, const std::string& path, int rotary, int head_dim) {
@@ -102,7 +100,7 @@ void apply_explicit(const Doc& doc, const Hit& h, std::vector<LayerAttention>& l
     else if (need)
       L.is_neox_style = {true, "default: neox (explicit schema)"};
     if (Hit k = at("k_norm"))
-      L.k_norm = {parse_k_norm(doc, k), k.path};
+      L.k_norm = {k_norm_at(doc, k), k.path};
     else if (need)
       L.k_norm = {KNormKind::None, "default: none (explicit schema)"};
     if (Hit k = at("eps"))

@@ -76,7 +76,7 @@ struct QuantWeights {
             q[i] = static_cast<std::uint8_t>(
                 fkv::round_to(DType::FP8_E4M3, rng.normal() * (rng.coin(0.1) ? 0.004 : 40.0)));
             if ((q[i] & 0x7f) == 0x7f) q[i] &= 0xfe;  // never NaN
-            qv = fkv::decode(DType::FP8_E4M3, q[i]);
+            qv = fkv::to_double(DType::FP8_E4M3, q[i]);
           } else {
             const auto v = static_cast<std::int8_t>(
                 std::clamp<double>(std::nearbyint(rng.normal() * 40.0), -128.0, 127.0));
@@ -89,7 +89,7 @@ struct QuantWeights {
             si = static_cast<std::size_t>((r / 128) * col_blocks + c / 128);
           w.push_back(qv * double(s[si]));
           const float product = static_cast<float>(qv) * s[si];  // as the dequantize kernel
-          w_rounded.push_back(fkv::decode(DType::BF16, fkv::round_to(DType::BF16, product)));
+          w_rounded.push_back(fkv::to_double(DType::BF16, fkv::round_to(DType::BF16, product)));
         }
       d_q.push_back(to_device(q, stream));
       d_scale.push_back(to_device(s, stream));
@@ -147,7 +147,7 @@ void project(const Tokens& tok, const std::vector<double>& w, std::vector<double
     for (std::size_t k = 0; k < x.size(); ++k) {
       std::uint32_t b = 0;
       std::memcpy(&b, tok.x.data() + (static_cast<std::size_t>(t * kHidden) + k) * 2, 2);
-      x[k] = fkv::decode(DType::BF16, b);
+      x[k] = fkv::to_double(DType::BF16, b);
     }
     for (std::size_t n = 0; n < N; ++n) {
       const double* wr = w.data() + n * static_cast<std::size_t>(kHidden);
@@ -187,7 +187,7 @@ Expected epilogue(const QuantWeights& qw, const Tokens& tok, const std::vector<f
   in.spec.head_dim = kHeadDim;
   in.spec.rotary_dim = kHeadDim;
   in.spec.neox = true;
-  in.spec.k_norm = true;
+  in.spec.k_norm = fkv::KNormKind::Rms;
   in.spec.act = act;
   in.spec.cache = act;
   in.spec.cos_sin = DType::FP32;

@@ -55,7 +55,7 @@ fkv::KernelSpec qwen3(int heads = 8, int head_dim = 128, int rotary_dim = 128) {
   e.head_dim = head_dim;
   e.rotary_dim = rotary_dim;
   e.neox = true;
-  e.k_norm = true;
+  e.k_norm = fkv::KNormKind::Rms;
   return e;
 }
 
@@ -82,7 +82,7 @@ std::vector<double> decode_all(DType t, const std::vector<std::uint8_t>& bytes) 
     std::uint32_t b = 0;
     std::memcpy(&b, bytes.data() + i * static_cast<std::size_t>(elem_size(t)),
                 static_cast<std::size_t>(elem_size(t)));
-    out[i] = fkv::decode(t, b);
+    out[i] = fkv::to_double(t, b);
   }
   return out;
 }
@@ -101,7 +101,7 @@ void make_quantized(Model& m, Rng& rng, CUstream stream) {
       const double x = rng.normal() * (rng.coin(0.1) ? 0.004 : 40.0);
       q[i] = static_cast<std::uint8_t>(fkv::round_to(DType::FP8_E4M3, x));
       if ((q[i] & 0x7f) == 0x7f) q[i] &= 0xfe;  // never NaN
-      qv[i] = fkv::decode(DType::FP8_E4M3, q[i]);
+      qv[i] = fkv::to_double(DType::FP8_E4M3, q[i]);
     } else {
       const auto v = static_cast<std::int8_t>(
           std::clamp<double>(std::nearbyint(rng.normal() * 40.0), -128.0, 127.0));
@@ -133,7 +133,7 @@ void make_quantized(Model& m, Rng& rng, CUstream stream) {
       const float sc = scale_of(r, c);
       m.w[i] = qv[i] * double(sc);
       const float product = static_cast<float>(qv[i]) * sc;  // as the dequantize kernel
-      m.w_rounded[i] = fkv::decode(s.e.act, fkv::round_to(s.e.act, double(product)));
+      m.w_rounded[i] = fkv::to_double(s.e.act, fkv::round_to(s.e.act, double(product)));
     }
   m.d_w = to_device(q, stream);
   m.d_w_scale = to_device(m.w_scale, stream);
@@ -186,7 +186,8 @@ fkv::DecodeModel decode_model(const Model& m) {
   d.weight = m.shape.weight;
   d.w_scale =
       fkv::is_quantized(m.shape.weight) ? static_cast<const float*>(m.d_w_scale.ptr()) : nullptr;
-  d.k_norm = m.shape.e.k_norm ? static_cast<const float*>(m.d_k_norm.ptr()) : nullptr;
+  d.k_norm = fkv::k_norm_weighted(m.shape.e.k_norm) ? static_cast<const float*>(m.d_k_norm.ptr())
+                                                    : nullptr;
   d.eps = m.eps;
   d.cos_sin = m.shape.e.rotary_dim > 0 ? m.d_cos_sin.ptr() : nullptr;
   d.max_position = m.shape.max_pos;
@@ -345,14 +346,15 @@ Expected expect(const Model& m, const Tokens& tok, const Call& c, DType cache) {
         const std::size_t kbase = static_cast<std::size_t>(t * rows + l * 2 * KV + h * D);
         const std::size_t vbase = kbase + static_cast<std::size_t>(KV);
         double inv = 1.0;
-        if (s.e.k_norm) {
+        if (s.e.k_norm == fkv::KNormKind::Rms) {
           double ss = 0;
           for (std::int64_t d = 0; d < D; ++d) ss += tok.proj[kbase + d] * tok.proj[kbase + d];
           inv = 1.0 / std::sqrt(ss / double(D) + m.eps[static_cast<std::size_t>(l)]);
         }
         auto a = [&](std::int64_t d) {
-          const double w =
-              s.e.k_norm ? std::fabs(m.k_norm[static_cast<std::size_t>(l * D + d)]) : 1.0;
+          const double w = s.e.k_norm == fkv::KNormKind::Rms
+                               ? std::fabs(m.k_norm[static_cast<std::size_t>(l * D + d)])
+                               : 1.0;
           return tok.abs_sum[kbase + static_cast<std::size_t>(d)] * inv * w;
         };
         const std::int64_t pos_row = R > 0 ? c.pos[static_cast<std::size_t>(t)] : 0;

@@ -156,7 +156,7 @@ Run run_case(const Case& c, std::uint64_t case_seed) {
       }
   }
   std::vector<float> weight, eps, bias, k_scales, v_scales;
-  for (std::int64_t i = 0; s.k_norm && i < L * D; ++i)
+  for (std::int64_t i = 0; fkv::k_norm_weighted(s.k_norm) && i < L * D; ++i)
     weight.push_back(static_cast<float>(1.0 + 0.2 * rng.normal()));
   for (std::int64_t l = 0; l < L; ++l) eps.push_back(1e-6f);
   for (std::int64_t i = 0; s.kv_bias && i < L * 2 * kv; ++i)
@@ -226,7 +226,8 @@ Run run_case(const Case& c, std::uint64_t case_seed) {
   in.positions = d_pos.ptr();
   in.cos_sin = R > 0 ? d_cs.ptr() : nullptr;
   in.max_position = c.max_pos;
-  in.k_norm_weight = s.k_norm ? static_cast<const float*>(d_w.ptr()) : nullptr;
+  in.k_norm_weight =
+      fkv::k_norm_weighted(s.k_norm) ? static_cast<const float*>(d_w.ptr()) : nullptr;
   in.eps = eps;
   in.error_flag = static_cast<unsigned*>(d_flag.ptr());
   in.kv_bias = s.kv_bias ? static_cast<const float*>(d_bias.ptr()) : nullptr;
@@ -360,7 +361,7 @@ Run run_case(const Case& c, std::uint64_t case_seed) {
   ri.v_scales = v_scales;
   ri.kv_bias = bias.data();
   fkv::CompareOptions ko, vo;
-  ko.exact = s.cache == s.act && R == 0 && !s.k_norm && !s.kv_bias;
+  ko.exact = s.cache == s.act && R == 0 && s.k_norm == fkv::KNormKind::None && !s.kv_bias;
   vo.exact = s.cache == s.act && !s.kv_bias;  // V bit-exact wherever it is a copy
   ko.layer_token_mask = mask;
   vo.layer_token_mask = mask;
@@ -377,7 +378,7 @@ fkv::KernelSpec base_spec(OutputMode mode) {
   s.num_kv_heads = 4;
   s.head_dim = 128;
   s.rotary_dim = 128;
-  s.k_norm = true;
+  s.k_norm = fkv::KNormKind::Rms;
   s.mode = mode;
   return s;
 }
@@ -494,7 +495,7 @@ TEST_CASE("tensor parallelism: every rank's shard equals the TP=1 result bit for
     fkv::ReferenceInputs ri;
     ri.spec.num_kv_heads = c.num_kv_heads, ri.spec.head_dim = c.head_dim,
     ri.spec.rotary_dim = c.head_dim;
-    ri.spec.k_norm = true, ri.spec.kv_bias = c.bias;
+    ri.spec.k_norm = fkv::KNormKind::Rms, ri.spec.kv_bias = c.bias;
     ri.num_tokens = c.tokens;
     ri.num_layers = c.layers;
     ri.proj = full.proj.data();

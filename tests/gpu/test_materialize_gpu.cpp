@@ -92,7 +92,7 @@ void fill_inputs(HostData& h, const Case& c, Rng& rng, bool keep_layer_params = 
     }
   }
   h.weight.clear();
-  if (s.k_norm) {
+  if (fkv::k_norm_weighted(s.k_norm)) {
     h.weight.resize(static_cast<std::size_t>(c.L * s.head_dim));
     for (auto& x : h.weight) x = static_cast<float>(1.0 + 0.2 * rng.normal());
   }
@@ -189,7 +189,8 @@ fkv::FusedKVInputs inputs_of(const Case& c, const HostData& h, const DeviceData&
   in.cos_sin = c.spec.rotary_dim > 0 ? d.cos_sin.ptr() : nullptr;
   in.max_position = c.max_pos;
   in.cos_sin_stride = c.spec.rotary_dim > 0 ? c.cs_stride() : 0;
-  in.k_norm_weight = c.spec.k_norm ? static_cast<const float*>(d.weight.ptr()) : nullptr;
+  in.k_norm_weight =
+      fkv::k_norm_weighted(c.spec.k_norm) ? static_cast<const float*>(d.weight.ptr()) : nullptr;
   in.eps = h.eps;
   in.error_flag = c.spec.debug_checks ? static_cast<unsigned*>(d.flag.ptr()) : nullptr;
   return in;
@@ -341,7 +342,8 @@ std::vector<std::string> check_outputs(const Case& c, const HostData& h, const O
   const fkv::ReferenceOutput ref_k = fkv::reference_k(ri), ref_v = fkv::reference_v(ri);
 
   fkv::CompareOptions k_opt, v_opt;
-  k_opt.exact = spec.cache == spec.act && spec.rotary_dim == 0 && !spec.k_norm;  // a plain copy
+  k_opt.exact = spec.cache == spec.act && spec.rotary_dim == 0 &&
+                spec.k_norm == fkv::KNormKind::None;  // a plain copy
   v_opt.exact = spec.cache == spec.act;
   k_opt.token_mask = mask;
   v_opt.token_mask = mask;
@@ -530,7 +532,7 @@ Case random_case(Rng& rng, std::int64_t max_elements) {
     s.rotary_dim = 0;
   }
   s.neox = rng.coin();
-  s.k_norm = rng.coin();
+  s.k_norm = rng.coin() ? fkv::KNormKind::Rms : fkv::KNormKind::None;
   s.act = rng.pick<DType>({DType::BF16, DType::BF16, DType::FP16, DType::FP32});
   s.cache = rng.pick<DType>({s.act, s.act, DType::FP8_E4M3, DType::FP8_E5M2});
   s.cos_sin = rng.coin() ? DType::FP32 : s.act;
@@ -596,7 +598,7 @@ TEST_CASE("large token counts", "[gpu][materialize][large]") {
   {
     Case c;  // DFlash-like: bf16 -> fp8 pool, K norm, full neox RoPE, strided rows
     c.spec.num_kv_heads = 2, c.spec.head_dim = 128, c.spec.rotary_dim = 128, c.spec.neox = true;
-    c.spec.k_norm = true, c.spec.act = DType::BF16, c.spec.cache = DType::FP8_E4M3;
+    c.spec.k_norm = fkv::KNormKind::Rms, c.spec.act = DType::BF16, c.spec.cache = DType::FP8_E4M3;
     c.spec.mode = OutputMode::Pool, c.spec.positions = IndexType::I64,
     c.spec.slots = IndexType::I64;
     c.T = 70000, c.L = 2, c.proj_pad_token = 8, c.max_pos = 131072, c.num_slots = 100000;
@@ -622,7 +624,8 @@ TEST_CASE("large token counts", "[gpu][materialize][large]") {
   }
   {
     Case c;  // more layers than one launch takes, GQA heads, K norm, bf16 stacked
-    c.spec.num_kv_heads = 8, c.spec.head_dim = 64, c.spec.rotary_dim = 64, c.spec.k_norm = true;
+    c.spec.num_kv_heads = 8, c.spec.head_dim = 64, c.spec.rotary_dim = 64,
+    c.spec.k_norm = fkv::KNormKind::Rms;
     c.spec.act = DType::BF16, c.spec.cache = DType::BF16, c.spec.mode = OutputMode::Stacked;
     c.T = 600, c.L = 2 * FKV_MAX_LAYERS + 3, c.max_pos = 4096, c.proj_pad_layer = 8;
     cases.push_back(c);
@@ -744,7 +747,8 @@ TEST_CASE("debug mode flags bad positions and slots and writes nothing out of bo
   const CUstream s = stream.get();
 
   Case c;
-  c.spec.num_kv_heads = 2, c.spec.head_dim = 128, c.spec.rotary_dim = 128, c.spec.k_norm = true;
+  c.spec.num_kv_heads = 2, c.spec.head_dim = 128, c.spec.rotary_dim = 128,
+  c.spec.k_norm = fkv::KNormKind::Rms;
   c.spec.act = DType::BF16, c.spec.cache = DType::BF16, c.spec.debug_checks = true;
   c.T = 64, c.L = 2, c.max_pos = 100, c.cs_guard_rows = 16;  // a bad row is still readable memory
 
@@ -799,7 +803,8 @@ TEST_CASE("host-side argument checks throw ArgumentError", "[gpu][materialize][a
   using Catch::Matchers::Contains;
 
   Case c;
-  c.spec.num_kv_heads = 2, c.spec.head_dim = 128, c.spec.rotary_dim = 128, c.spec.k_norm = true;
+  c.spec.num_kv_heads = 2, c.spec.head_dim = 128, c.spec.rotary_dim = 128,
+  c.spec.k_norm = fkv::KNormKind::Rms;
   c.spec.act = DType::BF16, c.spec.cache = DType::BF16, c.spec.mode = OutputMode::Stacked;
   c.T = 16, c.L = 3, c.max_pos = 64;
   const fkv::LoadedKernel& k = fkv::Runtime::global().prepare(c.spec);
@@ -874,7 +879,8 @@ TEST_CASE("pool regression shape: 24 layers x 32 heads x d64/r32 at 1000 and 409
       for (std::int64_t T : {1000, 4096}) {
         Case c;
         c.spec.num_kv_heads = 32, c.spec.head_dim = 64, c.spec.rotary_dim = 32, c.spec.neox = true;
-        c.spec.k_norm = false, c.spec.act = act, c.spec.cache = act, c.spec.mode = mode;
+        c.spec.k_norm = fkv::KNormKind::None, c.spec.act = act, c.spec.cache = act,
+        c.spec.mode = mode;
         c.T = T, c.L = 24, c.max_pos = 2048;
         if (mode == OutputMode::Pool) c.num_slots = 2 * T + 16, c.guard_slots = 2, c.skip = 1.0 / 7;
         INFO(c.describe());

@@ -62,7 +62,7 @@ inline HostProblem make_host(const Problem& p, Rng& rng) {
       }
     }
   }
-  if (s.k_norm) {
+  if (fkv::k_norm_weighted(s.k_norm)) {
     h.weight.resize(static_cast<std::size_t>(p.L * s.head_dim));
     for (auto& x : h.weight) x = static_cast<float>(1.0 + 0.2 * rng.normal());
   }
@@ -141,7 +141,8 @@ inline void launch(const fkv::LoadedKernel& kernel, const Problem& p, const Host
   in.positions = d.positions.ptr();
   in.cos_sin = p.spec.rotary_dim > 0 ? d.cos_sin.ptr() : nullptr;
   in.max_position = p.max_pos;
-  in.k_norm_weight = p.spec.k_norm ? static_cast<const float*>(d.weight.ptr()) : nullptr;
+  in.k_norm_weight =
+      fkv::k_norm_weighted(p.spec.k_norm) ? static_cast<const float*>(d.weight.ptr()) : nullptr;
   in.eps = h.eps;
   if (p.pool()) {
     fkv::PoolOutput out;
@@ -222,7 +223,8 @@ inline std::vector<std::string> check(const Problem& p, const HostProblem& h,
   ri.k_scales = h.k_scales;
   ri.v_scales = h.v_scales;
   fkv::CompareOptions k_opt, v_opt;
-  k_opt.exact = spec.cache == spec.act && spec.rotary_dim == 0 && !spec.k_norm;  // a plain copy
+  k_opt.exact = spec.cache == spec.act && spec.rotary_dim == 0 &&
+                spec.k_norm == fkv::KNormKind::None;  // a plain copy
   v_opt.exact = spec.cache == spec.act;
   k_opt.token_mask = mask;
   v_opt.token_mask = mask;

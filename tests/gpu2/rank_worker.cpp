@@ -150,7 +150,8 @@ int run_rank(int rank, int device, const std::string& cache_root, const std::str
 // A DFlash-like pool kernel: bf16 -> bf16, K norm, full RoPE.
 fkv::KernelSpec mismatch_spec() {
   fkv::KernelSpec s;
-  s.num_kv_heads = 2, s.head_dim = 128, s.rotary_dim = 128, s.neox = true, s.k_norm = true;
+  s.num_kv_heads = 2, s.head_dim = 128, s.rotary_dim = 128, s.neox = true,
+  s.k_norm = fkv::KNormKind::Rms;
   s.act = fkv::DType::BF16, s.cache = fkv::DType::BF16, s.mode = fkv::OutputMode::Pool;
   return s;
 }

@@ -92,14 +92,16 @@ std::vector<Problem> device_problems() {
   std::vector<Problem> v;
   {
     Problem p;  // Qwen3-like: 8 KV heads, K norm, full neox RoPE, bf16 stacked
-    p.spec.num_kv_heads = 8, p.spec.head_dim = 128, p.spec.rotary_dim = 128, p.spec.k_norm = true;
+    p.spec.num_kv_heads = 8, p.spec.head_dim = 128, p.spec.rotary_dim = 128,
+    p.spec.k_norm = fkv::KNormKind::Rms;
     p.spec.act = DType::BF16, p.spec.cache = DType::BF16, p.spec.mode = OutputMode::Stacked;
     p.T = 257, p.L = 3, p.max_pos = 4096;
     v.push_back(p);
   }
   {
     Problem p;  // DFlash-like into an fp8 pool with per-layer scales
-    p.spec.num_kv_heads = 2, p.spec.head_dim = 128, p.spec.rotary_dim = 128, p.spec.k_norm = true;
+    p.spec.num_kv_heads = 2, p.spec.head_dim = 128, p.spec.rotary_dim = 128,
+    p.spec.k_norm = fkv::KNormKind::Rms;
     p.spec.act = DType::BF16, p.spec.cache = DType::FP8_E4M3, p.spec.mode = OutputMode::Pool;
     p.T = 513, p.L = 5, p.max_pos = 8192, p.num_slots = 700;
     v.push_back(p);
