@@ -1,9 +1,10 @@
 // config: the architecture registry. Everything fkv-jit knows about a model family is one entry
-// (families.cpp, families_more.cpp; refusals in verdicts.cpp, verdicts_names.cpp): the layout
-// keys its modeling code reads, its RoPE style, K-norm kind, rotary default, NoPE rule and
-// layer-kind default, and the modeling code all of it was checked against. This file holds the
-// layout keys, the table's assembly and its Markdown. A model_type without an entry is refused
-// (never a default); a layout key an entry does not read is refused, naming the key.
+// (families.cpp, families_more.cpp; refusals in verdicts.cpp, which merges verdicts_no_rope.cpp,
+// verdicts_names.cpp and verdicts_draft_names.cpp): the layout keys its modeling code reads, its
+// RoPE style, K-norm rule, rotary default, NoPE rule and layer-kind default, and the modeling
+// code all of it was checked against. This file holds the layout keys, the table's assembly and
+// its Markdown. A model_type without an entry is refused (never a default); a layout key an
+// entry does not read is refused, naming the key.
 // docs/config-rules.md holds architectures_markdown() (a test compares them).
 #include <string>
 #include <vector>

@@ -230,9 +230,9 @@ struct Family {
   }
 };
 
-// The refused model_types (verdicts.cpp), appended to the registry after the supported entries.
-// The registry's entries, in the order architectures() lists them: families.cpp,
-// families_more.cpp, then verdicts.cpp.
+// The refused model_types (verdicts.cpp, merging the tables below), appended to the registry
+// after the supported entries. The registry's entries, in the order architectures() lists them:
+// families.cpp, families_more.cpp, then verdicts.cpp.
 void add_families(std::vector<Architecture>& table);
 void add_more_families(std::vector<Architecture>& table);
 void add_refused_model_types(std::vector<Architecture>& table);
