@@ -530,8 +530,7 @@ struct FusedKVMaterializer::Impl {
         fail("k_norm weight of layer " + std::to_string(layers[i]) + " has " +
              std::to_string(w.k_norm[i].size()) +
              " values, expected head_dim=" + std::to_string(D));
-      for (float v : w.k_norm[i])
-        folded.push_back(attn.k_norm == KNormKind::RmsOnePlus ? 1.0f + v : v);
+      for (float v : w.k_norm[i]) folded.push_back(fold_k_norm_weight(attn.k_norm, v));
     }
     return folded;
   }
@@ -627,7 +626,7 @@ FusedKVMaterializer::FusedKVMaterializer(const ModelConfig& config, std::int64_t
           w.eps.empty()
               ? static_cast<float>(config.layers[static_cast<std::size_t>(m.layers[i])].eps.value)
               : w.eps[i]);
-    if (attn.k_norm != KNormKind::None) {
+    if (k_norm_weighted(attn.k_norm)) {
       const std::vector<float> folded = m.folded_norms(g, w);
       g.k_norm = DeviceBuffer(folded.size() * sizeof(float));
       FKV_CU(cuMemcpyHtoDAsync, g.k_norm.get(), folded.data(), folded.size() * sizeof(float),
@@ -697,7 +696,7 @@ void FusedKVMaterializer::refresh_weights(const MaterializerWeights& w, CUstream
                std::to_string(w.eps[g.members[j]]) +
                "); eps is a launch argument, fixed in captured graphs: construct a new "
                "materializer");
-    if (g.plan_group->attn.k_norm != KNormKind::None) norms[gi] = m.folded_norms(g, w);
+    if (k_norm_weighted(g.plan_group->attn.k_norm)) norms[gi] = m.folded_norms(g, w);
     if (has_bias) biases[gi] = m.packed_bias(g, w);
   }
   for (std::size_t i = 0; i < w.w_kv.size(); ++i)

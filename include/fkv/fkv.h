@@ -186,7 +186,8 @@ typedef struct fkv_kernel_desc {
   int head_dim;
   int rotary_dim;    /* 0 = no RoPE */
   int neox;          /* 1 = neox pairs (i, i+R/2), 0 = GPT-J pairs (2i, 2i+1) */
-  int k_norm;        /* 1 = RMS K norm (weights already folded for RMS_ONE_PLUS) */
+  int k_norm;        /* the fkv_k_norm the kernel computes: NONE or RMS (RMS_ONE_PLUS is taken
+                        as RMS over weights with (1 + w) folded; other values FKV_ERR_ARGUMENT) */
   fkv_dtype act;     /* proj dtype: bf16, fp16, fp32 */
   fkv_dtype cache;   /* output dtype: act, fp8_e4m3 or fp8_e5m2 */
   fkv_dtype cos_sin; /* fp32 or act */
@@ -502,7 +503,6 @@ typedef struct fkv_materializer_pool_output {
 FKV_API fkv_status fkv_materializer_pool(fkv_materializer* m, const fkv_materializer_input* in,
                                          const fkv_materializer_pool_output* out, void* stream);
 
-/* The DEVICE word the kernels OR FKV_ERROR_BAD_POSITION (1) / FKV_ERROR_BAD_SLOT (2) into. */
 /* Any output layout (fkv::KVLayout, include/fkv/kv_layout.hpp; docs/integration.md has each
  * kind's strides for sglang, vLLM and FlashInfer pools). Start from fkv_kv_layout_init(), which
  * sets struct_size and the defaults (kind per_layer, every field 0 or NULL); see "Conventions".
@@ -552,6 +552,7 @@ FKV_API void fkv_kv_layout_init_sized(fkv_kv_layout* layout, size_t struct_size)
 FKV_API fkv_status fkv_materializer_write(fkv_materializer* m, const fkv_materializer_input* in,
                                           const fkv_kv_layout* out, void* stream);
 
+/* The DEVICE word the kernels OR FKV_ERROR_BAD_POSITION (1) / FKV_ERROR_BAD_SLOT (2) into. */
 FKV_API void* fkv_materializer_error_flag(const fkv_materializer* m);
 /* Synchronizes `stream`, stores the word in *flags and clears it. */
 FKV_API fkv_status fkv_materializer_take_error_flag(fkv_materializer* m, void* stream,
