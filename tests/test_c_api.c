@@ -667,6 +667,64 @@ static void test_weight_quant(void) {
   CHECK(strcmp(fkv_materializer_weight_format(NULL), "") == 0);
 }
 
+/* fkv_kv_layout (the output-layout descriptor of fkv_materializer_write): init's defaults and
+ * struct_size rule, and the refusal that comes before any GPU work. The refusals that need a
+ * materializer (struct_size 0, an unknown kind, a token_major write) are in
+ * tests/gpu/test_c_api_gpu.cpp. */
+static void test_kv_layout_init(void) {
+  fkv_kv_layout l;
+  fkv_materializer_input in;
+  unsigned char bytes[sizeof(fkv_kv_layout) + 16];
+  size_t i;
+  int zero = 1;
+
+  /* The macro passes sizeof: struct_size set, kind per_layer (NULL), every other field 0. */
+  memset(&l, 0x5a, sizeof l);
+  fkv_kv_layout_init(&l);
+  CHECK(l.struct_size == sizeof l);
+  CHECK(l.kind == NULL && l.cache_loc == NULL && l.slot_mappings == NULL && l.base == NULL);
+  CHECK(l.k_buffers == NULL && l.v_buffers == NULL && l.num_buffers == 0);
+  CHECK(l.num_slots == 0 && l.slot_stride == 0 && l.block_size == 0 && l.block_stride == 0);
+  CHECK(l.head_stride == 0 && l.layer_stride == 0 && l.kv_offset == 0);
+  CHECK(l.k_scales == NULL && l.v_scales == NULL);
+  CHECK(l.k_scales_device == NULL && l.v_scales_device == NULL);
+
+  /* An older header's smaller struct: the fields inside the size, nothing past it. */
+  memset(bytes, 0xa5, sizeof bytes);
+  fkv_kv_layout_init_sized((fkv_kv_layout*)(void*)bytes, offsetof(fkv_kv_layout, base));
+  CHECK(((fkv_kv_layout*)(void*)bytes)->struct_size == offsetof(fkv_kv_layout, base));
+  CHECK(((fkv_kv_layout*)(void*)bytes)->kind == NULL);
+  CHECK(((fkv_kv_layout*)(void*)bytes)->num_buffers == 0);
+  CHECK(bytes[offsetof(fkv_kv_layout, base)] == 0xa5 && bytes[sizeof bytes - 1] == 0xa5);
+
+  /* A size below the struct_size field itself: init writes nothing. */
+  memset(bytes, 0xa5, sizeof bytes);
+  fkv_kv_layout_init_sized((fkv_kv_layout*)(void*)bytes, sizeof(size_t) - 1);
+  for (i = 0; i < sizeof bytes; ++i) zero &= bytes[i] == 0xa5;
+  CHECK(zero);
+  fkv_kv_layout_init_sized(NULL, sizeof l); /* ignored */
+
+  /* A newer header's larger struct: the unknown tail zeroed, struct_size the caller's. */
+  memset(bytes, 0xa5, sizeof bytes);
+  fkv_kv_layout_init_sized((fkv_kv_layout*)(void*)bytes, sizeof bytes);
+  CHECK(((fkv_kv_layout*)(void*)bytes)->struct_size == sizeof bytes);
+  CHECK(((fkv_kv_layout*)(void*)bytes)->v_scales_device == NULL);
+  zero = 1;
+  for (i = sizeof(fkv_kv_layout); i < sizeof bytes; ++i) zero &= bytes[i] == 0;
+  CHECK(zero);
+
+  /* No materializer, no input, no layout: refused before anything is read. */
+  memset(&in, 0, sizeof in);
+  fkv_kv_layout_init(&l);
+  l.kind = "token_major";
+  CHECK_STATUS(fkv_materializer_write(NULL, &in, &l, NULL), FKV_ERR_ARGUMENT);
+  CHECK_CONTAINS("materializer must not be NULL");
+  l.struct_size = 0;
+  CHECK_STATUS(fkv_materializer_write(NULL, &in, &l, NULL), FKV_ERR_ARGUMENT);
+  CHECK_CONTAINS("materializer must not be NULL");
+  CHECK_STATUS(fkv_materializer_write(NULL, NULL, NULL, NULL), FKV_ERR_ARGUMENT);
+}
+
 /* Issue 23 item 13: a malformed FKV_* variable is bad input (FKV_ERR_BAD_INPUT naming the
  * variable), not a config mismatch. Variables are read once per process, so in a child. */
 static void test_env_error(void) {
@@ -755,6 +813,7 @@ int main(void) {
   test_thread_local_error();
   test_materializer_arguments();
   test_weight_quant();
+  test_kv_layout_init();
   printf("test_c_api: %d checks, %d failed\n", checks, failures);
   return failures == 0 ? 0 : 1;
 }

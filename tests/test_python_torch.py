@@ -9,6 +9,8 @@ implementations), which is what torch.compile traces with. Checked here:
     the graph, and the compiled result has eager's shapes;
   - fake output shapes follow the plan (one group and several groups);
   - the helper's argument errors are raised before anything runs;
+  - materialize_to_layout's refusals that need no GPU (per_layer kinds through the fake, no
+    layout fields with them, other kinds only on a CUDA helper);
   - under tensor parallelism (tp_size/tp_rank) the helper takes the rank's weight shard and
     its outputs hold the rank's heads;
   - a helper reads its config once: built from a Config whose file was removed, or from a path
@@ -333,6 +335,48 @@ def test_fakes_check_what_the_cuda_path_checks():
         assert "ctx_hidden dtype torch.float32" in str(e), str(e)
     else:
         raise AssertionError("torch.compile traced an fp32 input")
+
+
+def test_materialize_to_layout_refusals_before_running():
+    """materialize_to_layout (include/fkv/kv_layout.hpp's kinds by name) on a meta helper: the
+    per_layer spellings go through materialize_to_pool (the fake's checks), and take no layout
+    fields (a per_layer pool's strides are its tensors'; a field would be dropped); every other
+    kind needs the CUDA binding (its kind, field and pool checks: tests/gpu/test_python_gpu.py)."""
+    h = meta_helper([layer()] * 2)  # 2 layers, 2 KV heads of 64, bf16
+    T = 4
+    hid = torch.empty(T, HIDDEN, dtype=torch.bfloat16, device=META)
+    pos = torch.empty(T, dtype=torch.int64, device=META)
+    loc = torch.empty(T, dtype=torch.int64, device=META)
+
+    def pool(dtype=torch.bfloat16):
+        return [torch.empty(64, 2, 64, dtype=dtype, device=META) for _ in range(2)]
+
+    for kind in ("per_layer", "flat", "paged", "per-layer"):
+        h.materialize_to_layout(hid, pos, loc, kind, (pool(), pool()))  # right: no error
+        e = raises(TypeError, h.materialize_to_layout, hid, pos, loc, kind,
+                   (pool(torch.float16), pool()))
+        assert "k_buffers[0] is torch.float16; the helper writes bf16 pools" in str(e), (kind, str(e))
+    e = raises(ValueError, h.materialize_to_layout, hid, pos, loc, "per_layer", (pool()[:1], pool()))
+    assert "k_buffers: expected one entry per attention layer (2), got 1" in str(e), str(e)
+    e = raises(TypeError, h.materialize_to_layout, hid, pos, [0, 1, 2, 3], "flat", (pool(), pool()))
+    assert "cache_loc must be a torch tensor" in str(e), str(e)
+    # Fields (known or not) with a per_layer kind are refused, not dropped.
+    for fields in ({"slot_stride": 256}, {"layer_stride": 512}, {"slot_strid": 1}):
+        e = raises(fkv_jit.ArgumentError, h.materialize_to_layout, hid, pos, loc, "per_layer",
+                   (pool(), pool()), **fields)
+        assert isinstance(e, ValueError)
+        assert f"per_layer layout: {next(iter(fields))} not taken" in str(e), str(e)
+    # One tensor is not a (k_buffers, v_buffers) pair.
+    raises(ValueError, h.materialize_to_layout, hid, pos, loc, "per_layer",
+           torch.empty(64, 2, 2, 2, 64, dtype=torch.bfloat16, device=META))
+    # A token-major pool (or any kind but per_layer) needs the CUDA binding.
+    tm = torch.empty(64, 2, 2, 2, 64, dtype=torch.bfloat16, device=META)
+    for kind in ("token_major", "token-major", "stacked"):
+        e = raises(RuntimeError, h.materialize_to_layout, hid, pos, loc, kind, tm)
+        assert "a helper built on meta tensors has no pool to write" in str(e), (kind, str(e))
+    e = raises(RuntimeError, h.materialize_to_layout, hid, pos, loc, "token_major", tm,
+               layer_stride=512)
+    assert "meta tensors" in str(e), str(e)
 
 
 # ---- quantized weights (docs/quantized.md) ---------------------------------------------------

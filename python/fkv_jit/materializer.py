@@ -540,10 +540,15 @@ class FusedKVMaterializeHelper:
         kind's default: head_stride D, kv_offset H*D, layer_stride 2*H*D, slot_stride
         L * layer_stride, num_slots pool.shape[0]). A head_stride other than D, or
         slot_mappings, needs paged=True. kind "per_layer" (or "flat", "paged"): `pool` is
-        (k_buffers, v_buffers), as materialize_to_pool. Scales as materialize_to_pool. Eager
+        (k_buffers, v_buffers), as materialize_to_pool, whose tensors give the strides: fields
+        are refused (ArgumentError) rather than dropped. Scales as materialize_to_pool. Eager
         (CUDA-graph capturable; not traced by torch.compile). The pool is checked once per
         (kind, tensor, fields, scales)."""
         if kind.replace("-", "_") in ("per_layer", "flat", "paged"):
+            if fields:  # the tensors' shapes and strides are the layout: a field would be dropped
+                raise ArgumentError(f"{kind} layout: {', '.join(sorted(fields))} not taken; a "
+                                    "per_layer pool's strides come from its tensors (use "
+                                    "views), the fields are for token_major pools")
             k_buffers, v_buffers = pool
             return self.materialize_to_pool(ctx_hidden, positions, cache_loc, k_buffers,
                                             v_buffers, k_scales, v_scales, slot_mappings)
@@ -565,7 +570,7 @@ class FusedKVMaterializeHelper:
             if any(tensors) and not all(tensors):
                 raise ValueError("k_scales and v_scales: both tensors or neither")
             fn = self._native["bind_layout"]
-            fields_json = json.dumps({k: int(v) for k, v in fields.items()})
+            fields_json = json.dumps({k: operator.index(v) for k, v in fields.items()})
             if any(tensors):
                 binding = int(fn(kind, pool, fields_json, [], [], [k_scales, v_scales]))
             else:

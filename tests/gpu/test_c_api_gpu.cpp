@@ -13,6 +13,11 @@
 //     a rotated pair, and the norm moves with them);
 //   - a CUDA graph captured on the decode path, replayed after refresh_weights_v2 with new
 //     weights and scales: the output is the new weights' (the buffers were refreshed in place).
+// And fkv_kv_layout + fkv_materializer_write with dense weights: token_major pools (the defaults,
+// and padded strides) hold the bytes of the per_layer write of the same call, on the decode path
+// (T = 5) and above the crossover (T = 100), and nothing outside the written rows; the refusals
+// (struct_size 0 or not a size, fields outside struct_size unread, an unknown kind, overlapping
+// or per_layer-only fields) write nothing.
 // Outputs are poisoned (0xff: NaN in bf16) before every call. Environment: FKV_TEST_SEED.
 #include <algorithm>
 #include <catch2/catch.hpp>
@@ -371,5 +376,234 @@ TEST_CASE("C API: quantized weights, create_v3 + stacked vs float64, refresh_wei
     FKV_CU(cuStreamSynchronize, stream);
     fkv_materializer_free(m);
   }
+  fkv_config_free(cfg);
+}
+
+// ---- fkv_kv_layout + fkv_materializer_write (include/fkv/kv_layout.hpp) -----------------------
+
+namespace {
+
+constexpr std::int64_t kKV = kHeads * kHeadDim;                  // one (layer, k|v) row of a slot
+constexpr std::size_t kSeg = static_cast<std::size_t>(kKV) * 2;  // its bytes (bf16)
+
+// A poisoned token-major pool: row = slot, within it layer l's K at l * layer_stride and V
+// kv_offset after it (0 = the defaults: [num_slots, L, 2, H, D] with no gaps).
+struct TokenMajorPool {
+  std::int64_t kv_offset, layer_stride, row, num_slots;
+  fkv::DeviceBuffer buf;
+  TokenMajorPool(std::int64_t slots, std::int64_t kv_off, std::int64_t layer, std::int64_t r,
+                 CUstream stream)
+      : kv_offset(kv_off ? kv_off : kKV),
+        layer_stride(layer ? layer : 2 * kKV),
+        row(r ? r : kLayers * layer_stride),
+        num_slots(slots),
+        buf(alloc(static_cast<std::size_t>(slots * row * 2))) {
+    poison(buf, stream);
+  }
+  std::size_t at(std::int64_t slot, std::int64_t layer, int kv) const {
+    return static_cast<std::size_t>((slot * row + layer * layer_stride + kv * kv_offset) * 2);
+  }
+};
+
+// No bf16 element of bytes[begin, begin + n) is the poison (0xffff, a NaN): the row was written.
+bool all_written(const std::vector<std::uint8_t>& bytes, std::size_t begin, std::size_t n) {
+  for (std::size_t i = begin; i < begin + n; i += 2)
+    if (bytes[i] == kPoison && bytes[i + 1] == kPoison) return false;
+  return true;
+}
+
+}  // namespace
+
+TEST_CASE("C API: fkv_materializer_write, token_major bytes equal the per_layer write's",
+          "[kv_layout]") {
+  require_gpu();
+  Rng rng(run_seed("test_c_api_gpu"));
+  fkv::Stream stream_owner;
+  const CUstream stream = stream_owner.get();
+  fkv_config* cfg = nullptr;
+  const std::string json = config_json();
+  REQUIRE(fkv_config_from_json(json.c_str(), "c-api-layout", &cfg) == FKV_OK);
+
+  // Dense bf16 weights ~ N(0, 1 / hidden) and K-norm weights.
+  std::vector<fkv::DeviceBuffer> d_w;
+  std::vector<const void*> w_kv;
+  std::vector<std::vector<float>> norm(kLayers, std::vector<float>(kHeadDim));
+  std::vector<const float*> norm_ptr;
+  for (int l = 0; l < kLayers; ++l) {
+    d_w.push_back(to_device(random_values(DType::BF16, static_cast<std::size_t>(kRows * kHidden),
+                                          1.0 / std::sqrt(double(kHidden)), rng),
+                            stream));
+    w_kv.push_back(d_w.back().ptr());
+    for (float& x : norm[static_cast<std::size_t>(l)])
+      x = static_cast<float>(1.0 + 0.25 * rng.normal());
+    norm_ptr.push_back(norm[static_cast<std::size_t>(l)].data());
+  }
+  fkv_materializer_weights cw{};
+  cw.hidden_size = kHidden;
+  cw.num_layers = kLayers;
+  cw.w_kv = w_kv.data();
+  cw.k_norm = norm_ptr.data();
+  fkv_materializer_options o;
+  fkv_materializer_options_init(&o);
+  o.max_tokens = 128;
+  o.decode_crossover = kCrossover;
+  fkv_materializer* m = nullptr;
+  REQUIRE(fkv_materializer_create(cfg, &cw, &o, &m) == FKV_OK);
+  REQUIRE(fkv_materializer_decode_crossover(m) == kCrossover);
+  const std::int64_t num_slots = 160;
+
+  // T = 5: the decode kernel; T = 100: cuBLASLt and the epilogue. One slot in 7 skipped (-1).
+  for (std::int64_t T : {std::int64_t{5}, std::int64_t{100}}) {
+    INFO("T=" << T);
+    const Tokens tok(T, rng, stream);
+    std::vector<std::int64_t> slot(static_cast<std::size_t>(num_slots));
+    for (std::int64_t i = 0; i < num_slots; ++i) slot[static_cast<std::size_t>(i)] = i;
+    for (std::int64_t i = num_slots - 1; i > 0; --i)
+      std::swap(slot[static_cast<std::size_t>(i)], slot[static_cast<std::size_t>(rng.range(0, i))]);
+    slot.resize(static_cast<std::size_t>(T));
+    for (std::int64_t t = 0; t < T; t += 7) slot[static_cast<std::size_t>(t)] = -1;
+    const fkv::DeviceBuffer d_slot = to_device(slot, stream);
+    const fkv_materializer_input in{tok.d_x.ptr(), T, 0, tok.d_pos.ptr()};
+
+    // The per-layer write through the same entry point: k[l], v[l] flat [num_slots, H*D].
+    std::vector<fkv::DeviceBuffer> pk, pv;
+    std::vector<void*> kp, vp;
+    for (int l = 0; l < kLayers; ++l) {
+      pk.push_back(alloc(static_cast<std::size_t>(num_slots) * kSeg));
+      pv.push_back(alloc(static_cast<std::size_t>(num_slots) * kSeg));
+      poison(pk.back(), stream);
+      poison(pv.back(), stream);
+      kp.push_back(pk.back().ptr());
+      vp.push_back(pv.back().ptr());
+    }
+    fkv_kv_layout per;
+    fkv_kv_layout_init(&per);
+    per.cache_loc = d_slot.ptr();
+    per.k_buffers = kp.data();
+    per.v_buffers = vp.data();
+    per.num_buffers = kLayers;
+    per.num_slots = num_slots;
+    REQUIRE(fkv_materializer_write(m, &in, &per, stream) == FKV_OK);
+
+    // Token-major: the defaults ([num_slots, L, 2, H, D]), and padded strides (8 elements
+    // between a layer's K and V, 16 after its V, 32 at the end of a row) that must stay poison.
+    const TokenMajorPool tight(num_slots, 0, 0, 0, stream);
+    const TokenMajorPool padded(num_slots, kKV + 8, 2 * kKV + 24, kLayers * (2 * kKV + 24) + 32,
+                                stream);
+    for (const TokenMajorPool* p : {&tight, &padded}) {
+      fkv_kv_layout tm;
+      fkv_kv_layout_init(&tm);
+      tm.kind = p == &tight ? "token_major" : "token-major";
+      tm.base = p->buf.ptr();
+      tm.cache_loc = d_slot.ptr();
+      tm.num_slots = num_slots;
+      if (p == &padded) {
+        tm.kv_offset = p->kv_offset;
+        tm.layer_stride = p->layer_stride;
+        tm.slot_stride = p->row;
+      }
+      REQUIRE(fkv_materializer_write(m, &in, &tm, stream) == FKV_OK);
+    }
+
+    std::vector<std::vector<std::uint8_t>> hk, hv;
+    for (int l = 0; l < kLayers; ++l) {
+      hk.push_back(download(pk[static_cast<std::size_t>(l)], stream));
+      hv.push_back(download(pv[static_cast<std::size_t>(l)], stream));
+    }
+    for (const TokenMajorPool* p : {&tight, &padded}) {
+      INFO((p == &tight ? "default strides" : "padded strides"));
+      std::vector<std::uint8_t> host = download(p->buf, stream);
+      for (std::int64_t t = 0; t < T; ++t) {
+        const std::int64_t s = slot[static_cast<std::size_t>(t)];
+        if (s < 0) continue;
+        for (int l = 0; l < kLayers; ++l)
+          for (int kv = 0; kv < 2; ++kv) {
+            INFO("token " << t << " slot " << s << " layer " << l << (kv ? " v" : " k"));
+            const auto& ref = (kv ? hv : hk)[static_cast<std::size_t>(l)];
+            const std::size_t ro = static_cast<std::size_t>(s) * kSeg;
+            REQUIRE(all_written(ref, ro, kSeg));
+            CHECK(std::memcmp(host.data() + p->at(s, l, kv), ref.data() + ro, kSeg) == 0);
+            std::memset(host.data() + p->at(s, l, kv), kPoison, kSeg);
+          }
+      }
+      // Every byte outside the written (slot, layer, k|v) rows: still poison.
+      const std::int64_t stray = first_unpoisoned(host, 0, host.size());
+      INFO("first byte written outside the rows: " << stray);
+      CHECK(stray == -1);
+    }
+    // The per-layer buffers: the rows of skipped tokens and unused slots stay poison.
+    std::vector<char> used(static_cast<std::size_t>(num_slots), 0);
+    for (std::int64_t s : slot)
+      if (s >= 0) used[static_cast<std::size_t>(s)] = 1;
+    for (int l = 0; l < kLayers; ++l)
+      for (std::int64_t s = 0; s < num_slots; ++s)
+        if (!used[static_cast<std::size_t>(s)]) {
+          const std::size_t ro = static_cast<std::size_t>(s) * kSeg;
+          CHECK(first_unpoisoned(hk[static_cast<std::size_t>(l)], ro, ro + kSeg) == -1);
+          CHECK(first_unpoisoned(hv[static_cast<std::size_t>(l)], ro, ro + kSeg) == -1);
+        }
+  }
+
+  // Refusals: FKV_ERR_ARGUMENT naming the problem, nothing launched (the pool stays poison).
+  {
+    const Tokens tok(8, rng, stream);
+    std::vector<std::int64_t> slot{0, 1, 2, 3, 4, 5, 6, 7};
+    const fkv::DeviceBuffer d_slot = to_device(slot, stream);
+    const fkv_materializer_input in{tok.d_x.ptr(), 8, 0, tok.d_pos.ptr()};
+    const TokenMajorPool p(16, 0, 0, 0, stream);
+    fkv_kv_layout tm;
+    auto reset = [&] {
+      fkv_kv_layout_init(&tm);
+      tm.kind = "token_major";
+      tm.base = p.buf.ptr();
+      tm.cache_loc = d_slot.ptr();
+      tm.num_slots = p.num_slots;
+    };
+    auto refused = [&](const char* text) {
+      const fkv_status s = fkv_materializer_write(m, &in, &tm, stream);
+      INFO(fkv_last_error());
+      CHECK(s == FKV_ERR_ARGUMENT);
+      CHECK(std::string(fkv_last_error()).find(text) != std::string::npos);
+    };
+    reset();
+    tm.struct_size = 0;  // never initialized
+    refused("fkv_kv_layout.struct_size is 0: initialize it with fkv_kv_layout_init()");
+    reset();
+    tm.struct_size = 5000;  // not a size
+    refused("fkv_kv_layout.struct_size is 5000");
+    reset();
+    tm.struct_size = offsetof(fkv_kv_layout, num_slots);  // an older header: num_slots unread
+    refused("token_major layout: num_slots must be > 0, got 0");
+    reset();
+    tm.kind = "tokens_major";
+    refused("unknown KV layout 'tokens_major': use per_layer (or flat, paged), token_major");
+    reset();
+    tm.kv_offset = kKV - kHeadDim;  // V's first head on K's last
+    refused("the token_major layout overlaps itself: kv_offset 384");
+    reset();
+    tm.block_size = 4;
+    refused("block_size and block_stride are for paged per_layer layouts");
+    reset();
+    tm.num_buffers = -1;
+    refused("layout num_buffers must be >= 0");
+    reset();
+    tm.kind = "per_layer";  // base given to a per_layer layout
+    refused("per_layer layout: base is for token_major layouts");
+    CHECK(fkv_materializer_write(m, &in, nullptr, stream) == FKV_ERR_ARGUMENT);
+    CHECK(std::string(fkv_last_error()).find("layout must not be NULL") != std::string::npos);
+    const std::vector<std::uint8_t> before = download(p.buf, stream);
+    CHECK(first_unpoisoned(before, 0, before.size()) == -1);  // no refused call wrote
+    reset();
+    REQUIRE(fkv_materializer_write(m, &in, &tm, stream) == FKV_OK);  // the same call, fixed
+    std::vector<std::uint8_t> host = download(p.buf, stream);
+    for (std::int64_t s = 0; s < 8; ++s)
+      for (int l = 0; l < kLayers; ++l)
+        for (int kv = 0; kv < 2; ++kv) {
+          CHECK(all_written(host, p.at(s, l, kv), kSeg));
+          std::memset(host.data() + p.at(s, l, kv), kPoison, kSeg);
+        }
+    CHECK(first_unpoisoned(host, 0, host.size()) == -1);
+  }
+  fkv_materializer_free(m);
   fkv_config_free(cfg);
 }

@@ -1,8 +1,9 @@
 """GPU tests of the installed fkv_jit wheel's FusedKVMaterializeHelper against a float64
 PyTorch reference (linear, RMSNorm, RoPE neox and GPT-J, pool index-put), for bf16/fp16 stacked
 outputs, bf16 and fp8 pools, grouped plans, tensor-parallel ranks (each rank's heads equal to the
-TP=1 heads bit for bit), under torch.cuda.graph capture and under torch.compile(fullgraph=True), and
-a helper built from a Config whose file is gone (the config is read once). Plain asserts; pytest
+TP=1 heads bit for bit), under torch.cuda.graph capture and under torch.compile(fullgraph=True), a
+helper built from a Config whose file is gone (the config is read once), and token-major pools
+written by materialize_to_layout (the per-layer pool's bits; its refusals). Plain asserts; pytest
 also collects it.
 
     pip install fkv_jit-*.whl && python3 tests/gpu/test_python_gpu.py
@@ -578,6 +579,121 @@ def test_tensor_parallel_ranks_equal_tp1_heads():
         untouched = torch.ones(num_slots, dtype=torch.bool, device=DEV)
         untouched[loc[written]] = False
         assert bool((full_k[l][untouched] == poison).all()), f"TP=1 K pool of layer {l}: a skipped row was written"
+
+
+# ---- materialize_to_layout: a token-major pool (include/fkv/kv_layout.hpp) --------------------
+
+def poisoned(*shape):
+    """bf16 filled with 0xffff (a NaN): a written element never has those bits."""
+    return torch.full(shape, -1, dtype=torch.int16, device=DEV).view(torch.bfloat16)
+
+
+def bits(t):
+    return t.view(torch.int16)
+
+
+def test_token_major_layout_equals_per_layer_pool():
+    """A token-major pool [num_slots, L, 2, H, D] (the defaults) and a padded one (64 elements
+    after each layer's V, 32 at the end of each row, given as fields) written by
+    materialize_to_layout hold, at each written slot, the bits of materialize_to_pool's per-layer
+    rows of the same inputs (the same kernels), K and V; the reference within tolerance; every
+    other element (skipped tokens' and unused slots' rows, the gaps) still poison. T = 8: the
+    decode kernel; T = 100: above the crossover (cuBLASLt + epilogue)."""
+    H, D, L, num_slots = 8, 128, 3, 160
+    KV = H * D
+    case = Case([layer(H, D, D, True, 1e6, "rms")] * L)
+    helper = case.helper(decode_crossover=64)
+    assert helper.decode_crossover == 64
+    rtol, atol = TOL[torch.bfloat16]
+    layer_stride, row = 2 * KV + 64, L * (2 * KV + 64) + 32
+    for T in (8, 100):
+        ctx, pos = case.inputs(T)
+        loc = torch.randperm(num_slots, generator=GEN)[:T]
+        loc[::7] = -1
+        loc = loc.to(DEV)
+        written = loc >= 0
+        slots = loc[written]
+        kb = [poisoned(num_slots, H, D) for _ in range(L)]
+        vb = [poisoned(num_slots, H, D) for _ in range(L)]
+        helper.materialize_to_pool(ctx, pos, loc, kb, vb)
+        tm = poisoned(num_slots, L, 2, H, D)
+        helper.materialize_to_layout(ctx, pos, loc, "token_major", tm)
+        padded = poisoned(num_slots, row)
+        helper.materialize_to_layout(ctx, pos, loc, "token_major", padded,
+                                     slot_stride=padded.stride(0), layer_stride=layer_stride)
+        torch.cuda.synchronize()
+        pad = padded[:, : L * layer_stride].view(num_slots, L, layer_stride)
+        views = {"default": (tm[:, :, 0], tm[:, :, 1]),
+                 "padded": (pad[:, :, :KV].view(num_slots, L, H, D),
+                            pad[:, :, KV: 2 * KV].view(num_slots, L, H, D))}
+        refs = case.reference(ctx, pos)
+        for l in range(L):
+            what = f"T={T} layer {l}"
+            assert not bool((bits(kb[l][slots]) == -1).any()), f"{what}: per-layer K row unwritten"
+            assert not bool((bits(vb[l][slots]) == -1).any()), f"{what}: per-layer V row unwritten"
+            for name, (k, v) in views.items():
+                assert torch.equal(bits(k[slots, l]), bits(kb[l][slots])), f"{what} {name}: K != per-layer"
+                assert torch.equal(bits(v[slots, l]), bits(vb[l][slots])), f"{what} {name}: V != per-layer"
+            assert_close(tm[slots, l, 0], refs[l][0][written], rtol, atol, f"{what}: token-major K")
+            assert_close(tm[slots, l, 1], refs[l][1][written], rtol, atol, f"{what}: token-major V")
+        # Everything else: poison (rows of unused slots, and in the padded pool the gaps).
+        untouched = torch.ones(num_slots, dtype=torch.bool, device=DEV)
+        untouched[slots] = False
+        assert bool((bits(tm[untouched]) == -1).all()), f"T={T}: an unused slot's row was written"
+        for b in kb + vb:
+            assert bool((bits(b[untouched]) == -1).all()), f"T={T}: a per-layer unused row was written"
+        gaps = torch.ones(num_slots, row, dtype=torch.bool, device=DEV)
+        for l in range(L):
+            gaps[slots, l * layer_stride: l * layer_stride + 2 * KV] = False
+        assert bool((bits(padded)[gaps] == -1).all()), f"T={T}: the padded pool's gaps were written"
+
+
+def test_token_major_layout_refusals():
+    """Each refusal names the problem, and none writes: the pool is still poison after them."""
+    H, D, L = 4, 128, 2
+    case = Case([layer(H, D, D, True, 1e6, "rms")] * L)
+    helper = case.helper()
+    ctx, pos = case.inputs(8)
+    loc = torch.arange(8, device=DEV)
+    tm = poisoned(16, L, 2, H, D)
+    for kind, pool, fields, exc, text in [
+        ("tokens_major", tm, {}, fkv_jit.ArgumentError,
+         "unknown KV layout 'tokens_major': use per_layer (or flat, paged), token_major or stacked"),
+        ("token_major", tm, {"slot_strid": 1}, fkv_jit.ArgumentError,
+         "unknown KV layout field 'slot_strid'"),
+        ("token_major", tm, {"slot_stride": 1.5}, TypeError, "integer"),
+        ("stacked", tm, {}, ValueError, "takes per-layer (or per-group) buffers"),
+        ("token_major", tm.view(torch.float16), {}, TypeError, "the helper writes bf16 pools"),
+        ("token_major", tm.transpose(0, 1), {}, ValueError, "pool must be a contiguous tensor"),
+        ("token_major", tm, {"num_slots": 17}, ValueError,
+         "reaches element 34815 but pool has 32768 elements"),
+        ("token_major", tm, {"layer_stride": 4 * H * D}, ValueError, "layout reaches element"),
+        ("token_major", tm, {"kv_offset": (H - 1) * D}, ValueError,
+         "the token_major layout overlaps itself: kv_offset 384"),
+        ("per_layer", ([tm[:, 0, 0]] * L, [tm[:, 0, 1]] * L), {"num_slots": 16}, fkv_jit.ArgumentError,
+         "per_layer layout: num_slots not taken"),
+    ]:
+        try:
+            helper.materialize_to_layout(ctx, pos, loc, kind, pool, **fields)
+            raise AssertionError(f"no error for {kind} {fields}: {text}")
+        except exc as e:
+            assert text in str(e), (kind, fields, str(e))
+    try:
+        helper.materialize_to_layout(ctx, pos, loc, "token_major", tm, k_scales=[1.0] * L,
+                                     v_scales=[1.0] * L)
+        raise AssertionError("scales accepted for a bf16 pool")
+    except ValueError as e:
+        assert "fp8" in str(e), str(e)
+    try:
+        helper.materialize_to_layout(ctx, pos, loc[:7], "token_major", tm)
+        raise AssertionError("short cache_loc accepted")
+    except ValueError as e:
+        assert "cache_loc has 7 entries for 8 tokens" in str(e), str(e)
+    torch.cuda.synchronize()
+    assert bool((bits(tm) == -1).all()), "a refused call wrote into the pool"
+    helper.materialize_to_layout(ctx, pos, loc, "token_major", tm)  # the same call, fixed
+    torch.cuda.synchronize()
+    assert not bool((bits(tm[:8]) == -1).any()) and bool((bits(tm[8:]) == -1).all())
 
 
 def main():
