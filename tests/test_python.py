@@ -468,6 +468,38 @@ def test_plan_split_is_the_librarys():
                 assert p.json["groups"][i]["spec"]["num_kv_heads"] == g.spec.num_kv_heads
 
 
+def test_error_kinds_agree():
+    """One error taxonomy behind every front-end (issue 25): each bad input of
+    tests/error_kinds.json raises the Python class the library's kind table gives its kind, and
+    the wheel's fkv-jit exits with that kind's code and names it in --json. test_error_kinds.cpp
+    holds the C API and the CLI of the C++ build to the same kinds."""
+    from fkv_jit import _lib
+
+    table = {k["name"]: k for k in json.loads(_lib.native().error_kinds())}
+    cases = json.loads((ROOT / "tests" / "error_kinds.json").read_text())["cases"]
+    cli = Path(fkv_jit.__file__).parent / "bin" / "fkv-jit"
+    with tempfile.TemporaryDirectory() as tmp:
+        for c in cases:
+            want = table[c["kind"]]
+            if "data" in c:
+                path = DATA / c["data"]
+            elif "missing" in c:
+                path = Path(tmp) / c["missing"]
+            else:
+                path = Path(tmp) / "input.json"
+                path.write_text(c["text"])
+            try:
+                fkv_jit.validate(path)
+                raise AssertionError(f"{c['name']}: validate() raised nothing")
+            except fkv_jit.FkvError as e:
+                assert type(e).__name__ == want["python_class"], (c["name"], type(e), str(e))
+            r = subprocess.run([str(cli), "validate", "--json", str(path)], capture_output=True,
+                               text=True, timeout=120)
+            assert r.returncode == want["exit_code"], (c["name"], r.returncode, r.stderr)
+            out = json.loads(r.stdout)
+            assert out["valid"] is False and out["error_kind"] == c["kind"], (c["name"], out)
+
+
 def main():
     print(f"fkv_jit {fkv_jit.version()} from {fkv_jit.library_path()}")
     from plain_runner import run  # tests/plain_runner.py, beside this file
