@@ -80,12 +80,12 @@ void FusedKVMaterializer::materialize_pool(const MaterializerInput& in, const Po
   // The epilogue kernels write `vec` elements at once: the layout must keep that alignment
   // for every group, checked before anything is launched (a refusal after the projection, or
   // after an earlier group's writes, would leave the pool half written).
-  for (const Impl::Group& g : m.groups) {
+  for (Impl::Group& g : m.groups) {
     geo.num_kv_heads = g.plan_group->attn.num_kv_heads;
     geo.head_dim = g.plan_group->attn.head_dim;
     geo.vec = g.pool->tiling.vec;
     try {
-      resolve_kv_layout(pool, geo);
+      g.addressing = resolve_kv_layout(pool, geo);
     } catch (const ArgumentError& e) {
       fail(e.what());
     }
@@ -103,7 +103,7 @@ void FusedKVMaterializer::materialize_pool(const MaterializerInput& in, const Po
       if (!pool.v_scales.empty()) g.v_scales[j] = pool.v_scales[i];
       if (!pool.slot_mappings.empty()) g.slot_maps[j] = pool.slot_mappings[i];
     }
-    PoolOutput out = per_layer_view(pool, resolve_kv_layout(pool, geo), g.k_ptrs, g.v_ptrs);
+    PoolOutput out = per_layer_view(pool, g.addressing, g.k_ptrs, g.v_ptrs);
     out.k_scales = pool.k_scales.empty() ? std::span<const float>{} : g.k_scales;
     out.v_scales = pool.v_scales.empty() ? std::span<const float>{} : g.v_scales;
     const std::size_t first = g.members.empty() ? 0 : g.members[0];

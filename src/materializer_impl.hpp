@@ -48,6 +48,7 @@ struct FusedKVMaterializer::Impl {
     std::vector<void*> k_ptrs, v_ptrs;
     std::vector<float> k_scales, v_scales;
     std::vector<const void*> slot_maps;
+    KVAddressing addressing;  // the call's layout for this group, resolved once before launching
   };
 
   MaterializerOptions opt;

@@ -105,7 +105,7 @@ cudaDataType_t cuda_type(DType d) {
                       to_string(d));
 }
 
-// A matrix layout list destroyed in reverse order of creation.
+// Destroys the layouts that were created (null entries are skipped).
 void destroy_layouts(std::initializer_list<cublasLtMatrixLayout_t> layouts) {
   for (cublasLtMatrixLayout_t l : layouts)
     if (l) Lt::get().cublasLtMatrixLayoutDestroy(l);
