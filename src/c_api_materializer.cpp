@@ -8,6 +8,7 @@
 #include <nlohmann/json.hpp>
 #include <span>
 #include <string>
+#include <type_traits>
 #include <vector>
 
 #include "c_api_internal.hpp"
@@ -345,13 +346,12 @@ fkv_status fkv_materializer_write(fkv_materializer* m, const fkv_materializer_in
     FKV_TAKE(c, *out, v_buffers);
     FKV_TAKE(c, *out, num_buffers);
     FKV_TAKE(c, *out, base);
-    FKV_TAKE(c, *out, num_slots);
-    FKV_TAKE(c, *out, slot_stride);
-    FKV_TAKE(c, *out, block_size);
-    FKV_TAKE(c, *out, block_stride);
-    FKV_TAKE(c, *out, head_stride);
-    FKV_TAKE(c, *out, layer_stride);
-    FKV_TAKE(c, *out, kv_offset);
+#define FKV_TAKE_INT(f)                                                   \
+  static_assert(std::is_same_v<decltype(fkv_kv_layout::f), std::int64_t>, \
+                "fkv_kv_layout." #f " must be int64_t like KVLayout's");  \
+  FKV_TAKE(c, *out, f);
+    FKV_KV_LAYOUT_INT_FIELDS(FKV_TAKE_INT)
+#undef FKV_TAKE_INT
     FKV_TAKE(c, *out, k_scales);
     FKV_TAKE(c, *out, v_scales);
     FKV_TAKE(c, *out, k_scales_device);
@@ -371,13 +371,9 @@ fkv_status fkv_materializer_write(fkv_materializer* m, const fkv_materializer_in
       l.v_buffers = std::span<void* const>(c.v_buffers, B);
     }
     l.base = c.base;
-    l.num_slots = c.num_slots;
-    l.slot_stride = c.slot_stride;
-    l.block_size = c.block_size;
-    l.block_stride = c.block_stride;
-    l.head_stride = c.head_stride;
-    l.layer_stride = c.layer_stride;
-    l.kv_offset = c.kv_offset;
+#define FKV_COPY_INT(f) l.f = c.f;
+    FKV_KV_LAYOUT_INT_FIELDS(FKV_COPY_INT)
+#undef FKV_COPY_INT
     if (c.k_scales) l.k_scales = std::span<const float>(c.k_scales, L);
     if (c.v_scales) l.v_scales = std::span<const float>(c.v_scales, L);
     l.k_scales_device = c.k_scales_device;

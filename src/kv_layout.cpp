@@ -277,23 +277,22 @@ std::int64_t kv_layout_extent(const KVLayout& l, const KVGeometry& g) {
 }
 
 const std::vector<std::string>& kv_layout_field_names() {
-  static const std::vector<std::string> names = {"num_slots",    "slot_stride", "block_size",
-                                                 "block_stride", "head_stride", "layer_stride",
-                                                 "kv_offset"};
+#define FKV_NAME(f) #f,
+  static const std::vector<std::string> names = {FKV_KV_LAYOUT_INT_FIELDS(FKV_NAME)};
+#undef FKV_NAME
   return names;
 }
 
 void set_kv_layout_field(KVLayout& l, const std::string& name, std::int64_t value) {
-  std::int64_t* fields[] = {&l.num_slots,   &l.slot_stride,  &l.block_size, &l.block_stride,
-                            &l.head_stride, &l.layer_stride, &l.kv_offset};
-  const std::vector<std::string>& names = kv_layout_field_names();
-  for (std::size_t i = 0; i < names.size(); ++i)
-    if (names[i] == name) {
-      *fields[i] = value;
-      return;
-    }
+#define FKV_SET(f)  \
+  if (name == #f) { \
+    l.f = value;    \
+    return;         \
+  }
+  FKV_KV_LAYOUT_INT_FIELDS(FKV_SET)
+#undef FKV_SET
   std::string known;
-  for (const std::string& n : names) known += (known.empty() ? "" : ", ") + n;
+  for (const std::string& n : kv_layout_field_names()) known += (known.empty() ? "" : ", ") + n;
   throw ArgumentError("unknown KV layout field '" + name + "': the fields are " + known);
 }
 

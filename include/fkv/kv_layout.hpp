@@ -10,7 +10,9 @@
 //     d
 // (KVAddressing, from resolve_kv_layout). A new layout is a new KVLayoutKind with its fields
 // here and its case in src/kv_layout.cpp (the name, the checks, the per-layer pointers); the
-// kernels, the materializer and the front-ends take it unchanged.
+// kernels, the materializer and the front-ends take it unchanged: Python passes integer fields
+// by name, the C API copies them by FKV_KV_LAYOUT_INT_FIELDS, and a new integer field is
+// declared once more, in fkv.h's fkv_kv_layout.
 #pragma once
 
 #include <cstdint>
@@ -78,6 +80,16 @@ struct KVLayout {
   const float* v_scales_device = nullptr;
 };
 
+// KVLayout's integer fields, in one list: set_kv_layout_field and kv_layout_field_names are
+// built from it, and the C API copies the members of the same names from fkv_kv_layout with it
+// (src/c_api_materializer.cpp). So a new integer field is its member above, its entry here and
+// the same member appended to fkv_kv_layout in fkv.h; the front-ends take it unchanged.
+// clang-format off
+#define FKV_KV_LAYOUT_INT_FIELDS(X) \
+  X(num_slots) X(slot_stride) X(block_size) X(block_stride) X(head_stride) X(layer_stride) \
+  X(kv_offset)
+// clang-format on
+
 // What a layout is checked against: the layers it covers and their heads.
 struct KVGeometry {
   std::int64_t num_layers = 0;
@@ -123,9 +135,8 @@ KVLayout per_layer_view(const KVLayout& layout, const KVAddressing& addressing,
 // last element the layout may write, for front-ends that can check a buffer's size (Python).
 std::int64_t kv_layout_extent(const KVLayout& layout, const KVGeometry& geometry);
 
-// Sets the integer field `name` ("num_slots", "slot_stride", "block_size", "block_stride",
-// "head_stride", "layer_stride", "kv_offset") of `layout`: how front-ends that pass fields by
-// name (Python) fill one. ArgumentError naming the fields otherwise.
+// Sets the integer field `name` (one of FKV_KV_LAYOUT_INT_FIELDS) of `layout`: how front-ends
+// that pass fields by name (Python) fill one. ArgumentError naming the fields otherwise.
 void set_kv_layout_field(KVLayout& layout, const std::string& name, std::int64_t value);
 const std::vector<std::string>& kv_layout_field_names();
 

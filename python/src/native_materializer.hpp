@@ -25,16 +25,11 @@ namespace fkv_native {
 
 // The pool buffers of one bind_pool() call, checked once, by pointer.
 struct BoundPool {
-  std::vector<void*> k, v;
+  // The bound layout, every field but the per-call ones (cache_loc, slot_mappings); its spans
+  // are set from the vectors below at each call (pools moves when it grows).
+  fkv::KVLayout layout;
+  std::vector<void*> k, v;  // per-layer kinds: the layers' K and V buffers
   std::vector<float> k_scales, v_scales;
-  const float* k_scales_device = nullptr;  // fp32 [L] device tensors kept alive by the caller
-  const float* v_scales_device = nullptr;
-  std::int64_t num_slots = 0, slot_stride = 0;
-  std::int64_t block_size = 0, block_stride = 0, head_stride = 0;  // paged only
-  // Any other kind of fkv::KVLayout (bind_layout): the kind, its one allocation and strides.
-  fkv::KVLayoutKind kind = fkv::KVLayoutKind::PerLayer;
-  void* base = nullptr;
-  std::int64_t layer_stride = 0, kv_offset = 0;
 };
 
 struct State {

@@ -18,19 +18,20 @@ namespace {
 void same_layout(BoundPool& p, bool first, const std::string& what, std::int64_t slots,
                  std::int64_t slot_stride, std::int64_t block_size, std::int64_t block_stride,
                  std::int64_t head_stride) {
+  fkv::KVLayout& l = p.layout;
   if (first) {
-    p.num_slots = slots;
-    p.slot_stride = slot_stride;
-    p.block_size = block_size;
-    p.block_stride = block_stride;
-    p.head_stride = head_stride;
-  } else if (slots != p.num_slots || slot_stride != p.slot_stride || block_size != p.block_size ||
-             block_stride != p.block_stride || head_stride != p.head_stride) {
+    l.num_slots = slots;
+    l.slot_stride = slot_stride;
+    l.block_size = block_size;
+    l.block_stride = block_stride;
+    l.head_stride = head_stride;
+  } else if (slots != l.num_slots || slot_stride != l.slot_stride || block_size != l.block_size ||
+             block_stride != l.block_stride || head_stride != l.head_stride) {
     raise("ValueError",
           what +
               ": every pool buffer must have the same layout (slots, block size and strides) as "
               "k_buffers[0]: " +
-              std::to_string(p.num_slots) + " slots, slot stride " + std::to_string(p.slot_stride) +
+              std::to_string(l.num_slots) + " slots, slot stride " + std::to_string(l.slot_stride) +
               "; got " + std::to_string(slots) + ", " + std::to_string(slot_stride));
   }
 }
@@ -125,7 +126,7 @@ void State::bind_scales(BoundPool& p, const ffi::Array<double>& ks, const ffi::A
     if (ks.size() != 0 || vs.size() != 0)
       raise("ValueError",
             "give k_scales / v_scales either as floats or as device tensors, not both");
-    const float** dst[2] = {&p.k_scales_device, &p.v_scales_device};
+    const float** dst[2] = {&p.layout.k_scales_device, &p.layout.v_scales_device};
     for (int s = 0; s < 2; ++s) {
       const ffi::TensorView t(scales_device[s]);
       const std::string what = s == 0 ? "k_scales" : "v_scales";
@@ -145,7 +146,7 @@ std::int64_t State::bind_layout(const std::string& kind, const ffi::Tensor& pool
                                 const ffi::Array<double>& vs,
                                 const ffi::Array<ffi::Tensor>& scales_device) {
   BoundPool p;
-  fkv::KVLayout l;
+  fkv::KVLayout& l = p.layout;
   l.kind = fkv::parse_kv_layout_kind(kind);
   if (l.kind == fkv::KVLayoutKind::PerLayer || l.kind == fkv::KVLayoutKind::Stacked)
     raise("ValueError", "layout '" + kind +
@@ -180,15 +181,7 @@ std::int64_t State::bind_layout(const std::string& kind, const ffi::Tensor& pool
                               " elements: allocate [num_slots, slot_stride] elements or make "
                               "num_slots / the strides smaller");
   }
-  p.kind = l.kind;
-  p.base = l.base;
-  p.num_slots = l.num_slots;
-  p.slot_stride = l.slot_stride;
-  p.block_size = l.block_size;
-  p.block_stride = l.block_stride;
-  p.head_stride = l.head_stride;
-  p.layer_stride = l.layer_stride;
-  p.kv_offset = l.kv_offset;
+  l.cache_loc = nullptr;
   bind_scales(p, ks, vs, scales_device);
   std::lock_guard<std::mutex> lock(mutex);
   pools.push_back(std::move(p));
@@ -226,23 +219,12 @@ void State::materialize_pool(const ffi::TensorView& hidden_t, const ffi::TensorV
   if (pool_id < 0 || static_cast<std::size_t>(pool_id) >= pools.size())
     raise("ValueError", "unknown pool binding " + std::to_string(pool_id));
   const BoundPool& p = pools[static_cast<std::size_t>(pool_id)];
-  fkv::FusedKVMaterializer::Pool out;
+  fkv::KVLayout out = p.layout;
   out.cache_loc = data(loc);
   out.k_buffers = p.k;
   out.v_buffers = p.v;
-  out.num_slots = p.num_slots;
-  out.slot_stride = p.slot_stride;
   out.k_scales = p.k_scales;
   out.v_scales = p.v_scales;
-  out.k_scales_device = p.k_scales_device;
-  out.v_scales_device = p.v_scales_device;
-  out.block_size = p.block_size;
-  out.block_stride = p.block_stride;
-  out.head_stride = p.head_stride;
-  out.kind = p.kind;
-  out.base = p.base;
-  out.layer_stride = p.layer_stride;
-  out.kv_offset = p.kv_offset;
   out.slot_mappings = maps;
   m->materialize_pool(in, out, stream());
 }
