@@ -17,29 +17,54 @@
 // of 8-bit weights would otherwise stay partly in the H200's 50 MB L2 across replays, and the
 // figures would be part L2 (earlier runs measured the 8-bit probe at 8.3-13.1 us that way).
 // So the bench builds `copies` materializers, each with its own packed weights, enough that one
-// round over them reads at least --cold-bytes (default 160 MB, three L2s), and the captured
-// calls go round them; the probes do the same over as many copies of their buffer.
-// --cold-bytes 0 measures the warm case (one copy).
+// round over them reads at least --cold-mb MB (default 160 MB, three L2s: 4 copies of the 8-bit
+// weights, 2 of the bf16 ones), and the captured calls go round them; the probes do the same
+// over as many copies of their buffer. --cold-mb 0 measures the warm case (one copy).
+//
+// --sweep: then a cold tiling sweep of the decode kernel alone (fkv::DecodeKV::run_pool) over
+// fp8_tensor weights (the same random FP8 e4m3 bytes without the NaN pattern, per-layer scales
+// 1e-3), at T = 8, 16, 32, 64 (--tokens up to 64 when given): the default tiling (DecodeTuning
+// all 0, what the materializer launches) and splits {1,2,4,8,16} x pipeline {2,4,8} x MMA tiles
+// per warp {1,2,4} (k_slice as make_decode_spec chooses it); a tiling make_decode_spec refuses
+// is recorded with its error. A DecodeKV keeps its DecodeModel's weight pointer, so each tiling
+// gets one DecodeKV per weight copy (the same copies as above), and the captured calls go round
+// them as in the table; the copies share the compiled kernels (KernelCache's memory level, one
+// NVRTC compile per spec; all tilings are built side by side first). Each tiling's pool output
+// (one call into a pool filled with NaN) is checked against the default tiling's: more than 4
+// bf16 ulps of the row's largest element marks the row "mismatch" and keeps it out of the best
+// list. Each tiling is timed with --sweep-target-ms (default 15 ms against the table's 200: 20
+// to 40 samples of `calls` calls at these sizes; 184 tilings at most, well under a minute of GPU
+// time with the warm-ups and the output checks). Prints per T the default's median and spec and
+// the 5 fastest tilings with their ratio to the default; "sweep" in the JSON holds every row.
+// --no-table skips the main table (the probes still run).
 //
 // Prints a table and writes JSON (--out): per T and format the median, ratio to the bf16 step
 // and to the quantized weight-read probe.
 //
 //   build-gpu/bench/quant_bench --out quant_bench.json
+//   build-gpu/bench/quant_bench --tokens 8,16,32,64 --sweep --out quant_sweep.json
 #include <CLI/CLI.hpp>
 #include <algorithm>
+#include <atomic>
+#include <chrono>
 #include <cmath>
 #include <cstdio>
 #include <cstring>
 #include <fstream>
+#include <functional>
+#include <memory>
 #include <nlohmann/json.hpp>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "bench_timing.hpp"
 #include "fkv/compiler.hpp"
 #include "fkv/config.hpp"
+#include "fkv/decode.hpp"
 #include "fkv/driver.hpp"
 #include "fkv/fused_kv_materializer.hpp"
+#include "fkv/rope.hpp"
 #include "fkv/runtime.hpp"
 #include "fkv/version.hpp"
 #include "fkv/weights.hpp"
@@ -88,6 +113,270 @@ fkv::ModelConfig draft_config() {
   return fkv::ModelConfig::from_json(doc, "qwen3-8b-dflash-draft");
 }
 
+// ---- --sweep: the decode kernel's tiling, cold ----------------------------------------------
+
+double from_bf16(std::uint16_t h) {
+  const std::uint32_t u = std::uint32_t(h) << 16;
+  float f;
+  std::memcpy(&f, &u, 4);
+  return f;
+}
+
+// The epilogue the materializer gives its DecodeKV for the draft config (pool mode).
+fkv::KernelSpec sweep_epilogue() {
+  fkv::KernelSpec e;
+  e.num_kv_heads = kHeads;
+  e.head_dim = kHeadDim;
+  e.rotary_dim = kHeadDim;
+  e.neox = true;
+  e.k_norm = fkv::KNormKind::Rms;
+  e.act = fkv::DType::BF16;
+  e.cache = fkv::DType::BF16;
+  e.cos_sin = fkv::DType::FP32;
+  e.positions = e.slots = fkv::IndexType::I64;
+  e.mode = fkv::OutputMode::Pool;
+  return e;
+}
+
+// What the sweep reads and writes besides the weights.
+struct SweepIO {
+  CUstream stream = nullptr;
+  fkv::DecodeModel model;                   // w_kv set per copy
+  std::vector<const void*> weights;         // the FP8 copies, [rows, hidden] bytes each
+  const void* x = nullptr;                  // [>= 64, hidden] bf16
+  const void* positions = nullptr;          // [>= 64] int64
+  fkv::DecodePool pool;                     // flat per-layer pool, slot t for token t
+  std::vector<CUdeviceptr> pool_k, pool_v;  // the same buffers, for the output check
+  int calls = 20;
+  double target_ms = 15;
+  double probe_q = 0;  // the 8-bit read floor of this run (us)
+};
+
+// The T tokens' rows of every layer's K and V pool, as written by one call (bf16 bits).
+std::vector<std::uint16_t> read_pool(const SweepIO& io, std::int64_t T) {
+  const std::size_t n = static_cast<std::size_t>(T * kKV);
+  std::vector<std::uint16_t> out(n * 2 * kLayers);
+  FKV_CU(cuStreamSynchronize, io.stream);
+  for (int l = 0; l < kLayers; ++l) {
+    FKV_CU(cuMemcpyDtoH, out.data() + (2 * l) * n, io.pool_k[static_cast<std::size_t>(l)], n * 2);
+    FKV_CU(cuMemcpyDtoH, out.data() + (2 * l + 1) * n, io.pool_v[static_cast<std::size_t>(l)],
+           n * 2);
+  }
+  return out;
+}
+
+// Max |a - b| over rows of head_dim elements, in bf16 ulps of the row's largest |b|; infinity
+// when either holds a non-finite value (a row the call did not write stays NaN).
+double ulp_disagreement(const std::vector<std::uint16_t>& a, const std::vector<std::uint16_t>& b) {
+  double worst = 0;
+  for (std::size_t r = 0; r + kHeadDim <= a.size(); r += kHeadDim) {
+    double top = 0, diff = 0;
+    for (std::size_t e = r; e < r + kHeadDim; ++e) {
+      const double x = from_bf16(a[e]), y = from_bf16(b[e]);
+      if (!std::isfinite(x) || !std::isfinite(y)) return INFINITY;
+      top = std::max(top, std::fabs(y));
+      diff = std::max(diff, std::fabs(x - y));
+    }
+    const double ulp = top > 0 ? std::ldexp(1.0, std::ilogb(top) - 7) : 1.0;
+    worst = std::max(worst, diff / ulp);
+  }
+  return worst;
+}
+
+// The sweep: returns every row (see the header comment); prints the summary per T. `flush`
+// is called with the rows so far after each T (the JSON is rewritten then).
+json tiling_sweep(const SweepIO& io, const std::vector<std::int64_t>& sweep_tokens,
+                  const std::function<void(const json&)>& flush) {
+  struct Try {
+    std::int64_t T;
+    fkv::DecodeTuning t;                             // all 0: the default tiling
+    std::string refused;                             // make_decode_spec's error
+    std::vector<std::unique_ptr<fkv::DecodeKV>> kv;  // one per weight copy
+    std::string error;                               // construction (compile, load) error
+  };
+  int sms = 0;
+  FKV_CU(cuDeviceGetAttribute, &sms, CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT,
+         fkv::device_handle(0));
+  const fkv::KernelSpec e = sweep_epilogue();
+  std::vector<Try> tries;
+  for (std::int64_t T : sweep_tokens) {
+    tries.push_back({T, {}, {}, {}, {}});
+    for (int sp : {1, 2, 4, 8, 16})
+      for (int p : {2, 4, 8})
+        for (int mw : {1, 2, 4}) tries.push_back({T, {sp, p, mw, 0}, {}, {}, {}});
+  }
+  // Refusals first, on the host (the same call DecodeKV's constructor makes for each bucket up
+  // to T; a smaller bucket never refuses what a larger one takes).
+  for (Try& t : tries) {
+    try {
+      (void)fkv::make_decode_spec(e, kHidden, kLayers, fkv::decode_bucket(t.T), sms, t.t,
+                                  fkv::WeightFormat::Fp8Tensor);
+    } catch (const std::exception& ex) {
+      t.refused = ex.what();
+    }
+  }
+
+  // Build every tiling's DecodeKVs side by side (each constructor compiles its buckets up to T
+  // through the global KernelCache: the first copy compiles, the others are memory hits; one
+  // spec asked for by several threads compiles once).
+  const auto t_build = std::chrono::steady_clock::now();
+  std::atomic<std::size_t> next{0};
+  const unsigned workers = std::max(2u, std::min(16u, std::thread::hardware_concurrency()));
+  std::vector<std::thread> threads;
+  for (unsigned w = 0; w < workers; ++w)
+    threads.emplace_back([&] {
+      while (true) {
+        const std::size_t i = next.fetch_add(1);
+        if (i >= tries.size()) break;
+        Try& t = tries[i];
+        if (!t.refused.empty()) continue;
+        try {
+          fkv::ensure_context(0);
+          for (const void* w_kv : io.weights) {
+            fkv::DecodeModel m = io.model;
+            m.w_kv = w_kv;
+            fkv::DecodeOptions o;
+            o.max_tokens = t.T;
+            o.stacked = false;
+            o.tuning = t.t;
+            t.kv.push_back(std::make_unique<fkv::DecodeKV>(m, o));
+          }
+        } catch (const std::exception& ex) {
+          t.error = ex.what();
+          t.kv.clear();
+        }
+      }
+    });
+  for (std::thread& th : threads) th.join();
+  const double build_s =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - t_build).count();
+  std::printf("\nsweep: %zu tilings built in %.1f s (%u threads, %zu DecodeKV per tiling)\n",
+              tries.size(), build_s, workers, io.weights.size());
+
+  json rows = json::array();
+  fkv::DecodeInput in;
+  in.hidden = io.x;
+  in.positions = io.positions;
+  std::vector<std::uint16_t> reference;  // the default tiling's output at this T
+  std::string default_spec;
+  double default_us = 0;
+  const auto t_run = std::chrono::steady_clock::now();
+  for (std::size_t i = 0; i < tries.size(); ++i) {
+    Try& t = tries[i];
+    const bool is_default = t.t.splits == 0;
+    in.num_tokens = t.T;
+    json r = {{"T", t.T},
+              {"default", is_default},
+              {"splits", t.t.splits},
+              {"pipeline", t.t.pipeline},
+              {"mma_tiles_per_warp", t.t.mma_tiles_per_warp}};
+    if (is_default) {
+      reference.clear();
+      default_spec.clear();
+      default_us = 0;
+    }
+    if (!t.refused.empty()) {
+      r["refused"] = t.refused;
+    } else if (!t.error.empty()) {
+      r["error"] = t.error;
+    } else {
+      try {
+        const fkv::DecodeSpec& spec = t.kv.front()->spec_for(t.T, fkv::OutputMode::Pool);
+        r["spec"] = spec.canonical();
+        r["tiling"] = {{"splits", spec.splits},         {"pipeline", spec.pipeline},
+                       {"mw", spec.mma_tiles_per_warp}, {"warps", spec.warps},
+                       {"k_slice", spec.k_slice},       {"grid", spec.grid()},
+                       {"threads", spec.threads()},     {"shared_bytes", spec.shared_bytes()}};
+        // The output check: one call into a pool of NaN, then against the default's output.
+        for (int l = 0; l < kLayers; ++l) {
+          const std::size_t n = static_cast<std::size_t>(t.T * kKV * 2);
+          FKV_CU(cuMemsetD8Async, io.pool_k[static_cast<std::size_t>(l)], 0xff, n, io.stream);
+          FKV_CU(cuMemsetD8Async, io.pool_v[static_cast<std::size_t>(l)], 0xff, n, io.stream);
+        }
+        t.kv.front()->run_pool(in, io.pool, io.stream);
+        const std::vector<std::uint16_t> got = read_pool(io, t.T);
+        if (is_default) {
+          reference = got;
+          default_spec = spec.canonical();
+        }
+        // No reference when the default tiling itself failed: not checked.
+        const double ulps = reference.empty() ? 0.0 : ulp_disagreement(got, reference);
+        r["ulp_vs_default"] = reference.empty()     ? json(nullptr)
+                              : std::isfinite(ulps) ? json(ulps)
+                                                    : json("non-finite");
+        r["mismatch"] = !(ulps <= 4.0);
+        r["same_spec_as_default"] = spec.canonical() == default_spec;
+
+        std::size_t k = 0;
+        const json tm = time_graph(
+            io.stream, [&](CUstream st) { t.kv[k++ % t.kv.size()]->run_pool(in, io.pool, st); },
+            io.calls, io.target_ms);
+        const double us = tm["median_us"].get<double>();
+        if (is_default) default_us = us;
+        r["median_us"] = us;
+        r["p10_us"] = tm["p10_us"];
+        r["p90_us"] = tm["p90_us"];
+        r["samples"] = tm["samples"];
+        if (default_us > 0) r["vs_default"] = us / default_us;
+        if (io.probe_q > 0) r["vs_probe_q"] = us / io.probe_q;
+      } catch (const std::exception& ex) {
+        r["error"] = ex.what();
+      }
+    }
+    t.kv.clear();  // frees this tiling's workspaces and modules
+    rows.push_back(r);
+
+    // The summary once the last tiling of this T is measured.
+    if (i + 1 == tries.size() || tries[i + 1].T != t.T) {
+      std::vector<const json*> ok;
+      int refused = 0, failed = 0, mismatched = 0;
+      const json* def = nullptr;
+      for (const json& x : rows) {
+        if (x["T"] != t.T) continue;
+        if (x["default"].get<bool>()) def = &x;
+        if (x.contains("refused")) ++refused;
+        if (x.contains("error")) ++failed;
+        if (!x.contains("median_us")) continue;
+        if (x["mismatch"].get<bool>()) {
+          ++mismatched;
+          continue;
+        }
+        if (!x["default"].get<bool>()) ok.push_back(&x);
+      }
+      std::sort(ok.begin(), ok.end(), [](const json* a, const json* b) {
+        return (*a)["median_us"].get<double>() < (*b)["median_us"].get<double>();
+      });
+      std::printf("\nsweep T=%lld: %zu measured, %d refused, %d failed, %d mismatched\n",
+                  static_cast<long long>(t.T), ok.size(), refused, failed, mismatched);
+      if (def && def->contains("median_us"))
+        std::printf("  default  %8.2f us  (%.3f x probe_q)  %s\n",
+                    (*def)["median_us"].get<double>(),
+                    (*def)["median_us"].get<double>() / std::max(io.probe_q, 1e-9),
+                    (*def)["spec"].get<std::string>().c_str());
+      else if (def)
+        std::printf("  default  not measured: %s\n",
+                    def->value("error", def->value("refused", std::string("?"))).c_str());
+      std::printf("  %6s %4s %4s %5s %7s %6s %10s %10s\n", "splits", "P", "mw", "warps", "k_slice",
+                  "grid", "median_us", "/default");
+      for (std::size_t j = 0; j < ok.size() && j < 5; ++j) {
+        const json& x = *ok[j];
+        const json& tl = x["tiling"];
+        std::printf("  %6d %4d %4d %5d %7d %6d %10.2f %10.3f%s\n", tl["splits"].get<int>(),
+                    tl["pipeline"].get<int>(), tl["mw"].get<int>(), tl["warps"].get<int>(),
+                    tl["k_slice"].get<int>(), tl["grid"].get<int>(), x["median_us"].get<double>(),
+                    x.value("vs_default", 0.0),
+                    x["same_spec_as_default"].get<bool>() ? "  (= default)" : "");
+      }
+      std::fflush(stdout);
+      flush(rows);
+    }
+  }
+  std::printf("\nsweep: measured in %.1f s (target %.0f ms per tiling)\n",
+              std::chrono::duration<double>(std::chrono::steady_clock::now() - t_run).count(),
+              io.target_ms);
+  return rows;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -97,14 +386,29 @@ int main(int argc, char** argv) {
   double target_ms = 200;
   int calls = 20;
   double cold_mb = 160;
+  bool sweep = false, no_table = false;
+  double sweep_target_ms = 15;
   app.add_option("--out", out, "JSON output file");
   app.add_option("--cold-mb", cold_mb,
                  "weights read per round of copies (MB): at least this much, so that each call "
                  "reads its weights from HBM; 0 = one copy (warm L2)");
-  app.add_option("--tokens", tokens, "token counts")->delimiter(',');
+  CLI::Option* tokens_opt = app.add_option("--tokens", tokens, "token counts")->delimiter(',');
   app.add_option("--target-ms", target_ms, "about this much GPU time per measurement");
   app.add_option("--calls", calls, "calls per captured graph");
+  app.add_flag("--sweep", sweep,
+               "then a cold tiling sweep of the decode kernel over fp8_tensor weights at T = 8, "
+               "16, 32, 64 (--tokens up to 64 when given)");
+  app.add_option("--sweep-target-ms", sweep_target_ms,
+                 "about this much GPU time per tiling of the sweep");
+  app.add_flag("--no-table", no_table, "skip the main table (the probes still run)");
   CLI11_PARSE(app, argc, argv);
+  // The sweep's token counts: --tokens up to the decode kernel's 64 when given.
+  std::vector<std::int64_t> sweep_tokens = {8, 16, 32, 64};
+  if (tokens_opt->count() > 0) {
+    sweep_tokens.clear();
+    for (std::int64_t t : tokens)
+      if (t > 0 && t <= fkv::kDecodeMaxBucket) sweep_tokens.push_back(t);
+  }
   try {
     CUcontext ctx = fkv::ensure_context(0);
     fkv::Stream stream;
@@ -114,7 +418,9 @@ int main(int argc, char** argv) {
     int sms = 0;
     FKV_CU(cuDeviceGetAttribute, &sms, CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT,
            fkv::device_handle(0));
-    const std::int64_t max_t = *std::max_element(tokens.begin(), tokens.end());
+    std::int64_t max_t = *std::max_element(tokens.begin(), tokens.end());
+    if (sweep)
+      for (std::int64_t t : sweep_tokens) max_t = std::max(max_t, t);
     json doc;
     doc["environment"] = {{"device", name}, {"sms", sms}, {"fkv_version", fkv::kVersion}};
     doc["method"] = "median over CUDA-graph replays of " + std::to_string(calls) +
@@ -226,8 +532,9 @@ int main(int argc, char** argv) {
     variants.push_back({fkv::WeightFormat::Fp8Tensor, "fp8_t/slice8M", 0, 8u << 20});
     variants.push_back({fkv::WeightFormat::Fp8Tensor, "fp8_t/slice16M", 0, 16u << 20});
     json rows = json::array();
-    std::printf("\n%6s %-15s %10s %9s %9s\n", "T", "weights", "step_us", "/bf16", "/probe_q");
-    for (std::int64_t T : tokens) {
+    if (!no_table)
+      std::printf("\n%6s %-15s %10s %9s %9s\n", "T", "weights", "step_us", "/bf16", "/probe_q");
+    for (std::int64_t T : no_table ? std::vector<std::int64_t>{} : tokens) {
       double bf16_us = 0;
       for (const Variant& var : variants) {
         const fkv::WeightFormat f = var.format;
@@ -267,6 +574,72 @@ int main(int argc, char** argv) {
     }
     doc["rows"] = rows;
     std::ofstream(out) << doc.dump(2) << "\n";
+
+    if (sweep) {
+      if (sweep_tokens.empty()) {
+        std::printf("\nsweep: no token count of --tokens is in 1..64; nothing to sweep\n");
+        return 0;
+      }
+      // The decode kernel's inputs as the materializer gives them: K norm weights 1, eps 1e-6,
+      // the config's cos/sin table (theta 1e6), an error word.
+      SweepIO io;
+      io.stream = s;
+      io.calls = calls;
+      io.target_ms = sweep_target_ms;
+      io.probe_q = probe_q;
+      const fkv::DeviceBuffer d_norm =
+          upload(std::vector<float>(static_cast<std::size_t>(kLayers * kHeadDim), 1.0f));
+      fkv::RopeFrequencies freq;
+      freq.theta = 1e6;
+      const fkv::RopeTable table(freq, kHeadDim, kMaxPos);
+      fkv::DeviceBuffer d_cos_sin(table.size_bytes(fkv::DType::FP32));
+      fkv::upload(table, fkv::DType::FP32, d_cos_sin.get(), s);
+      fkv::DeviceBuffer d_error(sizeof(unsigned int));
+      FKV_CU(cuMemsetD8Async, d_error.get(), 0, sizeof(unsigned int), s);
+      FKV_CU(cuStreamSynchronize, s);
+      io.model.epilogue = sweep_epilogue();
+      io.model.hidden = kHidden;
+      io.model.num_layers = kLayers;
+      io.model.weight = fkv::WeightFormat::Fp8Tensor;
+      io.model.w_scale = static_cast<const float*>(d_scales.ptr());  // [L] per-layer scales
+      io.model.k_norm = static_cast<const float*>(d_norm.ptr());
+      io.model.eps.assign(kLayers, 1e-6f);
+      io.model.cos_sin = d_cos_sin.ptr();
+      io.model.max_position = kMaxPos;
+      io.model.error_flag = static_cast<unsigned int*>(d_error.ptr());
+      for (const fkv::DeviceBuffer& w : d_wq) io.weights.push_back(w.ptr());
+      io.x = d_x.ptr();
+      io.positions = d_pos.ptr();
+      io.pool.cache_loc = d_loc.ptr();
+      io.pool.k_buffers = pk;
+      io.pool.v_buffers = pv;
+      io.pool.num_slots = max_t;
+      for (int l = 0; l < kLayers; ++l) {
+        io.pool_k.push_back(pool[static_cast<std::size_t>(2 * l)].get());
+        io.pool_v.push_back(pool[static_cast<std::size_t>(2 * l + 1)].get());
+      }
+      doc["sweep_method"] = {
+          {"weights", "fp8_tensor"},
+          {"kernel", "fkv::DecodeKV::run_pool alone (the materializer's decode path)"},
+          {"copies", d_wq.size()},
+          {"target_ms", sweep_target_ms},
+          {"calls", calls},
+          {"grid",
+           "default, then splits {1,2,4,8,16} x pipeline {2,4,8} x mma_tiles_per_warp "
+           "{1,2,4}, k_slice by make_decode_spec"},
+          {"check", "pool output vs the default tiling's, <= 4 bf16 ulps of the row max"}};
+      doc["sweep_tokens"] = sweep_tokens;
+      doc["sweep"] = tiling_sweep(io, sweep_tokens, [&](const json& so_far) {
+        doc["sweep"] = so_far;
+        std::ofstream(out) << doc.dump(2) << "\n";
+      });
+      unsigned int flag = 0;
+      FKV_CU(cuMemcpyDtoH, &flag, d_error.get(), sizeof flag);
+      doc["sweep_error_flag"] = flag;
+      if (flag) std::printf("sweep: the kernels flagged skipped tokens (error word %u)\n", flag);
+      std::ofstream(out) << doc.dump(2) << "\n";
+      std::printf("wrote %s\n", out.c_str());
+    }
     return 0;
   } catch (const std::exception& e) {
     std::fprintf(stderr, "quant_bench: %s\n", e.what());
