@@ -204,6 +204,12 @@ json tiling_sweep(const SweepIO& io, const std::vector<std::int64_t>& sweep_toke
     for (int sp : {1, 2, 4, 8, 16})
       for (int p : {2, 4, 8})
         for (int mw : {1, 2, 4}) tries.push_back({T, {sp, p, mw, 0}, {}, {}, {}});
+    // Larger row tiles (8 warps x 2 or 4 MMA tiles: 256 or 512 rows per CTA), where x is read
+    // from L2 fewer times per weight byte (it is read once per row tile).
+    if (T >= 16)
+      for (int sp : {2, 4, 8})
+        for (int p : {2, 4})
+          for (int mw : {2, 4}) tries.push_back({T, {sp, p, mw, 0, 8}, {}, {}, {}});
   }
   // Refusals first, on the host (the same call DecodeKV's constructor makes for each bucket up
   // to T; a smaller bucket never refuses what a larger one takes).

@@ -166,7 +166,12 @@ DecodeSpec make_decode_spec(const KernelSpec& epilogue, int hidden, int num_laye
   // Block scales: splits and stages hold whole 128-column blocks.
   const int unit = weight == WeightFormat::Fp8Block ? kWeightBlock : cw;
   const int D = epilogue.head_dim;
-  const int mt = tile_rows_for(D, num_layers * 2 * epilogue.num_kv_heads);
+  int mt = tile_rows_for(D, num_layers * 2 * epilogue.num_kv_heads);
+  if (tuning.warps) {
+    if (!tuning.mma_tiles_per_warp)
+      throw ArgumentError("a warps tuning override needs mma_tiles_per_warp as well");
+    mt = tuning.warps * tuning.mma_tiles_per_warp * 16;  // check() refuses partial heads
+  }
   const int n16 = mt / 16;
 
   // Two MMA row tiles per warp from 32 tokens on: each x fragment read from shared memory then

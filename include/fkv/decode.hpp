@@ -41,6 +41,9 @@ struct DecodeTuning {
   int pipeline = 0;            // chunks of W in flight per thread (32 columns, 64 quantized)
   int mma_tiles_per_warp = 0;  // 16-row MMA tiles per warp
   int k_slice = 0;             // columns of hidden per shared-memory stage
+  // Warps per CTA, with mma_tiles_per_warp: a tile of warps * mma_tiles_per_warp * 16 rows
+  // (whole heads) instead of one head's (more rows per CTA read x fewer times).
+  int warps = 0;
 };
 
 struct DecodeSpec {
