@@ -49,6 +49,30 @@ int scale_code(WeightFormat w) {
   return 0;
 }
 
+// The sweep over FP8 weights of the Qwen3-8B draft's shape (10240 x 4096), weights read from
+// HBM, against the general rules' tiling (4 splits, one-head tiles): at 16 tokens two MMA tiles
+// per warp (18.4 against 19.3 us); at 32 and 64 tokens tiles of 256 rows (8 warps x 2 MMA
+// tiles, so the hidden states are read from L2 half as often) with 2 splits, pipeline 4 at 32
+// tokens (29.3 against 32.3 us) and 2 at 64 (43.5 against 49.2 us). Splits: the fewest that
+// give half as many CTAs as SMs (the sweep's 80 CTAs on 132 SMs beat 160 and 320). Block-scaled
+// weights keep the general rules (their second set of accumulators needs the registers).
+DecodeTuning quantized_tiling(const KernelSpec& epilogue, int num_layers, int token_bucket,
+                              int sm_count, WeightFormat weight) {
+  DecodeTuning t;
+  if (!is_quantized(weight) || weight == WeightFormat::Fp8Block || token_bucket < 16) return t;
+  if (token_bucket == 16) {
+    t.mma_tiles_per_warp = 2;
+    return t;
+  }
+  t.warps = 8;
+  t.mma_tiles_per_warp = 2;
+  t.pipeline = token_bucket >= 64 ? 2 : 4;
+  const int tiles = num_layers * 2 * epilogue.num_kv_heads * epilogue.head_dim / 256;
+  t.splits = 1;
+  while (tiles * t.splits * 2 < std::max(sm_count, 1) && t.splits < 16) t.splits *= 2;
+  return t;
+}
+
 }  // namespace
 
 int decode_bucket(std::int64_t num_tokens) {
@@ -156,6 +180,19 @@ DecodeSpec make_decode_spec(const KernelSpec& epilogue, int hidden, int num_laye
   if (const std::string why = decode_unsupported(epilogue, hidden, num_layers, weight);
       !why.empty())
     throw UnsupportedError(why);
+  // 8-bit weights with per-tensor or per-row scales, from 16 tokens: the tilings the cold-L2
+  // sweep chose on the H200 (quant_bench --sweep, docs/performance.md), where the shape takes
+  // them; otherwise the rules below.
+  if (tuning == DecodeTuning{})
+    if (const DecodeTuning q =
+            quantized_tiling(epilogue, num_layers, token_bucket, sm_count, weight);
+        q.mma_tiles_per_warp) {
+      try {
+        return make_decode_spec(epilogue, hidden, num_layers, token_bucket, sm_count, q, weight);
+      } catch (const ArgumentError&) {
+        // a shape the tiling does not divide: the general rules
+      }
+    }
   DecodeSpec s;
   s.epilogue = epilogue;
   s.hidden = hidden;

@@ -76,23 +76,45 @@ TEST_CASE("decode tiling at 8 tokens is the H200 sweep's best: 4 splits, 4 chunk
   CHECK(s16.grid() >= 4 * 132);
 }
 
-TEST_CASE("decode tiling over 8-bit weights: the H200 FP8 measurements' choice at each bucket") {
-  // docs/performance.md: 4 chunks in flight at every bucket (decode_bench's FP8 sweep), 4 splits
-  // at every bucket (at 64 tokens 2 splits were faster only with the weights in L2; quant_bench
-  // reads them from HBM).
+TEST_CASE("decode tiling over 8-bit weights: the H200 cold FP8 sweep's choice at each bucket") {
+  // docs/performance.md (quant_bench --sweep, weights read from HBM): 4 splits and 4 chunks in
+  // flight at 8 tokens; two MMA tiles per warp at 16; from 32 tokens row tiles of 256 rows
+  // (8 warps x 2 MMA tiles) with 2 splits, 4 chunks in flight at 32 and 2 at 64.
   struct Want {
-    int tb, splits, pipeline, mw;
+    int tb, splits, pipeline, mw, warps;
   };
-  for (fkv::WeightFormat w : {fkv::WeightFormat::Fp8Tensor, fkv::WeightFormat::Int8Channel})
+  for (fkv::WeightFormat w : {fkv::WeightFormat::Fp8Tensor, fkv::WeightFormat::Int8Channel,
+                              fkv::WeightFormat::Fp8Channel})
     for (const Want& want :
-         {Want{8, 4, 4, 1}, Want{16, 4, 4, 1}, Want{32, 4, 4, 2}, Want{64, 4, 4, 2}}) {
+         {Want{8, 4, 4, 1, 8}, Want{16, 4, 4, 2, 4}, Want{32, 2, 4, 2, 8}, Want{64, 2, 2, 2, 8}}) {
       const fkv::DecodeSpec s = fkv::make_decode_spec(qwen3_epilogue(fkv::OutputMode::Pool), 4096,
                                                       5, want.tb, 132, {}, w);
       INFO(s.canonical());
       CHECK(s.splits == want.splits);
       CHECK(s.pipeline == want.pipeline);
       CHECK(s.mma_tiles_per_warp == want.mw);
+      CHECK(s.warps == want.warps);
     }
+  // Block-scaled weights keep the general rules (one-head tiles, 4 splits).
+  const fkv::DecodeSpec b = fkv::make_decode_spec(qwen3_epilogue(fkv::OutputMode::Pool), 4096, 5,
+                                                  64, 132, {}, fkv::WeightFormat::Fp8Block);
+  CHECK(b.tile_rows() == 128);
+  CHECK(b.splits == 4);
+  // A head_dim whose heads do not fill 256 rows (96) takes the general rules.
+  fkv::KernelSpec d96 = qwen3_epilogue(fkv::OutputMode::Pool);
+  d96.head_dim = 96;
+  d96.rotary_dim = 96;
+  const fkv::DecodeSpec odd =
+      fkv::make_decode_spec(d96, 4096, 5, 64, 132, {}, fkv::WeightFormat::Fp8Tensor);
+  CHECK(odd.tile_rows() == 96);
+  // More SMs than the 40 tiles of 256 rows cover twice: more splits.
+  CHECK(fkv::make_decode_spec(qwen3_epilogue(fkv::OutputMode::Pool), 4096, 5, 64, 200, {},
+                              fkv::WeightFormat::Fp8Tensor)
+            .splits == 4);
+  // The warps override needs mma_tiles_per_warp.
+  fkv::DecodeTuning t;
+  t.warps = 8;
+  CHECK_THROWS_AS(fkv::make_decode_spec(qwen3_epilogue(), 4096, 5, 64, 132, t), fkv::ArgumentError);
 }
 
 TEST_CASE("the decode kernels a DecodeKV prepares, and the ones precompile adds for a GPU") {
@@ -230,7 +252,7 @@ TEST_CASE("decode kernels compile for sm_80 and sm_90 without spills") {
   // size the Qwen3-8B draft uses, bf16 and fp16.
   for (fkv::WeightFormat w : {fkv::WeightFormat::Fp8Tensor, fkv::WeightFormat::Fp8Channel,
                               fkv::WeightFormat::Fp8Block, fkv::WeightFormat::Int8Channel}) {
-    for (int tb : {8, 64})
+    for (int tb : {8, 32, 64})
       cases.push_back(
           {"qwen3 quantized", qwen3_epilogue(fkv::OutputMode::Pool), 4096, 5, tb, "sm_90", w});
     fkv::KernelSpec e = qwen3_epilogue();

@@ -44,6 +44,7 @@ struct DecodeTuning {
   // Warps per CTA, with mma_tiles_per_warp: a tile of warps * mma_tiles_per_warp * 16 rows
   // (whole heads) instead of one head's (more rows per CTA read x fewer times).
   int warps = 0;
+  bool operator==(const DecodeTuning&) const = default;
 };
 
 struct DecodeSpec {
