@@ -25,7 +25,9 @@
 // fp8_tensor weights (the same random FP8 e4m3 bytes without the NaN pattern, per-layer scales
 // 1e-3), at T = 8, 16, 32, 64 (--tokens up to 64 when given): the default tiling (DecodeTuning
 // all 0, what the materializer launches) and splits {1,2,4,8,16} x pipeline {2,4,8} x MMA tiles
-// per warp {1,2,4} (k_slice as make_decode_spec chooses it); a tiling make_decode_spec refuses
+// per warp {1,2,4} (k_slice as make_decode_spec chooses it); from 16 tokens, 8-warp tiles of
+// 256 and 512 rows; splits {3,5,6} that do not divide the x stages; and, from 16 tokens, 8-warp
+// 256-row tiles with 3 or 6 splits and k_slice {128,256,512}; a tiling make_decode_spec refuses
 // is recorded with its error. A DecodeKV keeps its DecodeModel's weight pointer, so each tiling
 // gets one DecodeKV per weight copy (the same copies as above), and the captured calls go round
 // them as in the table; the copies share the compiled kernels (KernelCache's memory level, one
@@ -33,7 +35,7 @@
 // (one call into a pool filled with NaN) is checked against the default tiling's: more than 4
 // bf16 ulps of the row's largest element marks the row "mismatch" and keeps it out of the best
 // list. Each tiling is timed with --sweep-target-ms (default 15 ms against the table's 200: 20
-// to 40 samples of `calls` calls at these sizes; 184 tilings at most, well under a minute of GPU
+// to 40 samples of `calls` calls at these sizes; under 300 tilings, about a minute of GPU
 // time with the warm-ups and the output checks). Prints per T the default's median and spec and
 // the 5 fastest tilings with their ratio to the default; "sweep" in the JSON holds every row.
 // --no-table skips the main table (the probes still run).
@@ -210,6 +212,15 @@ json tiling_sweep(const SweepIO& io, const std::vector<std::int64_t>& sweep_toke
       for (int sp : {2, 4, 8})
         for (int p : {2, 4})
           for (int mw : {2, 4}) tries.push_back({T, {sp, p, mw, 0, 8}, {}, {}, {}});
+    // Splits that do not divide the x stages (each split a run of whole stages, some one
+    // longer): grids closer to a multiple of the SM count.
+    for (int sp : {3, 5, 6})
+      for (int p : {2, 4})
+        for (int mw : {1, 2}) tries.push_back({T, {sp, p, mw, 0}, {}, {}, {}});
+    if (T >= 16)
+      for (int sp : {3, 6})
+        for (int p : {2, 4})
+          for (int ksl : {128, 256, 512}) tries.push_back({T, {sp, p, 2, ksl, 8}, {}, {}, {}});
   }
   // Refusals first, on the host (the same call DecodeKV's constructor makes for each bucket up
   // to T; a smaller bucket never refuses what a larger one takes).

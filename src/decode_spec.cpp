@@ -85,7 +85,7 @@ int decode_bucket(std::int64_t num_tokens) {
 // ---- spec ---------------------------------------------------------------------------------------
 
 int DecodeSpec::shared_bytes() const {
-  const int stages = hidden / splits / k_slice > 1 ? 2 : 1;
+  const int stages = (hidden / k_slice + splits - 1) / splits > 1 ? 2 : 1;
   return std::max(stages * stage_bytes(token_bucket, k_slice), 4 * token_bucket * tile_rows());
 }
 
@@ -161,15 +161,20 @@ void DecodeSpec::check() const {
     bad("a tile of " + std::to_string(mt) + " rows does not cover whole heads");
   if (rows() % mt != 0)
     bad(std::to_string(rows()) + " rows are not whole tiles of " + std::to_string(mt));
-  if (hidden % splits != 0) bad("splits do not divide hidden");
-  const int kr = hidden / splits;
+  // Split s takes x stages [s * stages / splits, (s + 1) * stages / splits) (the template's).
   const int cw = chunk_columns();
-  if (kr % k_slice != 0 || k_slice % cw != 0)
-    bad("k_slice must be a multiple of " + std::to_string(cw) + " dividing hidden / splits");
-  if ((kr / cw) % pipeline != 0)
-    bad("pipeline must divide the " + std::to_string(cw) + "-column chunks of a split");
-  if (weight == WeightFormat::Fp8Block && kr % kWeightBlock != 0)
-    bad("a split must hold whole 128-column scale blocks");
+  if (hidden % k_slice != 0 || k_slice % cw != 0)
+    bad("k_slice must be a multiple of " + std::to_string(cw) + " dividing hidden");
+  const int stages = hidden / k_slice;
+  if (stages < splits) bad("more splits than the " + std::to_string(stages) + " x stages");
+  const int per_stage = k_slice / cw;
+  const int fewest = stages / splits * per_stage, most = (stages + splits - 1) / splits * per_stage;
+  if (fewest % pipeline != 0 || most % pipeline != 0 || fewest < pipeline)
+    bad("pipeline must divide the " + std::to_string(cw) + "-column chunks of every split");
+  if (weight == WeightFormat::Fp8Block)
+    for (int i = 0; i <= splits; ++i)
+      if (i * stages / splits * k_slice % kWeightBlock != 0)
+        bad("a split must hold whole 128-column scale blocks");
   if (shared_bytes() > 200 * 1024)
     bad("needs " + std::to_string(shared_bytes()) + " bytes of shared memory");
 }
@@ -264,11 +269,20 @@ DecodeSpec make_decode_spec(const KernelSpec& epilogue, int hidden, int num_laye
   if (tuning.k_slice) {
     s.k_slice = tuning.k_slice;
   } else {
-    const int kr = hidden / s.splits;
+    // Splits that do not divide hidden are cut at stage boundaries: a stage dividing hidden
+    // into at least one stage per split, every split's chunks a multiple of the pipeline.
+    const bool even = hidden % s.splits == 0;
+    const int kr = even ? hidden / s.splits : hidden;
     const int budget = token_bucket <= 16 ? 32 * 1024 : 80 * 1024;
+    auto uneven_fits = [&](int k) {
+      const int n = hidden / k;
+      return n >= s.splits && (n / s.splits * (k / cw)) % s.pipeline == 0 &&
+             ((n + s.splits - 1) / s.splits * (k / cw)) % s.pipeline == 0;
+    };
     s.k_slice = cw;
     for (int k = cw; k <= kr; k += cw)
-      if (kr % k == 0 && 2 * stage_bytes(token_bucket, k) <= budget) s.k_slice = k;
+      if (kr % k == 0 && 2 * stage_bytes(token_bucket, k) <= budget && (even || uneven_fits(k)))
+        s.k_slice = k;
   }
   s.check();
   return s;

@@ -243,19 +243,21 @@ __device__ __forceinline__ void store_vec(T* p, const Vec<T, N>& r) {
 
 // ---- 8-bit weights -> activation pairs (quantized K/V weights: fused_proj_kv.cu and
 // dequant_weights.cu) -----------------------------------------------------------------------
-// Four e4m3 bytes -> two pairs of Act (lo: bytes 0, 1; hi: bytes 2, 3), exactly: the byte's
-// exponent and mantissa bits move under Act's, then one multiply by 2^(Act bias - 7) rebases the
-// exponent (subnormal e4m3 values become subnormal Act values first, which the half-precision
-// FMA keeps).
+// Four e4m3 bytes -> two pairs of Act (lo: bytes 0, 1; hi: bytes 2, 3), exactly: each byte goes
+// into the high byte of its 16-bit half (one permute), its exponent and mantissa bits shift down
+// under Act's and its sign stays (a shift, a mask, and one three-input logic op), then one
+// multiply by 2^(Act bias - 7) rebases the exponent (subnormal e4m3 values become subnormal Act
+// values first, which the half-precision FMA keeps). Five instructions per pair.
 template <class Act>
 __device__ __forceinline__ void fp8x4_to(u32 w, u32& lo, u32& hi) {
   u32 a, b;
-  asm("prmt.b32 %0, %1, %2, 0x4140;" : "=r"(a) : "r"(w), "r"(0u));
-  asm("prmt.b32 %0, %1, %2, 0x4342;" : "=r"(b) : "r"(w), "r"(0u));
-  constexpr int SH = SameType<Act, bf16>::value ? 4 : 7;  // mantissa: 7 or 10 bits, e4m3's 3
-  const u32 sa = (a & 0x00800080u) << 8, sb = (b & 0x00800080u) << 8;
-  a = ((a & 0x007f007fu) << SH) | sa;
-  b = ((b & 0x007f007fu) << SH) | sb;
+  asm("prmt.b32 %0, %1, %2, 0x1404;" : "=r"(a) : "r"(w), "r"(0u));  // b1 0 b0 0
+  asm("prmt.b32 %0, %1, %2, 0x3424;" : "=r"(b) : "r"(w), "r"(0u));  // b3 0 b2 0
+  // e4m3 exponent and mantissa sit in bits 14..8 of a half: 4 (bf16) or 1 (fp16) bits too high.
+  constexpr int SH = SameType<Act, bf16>::value ? 4 : 1;
+  constexpr u32 MAG = 0x7f007f00u >> SH;
+  a = ((a >> SH) & MAG) | (a & 0x80008000u);
+  b = ((b >> SH) & MAG) | (b & 0x80008000u);
   const u32 zero = 0x80008000u;  // -0: keeps the sign of zero
   if constexpr (SameType<Act, bf16>::value) {
     const u32 k = 0x7b807b80u;  // 2^120

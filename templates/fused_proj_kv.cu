@@ -18,8 +18,10 @@
 //
 // For small T the GEMM is a weight stream: W (84 MB for the Qwen3-8B DFlash draft) is read once,
 // everything else is small. The grid is (M / MT row tiles) x S k-splits, splits of one tile
-// adjacent. A CTA of WARPS warps owns MT = WARPS * MW * 16 rows (whole heads) and HIDDEN / S
-// columns of W:
+// adjacent. A CTA of WARPS warps owns MT = WARPS * MW * 16 rows (whole heads) and a run of
+// whole x stages of W's columns: split s of S takes stages [s * NST / S, (s + 1) * NST / S) of
+// the NST = HIDDEN / KSL, so S need not divide them (3 splits of 16 stages: 5, 5, 6), which lets
+// the grid match the SM count more closely:
 //   - W goes global -> registers with 16-byte ld.global.nc (no L1 allocation), P chunks of 32
 //     columns in flight per thread ahead of their use (a register ring, fully unrolled).
 //   - x is staged in shared memory per K slice (KSL columns, every token of the bucket, padding
@@ -116,6 +118,13 @@ __device__ __forceinline__ void weight_pairs(const U32x4& v, u32 (&r)[WQ ? 8 : 4
   }
 }
 
+// Every split of NST stages of KSL columns into S starts at a multiple of 128 columns.
+constexpr bool whole_blocks(int nst, int s, int ksl) {
+  for (int i = 0; i <= s; ++i)
+    if ((i * nst / s) * ksl % 128 != 0) return false;
+  return true;
+}
+
 template <class Cache>
 __device__ __forceinline__ Cache encode(float v, float scale) {
   if constexpr (IsFp8<Cache>::value) v = v / scale;
@@ -141,12 +150,11 @@ __global__ void __launch_bounds__(WARPS * 32) fused_proj_kv(const FkvDecodeParam
   constexpr int M = L * 2 * KV;      // rows of W
   constexpr int MT = WARPS * MW * 16;  // rows per CTA tile
   constexpr int UPC = MT / D;         // heads (K or V) per tile
-  constexpr int KR = HIDDEN / S;      // columns per split
+  constexpr int NST = HIDDEN / KSL;   // x stages of a row
+  constexpr int SMIN = NST / S, SMAX = (NST + S - 1) / S;  // stages per split
   constexpr int CW = WQ ? 64 : 32;    // columns per chunk: 16 bytes of a row per thread x 4
   constexpr int XV = CW / 32;         // 16-byte x vectors per thread and chunk
-  constexpr int CH = KR / CW;         // chunks per split
   constexpr int CPS = KSL / CW;       // chunks per x stage
-  constexpr int NSL = KR / KSL;       // x stages per split
   constexpr int NT = TB / 8;          // MMA n-tiles
   constexpr int XROW = 2 * KSL + 64;  // bytes per token row of a stage: 64 mod 128, so the
                                       // 16-byte fragment loads of 8 lanes hit 32 distinct banks
@@ -156,11 +164,12 @@ __global__ void __launch_bounds__(WARPS * 32) fused_proj_kv(const FkvDecodeParam
   static_assert(IsFp8<Cache>::value || SameType<Cache, Act>::value, "cache: the activation dtype or fp8");
   static_assert(MT % D == 0 && D % 2 == 0, "a CTA tile covers whole heads");
   static_assert(M % MT == 0, "whole tiles");
-  static_assert(HIDDEN % S == 0 && KR % KSL == 0 && KSL % CW == 0 && CH % P == 0 && CH >= P,
-                "split, stage and pipeline sizes divide the columns");
+  static_assert(HIDDEN % KSL == 0 && KSL % CW == 0 && SMIN >= 1 && (SMIN * CPS) % P == 0 &&
+                    (SMAX * CPS) % P == 0 && SMIN * CPS >= P,
+                "stage and pipeline sizes divide every split's columns");
   static_assert(WQ >= 0 && WQ <= 2 && WS >= 0 && WS <= 3 && (WQ == 0) == (WS == 0),
                 "quantized weights come with scales, dense ones without");
-  static_assert(WS != 3 || (KR % 128 == 0 && (WARPS * MW * 16) % 16 == 0),
+  static_assert(WS != 3 || decode_detail::whole_blocks(NST, S, KSL),
                 "block scales: whole 128-column blocks per split");
   constexpr int CPB = 128 / CW;  // chunks per 128-column scale block
   static_assert(TB % 8 == 0 && TB >= 8, "token bucket: a multiple of 8");
@@ -174,7 +183,10 @@ __global__ void __launch_bounds__(WARPS * 32) fused_proj_kv(const FkvDecodeParam
   const int g = lane >> 2, tig = lane & 3;  // MMA fragment coordinates
   const int tile = blockIdx.x / S, split = blockIdx.x % S;
   const int m0 = tile * MT;
-  const int k0 = split * KR;
+  const int st0 = split * NST / S;                   // this split's first x stage
+  const int nsl = (split + 1) * NST / S - st0;        // and its stage count
+  const int ch = nsl * CPS;                           // its chunks, a multiple of P
+  const int k0 = st0 * KSL;
   const int T = (int)p.num_tokens;
   const u32 xs = smem_addr(smem);
 
@@ -228,14 +240,14 @@ __global__ void __launch_bounds__(WARPS * 32) fused_proj_kv(const FkvDecodeParam
         for (int e = 0; e < 4; ++e) blk[mi][j][e] = 0.f;
   }
 
-  for (int c0 = 0; c0 < CH; c0 += P) {
+  for (int c0 = 0; c0 < ch; c0 += P) {
 #pragma unroll
     for (int pp = 0; pp < P; ++pp) {
       const int c = c0 + pp;
       if (c % CPS == 0) {  // a new x stage: wait for it, then start the next one
         cp_async_wait<0>();
         __syncthreads();  // the stage is visible, and nobody still reads the buffer refilled next
-        if (c / CPS + 1 < NSL) stage(c / CPS + 1);
+        if (c / CPS + 1 < nsl) stage(c / CPS + 1);
       }
       // The thread's x columns match its weight columns: 8 (dense) or 16 (8-bit) of the chunk.
       const unsigned char* xrow =
@@ -281,7 +293,7 @@ __global__ void __launch_bounds__(WARPS * 32) fused_proj_kv(const FkvDecodeParam
           }
         }
       }
-      if (c + P < CH) {
+      if (c + P < ch) {
 #pragma unroll
         for (int mi = 0; mi < MW; ++mi)
 #pragma unroll

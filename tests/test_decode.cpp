@@ -117,6 +117,39 @@ TEST_CASE("decode tiling over 8-bit weights: the H200 cold FP8 sweep's choice at
   CHECK_THROWS_AS(fkv::make_decode_spec(qwen3_epilogue(), 4096, 5, 64, 132, t), fkv::ArgumentError);
 }
 
+TEST_CASE("decode splits need not divide hidden: runs of whole x stages") {
+  // 3 splits of 4096 columns: k_slice divides hidden, each split holds at least one stage and
+  // whole pipelines of chunks.
+  fkv::DecodeTuning t;
+  t.splits = 3;
+  for (int tb : {8, 16, 32, 64}) {
+    const fkv::DecodeSpec s = fkv::make_decode_spec(qwen3_epilogue(), 4096, 5, tb, 132, t);
+    INFO(s.canonical());
+    CHECK(s.splits == 3);
+    CHECK(s.grid() == 80 * 3);
+    CHECK(4096 % s.k_slice == 0);
+    const int n = 4096 / s.k_slice, per = s.k_slice / s.chunk_columns();
+    CHECK(n >= 3);
+    CHECK((n / 3 * per) % s.pipeline == 0);
+    CHECK(((n + 2) / 3 * per) % s.pipeline == 0);
+  }
+  // More splits than stages, or a pipeline that does not divide a split's chunks: refused.
+  t.k_slice = 2048;
+  CHECK_THROWS_AS(fkv::make_decode_spec(qwen3_epilogue(), 4096, 5, 8, 132, t), fkv::ArgumentError);
+  t.k_slice = 512;
+  t.pipeline = 3;
+  CHECK_THROWS_AS(fkv::make_decode_spec(qwen3_epilogue(), 4096, 5, 8, 132, t), fkv::ArgumentError);
+  // Block scales: a split boundary inside a 128-column block is refused (4096 / 64 = 64 stages
+  // of 64 columns into 3: the first boundary at 21 * 64 = 1344 columns).
+  fkv::DecodeTuning b;
+  b.splits = 3;
+  b.k_slice = 64;
+  b.pipeline = 1;
+  CHECK_THROWS_AS(fkv::make_decode_spec(qwen3_epilogue(fkv::OutputMode::Pool), 4096, 5, 8, 132, b,
+                                        fkv::WeightFormat::Fp8Block),
+                  fkv::ArgumentError);
+}
+
 TEST_CASE("the decode kernels a DecodeKV prepares, and the ones precompile adds for a GPU") {
   fkv::DecodeOptions o;
   o.max_tokens = 8;

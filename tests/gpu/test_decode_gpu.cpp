@@ -524,6 +524,29 @@ TEST_CASE("decode kernel: Qwen3-8B DFlash draft shape, stacked and pool, T = 1..
   }
 }
 
+TEST_CASE("decode kernel: splits that do not divide the x stages (runs of whole stages)") {
+  // Split s of S takes x stages [s * n / S, (s + 1) * n / S): with 3 or 5 splits some splits
+  // hold one stage more. Dense and 8-bit weights (block scales: every split starts on a
+  // 128-column block), one-head and 256-row tiles.
+  std::uint64_t offset = 200;
+  for (fkv::WeightFormat w :
+       {fkv::WeightFormat::Dense, fkv::WeightFormat::Fp8Tensor, fkv::WeightFormat::Fp8Block})
+    for (const fkv::DecodeTuning& t :
+         {fkv::DecodeTuning{3, 0, 0, 0, 0}, fkv::DecodeTuning{5, 2, 1, 0, 0},
+          fkv::DecodeTuning{3, 2, 2, 256, 8}}) {
+      Shape s{"uneven-splits", qwen3(), 2048, 3};
+      s.weight = w;
+      fkv::DecodeOptions o = decode_options(64);
+      o.tuning = t;
+      INFO(fkv::to_string(w) << ", splits " << t.splits << ", warps " << t.warps);
+      DecodeCase fx(s, offset++, o, 64);
+      for (std::int64_t T : {1, 8, 33, 64}) {
+        check_stacked(fx, T);
+        check_pool(fx, T);
+      }
+    }
+}
+
 TEST_CASE(
     "decode kernel: fp16, GPT-J, no K norm, fp8 e4m3 pool with scales, int32 indices, padded "
     "rows") {
