@@ -49,17 +49,30 @@ int scale_code(WeightFormat w) {
   return 0;
 }
 
-// The sweep over FP8 weights of the Qwen3-8B draft's shape (10240 x 4096), weights read from
-// HBM, against the general rules' tiling (4 splits, one-head tiles): at 16 tokens two MMA tiles
-// per warp (18.4 against 19.3 us); at 32 and 64 tokens tiles of 256 rows (8 warps x 2 MMA
-// tiles, so the hidden states are read from L2 half as often) with 2 splits, pipeline 4 at 32
-// tokens (29.3 against 32.3 us) and 2 at 64 (43.5 against 49.2 us). Splits: the fewest that
-// give half as many CTAs as SMs (the sweep's 80 CTAs on 132 SMs beat 160 and 320). Block-scaled
-// weights keep the general rules (their second set of accumulators needs the registers).
+// The cold-L2 sweeps over FP8 weights of the Qwen3-8B draft's shape (10240 x 4096 on 132 SMs;
+// quant_bench --sweep, docs/performance.md) against the general rules' tiling (4 splits,
+// one-head tiles of 128 rows):
+//   - 8 tokens: 3 splits, 240 CTAs (17.8 against 18.4 us; 16.5 against 16.6 at one token);
+//   - 16 tokens: two MMA tiles per warp (18.4 against 19.3 us);
+//   - 32 and 64 tokens: tiles of 256 rows (8 warps x 2 MMA tiles: the hidden states are read
+//     from L2 half as often) and as many splits as fit the SMs once (3: 120 CTAs; splits need
+//     not divide the x stages), 4 chunks in flight at 32 tokens (24.7 against 32.3 us) and 2 at
+//     64 with x stages of 128 columns (finer runs of stages per split: 36.1 against 49.2 us).
+// Block-scaled weights keep the general rules (their second set of accumulators needs the
+// registers).
 DecodeTuning quantized_tiling(const KernelSpec& epilogue, int num_layers, int token_bucket,
                               int sm_count, WeightFormat weight) {
   DecodeTuning t;
-  if (!is_quantized(weight) || weight == WeightFormat::Fp8Block || token_bucket < 16) return t;
+  if (!is_quantized(weight) || weight == WeightFormat::Fp8Block) return t;
+  const int rows = num_layers * 2 * epilogue.num_kv_heads * epilogue.head_dim;
+  const int sms = std::max(sm_count, 1);
+  if (token_bucket <= 8) {
+    const int tiles = rows / tile_rows_for(epilogue.head_dim, rows / epilogue.head_dim);
+    t.splits = std::max(1, 2 * sms / std::max(tiles, 1));
+    t.pipeline = 4;
+    t.mma_tiles_per_warp = 1;
+    return t;
+  }
   if (token_bucket == 16) {
     t.mma_tiles_per_warp = 2;
     return t;
@@ -67,9 +80,8 @@ DecodeTuning quantized_tiling(const KernelSpec& epilogue, int num_layers, int to
   t.warps = 8;
   t.mma_tiles_per_warp = 2;
   t.pipeline = token_bucket >= 64 ? 2 : 4;
-  const int tiles = num_layers * 2 * epilogue.num_kv_heads * epilogue.head_dim / 256;
-  t.splits = 1;
-  while (tiles * t.splits * 2 < std::max(sm_count, 1) && t.splits < 16) t.splits *= 2;
+  t.k_slice = token_bucket >= 64 ? 128 : 0;
+  t.splits = std::max(1, sms / std::max(rows / 256, 1));
   return t;
 }
 

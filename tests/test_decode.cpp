@@ -77,16 +77,17 @@ TEST_CASE("decode tiling at 8 tokens is the H200 sweep's best: 4 splits, 4 chunk
 }
 
 TEST_CASE("decode tiling over 8-bit weights: the H200 cold FP8 sweep's choice at each bucket") {
-  // docs/performance.md (quant_bench --sweep, weights read from HBM): 4 splits and 4 chunks in
-  // flight at 8 tokens; two MMA tiles per warp at 16; from 32 tokens row tiles of 256 rows
-  // (8 warps x 2 MMA tiles) with 2 splits, 4 chunks in flight at 32 and 2 at 64.
+  // docs/performance.md (quant_bench --sweep, weights read from HBM): 3 splits at 8 tokens; two
+  // MMA tiles per warp at 16; from 32 tokens row tiles of 256 rows (8 warps x 2 MMA tiles) with
+  // 3 splits (120 CTAs on 132 SMs), 4 chunks in flight at 32 and 2 at 64 with 128-column
+  // stages.
   struct Want {
-    int tb, splits, pipeline, mw, warps;
+    int tb, splits, pipeline, mw, warps, k_slice;
   };
   for (fkv::WeightFormat w : {fkv::WeightFormat::Fp8Tensor, fkv::WeightFormat::Int8Channel,
                               fkv::WeightFormat::Fp8Channel})
-    for (const Want& want :
-         {Want{8, 4, 4, 1, 8}, Want{16, 4, 4, 2, 4}, Want{32, 2, 4, 2, 8}, Want{64, 2, 2, 2, 8}}) {
+    for (const Want& want : {Want{8, 3, 4, 1, 8, 512}, Want{16, 4, 4, 2, 4, 256},
+                             Want{32, 3, 4, 2, 8, 512}, Want{64, 3, 2, 2, 8, 128}}) {
       const fkv::DecodeSpec s = fkv::make_decode_spec(qwen3_epilogue(fkv::OutputMode::Pool), 4096,
                                                       5, want.tb, 132, {}, w);
       INFO(s.canonical());
@@ -94,6 +95,7 @@ TEST_CASE("decode tiling over 8-bit weights: the H200 cold FP8 sweep's choice at
       CHECK(s.pipeline == want.pipeline);
       CHECK(s.mma_tiles_per_warp == want.mw);
       CHECK(s.warps == want.warps);
+      CHECK(s.k_slice == want.k_slice);
     }
   // Block-scaled weights keep the general rules (one-head tiles, 4 splits).
   const fkv::DecodeSpec b = fkv::make_decode_spec(qwen3_epilogue(fkv::OutputMode::Pool), 4096, 5,
@@ -107,10 +109,10 @@ TEST_CASE("decode tiling over 8-bit weights: the H200 cold FP8 sweep's choice at
   const fkv::DecodeSpec odd =
       fkv::make_decode_spec(d96, 4096, 5, 64, 132, {}, fkv::WeightFormat::Fp8Tensor);
   CHECK(odd.tile_rows() == 96);
-  // More SMs than the 40 tiles of 256 rows cover twice: more splits.
+  // Splits follow the SM count: 200 SMs take 5 splits of the 40 tiles of 256 rows.
   CHECK(fkv::make_decode_spec(qwen3_epilogue(fkv::OutputMode::Pool), 4096, 5, 64, 200, {},
                               fkv::WeightFormat::Fp8Tensor)
-            .splits == 4);
+            .splits == 5);
   // The warps override needs mma_tiles_per_warp.
   fkv::DecodeTuning t;
   t.warps = 8;
