@@ -52,12 +52,14 @@ int scale_code(WeightFormat w) {
 // The cold-L2 sweeps over FP8 weights of the Qwen3-8B draft's shape (10240 x 4096 on 132 SMs;
 // quant_bench --sweep, docs/performance.md) against the general rules' tiling (4 splits,
 // one-head tiles of 128 rows):
-//   - 8 tokens: 3 splits, 240 CTAs (17.8 against 18.4 us; 16.5 against 16.6 at one token);
+//   - 8 tokens: the most splits whose CTAs number at most twice the SMs (3: 240 CTAs; 17.8
+//     against 18.4 us, 16.5 against 16.6 at one token);
 //   - 16 tokens: two MMA tiles per warp (18.4 against 19.3 us);
 //   - 32 and 64 tokens: tiles of 256 rows (8 warps x 2 MMA tiles: the hidden states are read
-//     from L2 half as often) and as many splits as fit the SMs once (3: 120 CTAs; splits need
-//     not divide the x stages), 4 chunks in flight at 32 tokens (24.7 against 32.3 us) and 2 at
-//     64 with x stages of 128 columns (finer runs of stages per split: 36.1 against 49.2 us).
+//     from L2 half as often) and the most splits whose CTAs do not outnumber the SMs (3: 120
+//     CTAs; splits need not divide the x stages), 4 chunks in flight at 32 tokens (24.7
+//     against 32.3 us) and 2 at 64 with x stages of 128 columns (finer runs of stages per
+//     split: 36.1 against 49.2 us).
 // Block-scaled weights keep the general rules (their second set of accumulators needs the
 // registers).
 DecodeTuning quantized_tiling(const KernelSpec& epilogue, int num_layers, int token_bucket,
