@@ -67,8 +67,13 @@ TEST_CASE("quantized decode specs: chunks of 64 columns, whole 128-column blocks
       INFO(s.canonical());
       CHECK(s.chunk_columns() == 64);
       CHECK(s.k_slice % 64 == 0);
-      CHECK((4096 / s.splits) % (s.k_slice) == 0);
-      if (w == WeightFormat::Fp8Block) CHECK((4096 / s.splits) % 128 == 0);
+      // Split i starts at stage i * n / S of the n = 4096 / k_slice (splits need not divide
+      // the stages): at least one stage each, and for block scales whole 128-column blocks.
+      CHECK(4096 % s.k_slice == 0);
+      const int n = 4096 / s.k_slice;
+      CHECK(n >= s.splits);
+      if (w == WeightFormat::Fp8Block)
+        for (int i = 0; i <= s.splits; ++i) CHECK(i * n / s.splits * s.k_slice % 128 == 0);
       CHECK(s.canonical().find(";w=" + fkv::to_string(w)) != std::string::npos);
       CHECK(s.short_name().find(fkv::to_string(w)) != std::string::npos);
     }
