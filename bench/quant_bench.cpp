@@ -22,22 +22,23 @@
 // over as many copies of their buffer. --cold-mb 0 measures the warm case (one copy).
 //
 // --sweep: then a cold tiling sweep of the decode kernel alone (fkv::DecodeKV::run_pool) over
-// fp8_tensor weights (the same random FP8 e4m3 bytes without the NaN pattern, per-layer scales
-// 1e-3), at T = 8, 16, 32, 64 (--tokens up to 64 when given): the default tiling (DecodeTuning
-// all 0, what the materializer launches) and splits {1,2,4,8,16} x pipeline {2,4,8} x MMA tiles
-// per warp {1,2,4} (k_slice as make_decode_spec chooses it); from 16 tokens, 8-warp tiles of
-// 256 and 512 rows; splits {3,5,6} that do not divide the x stages; and, from 16 tokens, 8-warp
-// 256-row tiles with 3 or 6 splits and k_slice {128,256,512}; a tiling make_decode_spec refuses
-// is recorded with its error. A DecodeKV keeps its DecodeModel's weight pointer, so each tiling
-// gets one DecodeKV per weight copy (the same copies as above), and the captured calls go round
-// them as in the table; the copies share the compiled kernels (KernelCache's memory level, one
-// NVRTC compile per spec; all tilings are built side by side first). Each tiling's pool output
-// (one call into a pool filled with NaN) is checked against the default tiling's: more than 4
-// bf16 ulps of the row's largest element marks the row "mismatch" and keeps it out of the best
-// list. Each tiling is timed with --sweep-target-ms (default 15 ms against the table's 200: 20
-// to 40 samples of `calls` calls at these sizes; under 300 tilings, about a minute of GPU
-// time with the warm-ups and the output checks). Prints per T the default's median and spec and
-// the 5 fastest tilings with their ratio to the default; "sweep" in the JSON holds every row.
+// --sweep-weight's 8-bit weights (default fp8_tensor; the same random bytes without the FP8 NaN
+// pattern, every scale 1e-3), at T = 8, 16, 32, 64 (--tokens up to 64 when given): the default
+// tiling (DecodeTuning all 0, what the materializer launches) and splits {1,2,4,8,16} x pipeline
+// {2,4,8} x MMA tiles per warp {1,2,4} (k_slice as make_decode_spec chooses it); from 16 tokens,
+// 8-warp tiles of 256 and 512 rows; splits {3,5,6} that do not divide the x stages; and, from 16
+// tokens, 8-warp 256-row tiles with 3 or 6 splits and k_slice {128,256,512}; a tiling
+// make_decode_spec refuses is recorded with its error. A DecodeKV keeps its DecodeModel's weight
+// pointer, so each tiling gets one DecodeKV per weight copy (the same copies as above), and the
+// captured calls go round them as in the table; the copies share the compiled kernels
+// (KernelCache's memory level, one NVRTC compile per spec; all tilings are built side by side
+// first). Each tiling's pool output (one call into a pool filled with NaN) is checked against the
+// default tiling's: more than 4 bf16 ulps of the row's largest element marks the row "mismatch" and
+// keeps it out of the best list. Each tiling is timed with --sweep-target-ms (default 15 ms against
+// the table's 200: 20 to 40 samples of `calls` calls at these sizes; under 300 tilings, about a
+// minute of GPU time with the warm-ups and the output checks). Prints per T the default's median
+// and spec and the 5 fastest tilings with their ratio to the default; "sweep" in the JSON holds
+// every row.
 // --no-table skips the main table (the probes still run).
 //
 // Prints a table and writes JSON (--out): per T and format the median, ratio to the bf16 step
@@ -227,7 +228,7 @@ json tiling_sweep(const SweepIO& io, const std::vector<std::int64_t>& sweep_toke
   for (Try& t : tries) {
     try {
       (void)fkv::make_decode_spec(e, kHidden, kLayers, fkv::decode_bucket(t.T), sms, t.t,
-                                  fkv::WeightFormat::Fp8Tensor);
+                                  io.model.weight);
     } catch (const std::exception& ex) {
       t.refused = ex.what();
     }
@@ -405,6 +406,7 @@ int main(int argc, char** argv) {
   double cold_mb = 160;
   bool sweep = false, no_table = false;
   double sweep_target_ms = 15;
+  std::string sweep_weight = "fp8_tensor";
   app.add_option("--out", out, "JSON output file");
   app.add_option("--cold-mb", cold_mb,
                  "weights read per round of copies (MB): at least this much, so that each call "
@@ -412,11 +414,14 @@ int main(int argc, char** argv) {
   CLI::Option* tokens_opt = app.add_option("--tokens", tokens, "token counts")->delimiter(',');
   app.add_option("--target-ms", target_ms, "about this much GPU time per measurement");
   app.add_option("--calls", calls, "calls per captured graph");
-  app.add_flag("--sweep", sweep,
-               "then a cold tiling sweep of the decode kernel over fp8_tensor weights at T = 8, "
-               "16, 32, 64 (--tokens up to 64 when given)");
+  app.add_flag(
+      "--sweep", sweep,
+      "then a cold tiling sweep of the decode kernel over 8-bit weights (--sweep-weight) at T = 8, "
+      "16, 32, 64 (--tokens up to 64 when given)");
   app.add_option("--sweep-target-ms", sweep_target_ms,
                  "about this much GPU time per tiling of the sweep");
+  app.add_option("--sweep-weight", sweep_weight,
+                 "the sweep's 8-bit format (fp8_tensor, fp8_channel, fp8_block, int8_channel)");
   app.add_flag("--no-table", no_table, "skip the main table (the probes still run)");
   CLI11_PARSE(app, argc, argv);
   // The sweep's token counts: --tokens up to the decode kernel's 64 when given.
@@ -617,8 +622,11 @@ int main(int argc, char** argv) {
       io.model.epilogue = sweep_epilogue();
       io.model.hidden = kHidden;
       io.model.num_layers = kLayers;
-      io.model.weight = fkv::WeightFormat::Fp8Tensor;
-      io.model.w_scale = static_cast<const float*>(d_scales.ptr());  // [L] per-layer scales
+      io.model.weight = fkv::parse_weight_format(sweep_weight);
+      if (!fkv::is_quantized(io.model.weight))
+        throw std::runtime_error("--sweep-weight takes an 8-bit format, not " + sweep_weight);
+      // 1e-3 everywhere, more values than any layout of the packed weights' scales needs
+      io.model.w_scale = static_cast<const float*>(d_scales.ptr());
       io.model.k_norm = static_cast<const float*>(d_norm.ptr());
       io.model.eps.assign(kLayers, 1e-6f);
       io.model.cos_sin = d_cos_sin.ptr();
@@ -636,7 +644,7 @@ int main(int argc, char** argv) {
         io.pool_v.push_back(pool[static_cast<std::size_t>(2 * l + 1)].get());
       }
       doc["sweep_method"] = {
-          {"weights", "fp8_tensor"},
+          {"weights", fkv::to_string(io.model.weight)},
           {"kernel", "fkv::DecodeKV::run_pool alone (the materializer's decode path)"},
           {"copies", d_wq.size()},
           {"target_ms", sweep_target_ms},
