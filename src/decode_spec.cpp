@@ -52,37 +52,40 @@ int scale_code(WeightFormat w) {
 // The cold-L2 sweeps over FP8 weights of the Qwen3-8B draft's shape (10240 x 4096 on 132 SMs;
 // quant_bench --sweep, docs/performance.md) against the general rules' tiling (4 splits,
 // one-head tiles of 128 rows):
-//   - 8 tokens: the most splits whose CTAs number at most twice the SMs (3: 240 CTAs; 17.8
-//     against 18.4 us, 16.5 against 16.6 at one token);
-//   - 16 tokens: two MMA tiles per warp (18.4 against 19.3 us);
+//   - 8 tokens: the most splits whose CTAs number at most twice the SMs (3: 240 CTAs; per-tensor
+//     17.8 against 18.4 us, 16.5 against 16.6 at one token; block scales with 2 chunks in
+//     flight 18.5 against 19.4);
+//   - 16 tokens: two MMA tiles per warp (per-tensor 18.4 against 19.3 us; block scales keep the
+//     general rules, within 3%);
 //   - 32 and 64 tokens: tiles of 256 rows (8 warps x 2 MMA tiles: the hidden states are read
 //     from L2 half as often) and the most splits whose CTAs do not outnumber the SMs (3: 120
-//     CTAs; splits need not divide the x stages), 4 chunks in flight at 32 tokens (24.7
-//     against 32.3 us) and 2 at 64 with x stages of 128 columns (finer runs of stages per
-//     split: 36.1 against 49.2 us).
-// Block-scaled weights keep the general rules (their second set of accumulators needs the
-// registers).
+//     CTAs; splits need not divide the x stages). Per-tensor: 4 chunks in flight at 32 tokens
+//     (24.7 against 32.3 us) and 2 with x stages of 128 columns at 64 (36.1 against 49.2).
+//     Block scales: 2 chunks and 128-column stages at both (25.5 against 33.4, 37.1 against
+//     51.8).
 DecodeTuning quantized_tiling(const KernelSpec& epilogue, int num_layers, int token_bucket,
                               int sm_count, WeightFormat weight) {
   DecodeTuning t;
-  if (!is_quantized(weight) || weight == WeightFormat::Fp8Block) return t;
+  if (!is_quantized(weight)) return t;
+  const bool block = weight == WeightFormat::Fp8Block;
   const int rows = num_layers * 2 * epilogue.num_kv_heads * epilogue.head_dim;
   const int sms = std::max(sm_count, 1);
   if (token_bucket <= 8) {
     const int tiles = rows / tile_rows_for(epilogue.head_dim, rows / epilogue.head_dim);
     t.splits = std::max(1, 2 * sms / std::max(tiles, 1));
-    t.pipeline = 4;
+    t.pipeline = block ? 2 : 4;
     t.mma_tiles_per_warp = 1;
     return t;
   }
   if (token_bucket == 16) {
-    t.mma_tiles_per_warp = 2;
+    if (!block) t.mma_tiles_per_warp = 2;
     return t;
   }
   t.warps = 8;
   t.mma_tiles_per_warp = 2;
-  t.pipeline = token_bucket >= 64 ? 2 : 4;
-  t.k_slice = token_bucket >= 64 ? 128 : 0;
+  const bool short_ring = block || token_bucket >= 64;
+  t.pipeline = short_ring ? 2 : 4;
+  t.k_slice = short_ring ? 128 : 0;
   t.splits = std::max(1, sms / std::max(rows / 256, 1));
   return t;
 }
