@@ -40,6 +40,7 @@
 #include <vector>
 
 #include "bench_timing.hpp"
+#include "draft_shape.hpp"
 #include "fkv/compiler.hpp"
 #include "fkv/config.hpp"
 #include "fkv/decode.hpp"
@@ -54,14 +55,9 @@
 using json = nlohmann::json;
 using fkv_bench::Probe;       // the weight-read floor (read_probe.hpp)
 using fkv_bench::time_graph;  // the timing method (bench_timing.hpp)
+using namespace fkv_bench;    // the draft's shape and data helpers (draft_shape.hpp)
 
 namespace {
-
-constexpr int kHidden = 4096, kLayers = 5, kHeads = 8, kHeadDim = 128, kRotary = 128;
-constexpr std::int64_t kMaxPos = 4096;
-constexpr double kTheta = 1e6, kEps = 1e-6;
-constexpr std::int64_t kRows = std::int64_t{kLayers} * 2 * kHeads * kHeadDim;  // 10240
-constexpr std::int64_t kKV = std::int64_t{kHeads} * kHeadDim;
 
 void say(const char* fmt, ...) __attribute__((format(printf, 1, 2)));
 void say(const char* fmt, ...) {
@@ -73,75 +69,7 @@ void say(const char* fmt, ...) {
   std::fflush(stdout);
 }
 
-// splitmix64 for the bench data.
-struct Rng {
-  std::uint64_t s;
-  std::uint64_t next() {
-    std::uint64_t z = (s += 0x9e3779b97f4a7c15ull);
-    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
-    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
-    return z ^ (z >> 31);
-  }
-  double normal() {  // sum of four uniforms, unit variance
-    double u = 0;
-    for (int i = 0; i < 4; ++i) u += double(next() >> 11) * 0x1.0p-53;
-    return (u - 2.0) * 1.7320508075688772;
-  }
-};
-
-std::uint16_t to_bf16(double x) {  // round to nearest even (finite inputs)
-  const float f = static_cast<float>(x);
-  std::uint32_t u;
-  std::memcpy(&u, &f, 4);
-  u += 0x7fffu + ((u >> 16) & 1u);
-  return static_cast<std::uint16_t>(u >> 16);
-}
-double from_bf16(std::uint16_t h) {
-  const std::uint32_t u = std::uint32_t(h) << 16;
-  float f;
-  std::memcpy(&f, &u, 4);
-  return f;
-}
-
-template <class T>
-fkv::DeviceBuffer upload(const std::vector<T>& host) {
-  fkv::DeviceBuffer b(std::max<std::size_t>(host.size() * sizeof(T), 256));
-  if (!host.empty()) FKV_CU(cuMemcpyHtoD, b.get(), host.data(), host.size() * sizeof(T));
-  FKV_CU(cuCtxSynchronize);  // the legacy-stream copy may still be in flight; timed streams don't
-                             // wait for it
-  return b;
-}
-
 // ---- the model --------------------------------------------------------------------------------
-
-fkv::ModelConfig draft_config() {
-  json layer = {{"num_kv_heads", kHeads},
-                {"head_dim", kHeadDim},
-                {"rotary_dim", kRotary},
-                {"is_neox_style", true},
-                {"rope_theta", kTheta},
-                {"k_norm", "rms"},
-                {"eps", kEps}};
-  json doc = {{"hidden_size", kHidden},
-              {"max_position_embeddings", kMaxPos},
-              {"fkv", {{"layers", json::array()}}}};
-  for (int l = 0; l < kLayers; ++l) doc["fkv"]["layers"].push_back(layer);
-  return fkv::ModelConfig::from_json(doc, "qwen3-8b-dflash-draft");
-}
-
-fkv::KernelSpec epilogue_spec() {
-  fkv::KernelSpec e;
-  e.num_kv_heads = kHeads;
-  e.head_dim = kHeadDim;
-  e.rotary_dim = kRotary;
-  e.neox = true;
-  e.k_norm = fkv::KNormKind::Rms;
-  e.act = fkv::DType::BF16;
-  e.cache = fkv::DType::BF16;
-  e.cos_sin = fkv::DType::FP32;
-  e.positions = e.slots = fkv::IndexType::I64;
-  return e;
-}
 
 struct Data {
   std::vector<std::uint16_t> w_host;  // packed [rows, hidden] bf16
@@ -201,7 +129,7 @@ Data make_data(std::int64_t max_tokens, CUstream s) {
 
 fkv::DecodeModel decode_model(const Data& d) {
   fkv::DecodeModel m;
-  m.epilogue = epilogue_spec();
+  m.epilogue = draft_epilogue();
   m.hidden = kHidden;
   m.num_layers = kLayers;
   m.w_kv = d.w.ptr();

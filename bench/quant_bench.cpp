@@ -62,6 +62,7 @@
 #include <vector>
 
 #include "bench_timing.hpp"
+#include "draft_shape.hpp"
 #include "fkv/compiler.hpp"
 #include "fkv/config.hpp"
 #include "fkv/decode.hpp"
@@ -75,71 +76,11 @@
 
 using json = nlohmann::json;
 using fkv_bench::time_graph;
+using namespace fkv_bench;  // the draft's shape and data helpers (draft_shape.hpp)
 
 namespace {
 
-constexpr int kHidden = 4096, kLayers = 5, kHeads = 8, kHeadDim = 128;
-constexpr std::int64_t kMaxPos = 4096;
-constexpr std::int64_t kKV = std::int64_t{kHeads} * kHeadDim;
-constexpr std::int64_t kRows = std::int64_t{kLayers} * 2 * kKV;
-
-struct Rng {
-  std::uint64_t s;
-  std::uint64_t next() {
-    std::uint64_t z = (s += 0x9e3779b97f4a7c15ull);
-    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
-    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
-    return z ^ (z >> 31);
-  }
-};
-
-template <class T>
-fkv::DeviceBuffer upload(const std::vector<T>& host) {
-  fkv::DeviceBuffer b(std::max<std::size_t>(host.size() * sizeof(T), 256));
-  FKV_CU(cuMemcpyHtoD, b.get(), host.data(), host.size() * sizeof(T));
-  FKV_CU(cuCtxSynchronize);
-  return b;
-}
-
-fkv::ModelConfig draft_config() {
-  json layer = {{"num_kv_heads", kHeads},
-                {"head_dim", kHeadDim},
-                {"rotary_dim", kHeadDim},
-                {"is_neox_style", true},
-                {"rope_theta", 1e6},
-                {"k_norm", "rms"},
-                {"eps", 1e-6}};
-  json doc = {{"hidden_size", kHidden},
-              {"max_position_embeddings", kMaxPos},
-              {"fkv", {{"layers", json::array()}}}};
-  for (int l = 0; l < kLayers; ++l) doc["fkv"]["layers"].push_back(layer);
-  return fkv::ModelConfig::from_json(doc, "qwen3-8b-dflash-draft");
-}
-
 // ---- --sweep: the decode kernel's tiling, cold ----------------------------------------------
-
-double from_bf16(std::uint16_t h) {
-  const std::uint32_t u = std::uint32_t(h) << 16;
-  float f;
-  std::memcpy(&f, &u, 4);
-  return f;
-}
-
-// The epilogue the materializer gives its DecodeKV for the draft config (pool mode).
-fkv::KernelSpec sweep_epilogue() {
-  fkv::KernelSpec e;
-  e.num_kv_heads = kHeads;
-  e.head_dim = kHeadDim;
-  e.rotary_dim = kHeadDim;
-  e.neox = true;
-  e.k_norm = fkv::KNormKind::Rms;
-  e.act = fkv::DType::BF16;
-  e.cache = fkv::DType::BF16;
-  e.cos_sin = fkv::DType::FP32;
-  e.positions = e.slots = fkv::IndexType::I64;
-  e.mode = fkv::OutputMode::Pool;
-  return e;
-}
 
 // What the sweep reads and writes besides the weights.
 struct SweepIO {
@@ -200,7 +141,7 @@ json tiling_sweep(const SweepIO& io, const std::vector<std::int64_t>& sweep_toke
   int sms = 0;
   FKV_CU(cuDeviceGetAttribute, &sms, CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT,
          fkv::device_handle(0));
-  const fkv::KernelSpec e = sweep_epilogue();
+  const fkv::KernelSpec e = draft_epilogue(fkv::OutputMode::Pool);
   std::vector<Try> tries;
   for (std::int64_t T : sweep_tokens) {
     tries.push_back({T, {}, {}, {}, {}});
@@ -619,7 +560,7 @@ int main(int argc, char** argv) {
       fkv::DeviceBuffer d_error(sizeof(unsigned int));
       FKV_CU(cuMemsetD8Async, d_error.get(), 0, sizeof(unsigned int), s);
       FKV_CU(cuStreamSynchronize, s);
-      io.model.epilogue = sweep_epilogue();
+      io.model.epilogue = draft_epilogue(fkv::OutputMode::Pool);
       io.model.hidden = kHidden;
       io.model.num_layers = kLayers;
       io.model.weight = fkv::parse_weight_format(sweep_weight);
