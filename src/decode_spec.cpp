@@ -202,9 +202,8 @@ DecodeSpec make_decode_spec(const KernelSpec& epilogue, int hidden, int num_laye
   if (const std::string why = decode_unsupported(epilogue, hidden, num_layers, weight);
       !why.empty())
     throw UnsupportedError(why);
-  // 8-bit weights with per-tensor or per-row scales, from 16 tokens: the tilings the cold-L2
-  // sweep chose on the H200 (quant_bench --sweep, docs/performance.md), where the shape takes
-  // them; otherwise the rules below.
+  // 8-bit weights: the tilings the cold-L2 sweeps chose on the H200 (quantized_tiling above),
+  // where the shape takes them; otherwise, and for dense weights, the rules below.
   if (tuning == DecodeTuning{})
     if (const DecodeTuning q =
             quantized_tiling(epilogue, num_layers, token_bucket, sm_count, weight);
