@@ -183,9 +183,11 @@ __global__ void __launch_bounds__(WARPS * 32) fused_proj_kv(const FkvDecodeParam
   const int g = lane >> 2, tig = lane & 3;  // MMA fragment coordinates
   const int tile = blockIdx.x / S, split = blockIdx.x % S;
   const int m0 = tile * MT;
-  const int st0 = split * NST / S;                   // this split's first x stage
-  const int nsl = (split + 1) * NST / S - st0;        // and its stage count
-  const int ch = nsl * CPS;                           // its chunks, a multiple of P
+  const int st0 = split * NST / S;  // this split's first x stage
+  // and its stage count: a constant when S divides the stages (the loops below then have
+  // compile-time trip counts, as the compiler unrolls and schedules them best)
+  const int nsl = NST % S == 0 ? SMIN : (split + 1) * NST / S - st0;
+  const int ch = nsl * CPS;  // its chunks, a multiple of P
   const int k0 = st0 * KSL;
   const int T = (int)p.num_tokens;
   const u32 xs = smem_addr(smem);
