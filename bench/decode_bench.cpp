@@ -170,18 +170,7 @@ double pool_disagreement(const Data& d, std::int64_t T) {
       const std::size_t off = static_cast<std::size_t>((d.slots - T) * kKV * 2);
       FKV_CU(cuMemcpyDtoH, ha.data(), a + off, ha.size() * 2);
       FKV_CU(cuMemcpyDtoH, hb.data(), b + off, hb.size() * 2);
-      for (std::int64_t r = 0; r < T * kHeads; ++r) {
-        double top = 0, diff = 0;
-        for (int e = 0; e < kHeadDim; ++e) {
-          const std::size_t i = static_cast<std::size_t>(r * kHeadDim + e);
-          const double x = from_bf16(ha[i]), y = from_bf16(hb[i]);
-          if (!std::isfinite(x) || !std::isfinite(y)) return INFINITY;
-          top = std::max(top, std::fabs(y));
-          diff = std::max(diff, std::fabs(x - y));
-        }
-        const double ulp = top > 0 ? std::ldexp(1.0, std::ilogb(top) - 7) : 1.0;
-        worst = std::max(worst, diff / ulp);
-      }
+      worst = std::max(worst, ulp_disagreement(ha, hb));
     }
   return worst;
 }

@@ -5,6 +5,7 @@
 #pragma once
 
 #include <algorithm>
+#include <cmath>
 #include <cstdint>
 #include <cstring>
 #include <nlohmann/json.hpp>
@@ -83,6 +84,25 @@ inline double from_bf16(std::uint16_t h) {
   float f;
   std::memcpy(&f, &u, 4);
   return f;
+}
+
+// Max |a - b| over rows of head_dim elements, in bf16 ulps of the row's largest |b|; infinity
+// when either holds a non-finite value (a row the call did not write stays NaN).
+inline double ulp_disagreement(const std::vector<std::uint16_t>& a,
+                               const std::vector<std::uint16_t>& b) {
+  double worst = 0;
+  for (std::size_t r = 0; r + kHeadDim <= a.size(); r += kHeadDim) {
+    double top = 0, diff = 0;
+    for (std::size_t e = r; e < r + kHeadDim; ++e) {
+      const double x = from_bf16(a[e]), y = from_bf16(b[e]);
+      if (!std::isfinite(x) || !std::isfinite(y)) return INFINITY;
+      top = std::max(top, std::fabs(y));
+      diff = std::max(diff, std::fabs(x - y));
+    }
+    const double ulp = top > 0 ? std::ldexp(1.0, std::ilogb(top) - 7) : 1.0;
+    worst = std::max(worst, diff / ulp);
+  }
+  return worst;
 }
 
 // `host` in a new device buffer (at least 256 bytes), synchronized: the legacy-stream copy may
