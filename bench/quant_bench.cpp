@@ -39,7 +39,8 @@
 // minute of GPU time with the warm-ups and the output checks). Prints per T the default's median
 // and spec and the 5 fastest tilings with their ratio to the default; "sweep" in the JSON holds
 // every row.
-// --no-table skips the main table (the probes still run).
+// --no-table skips the main table (the probes still run); --weights bf16,fp8_tensor keeps only
+// the rows named (the ratios to bf16 need bf16 among them, else they are written as 0).
 //
 // Prints a table and writes JSON (--out): per T and format the median, ratio to the bf16 step
 // and to the quantized weight-read probe.
@@ -330,6 +331,7 @@ int main(int argc, char** argv) {
   bool sweep = false, no_table = false;
   double sweep_target_ms = 15;
   std::string sweep_weight = "fp8_tensor";
+  std::vector<std::string> only;
   app.add_option("--out", out, "JSON output file");
   app.add_option("--cold-mb", cold_mb,
                  "weights read per round of copies (MB): at least this much, so that each call "
@@ -346,6 +348,11 @@ int main(int argc, char** argv) {
   app.add_option("--sweep-weight", sweep_weight,
                  "the sweep's 8-bit format (fp8_tensor, fp8_channel, fp8_block, int8_channel)");
   app.add_flag("--no-table", no_table, "skip the main table (the probes still run)");
+  app.add_option("--weights", only,
+                 "the table's rows by name (bf16, fp8_tensor, fp8_channel, fp8_block, "
+                 "int8_channel, fp8_t/slice8M, fp8_t/slice16M); default all. Ratios to bf16 need "
+                 "bf16 among them")
+      ->delimiter(',');
   CLI11_PARSE(app, argc, argv);
   // The sweep's token counts: --tokens up to the decode kernel's 64 when given.
   std::vector<std::int64_t> sweep_tokens = {8, 16, 32, 64};
@@ -476,6 +483,15 @@ int main(int argc, char** argv) {
     for (fkv::WeightFormat f : formats) variants.push_back({f, fkv::to_string(f), -1, 32u << 20});
     variants.push_back({fkv::WeightFormat::Fp8Tensor, "fp8_t/slice8M", 0, 8u << 20});
     variants.push_back({fkv::WeightFormat::Fp8Tensor, "fp8_t/slice16M", 0, 16u << 20});
+    if (!only.empty()) {
+      for (const std::string& n : only)
+        if (std::none_of(variants.begin(), variants.end(),
+                         [&](const Variant& v) { return v.name == n; }))
+          throw std::runtime_error("--weights: no row is named " + n);
+      std::erase_if(variants, [&](const Variant& v) {
+        return std::find(only.begin(), only.end(), v.name) == only.end();
+      });
+    }
     json rows = json::array();
     if (!no_table)
       std::printf("\n%6s %-15s %10s %9s %9s\n", "T", "weights", "step_us", "/bf16", "/probe_q");
@@ -506,15 +522,16 @@ int main(int argc, char** argv) {
             target_ms);
         const double us = t["median_us"].get<double>();
         if (f == fkv::WeightFormat::Dense) bf16_us = us;
+        const double vs_bf16 = bf16_us > 0 ? us / bf16_us : 0;  // 0: no bf16 row in this run
         const json row = {{"T", T},
                           {"weights", var.name},
                           {"median_us", us},
                           {"decode_path", T <= mat->decode_crossover()},
-                          {"vs_bf16", us / bf16_us},
+                          {"vs_bf16", vs_bf16},
                           {"vs_probe_q", us / probe_q}};
         rows.push_back(row);
         std::printf("%6lld %-15s %10.2f %9.3f %9.3f\n", static_cast<long long>(T), var.name.c_str(),
-                    us, us / bf16_us, us / probe_q);
+                    us, vs_bf16, us / probe_q);
       }
     }
     doc["rows"] = rows;
