@@ -39,8 +39,8 @@
 // minute of GPU time with the warm-ups and the output checks). Prints per T the default's median
 // and spec and the 5 fastest tilings with their ratio to the default; "sweep" in the JSON holds
 // every row.
-// --no-table skips the main table (the probes still run); --weights bf16,fp8_tensor keeps only
-// the rows named (the ratios to bf16 need bf16 among them, else they are written as 0).
+// --no-table skips the main table (the probes still run); --weights dense,fp8_tensor keeps only
+// the rows named (the ratios to bf16 need dense among them, else they are written as 0).
 //
 // Prints a table and writes JSON (--out): per T and format the median, ratio to the bf16 step
 // and to the quantized weight-read probe.
@@ -349,9 +349,9 @@ int main(int argc, char** argv) {
                  "the sweep's 8-bit format (fp8_tensor, fp8_channel, fp8_block, int8_channel)");
   app.add_flag("--no-table", no_table, "skip the main table (the probes still run)");
   app.add_option("--weights", only,
-                 "the table's rows by name (bf16, fp8_tensor, fp8_channel, fp8_block, "
+                 "the table's rows by name (dense, fp8_tensor, fp8_channel, fp8_block, "
                  "int8_channel, fp8_t/slice8M, fp8_t/slice16M); default all. Ratios to bf16 need "
-                 "bf16 among them")
+                 "dense (bf16) among them")
       ->delimiter(',');
   CLI11_PARSE(app, argc, argv);
   // The sweep's token counts: --tokens up to the decode kernel's 64 when given.

@@ -4,7 +4,7 @@ kernel's tail"): writes variants of templates/fused_proj_kv.cu into OUT_DIR/<nam
 FKV_TEMPLATE_DIR, timed by quant_bench without a rebuild:
 
     python3 bench/experiments/decode_tail.py build-exp &&
-      FKV_TEMPLATE_DIR=build-exp/nored build-gpu/bench/quant_bench --weights bf16,fp8_tensor ...
+      FKV_TEMPLATE_DIR=build-exp/nored build-gpu/bench/quant_bench --weights dense,fp8_tensor ...
 
   nored    every CTA returns after its k-loop (the sums are kept alive by a test no value passes):
            the weight stream alone, no partials, no epilogue. Its output is WRONG (not written);
