@@ -30,8 +30,8 @@
 //     operand (TB / 8 n-tiles). Because the sum over k is order-free, a thread's 16-byte W vector
 //     (row g, 8 consecutive columns) and its 16-byte x vector (token g, the same 8 columns) are
 //     used as two k16 fragments under one shared permutation of k: no shuffles, no ldmatrix.
-//   - Each CTA stores its fp32 partial [T, MT] to workspace[split], fences, and bumps its tile's
-//     arrival counter. The last of the S CTAs of a tile sums the S partials in split order (the
+//   - Each CTA stores its fp32 partial [T, MT] to workspace[split] and bumps its tile's arrival
+//     counter with one acquire-release atomic (no full fence). The last of the S CTAs of a tile sums the S partials in split order (the
 //     result does not depend on arrival order), resets the counter for the next launch, and runs
 //     the epilogue for the tile's heads from shared memory, a few (head, token) items per warp.
 #include "fkv_types.cuh"
@@ -68,6 +68,15 @@ __device__ __forceinline__ F32x4 load_partial(const float* p) {
                : "=f"(r.x), "=f"(r.y), "=f"(r.z), "=f"(r.w)
                : "l"(p));
   return r;
+}
+
+// A tile's arrival counter: one atomic add, releasing this CTA's partials (written before the
+// CTA barrier that precedes it) and acquiring those of the CTAs that arrived before, at GPU
+// scope. Lighter than a full fence (membar.gl) before and after a relaxed atomic.
+__device__ __forceinline__ unsigned arrive_acq_rel(unsigned* counter) {
+  unsigned old;
+  asm volatile("atom.acq_rel.gpu.global.add.u32 %0, [%1], 1;" : "=r"(old) : "l"(counter) : "memory");
+  return old;
 }
 
 // D[16x8] += A[16x16] * B[16x8], fp32 accumulators.
@@ -208,6 +217,40 @@ __global__ void __launch_bounds__(WARPS * 32) fused_proj_kv(const FkvDecodeParam
   };
   stage(0);
 
+  // ---- the launch's positions and slots -> shared memory, checked, while W streams ----
+  // Bounds, as in fused_kv.cu: a token whose position is outside [0, max_position) or whose
+  // slot is >= num_slots is not written (its bit goes to error_flag, from the tile's last CTA);
+  // a negative slot is skipped silently. A skipped token reads row 0 of cos/sin, never out of
+  // bounds. Every CTA reads them (a few bytes per token), so the epilogue's only dependent
+  // global loads are cos/sin and the K norm weights, issued together.
+  __shared__ long long s_pos[TB], s_slot[TB];
+  __shared__ bool s_write[TB];
+  __shared__ unsigned s_error[TB];
+  if (tid < T) {
+    bool write = true;
+    unsigned error = 0;
+    if constexpr (R > 0) {
+      long long pos = (long long)static_cast<const Pos*>(p.positions)[tid];
+      if ((unsigned long long)pos >= (unsigned long long)p.max_position) {  // negative too
+        error |= FKV_ERROR_BAD_POSITION;
+        write = false;
+        pos = 0;
+      }
+      s_pos[tid] = pos;
+    }
+    if constexpr (POOL) {
+      const long long slot = (long long)static_cast<const Slot*>(p.cache_loc)[tid];
+      if (slot >= p.num_slots) {
+        error |= FKV_ERROR_BAD_SLOT;
+        write = false;
+      }
+      write = write && slot >= 0;
+      s_slot[tid] = slot;
+    }
+    s_write[tid] = write;
+    s_error[tid] = error;
+  }
+
   // ---- W: rows (m0 + (warp*MW + mi)*16 + g) and (+8), bytes 16*tig.. of each 64-byte chunk
   // (columns k0 + c*CW + tig*CW/4) ----
   constexpr long long WROW = (long long)HIDDEN * (WQ ? 1 : 2);  // bytes per row of W
@@ -325,43 +368,13 @@ __global__ void __launch_bounds__(WARPS * 32) fused_proj_kv(const FkvDecodeParam
       }
     }
   }
-  __threadfence();  // this thread's partials are visible GPU-wide before the arrival below
-  __syncthreads();
-  if (tid == 0) s_last = atomicAdd(p.counters + tile, 1u) == (unsigned)(S - 1);
-  __syncthreads();
+  __syncthreads();  // the CTA's partials are written before thread 0's release below
+  if (tid == 0) s_last = arrive_acq_rel(p.counters + tile) == (unsigned)(S - 1);
+  __syncthreads();  // ... and the other splits' partials are visible to every thread after it
   if (!s_last) return;
-  __threadfence();
 
   // ---- last CTA of the tile ----
-  // Positions and slots of the launch's tokens go to shared memory first (their loads overlap
-  // the partial sums'); the epilogue then has no dependent global load but cos/sin.
-  // Bounds, as in fused_kv.cu: a token whose position is outside [0, max_position) or whose
-  // slot is >= num_slots is not written (its bit goes to error_flag); a negative slot is
-  // skipped silently. A skipped token reads row 0 of cos/sin, never out of bounds.
-  __shared__ long long s_pos[TB], s_slot[TB];
-  __shared__ bool s_write[TB];
-  if (tid < T) {
-    bool write = true;
-    if constexpr (R > 0) {
-      long long pos = (long long)static_cast<const Pos*>(p.positions)[tid];
-      if ((unsigned long long)pos >= (unsigned long long)p.max_position) {  // negative too
-        if (p.error_flag) atomicOr(p.error_flag, FKV_ERROR_BAD_POSITION);
-        write = false;
-        pos = 0;
-      }
-      s_pos[tid] = pos;
-    }
-    if constexpr (POOL) {
-      const long long slot = (long long)static_cast<const Slot*>(p.cache_loc)[tid];
-      if (slot >= p.num_slots) {
-        if (p.error_flag) atomicOr(p.error_flag, FKV_ERROR_BAD_SLOT);
-        write = false;
-      }
-      write = write && slot >= 0;
-      s_slot[tid] = slot;
-    }
-    s_write[tid] = write;
-  }
+  if (tid < T && s_error[tid] && p.error_flag) atomicOr(p.error_flag, s_error[tid]);
   // Sum the S partials in split order into shared [T][MT].
   float* tp = reinterpret_cast<float*>(smem);
 #pragma unroll 4
@@ -405,7 +418,8 @@ __global__ void __launch_bounds__(WARPS * 32) fused_proj_kv(const FkvDecodeParam
   constexpr unsigned FULL = 0xffffffffu;
   const int items = UPC * T;
   for (int base = warp * IPW; base < items; base += WARPS * IPW) {
-    float v[IPW][NV], cs_c[IPW][NV], cs_s[IPW][NV];
+    // cos/sin and the K norm weights are loaded together, up front: one global round trip.
+    float v[IPW][NV], cs_c[IPW][NV], cs_s[IPW][NV], nw[IPW][K_NORM == 1 ? NV : 1], eps[IPW];
     float* row[IPW];
     int layer[IPW], head[IPW], tok[IPW];
     bool valid[IPW], is_v[IPW];
@@ -422,12 +436,14 @@ __global__ void __launch_bounds__(WARPS * 32) fused_proj_kv(const FkvDecodeParam
       head[ii] = is_v[ii] ? r - H : r;
       tok[ii] = t;
       row[ii] = tp + t * MT + u * D;
+      eps[ii] = K_NORM == 1 && !is_v[ii] ? p.eps[l] : 0.f;
 #pragma unroll
       for (int i = 0; i < NV; ++i) {
         const int e = 2 * lane + 64 * (i / 2) + (i & 1);
         v[ii][i] = e < D ? row[ii][e] : 0.f;
         cs_c[ii][i] = 1.f;
         cs_s[ii][i] = 0.f;
+        if constexpr (K_NORM == 1) nw[ii][i] = !is_v[ii] && e < D ? p.k_norm_weight[(long long)l * D + e] : 1.f;
         if (R > 0 && !is_v[ii] && e < R) {
           const CosSin* cs = static_cast<const CosSin*>(p.cos_sin) + s_pos[t] * p.cos_sin_stride;
           const int idx = NEOX ? (e < HALF ? e : e - HALF) : (e >> 1);
@@ -452,13 +468,9 @@ __global__ void __launch_bounds__(WARPS * 32) fused_proj_kv(const FkvDecodeParam
 #pragma unroll
       for (int ii = 0; ii < IPW; ++ii) {
         if (is_v[ii]) continue;
-        const float inv = rsqrtf(ss[ii] * (1.0f / D) + p.eps[layer[ii]]);
-        const float* w = p.k_norm_weight + (long long)layer[ii] * D;
+        const float inv = rsqrtf(ss[ii] * (1.0f / D) + eps[ii]);
 #pragma unroll
-        for (int i = 0; i < NV; ++i) {
-          const int e = 2 * lane + 64 * (i / 2) + (i & 1);
-          if (e < D) v[ii][i] = v[ii][i] * inv * w[e];
-        }
+        for (int i = 0; i < NV; ++i) v[ii][i] = v[ii][i] * inv * nw[ii][i];
       }
     }
 
