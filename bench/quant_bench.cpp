@@ -27,7 +27,8 @@
 // tiling (DecodeTuning all 0, what the materializer launches) and splits {1,2,4,8,16} x pipeline
 // {2,4,8} x MMA tiles per warp {1,2,4} (k_slice as make_decode_spec chooses it); from 16 tokens,
 // 8-warp tiles of 256 and 512 rows; splits {3,5,6} that do not divide the x stages; and, from 16
-// tokens, 8-warp 256-row tiles with 3 or 6 splits and k_slice {128,256,512}; a tiling
+// tokens, 8-warp 256-row tiles with 3 or 6 splits and k_slice {128,256,512}; up to 8 tokens, 3
+// splits with k_slice {64,128,256}; a tiling
 // make_decode_spec refuses is recorded with its error. A DecodeKV keeps its DecodeModel's weight
 // pointer, so each tiling gets one DecodeKV per weight copy (the same copies as above), and the
 // captured calls go round them as in the table; the copies share the compiled kernels
@@ -146,6 +147,11 @@ json tiling_sweep(const SweepIO& io, const std::vector<std::int64_t>& sweep_toke
       for (int sp : {3, 6})
         for (int p : {2, 4})
           for (int ksl : {128, 256, 512}) tries.push_back({T, {sp, p, 2, ksl, 8}, {}, {}, {}});
+    // Up to 8 tokens: 3 splits with shorter x stages, whose splits differ by less (512-column
+    // stages cut 4096 columns into 2, 3 and 3 stages; 128-column ones into 10, 11 and 11).
+    if (T <= 8)
+      for (int p : {2, 4})
+        for (int ksl : {64, 128, 256}) tries.push_back({T, {3, p, 1, ksl}, {}, {}, {}});
   }
   // Refusals first, on the host (the same call DecodeKV's constructor makes for each bucket up
   // to T; a smaller bucket never refuses what a larger one takes).
