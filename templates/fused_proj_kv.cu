@@ -30,10 +30,8 @@
 //     operand (TB / 8 n-tiles). Because the sum over k is order-free, a thread's 16-byte W vector
 //     (row g, 8 consecutive columns) and its 16-byte x vector (token g, the same 8 columns) are
 //     used as two k16 fragments under one shared permutation of k: no shuffles, no ldmatrix.
-//   - Each CTA keeps its fp32 partial [T, MT] in shared memory. Unless it finds the other
-//     splits of its tile arrived (then it is the last), it stores the partial to
-//     workspace[split] and bumps the tile's arrival counter with one acquire-release atomic (no
-//     full fence). The last of the S CTAs of a tile sums the S partials in split order (the
+//   - Each CTA stores its fp32 partial [T, MT] to workspace[split] and bumps its tile's arrival
+//     counter with one acquire-release atomic (no full fence). The last of the S CTAs of a tile sums the S partials in split order (the
 //     result does not depend on arrival order), resets the counter for the next launch, and runs
 //     the epilogue for the tile's heads from shared memory, a few (head, token) items per warp.
 #include "fkv_types.cuh"
@@ -79,13 +77,6 @@ __device__ __forceinline__ unsigned arrive_acq_rel(unsigned* counter) {
   unsigned old;
   asm volatile("atom.acq_rel.gpu.global.add.u32 %0, [%1], 1;" : "=r"(old) : "l"(counter) : "memory");
   return old;
-}
-
-// The counter's value, acquiring the partials of the CTAs whose arrivals it counts.
-__device__ __forceinline__ unsigned load_acquire(const unsigned* counter) {
-  unsigned v;
-  asm volatile("ld.acquire.gpu.global.u32 %0, [%1];" : "=r"(v) : "l"(counter) : "memory");
-  return v;
 }
 
 // D[16x8] += A[16x16] * B[16x8], fp32 accumulators.
@@ -357,55 +348,42 @@ __global__ void __launch_bounds__(WARPS * 32) fused_proj_kv(const FkvDecodeParam
     }
   }
 
-  // ---- this split's partial [T, MT]: to shared memory, and to workspace[split] unless last ----
-  // A CTA that finds the tile's other S - 1 splits arrived is its last: it sums its own partial
-  // from shared memory, without the round trip through L2 and the arrival. Any other CTA also
-  // stores its partial to workspace[split] and arrives; the one whose arrival completes the
-  // count is the last. Either way one CTA per tile is last, and the sums below are taken in
-  // split order, so the result does not depend on which.
-  float* tp = reinterpret_cast<float*>(smem);
-  auto put = [&](float* dst, long long stride) {  // dst: the tile's first row, token 0
+  // ---- partial [T, MT] of this split -> workspace[split] ----
+  {
+    float* ws = p.workspace + (long long)split * TB * M;
 #pragma unroll
     for (int mi = 0; mi < MW; ++mi) {
-      const int r = (warp * MW + mi) * 16 + g;
+      const int row = m0 + (warp * MW + mi) * 16 + g;
 #pragma unroll
       for (int j = 0; j < NT; ++j) {
         const int t = j * 8 + tig * 2;
         if (t < T) {
-          dst[t * stride + r] = acc[mi][j][0];
-          dst[t * stride + r + 8] = acc[mi][j][2];
+          ws[(long long)t * M + row] = acc[mi][j][0];
+          ws[(long long)t * M + row + 8] = acc[mi][j][2];
         }
         if (t + 1 < T) {
-          dst[(t + 1) * stride + r] = acc[mi][j][1];
-          dst[(t + 1) * stride + r + 8] = acc[mi][j][3];
+          ws[(long long)(t + 1) * M + row] = acc[mi][j][1];
+          ws[(long long)(t + 1) * M + row + 8] = acc[mi][j][3];
         }
       }
     }
-  };
-  __syncthreads();  // every warp is done with the x stages that tp overlays
-  put(tp, MT);
-  if (tid == 0) s_last = S == 1 || load_acquire(p.counters + tile) == (unsigned)(S - 1);
-  __syncthreads();
-  if (!s_last) {
-    put(p.workspace + (long long)split * TB * M + m0, M);
-    __syncthreads();  // the CTA's partials are written before thread 0's release below
-    if (tid == 0) s_last = arrive_acq_rel(p.counters + tile) == (unsigned)(S - 1);
-    __syncthreads();  // ... and the other splits' partials are visible to every thread after it
-    if (!s_last) return;
   }
+  __syncthreads();  // the CTA's partials are written before thread 0's release below
+  if (tid == 0) s_last = arrive_acq_rel(p.counters + tile) == (unsigned)(S - 1);
+  __syncthreads();  // ... and the other splits' partials are visible to every thread after it
+  if (!s_last) return;
 
   // ---- last CTA of the tile ----
   if (tid < T && s_error[tid] && p.error_flag) atomicOr(p.error_flag, s_error[tid]);
-  // Sum the S partials in split order into shared [T][MT], this CTA's own from there.
+  // Sum the S partials in split order into shared [T][MT].
+  float* tp = reinterpret_cast<float*>(smem);
 #pragma unroll 4
   for (int i = tid; i < T * (MT / 4); i += THREADS) {
     const int t = i / (MT / 4), q = i - t * (MT / 4);
-    const F32x4 own = *reinterpret_cast<const F32x4*>(tp + t * MT + q * 4);
-    F32x4 sum = split == 0 ? own : load_partial(p.workspace + (long long)t * M + m0 + q * 4);
+    F32x4 sum = load_partial(p.workspace + (long long)t * M + m0 + q * 4);
 #pragma unroll
     for (int s = 1; s < S; ++s) {
-      const F32x4 v =
-          s == split ? own : load_partial(p.workspace + ((long long)s * TB + t) * M + m0 + q * 4);
+      const F32x4 v = load_partial(p.workspace + ((long long)s * TB + t) * M + m0 + q * 4);
       sum.x += v.x;
       sum.y += v.y;
       sum.z += v.z;
