@@ -53,9 +53,9 @@ int scale_code(WeightFormat w) {
 // quant_bench --sweep, docs/performance.md) against the general rules' tiling (4 splits,
 // one-head tiles of 128 rows):
 //   - 8 tokens: the most splits whose CTAs number at most twice the SMs (3: 240 CTAs; per-tensor
-//     17.8 against 18.4 us, 16.5 against 16.6 at one token; block scales with 2 chunks in
-//     flight 18.5 against 19.4), per-tensor and per-channel with x stages of 256 columns (15.9
-//     against 17.2 us with 512, the stage size of the general rules, in a later sweep);
+//     17.8 against 18.4 us, 16.5 against 16.6 at one token), with 4 chunks in flight and x
+//     stages of 256 columns (a later sweep: per-tensor 16.0 against 17.0 us with the general
+//     rules' 512-column stages; block scales 16.5 against 18.4 with 2 chunks and 512 columns);
 //   - 16 tokens: two MMA tiles per warp (per-tensor 18.4 against 19.3 us; block scales keep the
 //     general rules, within 3%);
 //   - 32 and 64 tokens: tiles of 256 rows (8 warps x 2 MMA tiles: the hidden states are read
@@ -74,9 +74,9 @@ DecodeTuning quantized_tiling(const KernelSpec& epilogue, int num_layers, int to
   if (token_bucket <= 8) {
     const int tiles = rows / tile_rows_for(epilogue.head_dim, rows / epilogue.head_dim);
     t.splits = std::max(1, 2 * sms / std::max(tiles, 1));
-    t.pipeline = block ? 2 : 4;
+    t.pipeline = 4;
     t.mma_tiles_per_warp = 1;
-    t.k_slice = block ? 0 : 256;
+    t.k_slice = 256;
     return t;
   }
   if (token_bucket == 16) {
