@@ -31,9 +31,10 @@
 //     (row g, 8 consecutive columns) and its 16-byte x vector (token g, the same 8 columns) are
 //     used as two k16 fragments under one shared permutation of k: no shuffles, no ldmatrix.
 //   - Each CTA stores its fp32 partial [T, MT] to workspace[split] and bumps its tile's arrival
-//     counter with one acquire-release atomic (no full fence). The last of the S CTAs of a tile sums the S partials in split order (the
-//     result does not depend on arrival order), resets the counter for the next launch, and runs
-//     the epilogue for the tile's heads from shared memory, a few (head, token) items per warp.
+//     counter with one acquire-release atomic (no full fence). The last of the S CTAs of a tile
+//     sums the S partials in split order (the result does not depend on arrival order), resets
+//     the counter for the next launch, and runs the epilogue for the tile's heads from shared
+//     memory, a few (head, token) items per warp.
 #include "fkv_types.cuh"
 #include "decode_params.h"  // include/fkv/decode_params.h, embedded by its file name
 
