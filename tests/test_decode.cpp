@@ -85,32 +85,26 @@ TEST_CASE("decode tiling over 8-bit weights: the H200 cold FP8 sweep's choice at
   struct Want {
     int tb, splits, pipeline, mw, warps, k_slice;
   };
+  auto check = [](fkv::WeightFormat w, const Want& want) {
+    const fkv::DecodeSpec s =
+        fkv::make_decode_spec(qwen3_epilogue(fkv::OutputMode::Pool), 4096, 5, want.tb, 132, {}, w);
+    INFO(s.canonical());
+    CHECK(s.splits == want.splits);
+    CHECK(s.pipeline == want.pipeline);
+    CHECK(s.mma_tiles_per_warp == want.mw);
+    CHECK(s.warps == want.warps);
+    CHECK(s.k_slice == want.k_slice);
+  };
   for (fkv::WeightFormat w : {fkv::WeightFormat::Fp8Tensor, fkv::WeightFormat::Int8Channel,
                               fkv::WeightFormat::Fp8Channel})
     for (const Want& want : {Want{8, 3, 4, 1, 8, 256}, Want{16, 4, 4, 2, 4, 256},
-                             Want{32, 3, 4, 2, 8, 512}, Want{64, 3, 2, 2, 8, 128}}) {
-      const fkv::DecodeSpec s = fkv::make_decode_spec(qwen3_epilogue(fkv::OutputMode::Pool), 4096,
-                                                      5, want.tb, 132, {}, w);
-      INFO(s.canonical());
-      CHECK(s.splits == want.splits);
-      CHECK(s.pipeline == want.pipeline);
-      CHECK(s.mma_tiles_per_warp == want.mw);
-      CHECK(s.warps == want.warps);
-      CHECK(s.k_slice == want.k_slice);
-    }
+                             Want{32, 3, 4, 2, 8, 512}, Want{64, 3, 2, 2, 8, 128}})
+      check(w, want);
   // Block-scaled weights: as the others at 8 tokens, the general rules at 16, and from 32
   // tokens the 256-row tiles with 2 chunks in flight and 128-column stages.
   for (const Want& want : {Want{8, 3, 4, 1, 8, 256}, Want{16, 4, 4, 1, 8, 256},
-                           Want{32, 3, 2, 2, 8, 128}, Want{64, 3, 2, 2, 8, 128}}) {
-    const fkv::DecodeSpec b = fkv::make_decode_spec(qwen3_epilogue(fkv::OutputMode::Pool), 4096, 5,
-                                                    want.tb, 132, {}, fkv::WeightFormat::Fp8Block);
-    INFO(b.canonical());
-    CHECK(b.splits == want.splits);
-    CHECK(b.pipeline == want.pipeline);
-    CHECK(b.mma_tiles_per_warp == want.mw);
-    CHECK(b.warps == want.warps);
-    CHECK(b.k_slice == want.k_slice);
-  }
+                           Want{32, 3, 2, 2, 8, 128}, Want{64, 3, 2, 2, 8, 128}})
+    check(fkv::WeightFormat::Fp8Block, want);
   // A head_dim whose heads do not fill 256 rows (96) takes the general rules.
   fkv::KernelSpec d96 = qwen3_epilogue(fkv::OutputMode::Pool);
   d96.head_dim = 96;
