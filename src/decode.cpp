@@ -70,7 +70,11 @@ struct DecodeKV::Impl {
     k.spec = spec;
     k.module = Module(ctx, image.kernel->image);
     k.function = k.module.function(image.kernel->lowered_name);
-    if (spec.shared_bytes() > kDefaultSharedLimit)
+    // Static shared memory (positions, slots) counts against the same 48 KB default: opt in
+    // when both together exceed it (a dynamic size of exactly 48 KB failed to launch).
+    int static_bytes = 0;
+    FKV_CU(cuFuncGetAttribute, &static_bytes, CU_FUNC_ATTRIBUTE_SHARED_SIZE_BYTES, k.function);
+    if (spec.shared_bytes() + static_bytes > kDefaultSharedLimit)
       FKV_CU(cuFuncSetAttribute, k.function, CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
              spec.shared_bytes());
     spdlog::debug("fkv: loaded {} ({}; {})", spec.short_name(), spec.canonical(),
