@@ -28,8 +28,7 @@
 // {2,4,8} x MMA tiles per warp {1,2,4} (k_slice as make_decode_spec chooses it); from 16 tokens,
 // 8-warp tiles of 256 and 512 rows; splits {3,5,6} that do not divide the x stages; and, from 16
 // tokens, 8-warp 256-row tiles with 3 or 6 splits and k_slice {128,256,512}; up to 8 tokens, 3
-// splits with k_slice {64,128,256}; warpgroup MMAs (wgmma, sm_90 only) on 8-warp tiles with
-// splits {2,3,4,6} x pipeline {2,4} x MMA tiles per warp {1,2} x k_slice {128,256}; a tiling
+// splits with k_slice {64,128,256}; a tiling
 // make_decode_spec refuses is recorded with its error. A DecodeKV keeps its DecodeModel's weight
 // pointer, so each tiling gets one DecodeKV per weight copy (the same copies as above), and the
 // captured calls go round them as in the table; the copies share the compiled kernels
@@ -153,11 +152,6 @@ json tiling_sweep(const SweepIO& io, const std::vector<std::int64_t>& sweep_toke
     if (T <= 8)
       for (int p : {2, 4})
         for (int ksl : {64, 128, 256}) tries.push_back({T, {3, p, 1, ksl}, {}, {}, {}});
-    // Warpgroup MMAs (wgmma, sm_90 only; refused elsewhere) on 8-warp tiles of 128 or 256 rows.
-    for (int sp : {2, 3, 4, 6})
-      for (int p : {2, 4})
-        for (int mw : {1, 2})
-          for (int ksl : {128, 256}) tries.push_back({T, {sp, p, mw, ksl, 8, 1}, {}, {}, {}});
   }
   // Refusals first, on the host (the same call DecodeKV's constructor makes for each bucket up
   // to T; a smaller bucket never refuses what a larger one takes).
@@ -237,15 +231,10 @@ json tiling_sweep(const SweepIO& io, const std::vector<std::int64_t>& sweep_toke
       try {
         const fkv::DecodeSpec& spec = t.kv.front()->spec_for(t.T, fkv::OutputMode::Pool);
         r["spec"] = spec.canonical();
-        r["tiling"] = {{"splits", spec.splits},
-                       {"pipeline", spec.pipeline},
-                       {"mw", spec.mma_tiles_per_warp},
-                       {"warps", spec.warps},
-                       {"k_slice", spec.k_slice},
-                       {"grid", spec.grid()},
-                       {"threads", spec.threads()},
-                       {"shared_bytes", spec.shared_bytes()},
-                       {"wgmma", spec.wgmma}};
+        r["tiling"] = {{"splits", spec.splits},         {"pipeline", spec.pipeline},
+                       {"mw", spec.mma_tiles_per_warp}, {"warps", spec.warps},
+                       {"k_slice", spec.k_slice},       {"grid", spec.grid()},
+                       {"threads", spec.threads()},     {"shared_bytes", spec.shared_bytes()}};
         // The output check: one call into a pool of NaN, then against the default's output.
         for (int l = 0; l < kLayers; ++l) {
           const std::size_t n = static_cast<std::size_t>(t.T * kKV * 2);
@@ -315,22 +304,14 @@ json tiling_sweep(const SweepIO& io, const std::vector<std::int64_t>& sweep_toke
       else if (def)
         std::printf("  default  not measured: %s\n",
                     def->value("error", def->value("refused", std::string("?"))).c_str());
-      std::printf("  %6s %4s %4s %5s %7s %6s %3s %10s %10s\n", "splits", "P", "mw", "warps",
-                  "k_slice", "grid", "wg", "median_us", "/default");
-      // The 5 fastest, then the fastest of the other MMA kind when it is not among them.
-      std::vector<const json*> shown(ok.begin(), ok.begin() + std::min<std::size_t>(ok.size(), 5));
-      for (bool wg : {false, true}) {
-        auto kind = [&](const json* x) { return (*x)["tiling"]["wgmma"].get<bool>() == wg; };
-        const auto it = std::find_if(ok.begin(), ok.end(), kind);
-        if (it != ok.end() && std::none_of(shown.begin(), shown.end(), kind)) shown.push_back(*it);
-      }
-      for (const json* px : shown) {
-        const json& x = *px;
+      std::printf("  %6s %4s %4s %5s %7s %6s %10s %10s\n", "splits", "P", "mw", "warps", "k_slice",
+                  "grid", "median_us", "/default");
+      for (std::size_t j = 0; j < ok.size() && j < 5; ++j) {
+        const json& x = *ok[j];
         const json& tl = x["tiling"];
-        std::printf("  %6d %4d %4d %5d %7d %6d %3d %10.2f %10.3f%s\n", tl["splits"].get<int>(),
+        std::printf("  %6d %4d %4d %5d %7d %6d %10.2f %10.3f%s\n", tl["splits"].get<int>(),
                     tl["pipeline"].get<int>(), tl["mw"].get<int>(), tl["warps"].get<int>(),
-                    tl["k_slice"].get<int>(), tl["grid"].get<int>(),
-                    tl["wgmma"].get<bool>() ? 1 : 0, x["median_us"].get<double>(),
+                    tl["k_slice"].get<int>(), tl["grid"].get<int>(), x["median_us"].get<double>(),
                     x.value("vs_default", 0.0),
                     x["same_spec_as_default"].get<bool>() ? "  (= default)" : "");
       }

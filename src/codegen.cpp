@@ -123,8 +123,7 @@ namespace {
   throw CompileError(
       file + ":" + std::to_string(line) + ": " + what +
       ". NVRTC would read that from disk, outside the cache key: FKV_TEMPLATE_DIR templates may "
-      "#include only the embedded headers (fkv_types.cuh, wgmma.cuh, fkv/kernel_params.h, "
-      "decode_params.h), "
+      "#include only the embedded headers (fkv_types.cuh, fkv/kernel_params.h, decode_params.h), "
       "each as a plain #include \"name\" line; paste anything else into the template");
 }
 

@@ -60,9 +60,13 @@ struct DecodeKV::Impl {
   }
 
   // What NVRTC builds for the device (the runtime's arch rule): its arch, or PTX for a device
-  // newer than this NVRTC; sm_90a for a wgmma tiling.
-  CompileOptions compile_options(const DecodeSpec& spec) const {
-    return decode_compile_options(spec, Runtime::device_target(opt.device));
+  // newer than this NVRTC.
+  CompileOptions compile_options() const {
+    const ArchTarget target = Runtime::device_target(opt.device);
+    CompileOptions options;
+    options.arch = target.arch;
+    options.ptx = target.ptx;
+    return options;
   }
 
   Kernel load(const DecodeSpec& spec, const CacheResult& image) const {
@@ -216,9 +220,10 @@ DecodeKV::DecodeKV(const DecodeModel& model, const DecodeOptions& options)
   // Compile (or read from the cache) side by side: NVRTC runs one program per thread, and a
   // decode kernel takes a quarter of a second or more to build cold (an epilogue kernel about
   // 20 ms once NVRTC has started). Loading stays on this thread (its context).
+  const CompileOptions copts = m.compile_options();
   std::vector<std::future<CacheResult>> images;
   for (const DecodeSpec& spec : specs)
-    images.push_back(std::async(std::launch::async, [copts = m.compile_options(spec), spec] {
+    images.push_back(std::async(std::launch::async, [&copts, spec] {
       return KernelCache::global().get(generate_decode(spec), copts);
     }));
   std::size_t ws = 0;

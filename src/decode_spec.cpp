@@ -17,7 +17,7 @@ namespace fkv {
 namespace {
 
 constexpr const char* kTemplate = "fused_proj_kv.cu";
-constexpr const char* kHeaders[] = {"fkv_types.cuh", "wgmma.cuh",
+constexpr const char* kHeaders[] = {"fkv_types.cuh",
                                     "decode_params.h"};  // as the template includes them
 
 // Rows of one CTA tile: whole heads, 16-row MMA tiles, about 128 rows where head_dim allows.
@@ -104,11 +104,8 @@ int decode_bucket(std::int64_t num_tokens) {
 // ---- spec ---------------------------------------------------------------------------------------
 
 int DecodeSpec::shared_bytes() const {
-  const int most = (hidden / k_slice + splits - 1) / splits;  // x stages of the longest split
-  // wgmma: up to three buffers without padding (templates/fused_proj_kv.cu); else two.
-  const int x = wgmma ? std::min(most, 3) * token_bucket * 2 * k_slice
-                      : std::min(most, 2) * stage_bytes(token_bucket, k_slice);
-  return std::max(x, 4 * token_bucket * tile_rows());
+  const int stages = (hidden / k_slice + splits - 1) / splits > 1 ? 2 : 1;
+  return std::max(stages * stage_bytes(token_bucket, k_slice), 4 * token_bucket * tile_rows());
 }
 
 std::size_t DecodeSpec::workspace_bytes() const {
@@ -122,7 +119,6 @@ std::string DecodeSpec::canonical() const {
     << ";tb=" << token_bucket << ";S=" << splits << ";warps=" << warps
     << ";mw=" << mma_tiles_per_warp << ";P=" << pipeline << ";ksl=" << k_slice;
   if (is_quantized(weight)) o << ";w=" << to_string(weight);
-  if (wgmma) o << ";wg=1";
   return o.str();
 }
 
@@ -134,7 +130,6 @@ std::string DecodeSpec::short_name() const {
     << to_string(e.cache) << "_" << to_string(e.mode) << "_L" << num_layers << "_x" << hidden
     << "_tb" << token_bucket;
   if (is_quantized(weight)) o << "_" << to_string(weight);
-  if (wgmma) o << "_wg";
   return o.str();
 }
 
@@ -199,10 +194,6 @@ void DecodeSpec::check() const {
     for (int i = 0; i <= splits; ++i)
       if (i * stages / splits * k_slice % kWeightBlock != 0)
         bad("a split must hold whole 128-column scale blocks");
-  if (wgmma && (!is_quantized(weight) || weight == WeightFormat::Fp8Block || warps % 4 != 0 ||
-                pipeline % 2 != 0))
-    bad("warpgroup MMAs take 8-bit weights without block scales, warps in whole warpgroups (a "
-        "multiple of 4) and an even pipeline");
   if (shared_bytes() > 200 * 1024)
     bad("needs " + std::to_string(shared_bytes()) + " bytes of shared memory");
 }
@@ -231,7 +222,6 @@ DecodeSpec make_decode_spec(const KernelSpec& epilogue, int hidden, int num_laye
   s.num_layers = num_layers;
   s.token_bucket = token_bucket;
   s.weight = weight;
-  s.wgmma = tuning.wgmma == 1;
   const int cw = s.chunk_columns();
   // Block scales: splits and stages hold whole 128-column blocks.
   const int unit = weight == WeightFormat::Fp8Block ? kWeightBlock : cw;
@@ -332,7 +322,7 @@ KernelSource generate_decode(const DecodeSpec& spec) {
        << (e.mode == OutputMode::Pool ? "true" : "false") << ", " << spec.token_bucket << ", "
        << spec.splits << ", " << spec.warps << ", " << spec.mma_tiles_per_warp << ", "
        << spec.pipeline << ", " << spec.k_slice << ", " << weight_code(spec.weight) << ", "
-       << scale_code(spec.weight) << ", " << (spec.wgmma ? 1 : 0) << ">";
+       << scale_code(spec.weight) << ">";
   out.name_expression = expr.str();
 
   const std::string body = read_template(out, kTemplate, kHeaders, JitOptions::global());
@@ -347,19 +337,6 @@ KernelSource generate_decode(const DecodeSpec& spec) {
       << "template __global__ void " << out.name_expression << "(const FkvDecodeParams);\n";
   out.source = src.str();
   return out;
-}
-
-CompileOptions decode_compile_options(const DecodeSpec& spec, const ArchTarget& target) {
-  CompileOptions o{target.arch, target.ptx};
-  if (spec.wgmma) {
-    if (target.ptx || target.arch.major != 9 || target.arch.minor != 0)
-      throw UnsupportedError("decode tiling " + spec.canonical() +
-                             ": warpgroup MMAs (wgmma) run only on sm_90 devices (H100, H200), "
-                             "and this device's target is " +
-                             target.name() + "; leave DecodeTuning::wgmma at 0 or -1");
-    o.arch.arch_specific = true;
-  }
-  return o;
 }
 
 // ---- choosing the path --------------------------------------------------------------------------

@@ -71,10 +71,8 @@ PrecompileResult precompile(const Plan& plan, const VariantOptions& options,
     for (std::size_t i; !failed && (i = next++) < total;) {
       PrecompiledKernel& k = result.kernels[i];
       try {
-        const CacheResult r =
-            k.decode
-                ? cache.get(generate_decode(*k.decode), decode_compile_options(*k.decode, k.target))
-                : cache.get(generate(k.spec), CompileOptions{k.target.arch, k.target.ptx});
+        const CacheResult r = cache.get(k.decode ? generate_decode(*k.decode) : generate(k.spec),
+                                        CompileOptions{k.target.arch, k.target.ptx});
         k.outcome = r.outcome;
         k.path = r.path;
         k.seconds = r.seconds;

@@ -35,9 +35,8 @@
 //     sums the S partials in split order (the result does not depend on arrival order), resets
 //     the counter for the next launch, and runs the epilogue for the tile's heads from shared
 //     memory, a few (head, token) items per warp.
-#include "decode_params.h"  // include/fkv/decode_params.h, embedded by its file name
 #include "fkv_types.cuh"
-#include "wgmma.cuh"
+#include "decode_params.h"  // include/fkv/decode_params.h, embedded by its file name
 
 namespace fkv_kernels {
 namespace decode_detail {
@@ -63,12 +62,6 @@ __device__ __forceinline__ void cp_async16(u32 dst, const void* src, int src_byt
                : "memory");
 }
 
-// 4 bytes global -> shared (.ca: the rest of the 32-byte sector is read by the next loads).
-__device__ __forceinline__ void cp_async4(u32 dst, const void* src, int src_bytes) {
-  asm volatile("cp.async.ca.shared.global [%0], [%1], 4, %2;" ::"r"(dst), "l"(src), "r"(src_bytes)
-               : "memory");
-}
-
 // Split partials written by other CTAs: read from L2 (never a stale L1 line).
 __device__ __forceinline__ F32x4 load_partial(const float* p) {
   F32x4 r;
@@ -83,17 +76,13 @@ __device__ __forceinline__ F32x4 load_partial(const float* p) {
 // scope. Lighter than a full fence (membar.gl) before and after a relaxed atomic.
 __device__ __forceinline__ unsigned arrive_acq_rel(unsigned* counter) {
   unsigned old;
-  asm volatile("atom.acq_rel.gpu.global.add.u32 %0, [%1], 1;"
-               : "=r"(old)
-               : "l"(counter)
-               : "memory");
+  asm volatile("atom.acq_rel.gpu.global.add.u32 %0, [%1], 1;" : "=r"(old) : "l"(counter) : "memory");
   return old;
 }
 
 // D[16x8] += A[16x16] * B[16x8], fp32 accumulators.
 template <class Act>
-__device__ __forceinline__ void mma16816(float (&c)[4], u32 a0, u32 a1, u32 a2, u32 a3, u32 b0,
-                                         u32 b1) {
+__device__ __forceinline__ void mma16816(float (&c)[4], u32 a0, u32 a1, u32 a2, u32 a3, u32 b0, u32 b1) {
   if constexpr (SameType<Act, bf16>::value) {
     asm("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0, %1, %2, %3}, {%4, %5, %6, %7}, "
         "{%8, %9}, {%0, %1, %2, %3};"
@@ -158,20 +147,20 @@ __device__ __forceinline__ Cache encode(float v, float scale) {
 // in fused_kv.cu. TB: token bucket (a multiple of 8, >= num_tokens). S: k-splits. WARPS, MW:
 // warps per CTA and 16-row MMA tiles per warp. P: 32-column chunks of W in flight per thread.
 // KSL: columns of x per shared-memory stage. WQ, WS: weight storage and scales (above); P then
-// counts chunks of 64 columns (16 bytes of each row per thread, as for dense weights). WG = 1:
-// warpgroup MMAs (wgmma, sm_90a) instead of mma.sync, for 8-bit weights without block scales
-// (below). Dynamic shared memory: DecodeSpec::shared_bytes() on the host.
+// counts chunks of 64 columns (16 bytes of each row per thread, as for dense weights). Dynamic
+// shared memory: decode_shared_bytes() on the host = max(2 * TB * (2 * KSL + 64), 4 * TB * MT)
+// bytes.
 template <int HIDDEN, int L, int H, int D, int R, bool NEOX, int K_NORM, class Act, class Cache,
           class CosSin, class Pos, class Slot, bool POOL, int TB, int S, int WARPS, int MW, int P,
-          int KSL, int WQ, int WS, int WG>
+          int KSL, int WQ, int WS>
 __global__ void __launch_bounds__(WARPS * 32) fused_proj_kv(const FkvDecodeParams p) {
   using namespace decode_detail;
   constexpr int THREADS = WARPS * 32;
   constexpr int KV = H * D;
-  constexpr int M = L * 2 * KV;                            // rows of W
-  constexpr int MT = WARPS * MW * 16;                      // rows per CTA tile
-  constexpr int UPC = MT / D;                              // heads (K or V) per tile
-  constexpr int NST = HIDDEN / KSL;                        // x stages of a row
+  constexpr int M = L * 2 * KV;      // rows of W
+  constexpr int MT = WARPS * MW * 16;  // rows per CTA tile
+  constexpr int UPC = MT / D;         // heads (K or V) per tile
+  constexpr int NST = HIDDEN / KSL;   // x stages of a row
   constexpr int SMIN = NST / S, SMAX = (NST + S - 1) / S;  // stages per split
   constexpr int CW = WQ ? 64 : 32;    // columns per chunk: 16 bytes of a row per thread x 4
   constexpr int XV = CW / 32;         // 16-byte x vectors per thread and chunk
@@ -179,15 +168,10 @@ __global__ void __launch_bounds__(WARPS * 32) fused_proj_kv(const FkvDecodeParam
   constexpr int NT = TB / 8;          // MMA n-tiles
   constexpr int XROW = 2 * KSL + 64;  // bytes per token row of a stage: 64 mod 128, so the
                                       // 16-byte fragment loads of 8 lanes hit 32 distinct banks
-  // wgmma: x stages in wgmma's layout (stage() below), three buffers so that a stage is refilled
-  // while the warpgroup's MMAs of the one before may still read theirs.
-  constexpr int XBUF = WG ? TB * 2 * KSL : TB * XROW;
-  constexpr int XNB = WG ? 3 : 2;
+  constexpr int XBUF = TB * XROW;
   constexpr int HALF = R / 2;
-  static_assert(SameType<Act, bf16>::value || SameType<Act, fp16>::value,
-                "bf16 or fp16 activations");
-  static_assert(IsFp8<Cache>::value || SameType<Cache, Act>::value,
-                "cache: the activation dtype or fp8");
+  static_assert(SameType<Act, bf16>::value || SameType<Act, fp16>::value, "bf16 or fp16 activations");
+  static_assert(IsFp8<Cache>::value || SameType<Cache, Act>::value, "cache: the activation dtype or fp8");
   static_assert(MT % D == 0 && D % 2 == 0, "a CTA tile covers whole heads");
   static_assert(M % MT == 0, "whole tiles");
   static_assert(HIDDEN % KSL == 0 && KSL % CW == 0 && SMIN >= 1 && (SMIN * CPS) % P == 0 &&
@@ -201,9 +185,6 @@ __global__ void __launch_bounds__(WARPS * 32) fused_proj_kv(const FkvDecodeParam
   static_assert(TB % 8 == 0 && TB >= 8, "token bucket: a multiple of 8");
   static_assert(L >= 1 && L <= FKV_DECODE_MAX_LAYERS, "layers per launch");
   static_assert(R % 2 == 0 && R <= D, "rotary_dim must be even and <= head_dim");
-  static_assert(!WG || (FKV_HAS_WGMMA && WQ != 0 && WS != 3 && WARPS % 4 == 0 && P % 2 == 0),
-                "wgmma: sm_90a, 8-bit weights without block scales, whole warpgroups, an even "
-                "pipeline");
 
   extern __shared__ __align__(16) unsigned char smem[];
   __shared__ int s_last;
@@ -221,40 +202,17 @@ __global__ void __launch_bounds__(WARPS * 32) fused_proj_kv(const FkvDecodeParam
   const int T = (int)p.num_tokens;
   const u32 xs = smem_addr(smem);
 
-  // ---- x stage `sl` of this split -> buffer sl % XNB ----
+  // ---- x stage `sl` of this split -> buffer sl & 1 ----
   const Act* x = static_cast<const Act*>(p.x);
   auto stage = [&](int sl) {
-    const u32 dst = xs + (u32)((sl % XNB) * XBUF);
-    if constexpr (WG) {
-      // wgmma's B operand: per k16 step (4 per 64-column chunk) a [TB x 16] block of 8 x 16-byte
-      // core matrices, 8 tokens' rows of 8 k each (leading byte offset 128 between the two of a
-      // step, stride 256 between groups of 8 tokens). Its k order is the one the weight
-      // registers put on the MMA's k (the loop below): k 2 tig + e of step 2 xv + h is column
-      // 16 tig + 8 xv + 4 h + e of the chunk, k 8 + 2 tig + e is column 16 tig + 8 xv + 4 h + 2 +
-      // e. So 4-byte copies: lane (tr, tg) takes token 8 grp + tr and column pair j of the
-      // 16-column segment tg, and a warp's 32 stores hit 32 banks.
-      constexpr int CPSW = KSL / 64;  // chunks per stage
+    constexpr int VPR = KSL / 8;  // 16-byte vectors per token row
+    const u32 dst = xs + (u32)((sl & 1) * XBUF);
 #pragma unroll 4
-      for (int i = tid; i < TB * KSL / 2; i += THREADS) {
-        const int tg = i & 3, tr = (i >> 2) & 7, j = (i >> 5) & 7, rest = i >> 8;
-        const int cc = rest % CPSW, grp = rest / CPSW;
-        const int t = grp * 8 + tr, xv = j >> 2, w = j & 3;
-        const int step = cc * 4 + xv * 2 + (w >> 1);
-        const bool valid = t < T;
-        const Act* src =
-            x + (valid ? (long long)t * p.x_stride + k0 + sl * KSL + cc * 64 + tg * 16 + j * 2 : 0);
-        cp_async4(dst + (u32)(step * TB * 32 + grp * 256 + (w & 1) * 128 + tr * 16 + tg * 4), src,
-                  valid ? 4 : 0);
-      }
-    } else {
-      constexpr int VPR = KSL / 8;  // 16-byte vectors per token row
-#pragma unroll 4
-      for (int i = tid; i < TB * VPR; i += THREADS) {
-        const int t = i / VPR, q = i - t * VPR;
-        const bool valid = t < T;
-        const Act* src = x + (valid ? (long long)t * p.x_stride + k0 + sl * KSL + q * 8 : 0);
-        cp_async16(dst + (u32)(t * XROW + q * 16), src, valid ? 16 : 0);
-      }
+    for (int i = tid; i < TB * VPR; i += THREADS) {
+      const int t = i / VPR, q = i - t * VPR;
+      const bool valid = t < T;
+      const Act* src = x + (valid ? (long long)t * p.x_stride + k0 + sl * KSL + q * 8 : 0);
+      cp_async16(dst + (u32)(t * XROW + q * 16), src, valid ? 16 : 0);
     }
     cp_async_commit();
   };
@@ -298,8 +256,7 @@ __global__ void __launch_bounds__(WARPS * 32) fused_proj_kv(const FkvDecodeParam
   // (columns k0 + c*CW + tig*CW/4) ----
   constexpr long long WROW = (long long)HIDDEN * (WQ ? 1 : 2);  // bytes per row of W
   const unsigned char* wbase = static_cast<const unsigned char*>(p.w) +
-                               (long long)(m0 + warp * MW * 16 + g) * WROW +
-                               (long long)k0 * (WQ ? 1 : 2) + tig * 16;
+                               (long long)(m0 + warp * MW * 16 + g) * WROW + (long long)k0 * (WQ ? 1 : 2) + tig * 16;
   U32x4 wr[P][MW][2];
 #pragma unroll
   for (int c = 0; c < P; ++c)
@@ -329,128 +286,68 @@ __global__ void __launch_bounds__(WARPS * 32) fused_proj_kv(const FkvDecodeParam
         for (int e = 0; e < 4; ++e) blk[mi][j][e] = 0.f;
   }
 
-  if constexpr (WG) {
-    // Warpgroup MMAs: per chunk, each warp converts its rows' 64 columns into A fragments (two
-    // sets, alternating, so a chunk converts while the one before multiplies), then its
-    // warpgroup issues MW x 4 asynchronous m64 x TB x k16 MMAs on them and waits only for the
-    // chunk before. A fragment of k16 step s = 2 xv + h is the mma.sync one: pairs 4 xv + 2 h
-    // and + 1 of rows g and g + 8.
-    u32 af[2][MW][4][4];
-    for (int c0 = 0; c0 < ch; c0 += P) {
+  for (int c0 = 0; c0 < ch; c0 += P) {
 #pragma unroll
-      for (int pp = 0; pp < P; ++pp) {
-        const int c = c0 + pp, ab = pp & 1;
-        if (c % CPS == 0) {  // a new x stage: wait for it, then start the next one
-          cp_async_wait<0>();
-          wgmma::fence_shared_for_async();
-          __syncthreads();  // the stage is visible; the buffer refilled next was last read by
-                            // MMAs of two stages back, which every warpgroup has waited for
-          if (c / CPS + 1 < nsl) stage(c / CPS + 1);
-        }
+    for (int pp = 0; pp < P; ++pp) {
+      const int c = c0 + pp;
+      if (c % CPS == 0) {  // a new x stage: wait for it, then start the next one
+        cp_async_wait<0>();
+        __syncthreads();  // the stage is visible, and nobody still reads the buffer refilled next
+        if (c / CPS + 1 < nsl) stage(c / CPS + 1);
+      }
+      // The thread's x columns match its weight columns: 8 (dense) or 16 (8-bit) of the chunk.
+      const unsigned char* xrow =
+          smem + ((c / CPS) & 1) * XBUF + g * XROW + (c % CPS) * (2 * CW) + tig * (16 * XV);
+      u32 ra[MW][WQ ? 8 : 4], rb[MW][WQ ? 8 : 4];  // rows g and g + 8 as Act pairs
 #pragma unroll
-        for (int mi = 0; mi < MW; ++mi) {
-          u32 ra[8], rb[8];
-          weight_pairs<Act, WQ>(wr[pp][mi][0], ra);
-          weight_pairs<Act, WQ>(wr[pp][mi][1], rb);
+      for (int mi = 0; mi < MW; ++mi) {
+        weight_pairs<Act, WQ>(wr[pp][mi][0], ra[mi]);
+        weight_pairs<Act, WQ>(wr[pp][mi][1], rb[mi]);
+      }
 #pragma unroll
-          for (int st = 0; st < 4; ++st) {
-            const int q = 4 * (st >> 1) + 2 * (st & 1);
-            af[ab][mi][st][0] = ra[q];
-            af[ab][mi][st][1] = rb[q];
-            af[ab][mi][st][2] = ra[q + 1];
-            af[ab][mi][st][3] = rb[q + 1];
+      for (int j = 0; j < NT; ++j) {
+#pragma unroll
+        for (int xv = 0; xv < XV; ++xv) {
+          const U32x4 b = *reinterpret_cast<const U32x4*>(xrow + j * 8 * XROW + xv * 16);
+#pragma unroll
+          for (int mi = 0; mi < MW; ++mi) {
+            auto mma2 = [&](float (&d)[4]) {
+              mma16816<Act>(d, ra[mi][4 * xv], rb[mi][4 * xv], ra[mi][4 * xv + 1], rb[mi][4 * xv + 1], b.x, b.y);
+              mma16816<Act>(d, ra[mi][4 * xv + 2], rb[mi][4 * xv + 2], ra[mi][4 * xv + 3], rb[mi][4 * xv + 3], b.z, b.w);
+            };
+            if constexpr (WS == 3)
+              mma2(blk[mi % NB][j % NT]);
+            else
+              mma2(acc[mi][j]);
           }
         }
-        if (c + P < ch) {
+      }
+      if constexpr (WS == 3) {
+        if ((c + 1) % CPB == 0) {  // the end of a 128-column block: fold it in with its scale
+          const int kb = (k0 + c * CW) / 128;
 #pragma unroll
-          for (int mi = 0; mi < MW; ++mi)
+          for (int mi = 0; mi < MW; ++mi) {
+            const int rblock = (m0 + (warp * MW + mi) * 16) / 128;
+            const float sc = p.w_scale[(long long)rblock * p.w_scale_cols + kb];
 #pragma unroll
-            for (int hf = 0; hf < 2; ++hf)
-              load_stream(wr[pp][mi][hf],
-                          wbase + (long long)(mi * 16 + hf * 8) * WROW + (long long)(c + P) * 64);
+            for (int j = 0; j < NT; ++j)
+#pragma unroll
+              for (int e = 0; e < 4; ++e) {
+                acc[mi][j][e] += sc * blk[mi % NB][j % NT][e];
+                blk[mi % NB][j % NT][e] = 0.f;
+              }
+          }
         }
-        const u32 sb = xs + (u32)(((c / CPS) % XNB) * XBUF + (c % CPS) * 4 * TB * 32);
-        wgmma::fence();
+      }
+      if (c + P < ch) {
 #pragma unroll
         for (int mi = 0; mi < MW; ++mi)
 #pragma unroll
-          for (int st = 0; st < 4; ++st)
-            wgmma::mma<Act, TB>(reinterpret_cast<float(&)[TB / 2]>(acc[mi]), af[ab][mi][st][0],
-                                af[ab][mi][st][1], af[ab][mi][st][2], af[ab][mi][st][3],
-                                wgmma::descriptor(sb + (u32)(st * TB * 32), 128, 256));
-        wgmma::commit();
-        wgmma::wait<1>();
+          for (int hf = 0; hf < 2; ++hf)
+            load_stream(wr[pp][mi][hf], wbase + (long long)(mi * 16 + hf * 8) * WROW + (long long)(c + P) * 64);
       }
     }
-    wgmma::wait<0>();
-  } else {
-    for (int c0 = 0; c0 < ch; c0 += P) {
-#pragma unroll
-      for (int pp = 0; pp < P; ++pp) {
-        const int c = c0 + pp;
-        if (c % CPS == 0) {  // a new x stage: wait for it, then start the next one
-          cp_async_wait<0>();
-          __syncthreads();  // the stage is visible, and nobody still reads the buffer refilled next
-          if (c / CPS + 1 < nsl) stage(c / CPS + 1);
-        }
-        // The thread's x columns match its weight columns: 8 (dense) or 16 (8-bit) of the chunk.
-        const unsigned char* xrow =
-            smem + ((c / CPS) & 1) * XBUF + g * XROW + (c % CPS) * (2 * CW) + tig * (16 * XV);
-        u32 ra[MW][WQ ? 8 : 4], rb[MW][WQ ? 8 : 4];  // rows g and g + 8 as Act pairs
-#pragma unroll
-        for (int mi = 0; mi < MW; ++mi) {
-          weight_pairs<Act, WQ>(wr[pp][mi][0], ra[mi]);
-          weight_pairs<Act, WQ>(wr[pp][mi][1], rb[mi]);
-        }
-#pragma unroll
-        for (int j = 0; j < NT; ++j) {
-#pragma unroll
-          for (int xv = 0; xv < XV; ++xv) {
-            const U32x4 b = *reinterpret_cast<const U32x4*>(xrow + j * 8 * XROW + xv * 16);
-#pragma unroll
-            for (int mi = 0; mi < MW; ++mi) {
-              auto mma2 = [&](float(&d)[4]) {
-                mma16816<Act>(d, ra[mi][4 * xv], rb[mi][4 * xv], ra[mi][4 * xv + 1],
-                              rb[mi][4 * xv + 1], b.x, b.y);
-                mma16816<Act>(d, ra[mi][4 * xv + 2], rb[mi][4 * xv + 2], ra[mi][4 * xv + 3],
-                              rb[mi][4 * xv + 3], b.z, b.w);
-              };
-              if constexpr (WS == 3)
-                mma2(blk[mi % NB][j % NT]);
-              else
-                mma2(acc[mi][j]);
-            }
-          }
-        }
-        if constexpr (WS == 3) {
-          if ((c + 1) % CPB == 0) {  // the end of a 128-column block: fold it in with its scale
-            const int kb = (k0 + c * CW) / 128;
-#pragma unroll
-            for (int mi = 0; mi < MW; ++mi) {
-              const int rblock = (m0 + (warp * MW + mi) * 16) / 128;
-              const float sc = p.w_scale[(long long)rblock * p.w_scale_cols + kb];
-#pragma unroll
-              for (int j = 0; j < NT; ++j)
-#pragma unroll
-                for (int e = 0; e < 4; ++e) {
-                  acc[mi][j][e] += sc * blk[mi % NB][j % NT][e];
-                  blk[mi % NB][j % NT][e] = 0.f;
-                }
-            }
-          }
-        }
-        if (c + P < ch) {
-#pragma unroll
-          for (int mi = 0; mi < MW; ++mi)
-#pragma unroll
-            for (int hf = 0; hf < 2; ++hf)
-              load_stream(wr[pp][mi][hf],
-                          wbase + (long long)(mi * 16 + hf * 8) * WROW + (long long)(c + P) * 64);
-        }
-      }
-    }
-
-  }  // mma.sync
+  }
 
   // ---- partial [T, MT] of this split -> workspace[split] ----
   {
@@ -547,8 +444,7 @@ __global__ void __launch_bounds__(WARPS * 32) fused_proj_kv(const FkvDecodeParam
         v[ii][i] = e < D ? row[ii][e] : 0.f;
         cs_c[ii][i] = 1.f;
         cs_s[ii][i] = 0.f;
-        if constexpr (K_NORM == 1)
-          nw[ii][i] = !is_v[ii] && e < D ? p.k_norm_weight[(long long)l * D + e] : 1.f;
+        if constexpr (K_NORM == 1) nw[ii][i] = !is_v[ii] && e < D ? p.k_norm_weight[(long long)l * D + e] : 1.f;
         if (R > 0 && !is_v[ii] && e < R) {
           const CosSin* cs = static_cast<const CosSin*>(p.cos_sin) + s_pos[t] * p.cos_sin_stride;
           const int idx = NEOX ? (e < HALF ? e : e - HALF) : (e >> 1);

@@ -21,7 +21,6 @@
 #include <string>
 #include <vector>
 
-#include "fkv/arch.hpp"
 #include "fkv/codegen.hpp"
 #include "fkv/decode_params.h"
 #include "fkv/kv_layout.hpp"
@@ -45,9 +44,6 @@ struct DecodeTuning {
   // Warps per CTA, with mma_tiles_per_warp: a tile of warps * mma_tiles_per_warp * 16 rows
   // (whole heads) instead of one head's (more rows per CTA read x fewer times).
   int warps = 0;
-  // 1: warpgroup MMAs (wgmma; sm_90 devices only, 8-bit weights without block scales, whole
-  // warpgroups); -1: mma.sync; 0: chosen.
-  int wgmma = 0;
   bool operator==(const DecodeTuning&) const = default;
 };
 
@@ -66,8 +62,6 @@ struct DecodeSpec {
   int mma_tiles_per_warp = 1;
   int pipeline = 4;
   int k_slice = 512;
-  // Warpgroup MMAs (wgmma) instead of mma.sync: compiled for sm_90a (decode_compile_options).
-  bool wgmma = false;
 
   int rows() const { return num_layers * 2 * epilogue.num_kv_heads * epilogue.head_dim; }
   int tile_rows() const { return warps * mma_tiles_per_warp * 16; }
@@ -101,11 +95,6 @@ std::string decode_unsupported(const KernelSpec& epilogue, int hidden, int num_l
 DecodeSpec make_decode_spec(const KernelSpec& epilogue, int hidden, int num_layers,
                             int token_bucket, int sm_count, const DecodeTuning& tuning = {},
                             WeightFormat weight = WeightFormat::Dense);
-
-// What NVRTC builds `spec` as for a device whose target is `target` (the runtime's arch rule,
-// arch.hpp): the target itself, or its arch-specific form (sm_90a) for a wgmma tiling, which
-// only an sm_90 CUBIN target takes (UnsupportedError otherwise).
-CompileOptions decode_compile_options(const DecodeSpec& spec, const ArchTarget& target);
 
 // The specialized source: templates/fused_proj_kv.cu plus one explicit instantiation; its
 // first line is "// fkv spec: " + spec.canonical(), which is also its specialization (cache key).

@@ -920,45 +920,6 @@ TEST_CASE("decode kernel: quantized weights read as stored (fp8 tensor/channel/b
   }
 }
 
-TEST_CASE("decode kernel: warpgroup MMAs (wgmma) over 8-bit weights, sm_90 only") {
-  int major = 0, minor = 0;
-  FKV_CU(cuDeviceGetAttribute, &major, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR,
-         fkv::device_handle(0));
-  FKV_CU(cuDeviceGetAttribute, &minor, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR,
-         fkv::device_handle(0));
-  if (major != 9 || minor != 0) {
-    WARN("not an sm_90 device: the wgmma tilings are not run");
-    return;
-  }
-  // One and two row tiles per warp, 2 and 3 splits (3 cuts the 16 stages of 128 columns into
-  // 5, 5 and 6), 128- and 256-column x stages; every bucket, partial ones included.
-  std::uint64_t offset = 300;
-  for (fkv::WeightFormat w : {fkv::WeightFormat::Fp8Tensor, fkv::WeightFormat::Fp8Channel,
-                              fkv::WeightFormat::Int8Channel})
-    for (DType act : {DType::BF16, DType::FP16})
-      for (const fkv::DecodeTuning& t :
-           {fkv::DecodeTuning{3, 2, 1, 128, 8, 1}, fkv::DecodeTuning{3, 2, 2, 128, 8, 1},
-            fkv::DecodeTuning{2, 4, 2, 256, 8, 1}}) {
-        Shape s{"qwen3-wgmma", qwen3(), 2048, 3};
-        s.weight = w;
-        s.e.act = s.e.cache = act;
-        if (act == DType::FP16) {  // and an fp8 pool with scales
-          s.e.cache = DType::FP8_E4M3;
-          s.scales = true;
-        }
-        fkv::DecodeOptions o = decode_options(64);
-        o.tuning = t;
-        INFO(fkv::to_string(w) << ", " << fkv::to_string(act) << ", splits " << t.splits << ", mw "
-                               << t.mma_tiles_per_warp << ", k_slice " << t.k_slice);
-        DecodeCase fx(s, offset++, o, 64);
-        REQUIRE(fx.dec.spec_for(64, fkv::OutputMode::Pool).wgmma);
-        for (std::int64_t T : {1, 8, 13, 16, 33, 64}) {
-          check_stacked(fx, T);
-          check_pool(fx, T);
-        }
-      }
-}
-
 TEST_CASE(
     "FusedKVMaterializer: quantized weights on the decode path and as dequantized slices, "
     "graph replay after refresh_weights") {
