@@ -56,14 +56,14 @@ int scale_code(WeightFormat w) {
 //     17.8 against 18.4 us, 16.5 against 16.6 at one token), with 4 chunks in flight and x
 //     stages of 256 columns (a later sweep: per-tensor 16.0 against 17.0 us with the general
 //     rules' 512-column stages; block scales 16.5 against 18.4 with 2 chunks and 512 columns);
-//   - 16 tokens: two MMA tiles per warp (per-tensor 18.4 against 19.3 us; block scales keep the
-//     general rules, within 3%);
-//   - 32 and 64 tokens: tiles of 256 rows (8 warps x 2 MMA tiles: the hidden states are read
-//     from L2 half as often) and the most splits whose CTAs do not outnumber the SMs (3: 120
-//     CTAs; splits need not divide the x stages). Per-tensor: 4 chunks in flight at 32 tokens
-//     (24.7 against 32.3 us) and 2 with x stages of 128 columns at 64 (36.1 against 49.2).
-//     Block scales: 2 chunks and 128-column stages at both (25.5 against 33.4, 37.1 against
-//     51.8).
+//   - 16, 32 and 64 tokens: tiles of 256 rows (8 warps x 2 MMA tiles: the hidden states are
+//     read from L2 half as often) and the most splits whose CTAs do not outnumber the SMs (3:
+//     120 CTAs; splits need not divide the x stages), 2 chunks in flight and x stages of 128
+//     columns. Per-tensor at 64 tokens 36.1 against 49.2 us; at 16 and 32, two sweeps on
+//     2026-12-02 against the tilings chosen before (2 MMA tiles per warp at 16; 4 chunks and
+//     512-column stages at 32): 17.96 and 17.99 against 18.29 and 18.41 us, 22.79 and 22.83
+//     against 24.01 and 24.15. Block scales: the same from 32 tokens (25.5 against 33.4, 37.1
+//     against 51.8); at 16 the general rules (within 3% of the sweep's best then).
 DecodeTuning quantized_tiling(const KernelSpec& epilogue, int num_layers, int token_bucket,
                               int sm_count, WeightFormat weight) {
   DecodeTuning t;
@@ -79,15 +79,11 @@ DecodeTuning quantized_tiling(const KernelSpec& epilogue, int num_layers, int to
     t.k_slice = 256;
     return t;
   }
-  if (token_bucket == 16) {
-    if (!block) t.mma_tiles_per_warp = 2;
-    return t;
-  }
+  if (token_bucket == 16 && block) return t;  // the general rules
   t.warps = 8;
   t.mma_tiles_per_warp = 2;
-  const bool short_ring = block || token_bucket >= 64;
-  t.pipeline = short_ring ? 2 : 4;
-  t.k_slice = short_ring ? 128 : 0;
+  t.pipeline = 2;
+  t.k_slice = 128;
   t.splits = std::max(1, sms / std::max(rows / 256, 1));
   return t;
 }
