@@ -568,6 +568,23 @@ TEST_CASE(
   }
 }
 
+TEST_CASE("decode kernel: exactly 48 KB of dynamic shared memory plus the static arrays") {
+  // 12 warps x 16 rows = 192-row tiles of 64-dim heads at 64 tokens: the tail's fp32 tile is
+  // 4 * 64 * 192 = 49152 bytes, the x stages less; with the positions and slots in static shared
+  // memory the CTA needs more than the 48 KB a kernel gets without opting in (DecodeKV opts in
+  // from static + dynamic; it used to look at the dynamic size alone, and this launch failed).
+  Shape s{"d64-48k", qwen3(8, 64, 64), 2048, 3};
+  s.e.cache = DType::BF16;
+  fkv::DecodeOptions o = decode_options(64);
+  o.tuning = fkv::DecodeTuning{2, 2, 1, 128, 12};
+  DecodeCase fx(s, 400, o, 64);
+  REQUIRE(fx.dec.spec_for(64, fkv::OutputMode::Pool).shared_bytes() == 48 * 1024);
+  for (std::int64_t T : {33, 64}) {
+    check_stacked(fx, T);
+    check_pool(fx, T);
+  }
+}
+
 TEST_CASE("decode kernel: head_dim 256 with partial rotary, bf16 cos/sin, fp8 e5m2 pool") {
   Shape s{"d256-r64-e5m2", qwen3(2, 256, 64), 2048, 3};
   s.e.cos_sin = DType::BF16;
