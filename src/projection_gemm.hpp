@@ -1,5 +1,5 @@
-// projection_gemm (internal): the materializer's projection through cuBLASLt, which is loaded
-// with dlopen (the rest of the library needs only NVRTC):
+// projection_gemm (internal): the materializer's projection through cuBLASLt (cublaslt.hpp loads
+// it with dlopen; the rest of the library needs only NVRTC):
 //   proj[:T, 0:N] = hidden[:T] · W^T  over the dense packed weights W [N, hidden], and
 //   proj[:T, c:c+n] = hidden[:T] · A^T  over a slice A [n, hidden] of dequantized rows.
 // Matrix layouts and cuBLASLt's algorithm are made once per shape, so that a call only looks
