@@ -7,9 +7,13 @@
 //                          kernel up to the GPU's crossover, cuBLASLt + epilogue above it;
 //   fp8_tensor, fp8_channel, fp8_block, int8_channel
 //                          the same over quantized weights read as stored (the decode kernel
-//                          converts them in registers, up to 64 tokens; above, slices of up to
-//                          32 MB are dequantized into scratch and multiplied by cuBLASLt);
-//   fp8_t/slice8M, fp8_t/slice16M   fp8_tensor above 64 tokens with other slice sizes.
+//                          converts them in registers, up to 64 tokens; above, FP8 weights go
+//                          through cuBLASLt's FP8 GEMM with the activations quantized per token,
+//                          INT8 ones as slices of up to 32 MB dequantized into scratch and
+//                          multiplied by cuBLASLt);
+//   fp8_t/slices, fp8_t/slice8M, fp8_t/slice16M   fp8_tensor above 64 tokens as dequantized
+//                          slices of 32, 8 and 16 MB (MaterializerOptions::fp8_gemm = false);
+//   fp8_t/gemm             fp8_tensor up to 64 tokens through the FP8 GEMM (no decode kernel).
 // at T = 1, 8, 64, 512, 4096 (--tokens). Timing: bench_timing.hpp's time_graph (CUDA-graph
 // replays of `calls` back-to-back calls, median per call, warm-up first).
 // Cold L2: in a server the draft's weights are evicted between two steps (the target model's
@@ -455,7 +459,7 @@ int main(int argc, char** argv) {
     const fkv::ModelConfig config = draft_config();
     std::vector<std::vector<float>> norms(kLayers, std::vector<float>(kHeadDim, 1.0f));
     auto materializer = [&](fkv::WeightFormat f, int copy, std::int64_t crossover = -1,
-                            std::size_t slice = 8u << 20) {
+                            std::size_t slice = 8u << 20, bool fp8_gemm = true) {
       fkv::MaterializerWeights w;
       w.format = f;
       w.k_norm = norms;
@@ -473,22 +477,29 @@ int main(int argc, char** argv) {
       o.max_position = kMaxPos;
       o.decode_crossover = crossover;
       o.dequant_slice_bytes = slice;
+      o.fp8_gemm = fp8_gemm;
       return std::make_unique<fkv::FusedKVMaterializer>(config, kHidden, w, o);
     };
     const fkv::WeightFormat formats[] = {fkv::WeightFormat::Dense, fkv::WeightFormat::Fp8Tensor,
                                          fkv::WeightFormat::Fp8Channel, fkv::WeightFormat::Fp8Block,
                                          fkv::WeightFormat::Int8Channel};
-    // Variants of fp8_tensor: dequantized slices of 8 and 16 MB (the default is 32 MB).
+    // Variants of fp8_tensor, each timed on one side of 64 tokens (the quantized decode
+    // crossover) only: above it, dequantized slices of 32 (W8A16, the path before the FP8 GEMM),
+    // 8 and 16 MB; at or below it, the FP8 GEMM path with no decode kernel.
     struct Variant {
       fkv::WeightFormat format;
       std::string name;
       std::int64_t crossover;
       std::size_t slice;
+      bool fp8_gemm = true;
+      int side = 0;  // 0: every T; 1: T > 64 only; -1: T <= 64 only
     };
     std::vector<Variant> variants;
     for (fkv::WeightFormat f : formats) variants.push_back({f, fkv::to_string(f), -1, 32u << 20});
-    variants.push_back({fkv::WeightFormat::Fp8Tensor, "fp8_t/slice8M", 0, 8u << 20});
-    variants.push_back({fkv::WeightFormat::Fp8Tensor, "fp8_t/slice16M", 0, 16u << 20});
+    variants.push_back({fkv::WeightFormat::Fp8Tensor, "fp8_t/slices", -1, 32u << 20, false, 1});
+    variants.push_back({fkv::WeightFormat::Fp8Tensor, "fp8_t/slice8M", 0, 8u << 20, false, 1});
+    variants.push_back({fkv::WeightFormat::Fp8Tensor, "fp8_t/slice16M", 0, 16u << 20, false, 1});
+    variants.push_back({fkv::WeightFormat::Fp8Tensor, "fp8_t/gemm", 0, 32u << 20, true, -1});
     if (!only.empty()) {
       for (const std::string& n : only)
         if (std::none_of(variants.begin(), variants.end(),
@@ -505,13 +516,12 @@ int main(int argc, char** argv) {
       double bf16_us = 0;
       for (const Variant& var : variants) {
         const fkv::WeightFormat f = var.format;
-        if (var.crossover > 0 && T > var.crossover) continue;
-        if (var.crossover == 0 && T <= 64) continue;
+        if ((var.side == 1 && T <= 64) || (var.side == -1 && T > 64)) continue;
         // One materializer per copy of the weights (each packs its own), called in turn.
         std::vector<std::unique_ptr<fkv::FusedKVMaterializer>> mats;
         const int copies = fkv::is_quantized(f) ? copies_q : copies_d;
         for (int c = 0; c < copies; ++c)
-          mats.push_back(materializer(f, c, var.crossover, var.slice));
+          mats.push_back(materializer(f, c, var.crossover, var.slice, var.fp8_gemm));
         const auto& mat = mats.front();
         fkv::MaterializerInput in;
         in.hidden = d_x.ptr();
@@ -533,6 +543,7 @@ int main(int argc, char** argv) {
                           {"weights", var.name},
                           {"median_us", us},
                           {"decode_path", T <= mat->decode_crossover()},
+                          {"fp8_gemm", T > mat->decode_crossover() && mat->fp8_gemm()},
                           {"vs_bf16", vs_bf16},
                           {"vs_probe_q", us / probe_q}};
         rows.push_back(row);

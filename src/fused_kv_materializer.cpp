@@ -1,7 +1,7 @@
-// fused_kv_materializer: one draft model's packed weights, its projection (projection_gemm.hpp,
-// over dequantized slices for 8-bit weights) and the fused kernels after it: construction,
-// weight refresh, cos/sin tables and accessors. The calls are in materializer_calls.cpp; the
-// state both share is materializer_impl.hpp.
+// fused_kv_materializer: one draft model's packed weights, its projection (projection_gemm.hpp;
+// for 8-bit weights scaled_gemm.hpp's FP8 GEMM or dequantized slices) and the fused kernels
+// after it: construction, weight refresh, cos/sin tables and accessors. The calls are in
+// materializer_calls.cpp; the state both share is materializer_impl.hpp.
 #include "fkv/fused_kv_materializer.hpp"
 
 #include <unordered_map>
@@ -121,10 +121,11 @@ FusedKVMaterializer::FusedKVMaterializer(const ModelConfig& config, std::int64_t
     g.v_scales.resize(g.members.size());
     g.slot_maps.resize(g.members.size());
   }
-  m.proj = DeviceBuffer(static_cast<std::size_t>(o.max_tokens * m.width * es));
+  m.proj = DeviceBuffer(static_cast<std::size_t>(Impl::proj_rows(o.max_tokens) * m.width * es));
   m.error_word = DeviceBuffer(sizeof(unsigned int));
   FKV_CU(cuMemsetD32Async, m.error_word.get(), 0u, 1, setup.get());
   m.gemm = std::make_unique<ProjectionGemm>(o.act, hidden_size, m.width, o.gemm_workspace_bytes);
+  m.setup_fp8_gemm(setup.get());
   m.setup_decode(w, config);
   // Every upload above went on `setup` (pageable sources are staged before the call returns):
   // a synchronous cuMemcpyHtoD runs on the legacy stream and may still be in flight when it
@@ -160,6 +161,7 @@ void FusedKVMaterializer::refresh_weights(const MaterializerWeights& w, CUstream
   ensure_context(m.opt.device);
   m.pack(w, row_stride, stream);
   m.pack_scales(w, stream);
+  m.fill_gemm_scales(stream);
   // From pageable host memory: each copy returns once its source is staged, so the vectors
   // may go out of scope before the stream reaches the copy.
   for (std::size_t gi = 0; gi < m.groups.size(); ++gi) {
@@ -197,9 +199,15 @@ void FusedKVMaterializer::reserve_tokens(std::int64_t max_tokens) {
   Impl& m = *impl_;
   if (max_tokens <= m.opt.max_tokens) return;
   ensure_context(m.opt.device);
-  DeviceBuffer bigger(static_cast<std::size_t>(max_tokens * m.width * dtype_size(m.opt.act)));
+  DeviceBuffer bigger(
+      static_cast<std::size_t>(Impl::proj_rows(max_tokens) * m.width * dtype_size(m.opt.act)));
   m.retired.push_back(std::move(m.proj));
   m.proj = std::move(bigger);
+  if (m.scaled) {  // graphs captured before keep the old buffers
+    m.retired.push_back(std::move(m.xq));
+    m.retired.push_back(std::move(m.xq_scales));
+    m.size_fp8_gemm(max_tokens);
+  }
   m.opt.max_tokens = max_tokens;
 }
 
@@ -223,5 +231,6 @@ CUdeviceptr FusedKVMaterializer::projection() const { return impl_->proj.get(); 
 std::int64_t FusedKVMaterializer::projection_width() const { return impl_->width; }
 CUdeviceptr FusedKVMaterializer::error_flag() const { return impl_->error_word.get(); }
 std::int64_t FusedKVMaterializer::decode_crossover() const { return impl_->crossover; }
+bool FusedKVMaterializer::fp8_gemm() const { return impl_->scaled != nullptr; }
 
 }  // namespace fkv

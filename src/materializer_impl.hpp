@@ -10,6 +10,7 @@
 #include <string>
 #include <vector>
 
+#include "act_quant.hpp"
 #include "dequant.hpp"
 #include "fkv/decode.hpp"
 #include "fkv/driver.hpp"
@@ -17,6 +18,7 @@
 #include "fkv/fused_kv_materializer.hpp"
 #include "fkv/materialize.hpp"
 #include "projection_gemm.hpp"
+#include "scaled_gemm.hpp"
 
 namespace fkv {
 namespace materializer_detail {
@@ -66,7 +68,15 @@ struct FusedKVMaterializer::Impl {
   std::unique_ptr<Dequantizer> dequant;
   DeviceBuffer dq_scratch;
   std::int64_t dq_rows = 0;
-  DeviceBuffer proj;                  // [max_tokens, N]
+  // FP8 weights above the decode crossover (MaterializerOptions::fp8_gemm): the call's
+  // activations quantized into xq / xq_scales, then cuBLASLt's FP8 GEMM over w_packed with
+  // gemm_scales() (fp8_tensor's per-layer scales expanded per row into row_scales; fp8_block's
+  // blocks copied into row_scales with rows padded to a multiple of 4 blocks where they are
+  // not). Null when unused; a call it has no algorithm for takes the dequantized slices.
+  std::unique_ptr<ActQuantizer> act_quant;
+  std::unique_ptr<ScaledGemm> scaled;
+  DeviceBuffer xq, xq_scales, row_scales;
+  DeviceBuffer proj;                  // [proj_rows(max_tokens), N]
   std::vector<DeviceBuffer> retired;  // earlier projection buffers (reserve_tokens)
   DeviceBuffer error_word;
   // The decode-size path (decode.hpp) for calls of 1..crossover tokens; null when unused.
@@ -80,6 +90,12 @@ struct FusedKVMaterializer::Impl {
   void project_quantized(const MaterializerInput& in, CUstream stream) {
     const std::int64_t T = in.num_tokens;
     const std::int64_t ld = in.hidden_stride ? in.hidden_stride : hidden;
+    if (scaled && scaled->supports(proj_rows(T))) {
+      const std::int64_t n = proj_rows(T);
+      act_quant->run(in.hidden, ld, T, n, xq.ptr(), static_cast<float*>(xq_scales.ptr()), stream);
+      scaled->run(w_packed.ptr(), xq.ptr(), n, proj.ptr(), stream);
+      return;
+    }
     const int es = dtype_size(opt.act);
     for (std::size_t gi = 0; gi < groups.size(); ++gi) {
       const Group& g = groups[gi];
@@ -93,6 +109,83 @@ struct FusedKVMaterializer::Impl {
                     static_cast<char*>(proj.ptr()) + (g.offset + r0) * es, stream);
       }
     }
+  }
+
+  // Rows of the projection buffer for `tokens`: the FP8 GEMM's token count is a multiple of 4
+  // (cuBLASLt's block-scaled GEMM takes no other), its padding rows written and never read.
+  static std::int64_t proj_rows(std::int64_t tokens) { return (tokens + 3) / 4 * 4; }
+
+  // The FP8 GEMM's buffers for up to max_tokens tokens, and the GEMM itself (its scale pointers
+  // are fixed in it, so it is made again with new buffers).
+  void size_fp8_gemm(std::int64_t max_tokens) {
+    const bool block = format == WeightFormat::Fp8Block;
+    const std::int64_t n = proj_rows(max_tokens);
+    const std::int64_t groups = block ? (hidden + kWeightBlock - 1) / kWeightBlock : 1;
+    xq = DeviceBuffer(static_cast<std::size_t>(n * hidden));
+    xq_scales = DeviceBuffer(static_cast<std::size_t>(n * groups) * sizeof(float));
+    scaled = std::make_unique<ScaledGemm>(
+        opt.act, hidden, width, block ? GemmScales::BlockGroup : GemmScales::RowToken,
+        gemm_scales(), static_cast<const float*>(xq_scales.ptr()), opt.gemm_workspace_bytes);
+  }
+
+  // Sets up the FP8 GEMM path where the options and the format allow it.
+  void setup_fp8_gemm(CUstream stream) {
+    if (!opt.fp8_gemm || format == WeightFormat::Dense || format == WeightFormat::Int8Channel)
+      return;
+    const bool block = format == WeightFormat::Fp8Block;
+    if (block && hidden % kWeightBlock != 0) return;  // partial activation groups: slices
+    act_quant = std::make_unique<ActQuantizer>(opt.act, static_cast<int>(hidden), block ? 128 : 0,
+                                               format == WeightFormat::Fp8Tensor, opt.device);
+    const std::int64_t kb = (hidden + kWeightBlock - 1) / kWeightBlock;
+    if (format == WeightFormat::Fp8Tensor)
+      row_scales = DeviceBuffer(static_cast<std::size_t>(width) * sizeof(float));
+    else if (block && kb % 4 != 0)
+      row_scales = DeviceBuffer(
+          static_cast<std::size_t>(width / kWeightBlock * ((kb + 3) / 4 * 4)) * sizeof(float));
+    size_fp8_gemm(opt.max_tokens);
+    if (scaled->supports(proj_rows(opt.max_tokens))) {
+      fill_gemm_scales(stream);
+    } else {  // e.g. before sm_90
+      spdlog::info(
+          "fkv: cuBLASLt ({}) has no FP8 GEMM with these scales on device {}: {} weights above "
+          "the decode crossover take dequantized slices",
+          cublaslt_library(), opt.device, to_string(format));
+      scaled.reset();
+      act_quant.reset();
+      xq = DeviceBuffer();
+      xq_scales = DeviceBuffer();
+      row_scales = DeviceBuffer();
+    }
+  }
+
+  // The weight scales the FP8 GEMM reads.
+  const float* gemm_scales() const {
+    return static_cast<const float*>(row_scales.size() ? row_scales.ptr() : w_scales.ptr());
+  }
+
+  // row_scales from w_scales (after pack_scales), on `stream`.
+  void fill_gemm_scales(CUstream stream) const {
+    if (!act_quant || row_scales.size() == 0) return;
+    if (format == WeightFormat::Fp8Tensor) {
+      for (std::size_t gi = 0; gi < groups.size(); ++gi) {
+        const Group& g = groups[gi];
+        act_quant->expand(static_cast<const float*>(w_scales.ptr()) + scale_offset[gi],
+                          static_cast<float*>(row_scales.ptr()) + g.offset, g.width,
+                          g.width * static_cast<std::int64_t>(g.members.size()), stream);
+      }
+      return;
+    }
+    const std::size_t kb = static_cast<std::size_t>((hidden + kWeightBlock - 1) / kWeightBlock);
+    CUDA_MEMCPY2D c{};
+    c.srcMemoryType = CU_MEMORYTYPE_DEVICE;
+    c.srcDevice = w_scales.get();
+    c.srcPitch = kb * sizeof(float);
+    c.dstMemoryType = CU_MEMORYTYPE_DEVICE;
+    c.dstDevice = row_scales.get();
+    c.dstPitch = (kb + 3) / 4 * 4 * sizeof(float);
+    c.WidthInBytes = kb * sizeof(float);
+    c.Height = static_cast<std::size_t>(width / kWeightBlock);
+    FKV_CU(cuMemcpy2DAsync, &c, stream);
   }
 
   // proj[:T] = hidden · W_packed^T on `stream`.

@@ -4,6 +4,7 @@
 #include <catch2/catch.hpp>
 #include <string>
 
+#include "../src/act_quant.hpp"
 #include "../src/dequant.hpp"
 #include "fkv/arch.hpp"
 #include "fkv/compiler.hpp"
@@ -110,4 +111,31 @@ TEST_CASE("the dequantize kernel of the cuBLASLt path compiles for every format 
                   fkv::ArgumentError);
   CHECK_THROWS_AS(fkv::generate_dequant(WeightFormat::Fp8Tensor, fkv::DType::FP32, 4096),
                   fkv::ArgumentError);
+}
+
+TEST_CASE("the FP8 GEMM's activation quantizer and scale expansion compile") {
+  bool sm90 = false;
+  for (const fkv::Arch& a : fkv::supported_archs()) sm90 |= a.name() == "sm_90";
+  if (!sm90) {
+    WARN("NVRTC here does not build sm_90; skipped");
+    return;
+  }
+  fkv::CompileOptions o;
+  o.arch = fkv::Arch::parse("sm_90");
+  // 4000 columns: a partial last 128-column group, and 4000 / 8 vectors not a multiple of the
+  // 128 threads.
+  for (int hidden : {4096, 4000, 8})
+    for (int group : {0, 128})
+      for (fkv::DType act : {fkv::DType::BF16, fkv::DType::FP16}) {
+        const fkv::KernelSource src = fkv::generate_quantize_act(act, hidden, group);
+        INFO(src.specialization);
+        const fkv::CompiledKernel k = fkv::compile(src, o);
+        CHECK(!k.image.empty());
+        CHECK(k.lowered_name.find("quantize_act") != std::string::npos);
+      }
+  const fkv::CompiledKernel e = fkv::compile(fkv::generate_expand_scales(), o);
+  CHECK(e.lowered_name.find("expand_scales") != std::string::npos);
+  CHECK_THROWS_AS(fkv::generate_quantize_act(fkv::DType::FP32, 4096, 0), fkv::ArgumentError);
+  CHECK_THROWS_AS(fkv::generate_quantize_act(fkv::DType::BF16, 4092, 0), fkv::ArgumentError);
+  CHECK_THROWS_AS(fkv::generate_quantize_act(fkv::DType::BF16, 4096, 64), fkv::ArgumentError);
 }

@@ -71,6 +71,13 @@ struct MaterializerOptions {
   // slices were faster than 8 or 4 MB ones at 512 and 4096 tokens (docs/performance.md), and
   // they keep less than half of a Qwen3-8B draft's weights dense at a time.
   std::size_t dequant_slice_bytes = 32u << 20;
+  // FP8 weights above the decode crossover (docs/quantized.md, "Above the decode crossover"):
+  // true = cuBLASLt's FP8 GEMM over the stored bytes, the call's activations quantized to e4m3
+  // on the fly with one scale per token (per token and 128 columns for fp8_block): W8A8, as the
+  // engines' FP8 linear methods compute, and about 0.6-0.7x the bf16 step from 512 tokens on
+  // the H200. false, INT8 weights, or a GPU whose cuBLASLt has no such GEMM (before sm_90):
+  // dequantized slices with the activations kept (W8A16).
+  bool fp8_gemm = true;
   // Calls of 1..decode_crossover tokens take the decode-size kernel when the model allows it
   // (one group, bf16/fp16, no K/V bias, not paged, no debug checks: decode_unsupported()).
   // -1 = fkv::decode_crossover(device): FKV_DECODE_CROSSOVER, else the value measured for this
@@ -200,6 +207,10 @@ class FusedKVMaterializer {
   // MaterializerOptions::decode_crossover). Such a call launches once and leaves projection()
   // untouched; a pool call with device scales or slot mappings takes the cuBLASLt path anyway.
   std::int64_t decode_crossover() const;
+  // Whether calls above the decode crossover take cuBLASLt's FP8 GEMM (MaterializerOptions::
+  // fp8_gemm, FP8 weights, a cuBLASLt with that GEMM for this GPU); else dequantized slices or,
+  // for dense weights, the dense GEMM.
+  bool fp8_gemm() const;
   // Synchronizes `stream`, returns the error word and clears it.
   unsigned int take_error_flag(CUstream stream);
 

@@ -13,6 +13,7 @@
 #include <catch2/catch.hpp>
 #include <cmath>
 #include <future>
+#include <limits>
 #include <sstream>
 #include <thread>
 
@@ -202,10 +203,10 @@ struct Tokens {
   fkv::DeviceBuffer d_x;
 };
 
-// proj and abs_sum of k.x times `w` ([rows, hidden]).
-void project(const Shape& s, const std::vector<double>& w, Tokens& k) {
+// proj and abs_sum of the activations `x` ([T, stride] values) times `w` ([rows, hidden]).
+void project_values(const Shape& s, const std::vector<double>& w, const std::vector<double>& x,
+                    Tokens& k) {
   const std::int64_t T = k.T;
-  const std::vector<double> x = decode_all(s.e.act, k.x);
   const std::size_t rows = static_cast<std::size_t>(s.rows()),
                     H = static_cast<std::size_t>(s.hidden);
   k.proj.assign(static_cast<std::size_t>(T) * rows, 0.0);
@@ -228,6 +229,37 @@ void project(const Shape& s, const std::vector<double>& w, Tokens& k) {
         }
     }));
   for (auto& f : parts) f.get();
+}
+
+// proj and abs_sum of k.x times `w` ([rows, hidden]).
+void project(const Shape& s, const std::vector<double>& w, Tokens& k) {
+  project_values(s, w, decode_all(s.e.act, k.x), k);
+}
+
+// The first T rows of x ([T, stride] in the activation dtype) as the FP8 GEMM's activation
+// quantizer leaves them (templates/quantize_act.cu), q * s in float64: s = max(amax / 448,
+// FLT_MIN) in fp32 over each token's row (group 0) or each 128 columns of it (group 128), q the
+// fp32 quotient x / s rounded to e4m3.
+std::vector<double> fp8_activations(const Shape& s, const std::vector<std::uint8_t>& x_bytes,
+                                    std::int64_t T, int group) {
+  const std::vector<double> x = decode_all(s.e.act, x_bytes);
+  std::vector<double> out(static_cast<std::size_t>(T * s.stride()), 0.0);
+  const std::int64_t H = s.hidden, width = group ? group : H;
+  for (std::int64_t t = 0; t < T; ++t)
+    for (std::int64_t c0 = 0; c0 < H; c0 += width) {
+      const std::int64_t c1 = std::min(H, c0 + width);
+      const double* xr = x.data() + t * s.stride();
+      float amax = 0.0f;
+      for (std::int64_t c = c0; c < c1; ++c) amax = std::max(amax, std::fabs(float(xr[c])));
+      const float sc = std::max(amax / 448.0f, std::numeric_limits<float>::min());
+      for (std::int64_t c = c0; c < c1; ++c) {
+        const float quotient = float(xr[c]) / sc;
+        out[static_cast<std::size_t>(t * s.stride() + c)] =
+            fkv::to_double(DType::FP8_E4M3, fkv::round_to(DType::FP8_E4M3, double(quotient))) *
+            double(sc);
+      }
+    }
+  return out;
 }
 
 Tokens make_tokens(const Model& m, std::int64_t T, Rng& rng, CUstream stream) {
@@ -844,17 +876,34 @@ CUgraph capture(CUstream stream, F&& body) {
 }
 
 // A stacked call of `T` tokens on the cuBLASLt path of `mat` (T above its crossover), run
-// directly or (captured) captured into a CUDA graph and launched from it. The
-// projection is checked against x times the dequantized weights rounded as the dequantize kernel
-// rounds them (float64, within the activation dtype's rounding plus fp32 slack), then K and V
-// against the float64 epilogue of the projection the GPU computed (V bit-exact: a copy).
-void check_gemm_path(const Model& m, fkv::FusedKVMaterializer& mat, const Tokens& tok,
-                     std::int64_t T, Rng& rng, CUstream stream, bool captured = false) {
+// directly or (captured) captured into a CUDA graph and launched from it. The projection is
+// checked in float64 against
+//   - dequantized slices: x times the dequantized weights rounded as the dequantize kernel
+//     rounds them, within the activation dtype's rounding plus fp32 slack (1e-5 of sum |x w|);
+//   - the FP8 GEMM (mat.fp8_gemm()): x as the activation quantizer leaves it (fp8_activations)
+//     times the exact dequantized weights, within the activation dtype's rounding plus 2^-12 of
+//     sum |x w| (FP8 tensor cores keep fewer bits than fp32 between cuBLASLt's fp32 promotions;
+//     a wrong scale, layout or activation rounding is off by far more);
+// then K and V against the float64 epilogue of the projection the GPU computed (V bit-exact: a
+// copy).
+// With `refresh_to`, the graph is captured over the weights `mat` holds, refresh_weights then
+// copies in those of *refresh_to, and the replay is checked against them.
+void check_gemm_path(const Model& m0, fkv::FusedKVMaterializer& mat, const Tokens& tok,
+                     std::int64_t T, Rng& rng, CUstream stream, bool captured = false,
+                     const Model* refresh_to = nullptr) {
+  const Model& m = refresh_to ? *refresh_to : m0;
   const Shape& s = m.shape;
   Tokens r;
   r.T = T;
-  r.x = tok.x;
-  project(s, m.w_rounded, r);
+  const bool fp8 = mat.fp8_gemm();
+  if (fp8) {
+    const int group = s.weight == fkv::WeightFormat::Fp8Block ? 128 : 0;
+    project_values(s, m.w, fp8_activations(s, tok.x, T, group), r);
+  } else {
+    r.x = tok.x;
+    project(s, m.w_rounded, r);
+  }
+  const double slack = fp8 ? std::ldexp(1.0, -12) : 1e-5;
   const Call c = make_call(s, T, rng);
   const fkv::DeviceBuffer d_pos = to_device(index_bytes(IndexType::I64, c.pos), stream);
   const auto bytes = static_cast<std::size_t>(s.layers * T * s.kv() * elem_size(s.e.act));
@@ -870,6 +919,7 @@ void check_gemm_path(const Model& m, fkv::FusedKVMaterializer& mat, const Tokens
   };
   if (captured) {
     GraphExec exec(capture(stream, call));
+    if (refresh_to) mat.refresh_weights(MaterializerFor(*refresh_to).w, stream);
     exec.launch(stream);
   } else {
     call();
@@ -883,11 +933,13 @@ void check_gemm_path(const Model& m, fkv::FusedKVMaterializer& mat, const Tokens
   std::int64_t bad = 0;
   double worst = 0;
   for (std::size_t i = 0; i < got.size(); ++i) {
-    const double tol = fkv::ulp(s.e.act, r.proj[i]) + 1e-5 * r.abs_sum[i];
+    const double tol = fkv::ulp(s.e.act, r.proj[i]) + slack * r.abs_sum[i];
     const double err = std::fabs(got[i] - r.proj[i]);
     worst = std::max(worst, err / tol);
     if (!(err <= tol)) ++bad;
   }
+  WARN((fp8 ? "FP8 GEMM" : "dequantized slices") << " projection of " << fkv::to_string(s.weight)
+                                                 << ": worst error " << worst << "x the tolerance");
   INFO("projection: " << bad << " of " << got.size() << " outside tolerance, worst " << worst
                       << "x the tolerance");
   REQUIRE(bad == 0);
@@ -938,14 +990,15 @@ TEST_CASE("decode kernel: quantized weights read as stored (fp8 tensor/channel/b
 }
 
 TEST_CASE(
-    "FusedKVMaterializer: quantized weights on the decode path and as dequantized slices, "
-    "graph replay after refresh_weights") {
+    "FusedKVMaterializer: quantized weights on the decode path, the FP8 GEMM and dequantized "
+    "slices, graph replay after refresh_weights") {
   std::uint64_t offset = 200;
   for (fkv::WeightFormat w : kQuantized) {
     INFO(fkv::to_string(w));
     Shape s{"qwen3-quantized", qwen3(4, 128, 128), 1024, 3};
     s.weight = w;
-    const std::int64_t crossover = 8, T_big = 100;
+    // 101 tokens: the FP8 GEMM pads them to 104 (a multiple of 4).
+    const std::int64_t crossover = 8, T_big = 101;
     DecodeCase fx(s, offset++, decode_options(crossover), T_big);
     const CUstream stream = fx.stream;
     const MaterializerFor mf(fx.m);
@@ -967,10 +1020,20 @@ TEST_CASE(
     mat.materialize_pool(in, run.materializer_pool(), stream);
     run.verify(s, c, expect(fx.m, fx.tok, c, s.e.cache), stream);
 
-    // The cuBLASLt path: slices dequantized into scratch, never a full dense copy; directly and
-    // from a captured graph (the second stream forked from and joined into the captured one).
+    // Above the crossover: FP8 weights take cuBLASLt's FP8 GEMM over the stored bytes (sm_90),
+    // INT8 weights dequantized slices; directly and from a captured graph.
+    const bool fp8 = w != fkv::WeightFormat::Int8Channel;
+    REQUIRE(mat.fp8_gemm() == fp8);
     check_gemm_path(fx.m, mat, fx.tok, T_big, fx.rng, stream);
     check_gemm_path(fx.m, mat, fx.tok, T_big, fx.rng, stream, true);
+    if (fp8) {  // and FP8 weights as dequantized slices (fp8_gemm = false): never a dense copy
+      fkv::MaterializerOptions so = o;
+      so.fp8_gemm = false;
+      fkv::FusedKVMaterializer slices(mf.config, s.hidden, mf.w, so);
+      REQUIRE(!slices.fp8_gemm());
+      slices.set_cos_sin(0, fx.m.d_cos_sin.ptr(), s.max_pos);
+      check_gemm_path(fx.m, slices, fx.tok, T_big, fx.rng, stream);
+    }
 
     // A graph captured on the decode path, replayed after refresh_weights with new weights.
     GraphExec exec(
@@ -987,6 +1050,10 @@ TEST_CASE(
     run.poison_all(stream);
     exec.launch(stream);
     run.verify(s, c, expect(next, t2, c, s.e.cache), stream);
+    // A graph captured above the crossover, replayed after refresh_weights: the FP8 GEMM's
+    // per-row scales (fp8_tensor's expanded, fp8_block's copy) follow the new scales.
+    const Model third = make_model(s, fx.rng, stream);
+    check_gemm_path(next, mat, fx.tok, T_big, fx.rng, stream, true, &third);
   }
 }
 
