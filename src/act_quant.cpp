@@ -61,8 +61,8 @@ KernelSource generate_quantize_act(DType act, int hidden, int group) {
     throw ArgumentError("activation scales are per token (0) or per 128 columns, not " +
                         std::to_string(group));
   KernelSource out;
-  out.short_name = "fkvqact_" + to_string(act) + "_x" + std::to_string(hidden) + "_g" +
-                   std::to_string(group);
+  out.short_name =
+      "fkvqact_" + to_string(act) + "_x" + std::to_string(hidden) + "_g" + std::to_string(group);
   out.specialization = "quantize_act;act=" + to_string(act) + ";hidden=" + std::to_string(hidden) +
                        ";group=" + std::to_string(group) + ";threads=" + std::to_string(kThreads);
   std::ostringstream expr;

@@ -28,8 +28,8 @@ class ActQuantizer {
   // xq [n, hidden] e4m3 and scales ([n], or [ceil(hidden / 128), n] token fastest) from
   // x [T, hidden] (rows ld elements apart); rows [T, n) zeros with scale 1. Launch only (graph
   // capturable).
-  void run(const void* x, std::int64_t ld, std::int64_t T, std::int64_t n, void* xq,
-           float* scales, CUstream stream) const;
+  void run(const void* x, std::int64_t ld, std::int64_t T, std::int64_t n, void* xq, float* scales,
+           CUstream stream) const;
   // rows[r] = per_layer[r / rows_per_layer] for r < n. Launch only.
   void expand(const float* per_layer, float* rows, std::int64_t rows_per_layer, std::int64_t n,
               CUstream stream) const;

@@ -286,6 +286,34 @@ std::uint32_t round_to(DType dtype, double x) {
   return sign | r;
 }
 
+std::vector<double> fp8_activations(DType act, const std::uint8_t* x, std::int64_t rows,
+                                    std::int64_t cols, std::int64_t stride, int group) {
+  const int es = dtype_size(act);
+  std::vector<double> out(static_cast<std::size_t>(rows * stride), 0.0);
+  std::vector<float> v(static_cast<std::size_t>(cols));
+  const std::int64_t width = group > 0 ? group : cols;
+  for (std::int64_t t = 0; t < rows; ++t) {
+    for (std::int64_t c = 0; c < cols; ++c) {
+      std::uint32_t b = 0;
+      std::memcpy(&b, x + (t * stride + c) * es, static_cast<std::size_t>(es));
+      v[static_cast<std::size_t>(c)] = static_cast<float>(to_double(act, b));  // exact
+    }
+    for (std::int64_t c0 = 0; c0 < cols; c0 += width) {
+      const std::int64_t c1 = std::min(cols, c0 + width);
+      float amax = 0.0f;
+      for (std::int64_t c = c0; c < c1; ++c)
+        amax = std::max(amax, std::fabs(v[static_cast<std::size_t>(c)]));
+      const float s = std::max(amax / 448.0f, std::numeric_limits<float>::min());
+      for (std::int64_t c = c0; c < c1; ++c) {
+        const float quotient = v[static_cast<std::size_t>(c)] / s;  // fp32, rounded once
+        out[static_cast<std::size_t>(t * stride + c)] =
+            to_double(DType::FP8_E4M3, round_to(DType::FP8_E4M3, double(quotient))) * double(s);
+      }
+    }
+  }
+  return out;
+}
+
 double max_finite(DType dtype) {
   if (dtype == DType::FP32) return std::numeric_limits<float>::max();
   return table_of(dtype)[format_of(dtype).max_bits];

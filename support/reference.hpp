@@ -37,6 +37,13 @@ double max_finite(DType dtype);
 // normal), i.e. one unit in the last place.
 double ulp(DType dtype, double x);
 
+// The FP8 GEMM's activations (templates/quantize_act.cu) as it reads them: `rows` rows of
+// `x` (`stride` elements apart, in `act`) quantized to FP8 e4m3 with one scale per row (group
+// 0) or per row and 128 columns (group 128), s = max(amax / 448, FLT_MIN) and q = e4m3(x / s)
+// in float32, returned as q * s in float64, [rows, stride] (columns past `cols` zero).
+std::vector<double> fp8_activations(DType act, const std::uint8_t* x, std::int64_t rows,
+                                    std::int64_t cols, std::int64_t stride, int group);
+
 // ---- the reference ------------------------------------------------------------------------
 
 // Host copies of the kernel's inputs; the same meaning, defaults and units as FusedKVInputs /

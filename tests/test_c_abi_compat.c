@@ -266,6 +266,11 @@ static void test_struct_size(const char* dir) {
   fkv_materializer_options_init_v2(&m.o, offsetof(fkv_materializer_options, decode_crossover));
   CHECK(untouched((const unsigned char*)&m.o.decode_crossover, sizeof m.o.decode_crossover));
   CHECK(m.o.tp_size == 1 && m.o.max_tokens == 8192);
+  /* ... and fp8_gemm, added after it, outside struct_size keeps its default too. */
+  memset(&m, kFill, sizeof m);
+  fkv_materializer_options_init_v2(&m.o, offsetof(fkv_materializer_options, fp8_gemm));
+  CHECK(untouched((const unsigned char*)&m.o.fp8_gemm, sizeof m.o.fp8_gemm));
+  CHECK(m.o.decode_crossover == -1 && m.o.tp_size == 1);
   memset(&w, 0, sizeof w);
   w.hidden_size = 4096;
   w.num_layers = 1; /* not the model's 36, but tp_size is checked first */

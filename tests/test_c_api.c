@@ -488,6 +488,7 @@ static void test_materializer_arguments(void) {
   CHECK(o.index_i64 == 1 && o.max_tokens == 8192 && o.stacked == 1 && o.pool == 1);
   CHECK(o.paged == 0 && o.tp_size == 1 && o.tp_rank == 0);
   CHECK(o.decode_crossover == -1); /* the value measured for the GPU */
+  CHECK(o.fp8_gemm == 1);          /* FP8 weights above it: the FP8 GEMM */
 
   /* Null arguments. */
   CHECK_STATUS(fkv_materializer_create(NULL, &w, &o, &m), FKV_ERR_ARGUMENT);

@@ -126,6 +126,41 @@ TEST_CASE("fp16 rounding agrees with the compiler's _Float16 conversion", "[refe
 }
 #endif
 
+TEST_CASE("fp8_activations: per-token and per-128-column scales, e4m3 of the fp32 quotient",
+          "[reference][format]") {
+  // Two bf16 rows of 256 columns (stride 260): row 0 holds 448 (scale 1: every value exact),
+  // row 1 has amax 1 in its first 128 columns and 2 in the rest.
+  const std::int64_t cols = 256, stride = 260;
+  std::vector<std::uint8_t> x(2 * stride * 2, 0);
+  auto put = [&](std::int64_t t, std::int64_t c, double v) {
+    const auto b = static_cast<std::uint16_t>(fkv::round_to(fkv::DType::BF16, v));
+    std::memcpy(x.data() + (t * stride + c) * 2, &b, 2);
+  };
+  put(0, 0, 448.0);
+  put(0, 1, -3.0);
+  put(0, 200, 0.5);
+  put(1, 0, 1.0);
+  put(1, 1, 0.3);  // bf16 0.30078125; times 448 is 134.75, which rounds to the e4m3 128
+  put(1, 130, -2.0);
+  put(1, 131, 0.3);
+  const std::vector<double> per_token =
+      fkv::fp8_activations(fkv::DType::BF16, x.data(), 2, cols, stride, 0);
+  REQUIRE(per_token.size() == 2 * stride);
+  CHECK(per_token[0] == 448.0);
+  CHECK(per_token[1] == -3.0);
+  CHECK(per_token[200] == 0.5);
+  const double s2 = static_cast<float>(2.0f / 448.0f);  // row 1: amax 2
+  CHECK(per_token[stride + 0] == 224.0 * s2);           // 1 / s2 = 224, exact in e4m3
+  CHECK(per_token[stride + 130] == -448.0 * s2);
+  CHECK(per_token[stride + 256] == 0.0);  // padding columns stay zero
+  const std::vector<double> grouped =
+      fkv::fp8_activations(fkv::DType::BF16, x.data(), 2, cols, stride, 128);
+  const double s1 = static_cast<float>(1.0f / 448.0f);  // row 1, first group: amax 1
+  CHECK(grouped[stride + 0] == 448.0 * s1);
+  CHECK(grouped[stride + 1] == 128.0 * s1);
+  CHECK(grouped[stride + 131] == 64.0 * s2);  // 0.30078125 * 224 = 67.375 -> 64 (spacing 8)
+}
+
 TEST_CASE("fp8 e4m3fn encodes, saturates and decodes", "[reference][format]") {
   CHECK(round_to(DType::FP8_E4M3, 1.0) == 0x38);
   CHECK(round_to(DType::FP8_E4M3, 0.5) == 0x30);

@@ -357,10 +357,16 @@ typedef struct fkv_materializer_options {
    * (FKV_DECODE_CROSSOVER overrides it), 0 = never. fkv_materializer_decode_crossover() says
    * what is used. */
   int64_t decode_crossover;
+  /* FP8 weights above the decode crossover: 1 (default) = cuBLASLt's FP8 GEMM over the stored
+   * bytes, the activations quantized to e4m3 per call, one scale per token (per token and 128
+   * columns for fp8_block): W8A8, as the engines' FP8 linear methods compute; 0 = dequantized
+   * slices, the activations kept (W8A16). A GPU without that GEMM (before sm_90) takes the
+   * slices. fkv_materializer_fp8_gemm() says what is used. */
+  int fp8_gemm;
 } fkv_materializer_options;
 
 /* Defaults: strict, bf16, bf16 cache, fp32 cos/sin, int64, max_tokens 8192, device 0, stacked
- * and pool, flat layout, tp_size 1, decode_crossover -1. Sets struct_size like
+ * and pool, flat layout, tp_size 1, decode_crossover -1, fp8_gemm 1. Sets struct_size like
  * fkv_precompile_options_init_v2 and writes nothing past it. Call it through the macro. */
 FKV_API void fkv_materializer_options_init_v2(fkv_materializer_options* options,
                                               size_t struct_size);
@@ -441,6 +447,9 @@ FKV_API int fkv_materializer_num_layers(const fkv_materializer* m);
 FKV_API int fkv_materializer_num_groups(const fkv_materializer* m);
 /* The largest token count a call sends to the decode-size kernel (0: none). */
 FKV_API int64_t fkv_materializer_decode_crossover(const fkv_materializer* m);
+/* 1 when calls above the decode crossover take the FP8 GEMM (options.fp8_gemm, FP8 weights, a
+ * GPU with that GEMM), else 0. */
+FKV_API int fkv_materializer_fp8_gemm(const fkv_materializer* m);
 /* The model numbers of the attention layers, in the order of the layer arrays. */
 FKV_API fkv_status fkv_materializer_layers(const fkv_materializer* m, int* layers, size_t capacity);
 /* The plan the materializer serves (this rank's, under tensor parallelism), as fkv_plan_json. */

@@ -81,8 +81,9 @@ struct MaterializerOptions {
   // Calls of 1..decode_crossover tokens take the decode-size kernel when the model allows it
   // (one group, bf16/fp16, no K/V bias, not paged, no debug checks: decode_unsupported()).
   // -1 = fkv::decode_crossover(device): FKV_DECODE_CROSSOVER, else the value measured for this
-  // GPU, else 0; with quantized weights 64 whenever that is positive. 0 = never (cuBLASLt + the
-  // epilogue kernel for every call).
+  // GPU, else 0; whenever that is positive, quantized weights take 32 when the FP8 GEMM
+  // serves the calls above it (fp8_gemm()), else 64. 0 = never (cuBLASLt + the epilogue kernel
+  // for every call).
   std::int64_t decode_crossover = -1;
 };
 

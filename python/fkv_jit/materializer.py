@@ -177,11 +177,16 @@ class FusedKVMaterializeHelper:
         or an engine's spelling ("fp8", "fp8_per_channel", "fp8_block128", "w8a16"). Packed
         4-bit schemes ("gptq", "awq", "nvfp4", ...) raise UnsupportedModelError. Required with
         quantized weights: the format is not guessed from the scales' shapes. Weight (n, k) is
-        q[n, k] * scale(n, k); the activations stay in act_dtype (they are not quantized).
+        q[n, k] * scale(n, k); on the decode-size path the activations stay in act_dtype.
       weight_scales: quantized weights only: per attention layer a float32 tensor on the
         weights' device: one value (fp8_tensor), [2*KV] or [2*KV, 1] (fp8_channel,
         int8_channel), [2*KV / 128, ceil(hidden / 128)] (fp8_block: 2*KV whole 128-row
         blocks). Copied at construction (and by refresh_weights).
+      fp8_gemm: FP8 weights above the decode crossover: True (default) = cuBLASLt's FP8 GEMM
+        over the stored bytes, ctx_hidden quantized to e4m3 per call with one scale per token
+        (per token and 128 columns for fp8_block): W8A8, as the engines' FP8 linear methods
+        compute; False = dequantized slices with the activations kept (W8A16). The attribute
+        fp8_gemm says what the helper uses (False on GPUs without that GEMM, before sm_90).
       act_dtype: the activation dtype (ctx_hidden, the stacked outputs, the projection):
         torch.bfloat16 or torch.float16. Required with quantized weights; for dense weights it
         is their dtype (act_dtype, if given, must agree).
@@ -204,7 +209,7 @@ class FusedKVMaterializeHelper:
                  kv_cache_dtype=None, debug: bool = False, kv_biases=None, paged: bool = False,
                  cos_sin_cache=None, tp_size: int = 1, tp_rank: int = 0,
                  decode_crossover: Optional[int] = None, weight_format: Optional[str] = None,
-                 weight_scales=None, act_dtype=None):
+                 weight_scales=None, act_dtype=None, fp8_gemm: bool = True):
         torch = _torch()
         from . import _as_config, plan as make_plan
         self.config = _as_config(config)
@@ -294,6 +299,7 @@ class FusedKVMaterializeHelper:
         self._native = None
         self._fn_pool = self._fn_stacked = None  # the binding's calls (CUDA helpers only)
         self.decode_crossover = 0  # the largest T that takes the decode-size kernel
+        self.fp8_gemm = False  # calls above it take the FP8 GEMM
         if self.device.type == "cuda":
             index = self.device.index if self.device.index is not None else torch.cuda.current_device()
             self.device = torch.device("cuda", index)
@@ -304,7 +310,7 @@ class FusedKVMaterializeHelper:
                        "hidden": self.hidden, "paged": self.paged,
                        "external_cos_sin": cos_sin_cache is not None, "cos_sin": "fp32",
                        "decode_crossover": -1 if decode_crossover is None else int(decode_crossover),
-                       "weight_format": self.weight_format}
+                       "weight_format": self.weight_format, "fp8_gemm": bool(fp8_gemm)}
             host_norms = [] if not needs_norm else _host_fp32(norms)
             host_biases = [] if biases is None else _host_fp32(biases)
             with torch.cuda.device(index):
@@ -316,6 +322,7 @@ class FusedKVMaterializeHelper:
             self._fn_stacked = fns["materialize_stacked"]
             self._fn_bind = fns["bind_pool"]
             self.decode_crossover = int(fns["decode_crossover"])
+            self.fp8_gemm = bool(fns["fp8_gemm"])
             self._max_tokens = int(max_tokens)
         if cos_sin_cache is not None:
             self._set_cos_sin(cos_sin_cache)

@@ -123,13 +123,16 @@ class FusedKVMaterializeHelper(_ConfigHelper):
         syncs to read positions.max() and grows the table when needed.
       act_dtype: quantized qkv_proj only: the activation dtype (torch.bfloat16 / float16);
         default qkv_proj.orig_dtype, else the K-norm weight's dtype.
+      fp8_gemm: FP8 qkv_proj above the decode crossover: True (default) = cuBLASLt's FP8 GEMM
+        with the activations quantized per token (W8A8, as sglang's Fp8LinearMethod runs its
+        other linears); False = dequantized slices, activations kept (W8A16).
 
     Positions at or past the table are never read out of bounds: the kernel skips that token
     and sets an error bit that check_device_errors() reads.
     """
 
     def __init__(self, layers: List, rotary_emb, num_kv_heads: int, head_dim: int, device,
-                 max_position_hint: Optional[int] = None, act_dtype=None):
+                 max_position_hint: Optional[int] = None, act_dtype=None, fp8_gemm: bool = True):
         torch = _torch()
         self.num_kv_heads = int(num_kv_heads)
         self.head_dim = int(head_dim)
@@ -186,7 +189,8 @@ class FusedKVMaterializeHelper(_ConfigHelper):
         super().__init__(config, kv_weights, None if self._norm_dtype is None else norms,
                          eps_values, max_tokens=256, kv_biases=kv_biases, cos_sin_cache=table,
                          weight_format=fmt if quantized else None, weight_scales=scales,
-                         act_dtype=_act_dtype(layers, act_dtype) if quantized else act_dtype)
+                         act_dtype=_act_dtype(layers, act_dtype) if quantized else act_dtype,
+                         fp8_gemm=fp8_gemm)
 
         # The buffers the launches read, as the seed exposes them: flat_kv_weight_t
         # [hidden, L * 2 * kv_size] (a transposed view of the packed [N, hidden] matrix the GEMM

@@ -144,6 +144,7 @@ ffi::Map<ffi::String, ffi::Any> materializer_create(PlanRef rank_plan, ffi::Stri
     st->opt.pool = o.at("pool").get<bool>();
     st->opt.paged = o.value("paged", false);
     st->opt.decode_crossover = json_int<std::int64_t>(o, "decode_crossover", -1);
+    st->opt.fp8_gemm = o.value("fp8_gemm", true);
     st->opt.external_cos_sin = o.value("external_cos_sin", false);
     st->opt.cos_sin = fkv::parse_dtype(o.value("cos_sin", std::string("fp32")));
     st->hidden = json_int<std::int64_t>(o, "hidden", 0, true);
@@ -249,6 +250,7 @@ ffi::Map<ffi::String, ffi::Any> materializer_create(PlanRef rank_plan, ffi::Stri
             }));
     fns.Set("projection_width", st->m->projection_width());
     fns.Set("decode_crossover", st->m->decode_crossover());
+    fns.Set("fp8_gemm", st->m->fp8_gemm());
     fns.Set("weight_format", ffi::String(fkv::to_string(st->format)));
     return fns;
   });

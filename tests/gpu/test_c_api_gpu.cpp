@@ -5,9 +5,12 @@
 //     dequantized weights: the projection in float64, then fkv::reference_k / reference_v
 //     (K within one unit in the last place plus 1e-5 of the magnitude of the terms the kernel
 //     adds in fp32, the GEMM's products included; V the same);
-//   - a call above the crossover (T = 100: dequantized slices + cuBLASLt): V against x times the
-//     dequantized weights rounded to bf16 as the dequantize kernel rounds them (one ulp of the
-//     bf16 result plus 1e-5 of sum |x w|); K against the reference of that projection rounded
+//   - a call above the crossover (T = 100) with options.fp8_gemm = 0 (dequantized slices +
+//     cuBLASLt): V against x times the dequantized weights rounded to bf16 as the dequantize
+//     kernel rounds them (one ulp of the bf16 result plus 1e-5 of sum |x w|); and for FP8
+//     weights with the default options (the FP8 GEMM): V against x quantized as the activation
+//     quantizer does (fkv::fp8_activations) times the exact dequantized weights (one ulp plus
+//     2^-12 of sum |x w|); in both, K against the reference of that projection rounded
 //     to bf16 (one ulp plus 2^-6 of its magnitude: the GPU's fp32 sums may round to the bf16
 //     value next to the reference's, one ulp of which is up to 2^-7 of it, in both elements of
 //     a rotated pair, and the norm moves with them);
@@ -57,6 +60,7 @@ std::string config_json() {
 // One set of quantized weights: the bytes and scales on the device, the exact values
 // w = q * scale and the values the dequantize kernel makes (bf16 of fp32 q * scale) on the host.
 struct QuantWeights {
+  fkv::WeightFormat format;
   std::vector<fkv::DeviceBuffer> d_q, d_scale;
   std::vector<const void*> w_kv;
   std::vector<const float*> scales;
@@ -64,7 +68,7 @@ struct QuantWeights {
   std::vector<std::vector<float>> k_norm;
   std::vector<const float*> k_norm_ptr;
 
-  QuantWeights(fkv::WeightFormat f, Rng& rng, CUstream stream) {
+  QuantWeights(fkv::WeightFormat f, Rng& rng, CUstream stream) : format(f) {
     const bool fp8 = f != fkv::WeightFormat::Int8Channel;
     const std::int64_t per = fkv::layer_scale_count(f, kRows, kHidden);
     const std::int64_t col_blocks = (kHidden + fkv::kWeightBlock - 1) / fkv::kWeightBlock;
@@ -142,29 +146,37 @@ struct Tokens {
 };
 
 // x times w ([L * kRows, hidden]) in float64: proj [T, L * kRows] and the sums of |products|.
-void project(const Tokens& tok, const std::vector<double>& w, std::vector<double>& proj,
-             std::vector<double>& abs_sum) {
-  const std::size_t N = static_cast<std::size_t>(kLayers * kRows);
-  proj.assign(static_cast<std::size_t>(tok.T) * N, 0.0);
+// proj and abs_sum of the activations x ([T, kHidden] values) times w ([L * kRows, kHidden]).
+void project_values(const std::vector<double>& x, std::int64_t T, const std::vector<double>& w,
+                    std::vector<double>& proj, std::vector<double>& abs_sum) {
+  const std::size_t N = static_cast<std::size_t>(kLayers * kRows), H = kHidden;
+  proj.assign(static_cast<std::size_t>(T) * N, 0.0);
   abs_sum.assign(proj.size(), 0.0);
-  std::vector<double> x(static_cast<std::size_t>(kHidden));
-  for (std::int64_t t = 0; t < tok.T; ++t) {
-    for (std::size_t k = 0; k < x.size(); ++k) {
-      std::uint32_t b = 0;
-      std::memcpy(&b, tok.x.data() + (static_cast<std::size_t>(t * kHidden) + k) * 2, 2);
-      x[k] = fkv::to_double(DType::BF16, b);
-    }
+  for (std::int64_t t = 0; t < T; ++t) {
+    const double* xr = x.data() + static_cast<std::size_t>(t) * H;
     for (std::size_t n = 0; n < N; ++n) {
-      const double* wr = w.data() + n * static_cast<std::size_t>(kHidden);
+      const double* wr = w.data() + n * H;
       double acc = 0, abs = 0;
-      for (std::size_t k = 0; k < x.size(); ++k) {
-        acc += x[k] * wr[k];
-        abs += std::fabs(x[k] * wr[k]);
+      for (std::size_t k = 0; k < H; ++k) {
+        acc += xr[k] * wr[k];
+        abs += std::fabs(xr[k] * wr[k]);
       }
       proj[static_cast<std::size_t>(t) * N + n] = acc;
       abs_sum[static_cast<std::size_t>(t) * N + n] = abs;
     }
   }
+}
+
+// The same for the tokens' bf16 activations.
+void project(const Tokens& tok, const std::vector<double>& w, std::vector<double>& proj,
+             std::vector<double>& abs_sum) {
+  std::vector<double> x(tok.x.size() / 2);
+  for (std::size_t i = 0; i < x.size(); ++i) {
+    std::uint32_t b = 0;
+    std::memcpy(&b, tok.x.data() + 2 * i, 2);
+    x[i] = fkv::to_double(DType::BF16, b);
+  }
+  project_values(x, tok.T, w, proj, abs_sum);
 }
 
 // The materializer's cos/sin table (fp32, built from the config as fkv_plan_cos_sin builds it).
@@ -275,6 +287,47 @@ fkv_status stacked(fkv_materializer* m, const Tokens& tok, const Out& out, CUstr
 
 }  // namespace
 
+// A stacked call of T = 100 tokens above m's crossover, checked in float64 against x times the
+// weights as the path reads them: dequantized slices (x times the dequantized weights rounded to
+// bf16 as the dequantize kernel rounds them) or the FP8 GEMM (x quantized as its activation
+// quantizer does, fkv::fp8_activations, times the exact dequantized weights; 2^-12 of sum |x w|
+// for the FP8 tensor cores' accumulation between cuBLASLt's fp32 promotions). V against that
+// projection unrounded (one ulp plus the slack); K against the epilogue of it rounded to bf16.
+void check_above_crossover(fkv_materializer* m, const QuantWeights& qw, const Tokens& tok,
+                           const std::vector<float>& cos_sin, bool fp8_gemm, CUstream stream) {
+  const std::int64_t T = tok.T;
+  INFO((fp8_gemm ? "FP8 GEMM" : "dequantized slices") << ", T=" << T);
+  const Out out(T);
+  out.poison_all(stream);
+  REQUIRE(stacked(m, tok, out, stream) == FKV_OK);
+  std::vector<double> proj, abs_sum;
+  if (fp8_gemm) {
+    const int group = qw.format == fkv::WeightFormat::Fp8Block ? 128 : 0;
+    project_values(fkv::fp8_activations(DType::BF16, tok.x.data(), T, kHidden, kHidden, group), T,
+                   qw.w, proj, abs_sum);
+  } else {
+    project(tok, qw.w_rounded, proj, abs_sum);
+  }
+  std::vector<std::uint8_t> proj_bf16(proj.size() * 2);
+  for (std::size_t i = 0; i < proj.size(); ++i) {
+    const auto b = static_cast<std::uint16_t>(fkv::round_to(DType::BF16, proj[i]));
+    std::memcpy(proj_bf16.data() + 2 * i, &b, 2);
+  }
+  Expected e = epilogue(qw, tok, cos_sin, DType::BF16, proj_bf16.data());
+  require_match(download(out.k, stream), e.k, "k", 0x1p-6);
+  // V: the projection unrounded, with the GEMM's magnitudes.
+  const std::int64_t KV = kHeads * kHeadDim, N = kLayers * kRows;
+  for (std::int64_t t = 0; t < T; ++t)
+    for (std::int64_t l = 0; l < kLayers; ++l)
+      for (std::int64_t j = 0; j < KV; ++j) {
+        const std::size_t src = static_cast<std::size_t>(t * N + l * kRows + KV + j);
+        const std::size_t dst = e.v.index(l, t, j / kHeadDim, j % kHeadDim);
+        e.v.value[dst] = proj[src];
+        e.v.magnitude[dst] = abs_sum[src];
+      }
+  require_match(download(out.v, stream), e.v, "v", fp8_gemm ? 0x1p-12 : 1e-5);
+}
+
 TEST_CASE("C API: quantized weights, create_v3 + stacked vs float64, refresh_weights_v2 + replay") {
   require_gpu();
   Rng rng(run_seed("test_c_api_gpu"));
@@ -296,6 +349,7 @@ TEST_CASE("C API: quantized weights, create_v3 + stacked vs float64, refresh_wei
     o.max_tokens = 128;
     o.decode_crossover = kCrossover;
     o.pool = 0;
+    o.fp8_gemm = 0;
     fkv_materializer* m = nullptr;
     REQUIRE(fkv_materializer_create_v3(cfg, &cw, &quant, &o, &m) == FKV_OK);
     REQUIRE(std::string(fkv_materializer_weight_format(m)) == name);
@@ -318,34 +372,21 @@ TEST_CASE("C API: quantized weights, create_v3 + stacked vs float64, refresh_wei
       require_match(download(out.v, stream), e.v, "v");
     }
 
-    // Above the crossover: dequantized slices and cuBLASLt, the projection rounded to bf16.
-    {
-      const std::int64_t T = 100;
-      INFO("cuBLASLt path, T=" << T);
-      const Tokens tok(T, rng, stream);
-      const Out out(T);
-      out.poison_all(stream);
-      REQUIRE(stacked(m, tok, out, stream) == FKV_OK);
-      std::vector<double> proj, abs_sum;
-      project(tok, qw.w_rounded, proj, abs_sum);
-      std::vector<std::uint8_t> proj_bf16(proj.size() * 2);
-      for (std::size_t i = 0; i < proj.size(); ++i) {
-        const auto b = static_cast<std::uint16_t>(fkv::round_to(DType::BF16, proj[i]));
-        std::memcpy(proj_bf16.data() + 2 * i, &b, 2);
-      }
-      Expected e = epilogue(qw, tok, cos_sin, DType::BF16, proj_bf16.data());
-      require_match(download(out.k, stream), e.k, "k", 0x1p-6);
-      // V: x times the rounded dequantized weights, unrounded, with the GEMM's magnitudes.
-      const std::int64_t KV = kHeads * kHeadDim, N = kLayers * kRows;
-      for (std::int64_t t = 0; t < T; ++t)
-        for (std::int64_t l = 0; l < kLayers; ++l)
-          for (std::int64_t j = 0; j < KV; ++j) {
-            const std::size_t src = static_cast<std::size_t>(t * N + l * kRows + KV + j);
-            const std::size_t dst = e.v.index(l, t, j / kHeadDim, j % kHeadDim);
-            e.v.value[dst] = proj[src];
-            e.v.magnitude[dst] = abs_sum[src];
-          }
-      require_match(download(out.v, stream), e.v, "v");
+    // Above the crossover: dequantized slices and cuBLASLt (fp8_gemm = 0 here).
+    REQUIRE(fkv_materializer_fp8_gemm(m) == 0);
+    check_above_crossover(m, qw, Tokens(100, rng, stream), cos_sin, false, stream);
+    // FP8 weights with the default options: cuBLASLt's FP8 GEMM over the stored bytes.
+    if (f != fkv::WeightFormat::Int8Channel) {
+      fkv_materializer_options d;
+      fkv_materializer_options_init(&d);
+      d.max_tokens = 128;
+      d.decode_crossover = kCrossover;
+      d.pool = 0;
+      fkv_materializer* g = nullptr;
+      REQUIRE(fkv_materializer_create_v3(cfg, &cw, &quant, &d, &g) == FKV_OK);
+      REQUIRE(fkv_materializer_fp8_gemm(g) == 1);
+      check_above_crossover(g, qw, Tokens(100, rng, stream), cos_sin, true, stream);
+      fkv_materializer_free(g);
     }
 
     // A graph captured on the decode path, replayed after refresh_weights_v2.

@@ -236,32 +236,6 @@ void project(const Shape& s, const std::vector<double>& w, Tokens& k) {
   project_values(s, w, decode_all(s.e.act, k.x), k);
 }
 
-// The first T rows of x ([T, stride] in the activation dtype) as the FP8 GEMM's activation
-// quantizer leaves them (templates/quantize_act.cu), q * s in float64: s = max(amax / 448,
-// FLT_MIN) in fp32 over each token's row (group 0) or each 128 columns of it (group 128), q the
-// fp32 quotient x / s rounded to e4m3.
-std::vector<double> fp8_activations(const Shape& s, const std::vector<std::uint8_t>& x_bytes,
-                                    std::int64_t T, int group) {
-  const std::vector<double> x = decode_all(s.e.act, x_bytes);
-  std::vector<double> out(static_cast<std::size_t>(T * s.stride()), 0.0);
-  const std::int64_t H = s.hidden, width = group ? group : H;
-  for (std::int64_t t = 0; t < T; ++t)
-    for (std::int64_t c0 = 0; c0 < H; c0 += width) {
-      const std::int64_t c1 = std::min(H, c0 + width);
-      const double* xr = x.data() + t * s.stride();
-      float amax = 0.0f;
-      for (std::int64_t c = c0; c < c1; ++c) amax = std::max(amax, std::fabs(float(xr[c])));
-      const float sc = std::max(amax / 448.0f, std::numeric_limits<float>::min());
-      for (std::int64_t c = c0; c < c1; ++c) {
-        const float quotient = float(xr[c]) / sc;
-        out[static_cast<std::size_t>(t * s.stride() + c)] =
-            fkv::to_double(DType::FP8_E4M3, fkv::round_to(DType::FP8_E4M3, double(quotient))) *
-            double(sc);
-      }
-    }
-  return out;
-}
-
 Tokens make_tokens(const Model& m, std::int64_t T, Rng& rng, CUstream stream) {
   const Shape& s = m.shape;
   Tokens k;
@@ -898,7 +872,8 @@ void check_gemm_path(const Model& m0, fkv::FusedKVMaterializer& mat, const Token
   const bool fp8 = mat.fp8_gemm();
   if (fp8) {
     const int group = s.weight == fkv::WeightFormat::Fp8Block ? 128 : 0;
-    project_values(s, m.w, fp8_activations(s, tok.x, T, group), r);
+    project_values(s, m.w,
+                   fkv::fp8_activations(s.e.act, tok.x.data(), T, s.hidden, s.stride(), group), r);
   } else {
     r.x = tok.x;
     project(s, m.w_rounded, r);

@@ -2,10 +2,13 @@
 float64 reference of the dequantized weights (q * scale), on fresh random FP8 e4m3 values over the
 whole range (one in ten in the subnormal range) or INT8 values, with random scales:
   - FusedKVMaterializeHelper(weight_format=..., weight_scales=..., act_dtype=...) in every format,
-    bf16 and fp16: stacked at T = 5 (the decode-size kernel) and T = 100 (dequantized slices and
-    cuBLASLt), pool at T = 40 with skipped tokens (rows not written stay NaN);
+    bf16 and fp16: stacked at T = 5 (the decode-size kernel) and T = 100, pool at T = 40 with
+    skipped tokens (rows not written stay NaN); above the decode crossover FP8 weights through
+    the FP8 GEMM (fp8_gemm=True, the reference's activations quantized as the GEMM's are:
+    as_read) and as dequantized slices (fp8_gemm=False), INT8 weights as slices;
   - a CUDA graph captured around materialize and materialize_to_pool, replayed after
-    refresh_weights with new weights, scales and K-norm weights;
+    refresh_weights with new weights, scales and K-norm weights, on the decode path (T = 24) and
+    above it (T = 48);
   - fkv_jit.sglang's helper on layers stored as sglang's Fp8LinearMethod (the weight as its
     transposed [in, out] view; weight_scale of one value or [out, 1], weight_scale_inv
     [out/128, in/128] with weight_block_size [128, 128]) and W8A8Int8LinearMethod keep them, and
@@ -104,6 +107,21 @@ def reference(layers, knw, ctx, pos):
     return [ref_kv(ctx, w, knw[l], 1e-6, COS_SIN, pos, H, D) for l, (_, _, w) in enumerate(layers)]
 
 
+def as_read(helper, ctx):
+    """ctx as the helper's path reads it: through the FP8 GEMM (FP8 weights above the decode
+    crossover, helper.fp8_gemm) quantized to e4m3 with one scale per token (per token and 128
+    columns for fp8_block), s = max(amax / 448, FLT_MIN) and q = e4m3(x / s) in float32, then
+    q * s in float64 (templates/quantize_act.cu); else ctx itself."""
+    T = ctx.shape[0]
+    if not (helper.fp8_gemm and T > helper.decode_crossover):
+        return ctx
+    x = ctx.float()
+    xs = x.reshape(T, -1, 128 if helper.weight_format == "fp8_block" else x.shape[1])
+    s = torch.clamp(xs.abs().amax(-1, keepdim=True) / 448.0, min=torch.finfo(torch.float32).tiny)
+    q = (xs / s).to(FP8)
+    return (q.double() * s.double()).reshape(T, -1)
+
+
 def inputs(T, dtype):
     return rand(T, HIDDEN, dtype=dtype), torch.randint(0, MAX_POS, (T,), generator=GEN).to(DEV)
 
@@ -119,7 +137,7 @@ def check_stacked(helper, layers, knw, T, dtype):
     assert helper._kept[1].data_ptr() == buf.data_ptr(), "the poisoned output was not reused"
     torch.cuda.synchronize()
     rtol, atol = TOL[dtype]
-    for l, (k_ref, v_ref) in enumerate(reference(layers, knw, ctx, pos)):
+    for l, (k_ref, v_ref) in enumerate(reference(layers, knw, as_read(helper, ctx), pos)):
         k, v = got[l]
         assert k.dtype == dtype and tuple(k.shape) == (T, H, D), (k.dtype, k.shape)
         assert_close(k, k_ref, rtol, atol, f"T={T}: k of layer {l}")
@@ -139,7 +157,7 @@ def check_pool(helper, layers, knw, dtype, T=40, slots=96):
     written = loc >= 0
     untouched = torch.ones(slots, dtype=torch.bool, device=DEV)
     untouched[loc[written]] = False
-    for l, (k_ref, v_ref) in enumerate(reference(layers, knw, ctx, pos)):
+    for l, (k_ref, v_ref) in enumerate(reference(layers, knw, as_read(helper, ctx), pos)):
         assert_close(kb[l][loc[written]], k_ref[written], rtol, atol, f"pool k of layer {l}")
         assert_close(vb[l][loc[written]], v_ref[written], rtol, atol, f"pool v of layer {l}")
         assert bool(kb[l][untouched].isnan().all() and vb[l][untouched].isnan().all()), \
@@ -150,12 +168,17 @@ def test_every_format_stacked_and_pool():
     for fmt in FORMATS:
         for dtype in (torch.bfloat16, torch.float16):
             layers, knw = model(fmt)
-            helper = make_helper(fmt, dtype, layers, knw, max_tokens=128)
-            assert helper.weight_format == fmt and helper.act_dtype == dtype
-            print(f"  {fmt} {dtype}: decode crossover {helper.decode_crossover}")
-            for T in (5, 100):
-                check_stacked(helper, layers, knw, T, dtype)
-            check_pool(helper, layers, knw, dtype)
+            # FP8 weights: the FP8 GEMM above the crossover (the default), then dequantized
+            # slices (fp8_gemm=False); INT8 weights always take the slices.
+            for fp8_gemm in ((True, False) if fmt != "int8_channel" else (True,)):
+                helper = make_helper(fmt, dtype, layers, knw, max_tokens=128, fp8_gemm=fp8_gemm)
+                assert helper.weight_format == fmt and helper.act_dtype == dtype
+                assert helper.fp8_gemm == (fp8_gemm and fmt != "int8_channel")
+                print(f"  {fmt} {dtype}: decode crossover {helper.decode_crossover}, "
+                      f"FP8 GEMM above it: {helper.fp8_gemm}")
+                for T in (5, 100):
+                    check_stacked(helper, layers, knw, T, dtype)
+                check_pool(helper, layers, knw, dtype)
 
 
 def test_engine_spellings_and_stacked_scales():
@@ -170,11 +193,13 @@ def test_engine_spellings_and_stacked_scales():
 
 
 def test_graph_replay_after_refresh():
-    for fmt in ("fp8_block", "int8_channel"):
+    # T = 48: above the decode crossover (the FP8 GEMM for fp8_block, slices for int8_channel).
+    for fmt, T in (("fp8_block", 24), ("int8_channel", 24), ("fp8_block", 48),
+                   ("fp8_tensor", 48)):
         dtype = torch.bfloat16
         layers, knw = model(fmt)
         helper = make_helper(fmt, dtype, layers, knw)
-        T, slots = 24, 64
+        slots = 64
         ctx, pos = inputs(T, dtype)
         loc = torch.randperm(slots, generator=GEN)[:T].to(DEV)
         out_k = torch.empty(L, T, H, D, dtype=dtype, device=DEV)
@@ -205,7 +230,7 @@ def test_graph_replay_after_refresh():
             graph.replay()
             torch.cuda.synchronize()
             rtol, atol = TOL[dtype]
-            for l, (k_ref, v_ref) in enumerate(reference(layers, knw, ctx, pos)):
+            for l, (k_ref, v_ref) in enumerate(reference(layers, knw, as_read(helper, ctx), pos)):
                 assert_close(out_k[l], k_ref, rtol, atol, f"{fmt} {what}: k of layer {l}")
                 assert_close(out_v[l], v_ref, rtol, atol, f"{fmt} {what}: v of layer {l}")
                 assert_close(kb[l][loc], k_ref, rtol, atol, f"{fmt} {what}: pool k of layer {l}")
