@@ -10,7 +10,8 @@
 //     kernel rounds them (one ulp of the bf16 result plus 1e-5 of sum |x w|); and for FP8
 //     weights with the default options (the FP8 GEMM): V against x quantized as the activation
 //     quantizer does (fkv::fp8_activations) times the exact dequantized weights (one ulp plus
-//     2^-12 of sum |x w|); in both, K against the reference of that projection rounded
+//     2^-12 of sum |x w|; K of this path is checked by test_decode_gpu against the epilogue of
+//     the GPU's own projection); on the slices K against the reference of that projection rounded
 //     to bf16 (one ulp plus 2^-6 of its magnitude: the GPU's fp32 sums may round to the bf16
 //     value next to the reference's, one ulp of which is up to 2^-7 of it, in both elements of
 //     a rotated pair, and the norm moves with them);
@@ -292,7 +293,11 @@ fkv_status stacked(fkv_materializer* m, const Tokens& tok, const Out& out, CUstr
 // bf16 as the dequantize kernel rounds them) or the FP8 GEMM (x quantized as its activation
 // quantizer does, fkv::fp8_activations, times the exact dequantized weights; 2^-12 of sum |x w|
 // for the FP8 tensor cores' accumulation between cuBLASLt's fp32 promotions). V against that
-// projection unrounded (one ulp plus the slack); K against the epilogue of it rounded to bf16.
+// projection unrounded (one ulp plus the slack); K, on the slices, against the epilogue of it
+// rounded to bf16. The FP8 GEMM's K is not checked here: its projection may round to another
+// bf16 value than the float64 one's, and the norm and RoPE carry that step into K at the head's
+// scale, beyond a per-element bound; test_decode_gpu checks it against the epilogue of the
+// projection the GPU computed.
 void check_above_crossover(fkv_materializer* m, const QuantWeights& qw, const Tokens& tok,
                            const std::vector<float>& cos_sin, bool fp8_gemm, CUstream stream) {
   const std::int64_t T = tok.T;
@@ -314,7 +319,7 @@ void check_above_crossover(fkv_materializer* m, const QuantWeights& qw, const To
     std::memcpy(proj_bf16.data() + 2 * i, &b, 2);
   }
   Expected e = epilogue(qw, tok, cos_sin, DType::BF16, proj_bf16.data());
-  require_match(download(out.k, stream), e.k, "k", 0x1p-6);
+  if (!fp8_gemm) require_match(download(out.k, stream), e.k, "k", 0x1p-6);
   // V: the projection unrounded, with the GEMM's magnitudes.
   const std::int64_t KV = kHeads * kHeadDim, N = kLayers * kRows;
   for (std::int64_t t = 0; t < T; ++t)
