@@ -241,8 +241,15 @@ def _selftest() -> int:
         adapter(x, pos, mapping)
         torch.cuda.synchronize()
         worst = 0.0
+        x_read = x
+        if adapter.helper.fp8_gemm and T > adapter.helper.decode_crossover:
+            # FP8 weights take cuBLASLt's FP8 GEMM, which reads x quantized to e4m3 with one
+            # scale per token (templates/quantize_act.cu; W8A8): the reference reads the same.
+            s = torch.clamp(x.float().abs().amax(-1, keepdim=True) / 448.0,
+                            min=torch.finfo(torch.float32).tiny)
+            x_read = (x.float() / s).to(torch.float8_e4m3fn).double() * s.double()
         for i, a in enumerate(attns):
-            k_ref, v_ref = reference(a, x, pos)
+            k_ref, v_ref = reference(a, x_read, pos)
             k_view, v_view = _LAYOUTS[layout](a.attn.kv_cache[0])
             s = slots[i] if per_layer else slots[0]
             got_k, got_v = k_view[s // bs, s % bs], v_view[s // bs, s % bs]
