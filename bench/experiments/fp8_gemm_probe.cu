@@ -6,7 +6,9 @@
 //     sampled entries against float64 of the FP8 values times their scales (a wrong layout is
 //     off by O(1), a right one within bf16's rounding);
 //   - how long each takes with cold L2 (a 256 MB write between calls), against the bf16 GEMM of
-//     the same shape. Medians of 30 calls timed one by one with events.
+//     the same shape. Medians of 30 calls timed one by one with events;
+//   - with FKV_PROBE_ALGOS=K (default 1), each of the first K algorithms cuBLASLt's heuristic
+//     returns, one row each (the materializer takes the first).
 // Standalone: nvcc -O2 -arch=sm_90 bench/experiments/fp8_gemm_probe.cu -lcublasLt -o probe
 //   ./probe [rows=10240] [hidden=4096] [tokens=64,128,256,512,1024,4096]
 #include <cublasLt.h>
@@ -125,7 +127,7 @@ int main(int argc, char** argv) {
   cublasLtHandle_t lt;
   LT(cublasLtCreate(&lt));
   std::printf("cuBLASLt %zu, M=%d K=%d\n", cublasLtGetVersion(), M, K);
-  std::printf("%-20s %6s %7s %10s %10s\n", "mode", "T", "algos", "median_us", "max_rel");
+  std::printf("%-20s %6s %8s %10s %10s\n", "mode", "T", "algo", "median_us", "max_rel");
   for (int T : tokens) {
     // VEC128 activation scales for this T: [KB][T], token fastest.
     std::vector<float> grp((size_t)KB * T);
@@ -160,9 +162,13 @@ int main(int argc, char** argv) {
       cublasLtMatmulPreference_t pref;
       LT(cublasLtMatmulPreferenceCreate(&pref));
       LT(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &wsb, sizeof wsb));
-      cublasLtMatmulHeuristicResult_t r{};
+      const int want = std::getenv("FKV_PROBE_ALGOS") ? std::atoi(std::getenv("FKV_PROBE_ALGOS")) : 1;
+      std::vector<cublasLtMatmulHeuristicResult_t> rs(std::max(1, want));
       int found = 0;
-      const cublasStatus_t hs = cublasLtMatmulAlgoGetHeuristic(lt, op, la, lb, ld, ld, pref, 1, &r, &found);
+      const cublasStatus_t hs =
+          cublasLtMatmulAlgoGetHeuristic(lt, op, la, lb, ld, ld, pref, (int)rs.size(), rs.data(), &found);
+      for (int ai = 0; ai < std::max(1, hs == CUBLAS_STATUS_SUCCESS ? found : 0); ++ai) {
+      const cublasLtMatmulHeuristicResult_t& r = rs[ai];
       double med = -1, max_rel = -1;
       if (hs == CUBLAS_STATUS_SUCCESS && found > 0) {
         const float alpha = 1.f, beta = 0.f;
@@ -214,10 +220,11 @@ int main(int argc, char** argv) {
         }
         std::sort(us.begin(), us.end());
         med = us[us.size() / 2];
-        if (mode == kBf16) bf16_us = med;
+        if (mode == kBf16 && ai == 0) bf16_us = med;
       }
-      std::printf("%-20s %6d %7d %10.2f %10.3g%s\n", name(mode), T, found, med, max_rel,
+      std::printf("%-20s %6d %4d/%-3d %10.2f %10.3g%s\n", name(mode), T, ai, found, med, max_rel,
                   mode != kBf16 && med > 0 ? (" (" + std::to_string(med / bf16_us).substr(0, 4) + "x bf16)").c_str() : "");
+      }
       cublasLtMatmulPreferenceDestroy(pref);
       cublasLtMatrixLayoutDestroy(la);
       cublasLtMatrixLayoutDestroy(lb);

@@ -1008,6 +1008,15 @@ TEST_CASE(
       REQUIRE(!slices.fp8_gemm());
       slices.set_cos_sin(0, fx.m.d_cos_sin.ptr(), s.max_pos);
       check_gemm_path(fx.m, slices, fx.tok, T_big, fx.rng, stream);
+      // Built for 16 tokens, then grown by reserve_tokens: the FP8 GEMM's activation buffers
+      // and its scale pointers follow.
+      fkv::MaterializerOptions go = o;
+      go.max_tokens = 16;
+      fkv::FusedKVMaterializer grown(mf.config, s.hidden, mf.w, go);
+      grown.set_cos_sin(0, fx.m.d_cos_sin.ptr(), s.max_pos);
+      grown.reserve_tokens(T_big);
+      REQUIRE(grown.fp8_gemm());
+      check_gemm_path(fx.m, grown, fx.tok, T_big, fx.rng, stream);
     }
 
     // A graph captured on the decode path, replayed after refresh_weights with new weights.
