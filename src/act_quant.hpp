@@ -11,6 +11,7 @@
 
 #include "fkv/codegen.hpp"
 #include "fkv/driver.hpp"
+#include "fkv/runtime.hpp"
 #include "fkv/spec.hpp"
 
 namespace fkv {
@@ -35,8 +36,7 @@ class ActQuantizer {
               CUstream stream) const;
 
  private:
-  Module module_, expand_module_;
-  CUfunction quantize_ = nullptr, expand_ = nullptr;
+  LoadedFunction quantize_, expand_;  // expand_: only when asked for
 };
 
 }  // namespace fkv

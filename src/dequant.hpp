@@ -9,6 +9,7 @@
 
 #include "fkv/codegen.hpp"
 #include "fkv/driver.hpp"
+#include "fkv/runtime.hpp"
 #include "fkv/spec.hpp"
 #include "fkv/weights.hpp"
 
@@ -30,8 +31,7 @@ class Dequantizer {
 
  private:
   int hidden_;
-  Module module_;
-  CUfunction function_ = nullptr;
+  LoadedFunction kernel_;
 };
 
 }  // namespace fkv

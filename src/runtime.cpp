@@ -85,6 +85,19 @@ Runtime& Runtime::global() {
 
 ArchTarget Runtime::device_target(int device) { return target_for(device_handle(device)); }
 
+LoadedFunction load_function(const KernelSource& source, int device) {
+  const CUcontext ctx = ensure_context(device);
+  const ArchTarget target = Runtime::device_target(device);
+  CompileOptions options;
+  options.arch = target.arch;
+  options.ptx = target.ptx;
+  const CacheResult image = KernelCache::global().get(source, options);
+  LoadedFunction f;
+  f.module = Module(ctx, image.kernel->image);
+  f.function = f.module.function(image.kernel->lowered_name);
+  return f;
+}
+
 // Loads `spec` into `ctx` unless that already happened. The steps, in data-flow order:
 // spec -> source (codegen) -> image (cache: memory, disk, or NVRTC) -> module -> function.
 const LoadedKernel& Runtime::Impl::load(KernelCache& cache, const JitOptions& jit, CUcontext ctx,

@@ -34,6 +34,15 @@ struct LoadedKernel {
   double load_seconds = 0;                        // get -> function handle
 };
 
+// A kernel of the materializer's other templates (the dequantize kernel, the activation
+// quantizer): `source` compiled for `device`'s target through the kernel cache and loaded into
+// its context, owned by the caller.
+struct LoadedFunction {
+  Module module;
+  CUfunction function = nullptr;
+};
+LoadedFunction load_function(const KernelSource& source, int device);
+
 class Runtime {
  public:
   // `options` (copied) are the tuning knobs and NVRTC options of every kernel this runtime
