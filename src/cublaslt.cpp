@@ -104,6 +104,56 @@ const LtShape& LtShapeCache::get(std::int64_t key, cublasLtHandle_t lt, cublasLt
   return shapes_.emplace(key, sh).first->second;
 }
 
+LtMatmul::LtMatmul(cudaDataType_t w_type, std::int64_t hidden, std::int64_t width,
+                   std::size_t workspace_bytes) {
+  try {
+    FKV_LT(cublasLtCreate, &lt_);
+    FKV_LT(cublasLtMatmulDescCreate, &op_, CUBLAS_COMPUTE_32F, CUDA_R_32F);
+    const cublasOperation_t ta = CUBLAS_OP_T, tb = CUBLAS_OP_N;
+    set(CUBLASLT_MATMUL_DESC_TRANSA, &ta, sizeof ta);
+    set(CUBLASLT_MATMUL_DESC_TRANSB, &tb, sizeof tb);
+    FKV_LT(cublasLtMatrixLayoutCreate, &w_, w_type, hidden, width, hidden);
+    FKV_LT(cublasLtMatmulPreferenceCreate, &pref_);
+    const std::uint64_t ws = workspace_bytes;
+    FKV_LT(cublasLtMatmulPreferenceSetAttribute, pref_, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES,
+           &ws, sizeof ws);
+    workspace_ = DeviceBuffer(workspace_bytes);
+  } catch (...) {
+    destroy();
+    throw;
+  }
+}
+
+LtMatmul::~LtMatmul() { destroy(); }
+
+void LtMatmul::destroy() {
+  Lt& L = Lt::get();
+  if (pref_) L.cublasLtMatmulPreferenceDestroy(pref_);
+  if (w_) L.cublasLtMatrixLayoutDestroy(w_);
+  if (op_) L.cublasLtMatmulDescDestroy(op_);
+  if (lt_) L.cublasLtDestroy(lt_);
+  pref_ = nullptr;
+  w_ = nullptr;
+  op_ = nullptr;
+  lt_ = nullptr;
+}
+
+void LtMatmul::set(cublasLtMatmulDescAttributes_t attr, const void* value, std::size_t size) {
+  FKV_LT(cublasLtMatmulDescSetAttribute, op_, attr, value, size);
+}
+
+const LtShape& LtMatmul::shape(LtShapeCache& cache, std::int64_t key,
+                               const std::function<void(LtShape&)>& make) {
+  return cache.get(key, lt_, op_, w_, pref_, make);
+}
+
+void LtMatmul::run(const void* a, cublasLtMatrixLayout_t a_layout, const LtShape& sh, const void* x,
+                   void* out, CUstream stream) const {
+  const float alpha = 1.0f, beta = 0.0f;
+  FKV_LT(cublasLtMatmul, lt_, op_, &alpha, a, a_layout ? a_layout : w_, x, sh.b, &beta, out, sh.d,
+         out, sh.d, &sh.algo, workspace_.ptr(), workspace_.size(), stream);
+}
+
 void LtShapeCache::clear() {
   for (auto& [key, sh] : shapes_) destroy_layouts({sh.a, sh.b, sh.d});
   shapes_.clear();

@@ -13,6 +13,7 @@
 #include <string>
 #include <unordered_map>
 
+#include "fkv/driver.hpp"
 #include "fkv/spec.hpp"
 
 namespace fkv {
@@ -82,5 +83,36 @@ class LtShapeCache {
 };
 
 void destroy_layouts(std::initializer_list<cublasLtMatrixLayout_t> layouts);
+
+// The cuBLASLt objects of one projection GEMM, made and destroyed together: a handle; the
+// operation, fp32 compute and scales, in the column-major view proj^T [N, T] = (W as
+// [hidden, N])^T · (x^T as [hidden, T]) (TRANSA = T, TRANSB = N); the weights' layout
+// [hidden, N] of `w_type`; the preference (the workspace's size) and the workspace. A
+// constructor that throws (CudaError: cuBLASLt missing or failing) leaves nothing allocated.
+class LtMatmul {
+ public:
+  LtMatmul(cudaDataType_t w_type, std::int64_t hidden, std::int64_t width,
+           std::size_t workspace_bytes);
+  ~LtMatmul();
+  LtMatmul(const LtMatmul&) = delete;
+  LtMatmul& operator=(const LtMatmul&) = delete;
+
+  // One more attribute of the operation (scale modes and pointers), before the first shape.
+  void set(cublasLtMatmulDescAttributes_t attr, const void* value, std::size_t size);
+  // The shape for `key` in `cache` (LtShapeCache::get with this operation and weights).
+  const LtShape& shape(LtShapeCache& cache, std::int64_t key,
+                       const std::function<void(LtShape&)>& make);
+  // out = a · x with sh's layouts and algorithm; a_layout null: the weights' layout.
+  void run(const void* a, cublasLtMatrixLayout_t a_layout, const LtShape& sh, const void* x,
+           void* out, CUstream stream) const;
+
+ private:
+  void destroy();
+  cublasLtHandle_t lt_ = nullptr;
+  cublasLtMatmulDesc_t op_ = nullptr;
+  cublasLtMatrixLayout_t w_ = nullptr;
+  cublasLtMatmulPreference_t pref_ = nullptr;
+  DeviceBuffer workspace_;
+};
 
 }  // namespace fkv
