@@ -89,15 +89,20 @@ TEST_CASE("quantized decode specs: chunks of 64 columns, whole 128-column blocks
   CHECK(fkv::decode_unsupported(e, 4096, 2, WeightFormat::Fp8Channel).empty());
 }
 
+// Compile options for sm_90, or false (with a warning) when this NVRTC does not build it.
+bool sm90_options(fkv::CompileOptions& o) {
+  for (const fkv::Arch& a : fkv::supported_archs())
+    if (a.name() == "sm_90") {
+      o.arch = a;
+      return true;
+    }
+  WARN("NVRTC here does not build sm_90; skipped");
+  return false;
+}
+
 TEST_CASE("the dequantize kernel of the cuBLASLt path compiles for every format and dtype") {
-  bool sm90 = false;
-  for (const fkv::Arch& a : fkv::supported_archs()) sm90 |= a.name() == "sm_90";
-  if (!sm90) {
-    WARN("NVRTC here does not build sm_90; skipped");
-    return;
-  }
   fkv::CompileOptions o;
-  o.arch = fkv::Arch::parse("sm_90");
+  if (!sm90_options(o)) return;
   for (WeightFormat w : {WeightFormat::Fp8Tensor, WeightFormat::Fp8Channel, WeightFormat::Fp8Block,
                          WeightFormat::Int8Channel})
     for (fkv::DType act : {fkv::DType::BF16, fkv::DType::FP16}) {
@@ -114,14 +119,8 @@ TEST_CASE("the dequantize kernel of the cuBLASLt path compiles for every format 
 }
 
 TEST_CASE("the FP8 GEMM's activation quantizer and scale expansion compile") {
-  bool sm90 = false;
-  for (const fkv::Arch& a : fkv::supported_archs()) sm90 |= a.name() == "sm_90";
-  if (!sm90) {
-    WARN("NVRTC here does not build sm_90; skipped");
-    return;
-  }
   fkv::CompileOptions o;
-  o.arch = fkv::Arch::parse("sm_90");
+  if (!sm90_options(o)) return;
   // 4000 columns: a partial last 128-column group, and 4000 / 8 vectors not a multiple of the
   // 128 threads.
   for (int hidden : {4096, 4000, 8})
