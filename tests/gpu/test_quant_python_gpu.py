@@ -110,16 +110,21 @@ def reference(layers, knw, ctx, pos):
 def as_read(helper, ctx):
     """ctx as the helper's path reads it: through the FP8 GEMM (FP8 weights above the decode
     crossover, helper.fp8_gemm) quantized to e4m3 with one scale per token (per token and 128
-    columns for fp8_block), s = max(amax / 448, FLT_MIN) and q = e4m3(x / s) in float32, then
-    q * s in float64 (templates/quantize_act.cu); else ctx itself."""
+    columns for fp8_block), s = max(amax / 448, FLT_MIN) and q = e4m3(x / s) with both quotients
+    the IEEE float32 ones, then q * s in float64 (templates/quantize_act.cu); else ctx itself.
+    The quotients are taken in float64 and rounded to float32 once, which is the float32 quotient
+    exactly (53 >= 2 * 24 + 2 bits); torch's float32 division by a Python number multiplies by
+    its reciprocal instead, one unit off now and then, and that moves some q across a rounding
+    step."""
     T = ctx.shape[0]
     if not (helper.fp8_gemm and T > helper.decode_crossover):
         return ctx
-    x = ctx.float()
+    x = ctx.double()
     xs = x.reshape(T, -1, 128 if helper.weight_format == "fp8_block" else x.shape[1])
-    s = torch.clamp(xs.abs().amax(-1, keepdim=True) / 448.0, min=torch.finfo(torch.float32).tiny)
-    q = (xs / s).to(FP8)
-    return (q.double() * s.double()).reshape(T, -1)
+    s = torch.clamp((xs.abs().amax(-1, keepdim=True) / 448.0).float(),
+                    min=torch.finfo(torch.float32).tiny).double()
+    q = (xs / s).float().to(FP8)
+    return (q.double() * s).reshape(T, -1)
 
 
 def inputs(T, dtype):
