@@ -118,17 +118,22 @@ struct FusedKVMaterializer::Impl {
   // (cuBLASLt's block-scaled GEMM takes no other), its padding rows written and never read.
   static std::int64_t proj_rows(std::int64_t tokens) { return (tokens + 3) / 4 * 4; }
 
-  // The FP8 GEMM's buffers for up to max_tokens tokens, and the GEMM itself (its scale pointers
-  // are fixed in it, so it is made again with new buffers).
+  // The FP8 GEMM's activation buffers for up to max_tokens tokens (the GEMM, made once, is
+  // given the new scale pointer; graphs captured before keep the old buffers, retired, and the
+  // GEMM's workspace).
   void size_fp8_gemm(std::int64_t max_tokens) {
     const bool block = format == WeightFormat::Fp8Block;
     const std::int64_t n = proj_rows(max_tokens);
     const std::int64_t groups = block ? (hidden + kWeightBlock - 1) / kWeightBlock : 1;
     xq = DeviceBuffer(static_cast<std::size_t>(n * hidden));
     xq_scales = DeviceBuffer(static_cast<std::size_t>(n * groups) * sizeof(float));
-    scaled = std::make_unique<ScaledGemm>(
-        opt.act, hidden, width, block ? GemmScales::BlockGroup : GemmScales::RowToken,
-        gemm_scales(), static_cast<const float*>(xq_scales.ptr()), opt.gemm_workspace_bytes);
+    const auto* x_scales = static_cast<const float*>(xq_scales.ptr());
+    if (scaled)
+      scaled->set_x_scales(x_scales);
+    else
+      scaled = std::make_unique<ScaledGemm>(opt.act, hidden, width,
+                                            block ? GemmScales::BlockGroup : GemmScales::RowToken,
+                                            gemm_scales(), x_scales, opt.gemm_workspace_bytes);
   }
 
   // Sets up the FP8 GEMM path where the options and the format allow it.

@@ -51,6 +51,10 @@ ScaledGemm::ScaledGemm(DType out, std::int64_t hidden, std::int64_t width, GemmS
 
 ScaledGemm::~ScaledGemm() = default;
 
+void ScaledGemm::set_x_scales(const float* x_scales) {
+  s_->mm.set(CUBLASLT_MATMUL_DESC_B_SCALE_POINTER, &x_scales, sizeof x_scales);
+}
+
 bool ScaledGemm::supports(std::int64_t n) { return n > 0 && s_->shape(n).found; }
 
 void ScaledGemm::run(const void* wq, const void* xq, std::int64_t n, void* proj, CUstream stream) {

@@ -39,6 +39,9 @@ class ScaledGemm {
   bool supports(std::int64_t n);
   // proj [n, width] (row-major) from wq and xq as above.
   void run(const void* wq, const void* xq, std::int64_t n, void* proj, CUstream stream);
+  // The activation scales of later calls (a grown buffer). Graphs captured before keep the
+  // pointer they captured, and the workspace, which this GEMM keeps.
+  void set_x_scales(const float* x_scales);
 
  private:
   struct State;

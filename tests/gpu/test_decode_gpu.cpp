@@ -1009,14 +1009,38 @@ TEST_CASE(
       slices.set_cos_sin(0, fx.m.d_cos_sin.ptr(), s.max_pos);
       check_gemm_path(fx.m, slices, fx.tok, T_big, fx.rng, stream);
       // Built for 16 tokens, then grown by reserve_tokens: the FP8 GEMM's activation buffers
-      // and its scale pointers follow.
+      // and its scale pointer follow.
       fkv::MaterializerOptions go = o;
       go.max_tokens = 16;
       fkv::FusedKVMaterializer grown(mf.config, s.hidden, mf.w, go);
       grown.set_cos_sin(0, fx.m.d_cos_sin.ptr(), s.max_pos);
+      // A graph captured on the FP8 GEMM before reserve_tokens (12 tokens, above the crossover
+      // of 8) replays after it with the same bytes: it keeps the buffers it captured and the
+      // GEMM's workspace (compute-sanitizer runs of this test catch a freed one).
+      const std::int64_t T = 12;
+      const Call c = make_call(s, T, fx.rng);
+      const fkv::DeviceBuffer d_pos = to_device(index_bytes(IndexType::I64, c.pos), stream);
+      const auto bytes = static_cast<std::size_t>(s.layers * T * s.kv() * elem_size(s.e.act));
+      fkv::DeviceBuffer k_out = alloc(bytes), v_out = alloc(bytes);
+      void* kp = k_out.ptr();
+      void* vp = v_out.ptr();
+      const fkv::MaterializerInput in12{fx.tok.d_x.ptr(), T, s.stride(), d_pos.ptr()};
+      GraphExec before(capture(stream, [&] {
+        grown.materialize_stacked(in12, std::span<void* const>(&kp, 1),
+                                  std::span<void* const>(&vp, 1), stream);
+      }));
+      poison(k_out, stream);
+      poison(v_out, stream);
+      before.launch(stream);
+      const std::vector<std::uint8_t> k12 = download(k_out, stream), v12 = download(v_out, stream);
       grown.reserve_tokens(T_big);
       REQUIRE(grown.fp8_gemm());
       check_gemm_path(fx.m, grown, fx.tok, T_big, fx.rng, stream);
+      poison(k_out, stream);
+      poison(v_out, stream);
+      before.launch(stream);
+      CHECK(download(k_out, stream) == k12);
+      CHECK(download(v_out, stream) == v12);
     }
 
     // A graph captured on the decode path, replayed after refresh_weights with new weights.
