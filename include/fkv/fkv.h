@@ -410,7 +410,8 @@ typedef struct fkv_weight_quant {
    * 128x128 block scales), "int8_channel" (INT8, per-output-row scales), or an engine's
    * spelling ("fp8", "fp8_per_channel", "fp8_block128", "int8", "w8a16"). Quantized w_kv hold
    * one byte per weight, rows 16-byte aligned (w_kv_row_stride a multiple of 16); hidden_size
-   * a multiple of 16; activations (options.act) bf16 or fp16, which stay unquantized. */
+   * a multiple of 16; activations (options.act) bf16 or fp16, unquantized except on the FP8
+   * GEMM (options.fp8_gemm). */
   const char* format;
   /* Quantized formats: HOST [num_layers] array of DEVICE fp32 pointers, per attention layer
    * the scales of its K/V rows: 1 value (fp8_tensor); 2*H*D (fp8_channel, int8_channel);

@@ -9,7 +9,9 @@
 // The projection is then sum_k x[t, k] * (q[n, k] * scale(n, k)), activations bf16/fp16,
 // accumulated in fp32: the per-row and per-tensor scales multiply the row's fp32 sum, a block
 // scale each 128-column partial sum of its block (as sglang's and vLLM's Fp8LinearMethod /
-// block-FP8 / W8A16 reference paths do with dequantized weights, docs/quantized.md).
+// block-FP8 / W8A16 reference paths do with dequantized weights, docs/quantized.md). On the FP8
+// GEMM (FP8 weights above the decode crossover, MaterializerOptions::fp8_gemm) x is first
+// quantized to e4m3 per token (per token and 128 columns for blocks), as their W8A8 paths do.
 // Packed 4-bit schemes (GPTQ, AWQ, NVFP4, MXFP4, ...) are refused by name.
 #pragma once
 
