@@ -4,6 +4,7 @@
 #include <dlfcn.h>
 
 #include <mutex>
+#include <utility>
 
 #include "fkv/errors.hpp"
 #include "fkv/fused_kv_materializer.hpp"
@@ -105,7 +106,8 @@ const LtShape& LtShapeCache::get(std::int64_t key, cublasLtHandle_t lt, cublasLt
 }
 
 LtMatmul::LtMatmul(cudaDataType_t w_type, std::int64_t hidden, std::int64_t width,
-                   std::size_t workspace_bytes) {
+                   std::shared_ptr<DeviceBuffer> workspace)
+    : workspace_(std::move(workspace)) {
   try {
     FKV_LT(cublasLtCreate, &lt_);
     FKV_LT(cublasLtMatmulDescCreate, &op_, CUBLAS_COMPUTE_32F, CUDA_R_32F);
@@ -114,10 +116,9 @@ LtMatmul::LtMatmul(cudaDataType_t w_type, std::int64_t hidden, std::int64_t widt
     set(CUBLASLT_MATMUL_DESC_TRANSB, &tb, sizeof tb);
     FKV_LT(cublasLtMatrixLayoutCreate, &w_, w_type, hidden, width, hidden);
     FKV_LT(cublasLtMatmulPreferenceCreate, &pref_);
-    const std::uint64_t ws = workspace_bytes;
+    const std::uint64_t ws = workspace_->size();
     FKV_LT(cublasLtMatmulPreferenceSetAttribute, pref_, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES,
            &ws, sizeof ws);
-    workspace_ = DeviceBuffer(workspace_bytes);
   } catch (...) {
     destroy();
     throw;
@@ -151,7 +152,7 @@ void LtMatmul::run(const void* a, cublasLtMatrixLayout_t a_layout, const LtShape
                    void* out, CUstream stream) const {
   const float alpha = 1.0f, beta = 0.0f;
   FKV_LT(cublasLtMatmul, lt_, op_, &alpha, a, a_layout ? a_layout : w_, x, sh.b, &beta, out, sh.d,
-         out, sh.d, &sh.algo, workspace_.ptr(), workspace_.size(), stream);
+         out, sh.d, &sh.algo, workspace_->ptr(), workspace_->size(), stream);
 }
 
 void LtShapeCache::clear() {

@@ -10,6 +10,7 @@
 #include <cstdint>
 #include <functional>
 #include <initializer_list>
+#include <memory>
 #include <string>
 #include <unordered_map>
 
@@ -87,12 +88,13 @@ void destroy_layouts(std::initializer_list<cublasLtMatrixLayout_t> layouts);
 // The cuBLASLt objects of one projection GEMM, made and destroyed together: a handle; the
 // operation, fp32 compute and scales, in the column-major view proj^T [N, T] = (W as
 // [hidden, N])^T · (x^T as [hidden, T]) (TRANSA = T, TRANSB = N); the weights' layout
-// [hidden, N] of `w_type`; the preference (the workspace's size) and the workspace. A
-// constructor that throws (CudaError: cuBLASLt missing or failing) leaves nothing allocated.
+// [hidden, N] of `w_type`; the preference (the workspace's size) and the workspace, which GEMMs
+// whose calls are stream-ordered with each other (one materializer's) may share. A constructor
+// that throws (CudaError: cuBLASLt missing or failing) leaves nothing allocated.
 class LtMatmul {
  public:
   LtMatmul(cudaDataType_t w_type, std::int64_t hidden, std::int64_t width,
-           std::size_t workspace_bytes);
+           std::shared_ptr<DeviceBuffer> workspace);
   ~LtMatmul();
   LtMatmul(const LtMatmul&) = delete;
   LtMatmul& operator=(const LtMatmul&) = delete;
@@ -102,6 +104,7 @@ class LtMatmul {
   // The shape for `key` in `cache` (LtShapeCache::get with this operation and weights).
   const LtShape& shape(LtShapeCache& cache, std::int64_t key,
                        const std::function<void(LtShape&)>& make);
+  const std::shared_ptr<DeviceBuffer>& workspace() const { return workspace_; }
   // out = a · x with sh's layouts and algorithm; a_layout null: the weights' layout.
   void run(const void* a, cublasLtMatrixLayout_t a_layout, const LtShape& sh, const void* x,
            void* out, CUstream stream) const;
@@ -112,7 +115,7 @@ class LtMatmul {
   cublasLtMatmulDesc_t op_ = nullptr;
   cublasLtMatrixLayout_t w_ = nullptr;
   cublasLtMatmulPreference_t pref_ = nullptr;
-  DeviceBuffer workspace_;
+  std::shared_ptr<DeviceBuffer> workspace_;
 };
 
 }  // namespace fkv

@@ -133,7 +133,7 @@ struct FusedKVMaterializer::Impl {
     else
       scaled = std::make_unique<ScaledGemm>(opt.act, hidden, width,
                                             block ? GemmScales::BlockGroup : GemmScales::RowToken,
-                                            gemm_scales(), x_scales, opt.gemm_workspace_bytes);
+                                            gemm_scales(), x_scales, gemm->workspace());
   }
 
   // Sets up the FP8 GEMM path where the options and the format allow it.

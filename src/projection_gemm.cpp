@@ -12,7 +12,10 @@ void check_gemm_dtype(DType act) { lt_type(act); }
 
 struct ProjectionGemm::State {
   State(DType a, std::int64_t h, std::int64_t w, std::size_t workspace_bytes)
-      : act(a), hidden(h), width(w), mm(lt_type(a), h, w, workspace_bytes) {}
+      : act(a),
+        hidden(h),
+        width(w),
+        mm(lt_type(a), h, w, std::make_shared<DeviceBuffer>(workspace_bytes)) {}
 
   DType act;
   std::int64_t hidden, width;
@@ -44,6 +47,8 @@ ProjectionGemm::ProjectionGemm(DType act, std::int64_t hidden, std::int64_t widt
     : s_(std::make_unique<State>(act, hidden, width, workspace_bytes)) {}
 
 ProjectionGemm::~ProjectionGemm() = default;
+
+std::shared_ptr<DeviceBuffer> ProjectionGemm::workspace() const { return s_->mm.workspace(); }
 
 void ProjectionGemm::dense(const void* w, const void* x, std::int64_t T, std::int64_t ld,
                            void* proj, CUstream stream) {

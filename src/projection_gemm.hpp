@@ -26,6 +26,8 @@ class ProjectionGemm {
   // workspace_bytes for cuBLASLt. Throws CudaError when cuBLASLt cannot be loaded.
   ProjectionGemm(DType act, std::int64_t hidden, std::int64_t width, std::size_t workspace_bytes);
   ~ProjectionGemm();
+  // Its cuBLASLt workspace, for another GEMM whose calls are stream-ordered with this one's.
+  std::shared_ptr<DeviceBuffer> workspace() const;
   ProjectionGemm(const ProjectionGemm&) = delete;
   ProjectionGemm& operator=(const ProjectionGemm&) = delete;
 

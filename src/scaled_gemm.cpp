@@ -2,6 +2,7 @@
 #include "scaled_gemm.hpp"
 
 #include <string>
+#include <utility>
 
 #include "cublaslt.hpp"
 #include "fkv/errors.hpp"
@@ -18,8 +19,8 @@ cudaDataType_t out_type(DType out) {
 }  // namespace
 
 struct ScaledGemm::State {
-  State(DType o, std::int64_t h, std::int64_t w, std::size_t workspace_bytes)
-      : out(out_type(o)), hidden(h), width(w), mm(CUDA_R_8F_E4M3, h, w, workspace_bytes) {}
+  State(DType o, std::int64_t h, std::int64_t w, std::shared_ptr<DeviceBuffer> workspace)
+      : out(out_type(o)), hidden(h), width(w), mm(CUDA_R_8F_E4M3, h, w, std::move(workspace)) {}
 
   cudaDataType_t out;
   std::int64_t hidden, width;
@@ -35,8 +36,9 @@ struct ScaledGemm::State {
 };
 
 ScaledGemm::ScaledGemm(DType out, std::int64_t hidden, std::int64_t width, GemmScales scales,
-                       const float* w_scales, const float* x_scales, std::size_t workspace_bytes)
-    : s_(std::make_unique<State>(out, hidden, width, workspace_bytes)) {
+                       const float* w_scales, const float* x_scales,
+                       std::shared_ptr<DeviceBuffer> workspace)
+    : s_(std::make_unique<State>(out, hidden, width, std::move(workspace))) {
   LtMatmul& mm = s_->mm;
   const bool rows = scales == GemmScales::RowToken;
   const cublasLtMatmulMatrixScale_t am = rows ? CUBLASLT_MATMUL_MATRIX_SCALE_OUTER_VEC_32F

@@ -26,10 +26,11 @@ enum class GemmScales {
 
 class ScaledGemm {
  public:
-  // out: the activation dtype (bf16 or fp16); N = width rows of wq. Throws CudaError when
-  // cuBLASLt cannot be loaded.
+  // out: the activation dtype (bf16 or fp16); N = width rows of wq; cuBLASLt's workspace,
+  // shared with the materializer's other GEMM (their calls are stream-ordered). Throws
+  // CudaError when cuBLASLt cannot be loaded.
   ScaledGemm(DType out, std::int64_t hidden, std::int64_t width, GemmScales scales,
-             const float* w_scales, const float* x_scales, std::size_t workspace_bytes);
+             const float* w_scales, const float* x_scales, std::shared_ptr<DeviceBuffer> workspace);
   ~ScaledGemm();
   ScaledGemm(const ScaledGemm&) = delete;
   ScaledGemm& operator=(const ScaledGemm&) = delete;
