@@ -3,12 +3,9 @@
 
 #include <sstream>
 
-#include "fkv/cache.hpp"
-#include "fkv/compiler.hpp"
 #include "fkv/errors.hpp"
 #include "fkv/options.hpp"
 #include "fkv/runtime.hpp"
-#include "fkv/version.hpp"
 
 namespace fkv {
 namespace {
