@@ -322,30 +322,24 @@ __global__ void __launch_bounds__(WARPS * 32) fused_proj_kv(const FkvDecodeParam
       if constexpr (XQ == 1) {
         // The 16 bytes of row g (and of g + 8) are the A fragments of two k32 MMAs, bytes 0-7
         // the first (k 4*tig.. and 16 + 4*tig..), bytes 8-15 the second; token g's 16 bytes of
-        // the same columns are their B fragments, in the same order. Every accumulator's first
-        // MMA is issued before any second one, so that no MMA waits on the one just before it.
-        U32x4 b[NT];
+        // the same columns are their B fragments, in the same order.
 #pragma unroll
-        for (int j = 0; j < NT; ++j) b[j] = *reinterpret_cast<const U32x4*>(xrow + j * 8 * XROW);
+        for (int j = 0; j < NT; ++j) {
+          const U32x4 b = *reinterpret_cast<const U32x4*>(xrow + j * 8 * XROW);
 #pragma unroll
-        for (int half = 0; half < 2; ++half)
-#pragma unroll
-          for (int j = 0; j < NT; ++j)
-#pragma unroll
-            for (int mi = 0; mi < MW; ++mi) {
-              const U32x4& a = wr[pp][mi][0];
-              const U32x4& a8 = wr[pp][mi][1];
-              auto mma = [&](float (&d)[4]) {
-                if (half == 0)
-                  mma16832_e4m3(d, a.x, a8.x, a.y, a8.y, b[j].x, b[j].y);
-                else
-                  mma16832_e4m3(d, a.z, a8.z, a.w, a8.w, b[j].z, b[j].w);
-              };
-              if constexpr (WS == 3)
-                mma(blk[mi % NB][j % NT]);
-              else
-                mma(acc[mi][j]);
-            }
+          for (int mi = 0; mi < MW; ++mi) {
+            const U32x4& a = wr[pp][mi][0];
+            const U32x4& a8 = wr[pp][mi][1];
+            auto mma2 = [&](float (&d)[4]) {
+              mma16832_e4m3(d, a.x, a8.x, a.y, a8.y, b.x, b.y);
+              mma16832_e4m3(d, a.z, a8.z, a.w, a8.w, b.z, b.w);
+            };
+            if constexpr (WS == 3)
+              mma2(blk[mi % NB][j % NT]);
+            else
+              mma2(acc[mi][j]);
+          }
+        }
       } else {
         u32 ra[MW][WQ ? 8 : 4], rb[MW][WQ ? 8 : 4];  // rows g and g + 8 as Act pairs
 #pragma unroll
