@@ -7,16 +7,13 @@
 //                          kernel up to the GPU's crossover, cuBLASLt + epilogue above it;
 //   fp8_tensor, fp8_channel, fp8_block, int8_channel
 //                          the same over quantized weights read as stored (the decode kernel
-//                          up to 64 tokens: weights converted in registers, or for FP8 weights
-//                          in its FP8-activation buckets FP8 x FP8; above, FP8 weights go
+//                          converts them in registers, up to 64 tokens; above, FP8 weights go
 //                          through cuBLASLt's FP8 GEMM with the activations quantized per token,
 //                          INT8 ones as slices of up to 32 MB dequantized into scratch and
 //                          multiplied by cuBLASLt);
 //   fp8_t/slices, fp8_t/slice8M, fp8_t/slice16M   fp8_tensor above 64 tokens as dequantized
 //                          slices of 32, 8 and 16 MB (MaterializerOptions::fp8_gemm = false);
-//   fp8_t/gemm             fp8_tensor up to 64 tokens through the FP8 GEMM (no decode kernel);
-//   fp8_t/w8a16            fp8_tensor up to 64 tokens with fp8_gemm off: the decode kernel with
-//                          the activations as given (W8A16) in every bucket.
+//   fp8_t/gemm             fp8_tensor up to 64 tokens through the FP8 GEMM (no decode kernel).
 // at T = 1, 8, 64, 512, 4096 (--tokens). Timing: bench_timing.hpp's time_graph (CUDA-graph
 // replays of `calls` back-to-back calls, median per call, warm-up first).
 // Cold L2: in a server the draft's weights are evicted between two steps (the target model's
@@ -35,8 +32,7 @@
 // {2,4,8} x MMA tiles per warp {1,2,4} (k_slice as make_decode_spec chooses it); from 16 tokens,
 // 8-warp tiles of 256 and 512 rows; splits {3,5,6} that do not divide the x stages; and, from 16
 // tokens, 8-warp 256-row tiles with 3 or 6 splits and k_slice {128,256,512}; up to 8 tokens, 3
-// splits with k_slice {64,128,256}; with --sweep-fp8-act, FP8 activations in every bucket
-// (DecodeOptions::fp8_act_bucket 8: each call quantizes x, then the FP8 x FP8 kernel); a tiling
+// splits with k_slice {64,128,256}; a tiling
 // make_decode_spec refuses is recorded with its error. A DecodeKV keeps its DecodeModel's weight
 // pointer, so each tiling gets one DecodeKV per weight copy (the same copies as above), and the
 // captured calls go round them as in the table; the copies share the compiled kernels
@@ -104,7 +100,6 @@ struct SweepIO {
   int calls = 20;
   double target_ms = 15;
   double probe_q = 0;  // the 8-bit read floor of this run (us)
-  bool fp8_act = false;  // --sweep-fp8-act
 };
 
 // The T tokens' rows of every layer's K and V pool, as written by one call (bf16 bits).
@@ -167,7 +162,7 @@ json tiling_sweep(const SweepIO& io, const std::vector<std::int64_t>& sweep_toke
   for (Try& t : tries) {
     try {
       (void)fkv::make_decode_spec(e, kHidden, kLayers, fkv::decode_bucket(t.T), sms, t.t,
-                                  io.model.weight, io.fp8_act);
+                                  io.model.weight);
     } catch (const std::exception& ex) {
       t.refused = ex.what();
     }
@@ -196,7 +191,6 @@ json tiling_sweep(const SweepIO& io, const std::vector<std::int64_t>& sweep_toke
             o.max_tokens = t.T;
             o.stacked = false;
             o.tuning = t.t;
-            o.fp8_act_bucket = io.fp8_act ? 8 : 0;
             t.kv.push_back(std::make_unique<fkv::DecodeKV>(m, o));
           }
         } catch (const std::exception& ex) {
@@ -344,7 +338,7 @@ int main(int argc, char** argv) {
   double target_ms = 200;
   int calls = 20;
   double cold_mb = 160;
-  bool sweep = false, no_table = false, sweep_fp8_act = false;
+  bool sweep = false, no_table = false;
   double sweep_target_ms = 15;
   std::string sweep_weight = "fp8_tensor";
   std::vector<std::string> only;
@@ -363,13 +357,10 @@ int main(int argc, char** argv) {
                  "about this much GPU time per tiling of the sweep");
   app.add_option("--sweep-weight", sweep_weight,
                  "the sweep's 8-bit format (fp8_tensor, fp8_channel, fp8_block, int8_channel)");
-  app.add_flag("--sweep-fp8-act", sweep_fp8_act,
-               "the sweep with FP8 activations in every bucket (FP8 weights; x quantized per call)");
   app.add_flag("--no-table", no_table, "skip the main table (the probes still run)");
   app.add_option("--weights", only,
                  "the table's rows by name (dense, fp8_tensor, fp8_channel, fp8_block, "
-                 "int8_channel, fp8_t/slices, fp8_t/slice8M, fp8_t/slice16M, fp8_t/gemm, fp8_t/w8a16); "
-                 "default all. Ratios to bf16 need "
+                 "int8_channel, fp8_t/slice8M, fp8_t/slice16M); default all. Ratios to bf16 need "
                  "dense (bf16) among them")
       ->delimiter(',');
   CLI11_PARSE(app, argc, argv);
@@ -509,9 +500,6 @@ int main(int argc, char** argv) {
     variants.push_back({fkv::WeightFormat::Fp8Tensor, "fp8_t/slice8M", 0, 8u << 20, false, 1});
     variants.push_back({fkv::WeightFormat::Fp8Tensor, "fp8_t/slice16M", 0, 16u << 20, false, 1});
     variants.push_back({fkv::WeightFormat::Fp8Tensor, "fp8_t/gemm", 0, 32u << 20, true, -1});
-    // Up to 64 tokens, fp8_gemm off: the decode kernel with bf16 activations (W8A16) in every
-    // bucket, the path before FP8 activations took the 64-token bucket.
-    variants.push_back({fkv::WeightFormat::Fp8Tensor, "fp8_t/w8a16", -1, 32u << 20, false, -1});
     if (!only.empty()) {
       for (const std::string& n : only)
         if (std::none_of(variants.begin(), variants.end(),
@@ -578,7 +566,6 @@ int main(int argc, char** argv) {
       io.calls = calls;
       io.target_ms = sweep_target_ms;
       io.probe_q = probe_q;
-      io.fp8_act = sweep_fp8_act;
       const fkv::DeviceBuffer d_norm =
           upload(std::vector<float>(static_cast<std::size_t>(kLayers * kHeadDim), 1.0f));
       fkv::RopeFrequencies freq;
@@ -615,7 +602,6 @@ int main(int argc, char** argv) {
       }
       doc["sweep_method"] = {
           {"weights", fkv::to_string(io.model.weight)},
-          {"fp8_activations", io.fp8_act},
           {"kernel", "fkv::DecodeKV::run_pool alone (the materializer's decode path)"},
           {"copies", d_wq.size()},
           {"target_ms", sweep_target_ms},

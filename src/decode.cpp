@@ -1,7 +1,6 @@
 // decode: the host object of the decode-size fused kernel (DecodeKV): compiles and loads its
 // kernels, owns the split-K workspace, checks the inputs and the output layout, launches. The
-// spec, tiling and codegen are in decode_spec.cpp. With FP8 activations it also quantizes each
-// launch's tokens first (act_quant.hpp).
+// spec, tiling and codegen are in decode_spec.cpp.
 #include "fkv/decode.hpp"
 
 #include <spdlog/spdlog.h>
@@ -16,7 +15,6 @@
 #include "fkv/driver.hpp"
 #include "fkv/errors.hpp"
 #include "fkv/runtime.hpp"
-#include "act_quant.hpp"
 
 namespace fkv {
 namespace {
@@ -43,10 +41,6 @@ struct DecodeKV::Impl {
   CUcontext ctx = nullptr;
   std::vector<Kernel> stacked, pool;  // by bucket: 8, 16, 32, 64
   DeviceBuffer workspace, counters;
-  // FP8 activations (DecodeOptions::fp8_act_bucket): the quantizer, and one launch's e4m3 rows
-  // [64, hidden] and scales [64].
-  std::unique_ptr<ActQuantizer> quantizer;
-  DeviceBuffer xq, xq_scales;
   std::int64_t kv = 0;  // H * D
 
   static std::size_t slot_of(int bucket) {
@@ -157,15 +151,6 @@ struct DecodeKV::Impl {
       const Kernel& k = kernel(mode, n);
       p.x = static_cast<const char*>(in.hidden) + t0 * stride * act;
       p.num_tokens = n;
-      if (k.spec.fp8_act) {  // this launch's tokens to e4m3 first, in stream order
-        quantizer->run(p.x, stride, n, n, xq.ptr(), static_cast<float*>(xq_scales.ptr()), stream);
-        p.x = xq.ptr();
-        p.x_stride = model.hidden;
-        p.x_scale = static_cast<const float*>(xq_scales.ptr());
-      } else {
-        p.x_stride = stride;
-        p.x_scale = nullptr;
-      }
       p.positions = in.positions ? static_cast<const char*>(in.positions) + t0 * pos : nullptr;
       fill(p, t0);
       void* args[] = {&p};
@@ -192,9 +177,8 @@ std::vector<DecodeSpec> decode_specs(const KernelSpec& epilogue, int hidden, int
       KernelSpec ke = epilogue;
       ke.mode = mode;
       if (mode == OutputMode::Stacked) ke.cache = epilogue.act;  // stacked output: activation dtype
-      const bool fp8_act = options.fp8_act_bucket != 0 && b >= options.fp8_act_bucket;
       specs.push_back(
-          make_decode_spec(ke, hidden, num_layers, b, sm_count, options.tuning, weight, fp8_act));
+          make_decode_spec(ke, hidden, num_layers, b, sm_count, options.tuning, weight));
     }
   }
   return specs;
@@ -231,23 +215,12 @@ DecodeKV::DecodeKV(const DecodeModel& model, const DecodeOptions& options)
   if (sms <= 0)
     FKV_CU(cuDeviceGetAttribute, &sms, CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT,
            device_handle(options.device));
-  const CompileOptions copts = m.compile_options();
-  if (options.fp8_act_bucket != 0) {
-    if (options.fp8_act_bucket < 8 || options.fp8_act_bucket > kDecodeMaxBucket ||
-        decode_bucket(options.fp8_act_bucket) != options.fp8_act_bucket)
-      fail("fp8_act_bucket must be 0 or a token bucket (8, 16, 32, 64), got " +
-           std::to_string(options.fp8_act_bucket));
-    if (!is_quantized(model.weight) || model.weight == WeightFormat::Int8Channel)
-      fail("fp8_act_bucket is for FP8 weights, not " + to_string(model.weight));
-    if (copts.arch.number() < 89)
-      fail("FP8 activations need FP8 tensor-core MMAs (sm_89 or later); this device builds for " +
-           copts.arch.name() + ": set fp8_act_bucket = 0");
-  }
   const std::vector<DecodeSpec> specs =
       decode_specs(e, model.hidden, model.num_layers, options, sms, model.weight);
   // Compile (or read from the cache) side by side: NVRTC runs one program per thread, and a
   // decode kernel takes a quarter of a second or more to build cold (an epilogue kernel about
   // 20 ms once NVRTC has started). Loading stays on this thread (its context).
+  const CompileOptions copts = m.compile_options();
   std::vector<std::future<CacheResult>> images;
   for (const DecodeSpec& spec : specs)
     images.push_back(std::async(std::launch::async, [&copts, spec] {
@@ -261,11 +234,6 @@ DecodeKV::DecodeKV(const DecodeModel& model, const DecodeOptions& options)
     ws = std::max(ws, spec.workspace_bytes());
     tiles = std::max(tiles, spec.tiles());
     (spec.epilogue.mode == OutputMode::Pool ? m.pool : m.stacked).push_back(m.load(spec, image));
-  }
-  if (std::any_of(specs.begin(), specs.end(), [](const DecodeSpec& s) { return s.fp8_act; })) {
-    m.quantizer = std::make_unique<ActQuantizer>(e.act, model.hidden, 0, false, options.device);
-    m.xq = DeviceBuffer(static_cast<std::size_t>(kDecodeMaxBucket) * model.hidden);
-    m.xq_scales = DeviceBuffer(kDecodeMaxBucket * sizeof(float));
   }
   m.workspace = DeviceBuffer(ws);
   m.counters = DeviceBuffer(static_cast<std::size_t>(tiles) * sizeof(unsigned int));

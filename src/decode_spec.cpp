@@ -28,10 +28,7 @@ int tile_rows_for(int head_dim, int units) {
   return head_dim * per;
 }
 
-// Shared memory of one x stage: every token's k_slice columns, padded by 64 bytes per row.
-int stage_bytes(int bucket, int k_slice, bool fp8_act) {
-  return bucket * ((fp8_act ? 1 : 2) * k_slice + 64);
-}
+int stage_bytes(int bucket, int k_slice) { return bucket * (2 * k_slice + 64); }
 
 // The template's WQ (weight storage) and WS (scale layout) arguments.
 int weight_code(WeightFormat w) {
@@ -67,10 +64,8 @@ int scale_code(WeightFormat w) {
 //     512-column stages at 32): 17.96 and 17.99 against 18.29 and 18.41 us, 22.79 and 22.83
 //     against 24.01 and 24.15. Block scales: the same from 32 tokens (25.5 against 33.4, 37.1
 //     against 51.8); at 16 the general rules (within 3% of the sweep's best then).
-//   - FP8 activations: the same, but block scales at 64 tokens keep one chunk in flight (with
-//     two, the FP8 x FP8 kernel's registers spill).
 DecodeTuning quantized_tiling(const KernelSpec& epilogue, int num_layers, int token_bucket,
-                              int sm_count, WeightFormat weight, bool fp8_act) {
+                              int sm_count, WeightFormat weight) {
   DecodeTuning t;
   if (!is_quantized(weight)) return t;
   const bool block = weight == WeightFormat::Fp8Block;
@@ -87,7 +82,7 @@ DecodeTuning quantized_tiling(const KernelSpec& epilogue, int num_layers, int to
   if (token_bucket == 16 && block) return t;  // the general rules
   t.warps = 8;
   t.mma_tiles_per_warp = 2;
-  t.pipeline = fp8_act && block && token_bucket == 64 ? 1 : 2;
+  t.pipeline = 2;
   t.k_slice = 128;
   t.splits = std::max(1, sms / std::max(rows / 256, 1));
   return t;
@@ -106,8 +101,7 @@ int decode_bucket(std::int64_t num_tokens) {
 
 int DecodeSpec::shared_bytes() const {
   const int stages = (hidden / k_slice + splits - 1) / splits > 1 ? 2 : 1;
-  return std::max(stages * stage_bytes(token_bucket, k_slice, fp8_act),
-                  4 * token_bucket * tile_rows());
+  return std::max(stages * stage_bytes(token_bucket, k_slice), 4 * token_bucket * tile_rows());
 }
 
 std::size_t DecodeSpec::workspace_bytes() const {
@@ -121,7 +115,6 @@ std::string DecodeSpec::canonical() const {
     << ";tb=" << token_bucket << ";S=" << splits << ";warps=" << warps
     << ";mw=" << mma_tiles_per_warp << ";P=" << pipeline << ";ksl=" << k_slice;
   if (is_quantized(weight)) o << ";w=" << to_string(weight);
-  if (fp8_act) o << ";x=e4m3";
   return o.str();
 }
 
@@ -133,7 +126,6 @@ std::string DecodeSpec::short_name() const {
     << to_string(e.cache) << "_" << to_string(e.mode) << "_L" << num_layers << "_x" << hidden
     << "_tb" << token_bucket;
   if (is_quantized(weight)) o << "_" << to_string(weight);
-  if (fp8_act) o << "_a8";
   return o.str();
 }
 
@@ -173,9 +165,6 @@ void DecodeSpec::check() const {
   if (token_bucket < 8 || token_bucket > kDecodeMaxBucket || token_bucket % 8 != 0)
     throw ArgumentError("decode token bucket must be a multiple of 8 in [8, 64], got " +
                         std::to_string(token_bucket));
-  if (fp8_act && (!is_quantized(weight) || weight == WeightFormat::Int8Channel))
-    throw ArgumentError("FP8 activations in the decode kernel go with FP8 weights, not " +
-                        to_string(weight));
   const int mt = tile_rows();
   auto bad = [&](const std::string& what) {
     throw ArgumentError("decode tiling " + canonical() + ": " + what);
@@ -207,7 +196,7 @@ void DecodeSpec::check() const {
 
 DecodeSpec make_decode_spec(const KernelSpec& epilogue, int hidden, int num_layers,
                             int token_bucket, int sm_count, const DecodeTuning& tuning,
-                            WeightFormat weight, bool fp8_act) {
+                            WeightFormat weight) {
   if (const std::string why = decode_unsupported(epilogue, hidden, num_layers, weight);
       !why.empty())
     throw UnsupportedError(why);
@@ -215,11 +204,10 @@ DecodeSpec make_decode_spec(const KernelSpec& epilogue, int hidden, int num_laye
   // where the shape takes them; otherwise, and for dense weights, the rules below.
   if (tuning == DecodeTuning{})
     if (const DecodeTuning q =
-            quantized_tiling(epilogue, num_layers, token_bucket, sm_count, weight, fp8_act);
+            quantized_tiling(epilogue, num_layers, token_bucket, sm_count, weight);
         q.mma_tiles_per_warp) {
       try {
-        return make_decode_spec(epilogue, hidden, num_layers, token_bucket, sm_count, q, weight,
-                                fp8_act);
+        return make_decode_spec(epilogue, hidden, num_layers, token_bucket, sm_count, q, weight);
       } catch (const ArgumentError&) {
         // a shape the tiling does not divide: the general rules
       }
@@ -230,7 +218,6 @@ DecodeSpec make_decode_spec(const KernelSpec& epilogue, int hidden, int num_laye
   s.num_layers = num_layers;
   s.token_bucket = token_bucket;
   s.weight = weight;
-  s.fp8_act = fp8_act;
   const int cw = s.chunk_columns();
   // Block scales: splits and stages hold whole 128-column blocks.
   const int unit = weight == WeightFormat::Fp8Block ? kWeightBlock : cw;
@@ -308,8 +295,7 @@ DecodeSpec make_decode_spec(const KernelSpec& epilogue, int hidden, int num_laye
     };
     s.k_slice = cw;
     for (int k = cw; k <= kr; k += cw)
-      if (kr % k == 0 && 2 * stage_bytes(token_bucket, k, fp8_act) <= budget &&
-          (even || uneven_fits(k)))
+      if (kr % k == 0 && 2 * stage_bytes(token_bucket, k) <= budget && (even || uneven_fits(k)))
         s.k_slice = k;
   }
   s.check();
@@ -332,7 +318,7 @@ KernelSource generate_decode(const DecodeSpec& spec) {
        << (e.mode == OutputMode::Pool ? "true" : "false") << ", " << spec.token_bucket << ", "
        << spec.splits << ", " << spec.warps << ", " << spec.mma_tiles_per_warp << ", "
        << spec.pipeline << ", " << spec.k_slice << ", " << weight_code(spec.weight) << ", "
-       << scale_code(spec.weight) << ", " << (spec.fp8_act ? 1 : 0) << ">";
+       << scale_code(spec.weight) << ">";
   out.name_expression = expr.str();
 
   std::ostringstream note;

@@ -17,7 +17,6 @@
 #include "fkv/errors.hpp"
 #include "fkv/fused_kv_materializer.hpp"
 #include "fkv/materialize.hpp"
-#include "fkv/runtime.hpp"
 #include "projection_gemm.hpp"
 #include "scaled_gemm.hpp"
 
@@ -112,11 +111,8 @@ struct FusedKVMaterializer::Impl {
     }
   }
 
-  // FP8 weights with FP8 activations allowed (fp8_gemm): the decode kernel's buckets from
-  // kFp8ActBucket tokens up take FP8 activations (DecodeOptions::fp8_act_bucket), and it takes
-  // calls up to kFp8GemmCrossover tokens; the FP8 GEMM those above.
-  static constexpr int kFp8ActBucket = 64;
-  static constexpr std::int64_t kFp8GemmCrossover = 64;
+  // The decode crossover of FP8 weights when the FP8 GEMM takes the calls above it.
+  static constexpr std::int64_t kFp8GemmCrossover = 32;
 
   // Rows of the projection buffer for `tokens`: the FP8 GEMM's token count is a multiple of 4
   // (cuBLASLt's block-scaled GEMM takes no other), its padding rows written and never read.
@@ -274,9 +270,8 @@ struct FusedKVMaterializer::Impl {
     // the FP8 GEMM, the decode kernel takes calls up to 32 tokens (22.8 against 30.3 us at 32;
     // from 33 it runs its 64-token bucket, 35.6 us against the GEMM's 27.6 at 64); otherwise it
     // takes every call up to 64 tokens (2.5x faster than dequantized slices at 64).
-    const bool fp8_act = scaled && Runtime::device_target(opt.device).arch.number() >= 89;
     if (is_quantized(format) && opt.decode_crossover < 0)
-      crossover = fp8_act ? kFp8GemmCrossover : scaled ? 32 : kDecodeMaxBucket;
+      crossover = scaled ? kFp8GemmCrossover : kDecodeMaxBucket;
     const Group& g = groups.front();
     const AttentionSpec& attn = g.plan_group->attn;
     KernelSpec spec = make_kernel_spec(attn, opt.act, opt.cache, OutputMode::Pool, opt.cos_sin,
@@ -310,7 +305,6 @@ struct FusedKVMaterializer::Impl {
     DecodeOptions dopt;
     dopt.device = opt.device;
     dopt.max_tokens = std::min<std::int64_t>(crossover, kDecodeMaxBucket);
-    if (fp8_act) dopt.fp8_act_bucket = kFp8ActBucket;
     dopt.stacked = opt.stacked;
     dopt.pool = opt.pool;
     try {

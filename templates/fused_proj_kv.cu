@@ -16,11 +16,6 @@
 // layer (a per-tensor scale), 2 = one per row, both multiplying the row's fp32 sum; 3 = 128 x 128
 // blocks, each multiplying its block's fp32 partial sum (include/fkv/weights.hpp).
 //
-// FP8 activations (XQ = 1, FP8 weights only): x is given already quantized to e4m3 with one
-// fp32 scale per token (templates/quantize_act.cu, GROUP 0; p.x_scale), and the products are
-// FP8 x FP8 (mma.sync.m16n8k32 e4m3, sm_89 and later): no conversion, half the MMAs and half
-// the shared-memory bytes of x. The token's scale multiplies its fp32 sums with the weights'.
-//
 // For small T the GEMM is a weight stream: W (84 MB for the Qwen3-8B DFlash draft) is read once,
 // everything else is small. The grid is (M / MT row tiles) x S k-splits, splits of one tile
 // adjacent. A CTA of WARPS warps owns MT = WARPS * MW * 16 rows (whole heads) and a run of
@@ -31,8 +26,8 @@
 //     columns in flight per thread ahead of their use (a register ring, fully unrolled).
 //   - x is staged in shared memory per K slice (KSL columns, every token of the bucket, padding
 //     tokens zero-filled) by cp.async, double-buffered.
-//   - mma.sync.m16n8k16 (bf16/fp16 in, fp32 accumulate; m16n8k32 e4m3 with XQ): W is the M
-//     operand, tokens the N operand (TB / 8 n-tiles). Because the sum over k is order-free, a thread's 16-byte W vector
+//   - mma.sync.m16n8k16 (bf16/fp16 in, fp32 accumulate): W is the M operand, tokens the N
+//     operand (TB / 8 n-tiles). Because the sum over k is order-free, a thread's 16-byte W vector
 //     (row g, 8 consecutive columns) and its 16-byte x vector (token g, the same 8 columns) are
 //     used as two k16 fragments under one shared permutation of k: no shuffles, no ldmatrix.
 //   - Each CTA stores its fp32 partial [T, MT] to workspace[split] and bumps its tile's arrival
@@ -83,18 +78,6 @@ __device__ __forceinline__ unsigned arrive_acq_rel(unsigned* counter) {
   unsigned old;
   asm volatile("atom.acq_rel.gpu.global.add.u32 %0, [%1], 1;" : "=r"(old) : "l"(counter) : "memory");
   return old;
-}
-
-// D[16x8] += A[16x32] * B[32x8], e4m3 operands, fp32 accumulators (sm_89 and later).
-__device__ __forceinline__ void mma16832_e4m3(float (&c)[4], u32 a0, u32 a1, u32 a2, u32 a3, u32 b0, u32 b1) {
-#if __CUDA_ARCH__ >= 890
-  asm("mma.sync.aligned.m16n8k32.row.col.f32.e4m3.e4m3.f32 {%0, %1, %2, %3}, {%4, %5, %6, %7}, "
-      "{%8, %9}, {%0, %1, %2, %3};"
-      : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
-      : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "r"(b0), "r"(b1));
-#else
-  __trap();  // never instantiated for these GPUs: the host builds XQ kernels for sm_89 and later
-#endif
 }
 
 // D[16x8] += A[16x16] * B[16x8], fp32 accumulators.
@@ -164,12 +147,12 @@ __device__ __forceinline__ Cache encode(float v, float scale) {
 // in fused_kv.cu. TB: token bucket (a multiple of 8, >= num_tokens). S: k-splits. WARPS, MW:
 // warps per CTA and 16-row MMA tiles per warp. P: 32-column chunks of W in flight per thread.
 // KSL: columns of x per shared-memory stage. WQ, WS: weight storage and scales (above); P then
-// counts chunks of 64 columns (16 bytes of each row per thread, as for dense weights). XQ: x as
-// e4m3 with per-token scales (above). Dynamic shared memory: DecodeSpec::shared_bytes() on the
-// host = max(2 * TB * (XB * KSL + 64), 4 * TB * MT) bytes, XB the bytes of an x element.
+// counts chunks of 64 columns (16 bytes of each row per thread, as for dense weights). Dynamic
+// shared memory: decode_shared_bytes() on the host = max(2 * TB * (2 * KSL + 64), 4 * TB * MT)
+// bytes.
 template <int HIDDEN, int L, int H, int D, int R, bool NEOX, int K_NORM, class Act, class Cache,
           class CosSin, class Pos, class Slot, bool POOL, int TB, int S, int WARPS, int MW, int P,
-          int KSL, int WQ, int WS, int XQ>
+          int KSL, int WQ, int WS>
 __global__ void __launch_bounds__(WARPS * 32) fused_proj_kv(const FkvDecodeParams p) {
   using namespace decode_detail;
   constexpr int THREADS = WARPS * 32;
@@ -180,13 +163,11 @@ __global__ void __launch_bounds__(WARPS * 32) fused_proj_kv(const FkvDecodeParam
   constexpr int NST = HIDDEN / KSL;   // x stages of a row
   constexpr int SMIN = NST / S, SMAX = (NST + S - 1) / S;  // stages per split
   constexpr int CW = WQ ? 64 : 32;    // columns per chunk: 16 bytes of a row per thread x 4
-  constexpr int XB = XQ ? 1 : 2;      // bytes of an x element
-  constexpr int XV = CW * XB / 64;    // 16-byte x vectors per thread and chunk
+  constexpr int XV = CW / 32;         // 16-byte x vectors per thread and chunk
   constexpr int CPS = KSL / CW;       // chunks per x stage
   constexpr int NT = TB / 8;          // MMA n-tiles
-  constexpr int XROW = XB * KSL + 64;  // bytes per token row of a stage: 64 mod 128 (where
-                                       // XB * KSL is a multiple of 128), so the 16-byte fragment
-                                       // loads of 8 lanes hit 32 distinct banks
+  constexpr int XROW = 2 * KSL + 64;  // bytes per token row of a stage: 64 mod 128, so the
+                                      // 16-byte fragment loads of 8 lanes hit 32 distinct banks
   constexpr int XBUF = TB * XROW;
   constexpr int HALF = R / 2;
   static_assert(SameType<Act, bf16>::value || SameType<Act, fp16>::value, "bf16 or fp16 activations");
@@ -198,7 +179,6 @@ __global__ void __launch_bounds__(WARPS * 32) fused_proj_kv(const FkvDecodeParam
                 "stage and pipeline sizes divide every split's columns");
   static_assert(WQ >= 0 && WQ <= 2 && WS >= 0 && WS <= 3 && (WQ == 0) == (WS == 0),
                 "quantized weights come with scales, dense ones without");
-  static_assert(XQ == 0 || (XQ == 1 && WQ == 1), "FP8 activations go with FP8 weights");
   static_assert(WS != 3 || decode_detail::whole_blocks(NST, S, KSL),
                 "block scales: whole 128-column blocks per split");
   constexpr int CPB = 128 / CW;  // chunks per 128-column scale block
@@ -223,16 +203,15 @@ __global__ void __launch_bounds__(WARPS * 32) fused_proj_kv(const FkvDecodeParam
   const u32 xs = smem_addr(smem);
 
   // ---- x stage `sl` of this split -> buffer sl & 1 ----
-  const unsigned char* x = static_cast<const unsigned char*>(p.x);
+  const Act* x = static_cast<const Act*>(p.x);
   auto stage = [&](int sl) {
-    constexpr int VPR = KSL * XB / 16;  // 16-byte vectors per token row
+    constexpr int VPR = KSL / 8;  // 16-byte vectors per token row
     const u32 dst = xs + (u32)((sl & 1) * XBUF);
 #pragma unroll 4
     for (int i = tid; i < TB * VPR; i += THREADS) {
       const int t = i / VPR, q = i - t * VPR;
       const bool valid = t < T;
-      const unsigned char* src =
-          x + (valid ? ((long long)t * p.x_stride + k0 + sl * KSL) * XB + q * 16 : 0);
+      const Act* src = x + (valid ? (long long)t * p.x_stride + k0 + sl * KSL + q * 8 : 0);
       cp_async16(dst + (u32)(t * XROW + q * 16), src, valid ? 16 : 0);
     }
     cp_async_commit();
@@ -318,51 +297,28 @@ __global__ void __launch_bounds__(WARPS * 32) fused_proj_kv(const FkvDecodeParam
       }
       // The thread's x columns match its weight columns: 8 (dense) or 16 (8-bit) of the chunk.
       const unsigned char* xrow =
-          smem + ((c / CPS) & 1) * XBUF + g * XROW + (c % CPS) * (XB * CW) + tig * (16 * XV);
-      if constexpr (XQ == 1) {
-        // The 16 bytes of row g (and of g + 8) are the A fragments of two k32 MMAs, bytes 0-7
-        // the first (k 4*tig.. and 16 + 4*tig..), bytes 8-15 the second; token g's 16 bytes of
-        // the same columns are their B fragments, in the same order.
+          smem + ((c / CPS) & 1) * XBUF + g * XROW + (c % CPS) * (2 * CW) + tig * (16 * XV);
+      u32 ra[MW][WQ ? 8 : 4], rb[MW][WQ ? 8 : 4];  // rows g and g + 8 as Act pairs
 #pragma unroll
-        for (int j = 0; j < NT; ++j) {
-          const U32x4 b = *reinterpret_cast<const U32x4*>(xrow + j * 8 * XROW);
+      for (int mi = 0; mi < MW; ++mi) {
+        weight_pairs<Act, WQ>(wr[pp][mi][0], ra[mi]);
+        weight_pairs<Act, WQ>(wr[pp][mi][1], rb[mi]);
+      }
+#pragma unroll
+      for (int j = 0; j < NT; ++j) {
+#pragma unroll
+        for (int xv = 0; xv < XV; ++xv) {
+          const U32x4 b = *reinterpret_cast<const U32x4*>(xrow + j * 8 * XROW + xv * 16);
 #pragma unroll
           for (int mi = 0; mi < MW; ++mi) {
-            const U32x4& a = wr[pp][mi][0];
-            const U32x4& a8 = wr[pp][mi][1];
             auto mma2 = [&](float (&d)[4]) {
-              mma16832_e4m3(d, a.x, a8.x, a.y, a8.y, b.x, b.y);
-              mma16832_e4m3(d, a.z, a8.z, a.w, a8.w, b.z, b.w);
+              mma16816<Act>(d, ra[mi][4 * xv], rb[mi][4 * xv], ra[mi][4 * xv + 1], rb[mi][4 * xv + 1], b.x, b.y);
+              mma16816<Act>(d, ra[mi][4 * xv + 2], rb[mi][4 * xv + 2], ra[mi][4 * xv + 3], rb[mi][4 * xv + 3], b.z, b.w);
             };
             if constexpr (WS == 3)
               mma2(blk[mi % NB][j % NT]);
             else
               mma2(acc[mi][j]);
-          }
-        }
-      } else {
-        u32 ra[MW][WQ ? 8 : 4], rb[MW][WQ ? 8 : 4];  // rows g and g + 8 as Act pairs
-#pragma unroll
-        for (int mi = 0; mi < MW; ++mi) {
-          weight_pairs<Act, WQ>(wr[pp][mi][0], ra[mi]);
-          weight_pairs<Act, WQ>(wr[pp][mi][1], rb[mi]);
-        }
-#pragma unroll
-        for (int j = 0; j < NT; ++j) {
-#pragma unroll
-          for (int xv = 0; xv < XV; ++xv) {
-            const U32x4 b = *reinterpret_cast<const U32x4*>(xrow + j * 8 * XROW + xv * 16);
-#pragma unroll
-            for (int mi = 0; mi < MW; ++mi) {
-              auto mma2 = [&](float (&d)[4]) {
-                mma16816<Act>(d, ra[mi][4 * xv], rb[mi][4 * xv], ra[mi][4 * xv + 1], rb[mi][4 * xv + 1], b.x, b.y);
-                mma16816<Act>(d, ra[mi][4 * xv + 2], rb[mi][4 * xv + 2], ra[mi][4 * xv + 3], rb[mi][4 * xv + 3], b.z, b.w);
-              };
-              if constexpr (WS == 3)
-                mma2(blk[mi % NB][j % NT]);
-              else
-                mma2(acc[mi][j]);
-            }
           }
         }
       }
@@ -433,13 +389,6 @@ __global__ void __launch_bounds__(WARPS * 32) fused_proj_kv(const FkvDecodeParam
       sum.y += v.y;
       sum.z += v.z;
       sum.w += v.w;
-    }
-    if constexpr (XQ == 1) {  // the token's activation scale
-      const float xsc = p.x_scale[t];
-      sum.x *= xsc;
-      sum.y *= xsc;
-      sum.z *= xsc;
-      sum.w *= xsc;
     }
     if constexpr (WS == 1 || WS == 2) {  // a per-layer or per-row scale multiplies the row's sum
       const int r0 = m0 + q * 4;

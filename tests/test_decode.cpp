@@ -120,45 +120,6 @@ TEST_CASE("decode tiling over 8-bit weights: the H200 cold FP8 sweep's choice at
   CHECK_THROWS_AS(fkv::make_decode_spec(qwen3_epilogue(), 4096, 5, 64, 132, t), fkv::ArgumentError);
 }
 
-TEST_CASE("decode kernel with FP8 activations: its own cache key, FP8 weights only") {
-  const fkv::KernelSpec e = qwen3_epilogue(fkv::OutputMode::Pool);
-  const fkv::DecodeSpec w8a16 =
-      fkv::make_decode_spec(e, 4096, 5, 64, 132, {}, fkv::WeightFormat::Fp8Tensor);
-  const fkv::DecodeSpec w8a8 =
-      fkv::make_decode_spec(e, 4096, 5, 64, 132, {}, fkv::WeightFormat::Fp8Tensor, true);
-  CHECK(!w8a16.fp8_act);
-  CHECK(w8a8.fp8_act);
-  CHECK(w8a8.canonical() == w8a16.canonical() + ";x=e4m3");
-  CHECK(w8a8.short_name() == w8a16.short_name() + "_a8");
-  // x takes one byte per element in shared memory: half the stage of bf16 x.
-  CHECK(w8a8.shared_bytes() <= w8a16.shared_bytes());
-  const fkv::KernelSource src = fkv::generate_decode(w8a8);
-  CHECK(src.name_expression.substr(src.name_expression.size() - 9) == ", 1, 1, 1>");
-  CHECK(fkv::generate_decode(w8a16).name_expression.substr(
-            fkv::generate_decode(w8a16).name_expression.size() - 9) == ", 1, 1, 0>");
-  fkv::CompileOptions o;
-  o.arch = fkv::Arch{9, 0, false};
-  CHECK(fkv::CacheKey::make(src, o).digest !=
-        fkv::CacheKey::make(fkv::generate_decode(w8a16), o).digest);
-  // INT8 and dense weights have no FP8 x FP8 form.
-  for (fkv::WeightFormat w : {fkv::WeightFormat::Dense, fkv::WeightFormat::Int8Channel}) {
-    INFO(fkv::to_string(w));
-    CHECK_THROWS_WITH(fkv::make_decode_spec(e, 4096, 5, 64, 132, {}, w, true),
-                      Catch::Contains("go with FP8 weights"));
-  }
-  // DecodeOptions::fp8_act_bucket: that bucket and the larger ones.
-  fkv::DecodeOptions d;
-  d.max_tokens = 64;
-  d.stacked = false;
-  d.fp8_act_bucket = 32;
-  const auto specs = fkv::decode_specs(e, 4096, 5, d, 132, fkv::WeightFormat::Fp8Block);
-  REQUIRE(specs.size() == 4);
-  CHECK(!specs[0].fp8_act);
-  CHECK(!specs[1].fp8_act);
-  CHECK(specs[2].fp8_act);
-  CHECK(specs[3].fp8_act);
-}
-
 TEST_CASE("decode splits need not divide hidden: runs of whole x stages") {
   // 3 splits of 4096 columns: k_slice divides hidden, each split holds at least one stage and
   // whole pipelines of chunks.
@@ -321,22 +282,8 @@ TEST_CASE("decode kernels compile for sm_80 and sm_90 without spills") {
     int hidden, layers, tb;
     const char* arch;
     fkv::WeightFormat weight = fkv::WeightFormat::Dense;
-    bool fp8_act = false;
   };
   std::vector<Case> cases;
-  // FP8 activations (FP8 x FP8 MMAs): the buckets the materializer gives them, and one of the
-  // W8A16 buckets, for sm_90; on sm_80 the same source builds (the MMA is sm_89's).
-  for (fkv::WeightFormat w : {fkv::WeightFormat::Fp8Tensor, fkv::WeightFormat::Fp8Channel,
-                              fkv::WeightFormat::Fp8Block})
-    for (int tb : {16, 64})
-      cases.push_back({"qwen3 fp8 activations", qwen3_epilogue(fkv::OutputMode::Pool), 4096, 5,
-                       tb, "sm_90", w, true});
-  {
-    fkv::KernelSpec e = qwen3_epilogue();
-    e.act = e.cache = fkv::DType::FP16;
-    cases.push_back({"qwen3 fp8 activations fp16", e, 4096, 5, 64, "sm_80",
-                     fkv::WeightFormat::Fp8Channel, true});
-  }
   // Quantized weights (one byte per element, converted in registers), every format and bucket
   // size the Qwen3-8B draft uses, bf16 and fp16.
   for (fkv::WeightFormat w : {fkv::WeightFormat::Fp8Tensor, fkv::WeightFormat::Fp8Channel,
@@ -398,7 +345,7 @@ TEST_CASE("decode kernels compile for sm_80 and sm_90 without spills") {
       continue;
     }
     const fkv::DecodeSpec s =
-        fkv::make_decode_spec(c.e, c.hidden, c.layers, c.tb, 132, {}, c.weight, c.fp8_act);
+        fkv::make_decode_spec(c.e, c.hidden, c.layers, c.tb, 132, {}, c.weight);
     INFO(c.what << " " << c.arch << ": " << s.canonical());
     fkv::CompileOptions o;
     o.arch = fkv::Arch::parse(c.arch);

@@ -55,9 +55,6 @@ struct DecodeSpec {
   // How W is stored (include/fkv/weights.hpp): dense in the activation dtype, or one byte per
   // element (FP8 e4m3, INT8) with fp32 scales.
   WeightFormat weight = WeightFormat::Dense;
-  // FP8 weights only: x quantized to e4m3 per token before the launch (DecodeKV does it) and
-  // FP8 x FP8 MMAs (sm_89 and later), instead of the weights converted to the activation dtype.
-  bool fp8_act = false;
   // Tiling (see fused_proj_kv.cu): a CTA of `warps` warps owns warps * mma_tiles_per_warp * 16
   // rows of W (whole heads) and hidden / splits columns.
   int splits = 1;
@@ -74,11 +71,10 @@ struct DecodeSpec {
   int shared_bytes() const;             // dynamic shared memory per CTA
   std::size_t workspace_bytes() const;  // fp32 split partials
   // "decode;hidden=4096;L=5;<KernelSpec::canonical()>;tb=8;S=8;warps=8;mw=1;P=8;ksl=512" (then
-  // ";w=fp8_channel" for quantized weights, ";x=e4m3" with fp8_act): part of the cache key.
+  // ";w=fp8_channel" for quantized weights): part of the cache key.
   std::string canonical() const;
   std::string short_name()
-      const;  // e.g. "fkvdec_h8_d128_r128_neox_kn_bf16_bf16_stacked_L5_x4096_tb8" (+ "_fp8_block",
-              // + "_a8" with fp8_act)
+      const;  // e.g. "fkvdec_h8_d128_r128_neox_kn_bf16_bf16_stacked_L5_x4096_tb8" (+ "_fp8_block")
   int chunk_columns() const { return is_quantized(weight) ? 64 : 32; }  // columns per W chunk
   // Throws ConfigError (shape the kernel cannot take) or ArgumentError (bad tiling).
   void check() const;
@@ -96,10 +92,9 @@ std::string decode_unsupported(const KernelSpec& epilogue, int hidden, int num_l
 // The spec for one token bucket, tiled for a GPU with `sm_count` SMs (enough CTAs to cover
 // the SMs several times; few enough splits to keep the partials small). Throws ConfigError
 // when decode_unsupported() says so, ArgumentError for an impossible tuning override.
-// fp8_act: the FP8-activation kernel (FP8 weights only; ArgumentError otherwise).
 DecodeSpec make_decode_spec(const KernelSpec& epilogue, int hidden, int num_layers,
                             int token_bucket, int sm_count, const DecodeTuning& tuning = {},
-                            WeightFormat weight = WeightFormat::Dense, bool fp8_act = false);
+                            WeightFormat weight = WeightFormat::Dense);
 
 // The specialized source: templates/fused_proj_kv.cu plus one explicit instantiation; its
 // first line is "// fkv spec: " + spec.canonical(), which is also its specialization (cache key).
@@ -138,19 +133,12 @@ struct DecodeOptions {
   bool pool = true;
   DecodeTuning tuning;
   int sm_count = 0;  // 0 = the device's; set to tile for another GPU
-  // FP8 weights: the token buckets from this one up (8, 16, 32 or 64; 0 = none) take FP8
-  // activations (DecodeSpec::fp8_act): each launch first quantizes its tokens' hidden states to
-  // e4m3 with one scale per token (as the engines' W8A8 FP8 linear methods do), then runs the
-  // FP8 x FP8 kernel. Needs an sm_89 or later GPU.
-  int fp8_act_bucket = 0;
 };
 
 // The kernels a DecodeKV prepares for `epilogue` (its mode ignored) on a GPU with `sm_count`
 // SMs: per output mode asked for (stacked first, its cache dtype the activation dtype, then
-// pool), one per token bucket up to decode_bucket(min(max_tokens, 64)), with FP8 activations
-// from options.fp8_act_bucket. DecodeKV's constructor compiles exactly these (and, with FP8
-// activations, the quantize_act kernel); precompile() can build them ahead of time. Throws as
-// make_decode_spec.
+// pool), one per token bucket up to decode_bucket(min(max_tokens, 64)). DecodeKV's constructor
+// compiles exactly these; precompile() can build them ahead of time. Throws as make_decode_spec.
 std::vector<DecodeSpec> decode_specs(const KernelSpec& epilogue, int hidden, int num_layers,
                                      const DecodeOptions& options, int sm_count,
                                      WeightFormat weight = WeightFormat::Dense);

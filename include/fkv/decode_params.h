@@ -51,9 +51,6 @@ typedef struct FkvDecodeParams {
    * [L * 2 * H * D] (per row) or [rows / 128, w_scale_cols] (128 x 128 blocks); null for dense W. */
   const float* w_scale;
   long long w_scale_cols;
-  /* FP8 activations (kernels specialized for them): x is e4m3, one byte per element, and
-   * x_scale [num_tokens] fp32 the scale of each token's row (x ~ e4m3 * scale); null otherwise. */
-  const float* x_scale;
 } FkvDecodeParams;
 
 #endif
