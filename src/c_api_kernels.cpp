@@ -48,6 +48,7 @@ fkv_precompile_options read_precompile_options(const fkv_precompile_options& fro
   FKV_TAKE(o, from, strict);
   FKV_TAKE(o, from, jobs);
   FKV_TAKE(o, from, decode_gpu);
+  FKV_TAKE(o, from, weights);
   return o;
 }
 
@@ -117,6 +118,7 @@ fkv_status fkv_precompile_with_options_v2(const fkv_config* config,
     request.strict = read.strict != 0;
     request.jobs = read.jobs;
     request.decode_gpu = name(read.decode_gpu);
+    request.weights = name(read.weights);
     auto counts = [&](const fkv::PrecompileResult& r) {
       if (result) *result = {r.kernels.size(), r.compiled(), r.not_persisted()};
     };

@@ -13,6 +13,8 @@
 #include <thread>
 #include <utility>
 
+#include "act_quant.hpp"
+#include "dequant.hpp"
 #include "fkv/codegen.hpp"
 #include "fkv/errors.hpp"
 
@@ -37,27 +39,50 @@ std::vector<DecodeSpec> decode_specs_for(const Plan& plan, const VariantOptions&
   const KernelSpec e = make_kernel_spec(g.attn, options.act, options.cache, OutputMode::Pool,
                                         options.cos_sin, options.index, options.index);
   const int L = static_cast<int>(g.layers.size());
-  if (!decode_unsupported(e, decode.hidden, L).empty()) return {};
+  if (!decode_unsupported(e, decode.hidden, L, options.weights).empty()) return {};
   DecodeOptions o;
-  o.max_tokens = std::min<std::int64_t>(decode.crossover, kDecodeMaxBucket);
+  // Quantized weights: every bucket (FusedKVMaterializer's crossover for them is 32 or 64).
+  o.max_tokens = is_quantized(options.weights)
+                     ? kDecodeMaxBucket
+                     : std::min<std::int64_t>(decode.crossover, kDecodeMaxBucket);
   o.stacked = options.stacked;
   o.pool = options.pool;
-  return decode_specs(e, decode.hidden, L, o, decode.sm_count);
+  return decode_specs(e, decode.hidden, L, o, decode.sm_count, options.weights);
+}
+
+std::vector<KernelSource> weight_kernels_for(const VariantOptions& options, int hidden) {
+  const WeightFormat w = options.weights;
+  if (!is_quantized(w)) return {};
+  if (hidden <= 0)
+    throw ArgumentError("the kernels of " + to_string(w) +
+                        " weights are specialized on the hidden size, and it is " +
+                        std::to_string(hidden) + ": give the config's hidden_size");
+  // As FusedKVMaterializer makes them (fused_kv_materializer.cpp, materializer_impl.hpp).
+  std::vector<KernelSource> out = {generate_dequant(w, options.act, hidden)};
+  if (w == WeightFormat::Int8Channel) return out;
+  const bool block = w == WeightFormat::Fp8Block;
+  if (block && hidden % kWeightBlock != 0) return out;  // no FP8 GEMM: slices only
+  out.push_back(generate_quantize_act(options.act, hidden, block ? kWeightBlock : 0));
+  if (w == WeightFormat::Fp8Tensor) out.push_back(generate_expand_scales());
+  return out;
 }
 
 PrecompileResult precompile(const Plan& plan, const VariantOptions& options,
                             const std::vector<ArchTarget>& targets, KernelCache& cache,
                             unsigned jobs, const PrecompileProgress& progress,
-                            const DecodePrecompile& decode) {
+                            const DecodePrecompile& decode, int hidden) {
   const auto t0 = std::chrono::steady_clock::now();
   const std::vector<KernelSpec> specs = kernel_specs_for(plan, options);
   const std::vector<DecodeSpec> decode_specs = decode_specs_for(plan, options, decode);
+  const std::vector<KernelSource> weight_kernels = weight_kernels_for(options, hidden);
   PrecompileResult result;
   for (const ArchTarget& t : targets) {
     for (const KernelSpec& s : specs)
-      result.kernels.push_back({s, std::nullopt, t, CacheOutcome::Compiled, {}, 0});
+      result.kernels.push_back({s, std::nullopt, std::nullopt, t, CacheOutcome::Compiled, {}, 0});
     for (const DecodeSpec& d : decode_specs)
-      result.kernels.push_back({d.epilogue, d, t, CacheOutcome::Compiled, {}, 0});
+      result.kernels.push_back({d.epilogue, d, std::nullopt, t, CacheOutcome::Compiled, {}, 0});
+    for (const KernelSource& k : weight_kernels)
+      result.kernels.push_back({{}, std::nullopt, k, t, CacheOutcome::Compiled, {}, 0});
   }
 
   KernelCache::PrecompileScope scope(cache);
@@ -71,7 +96,9 @@ PrecompileResult precompile(const Plan& plan, const VariantOptions& options,
     for (std::size_t i; !failed && (i = next++) < total;) {
       PrecompiledKernel& k = result.kernels[i];
       try {
-        const CacheResult r = cache.get(k.decode ? generate_decode(*k.decode) : generate(k.spec),
+        const CacheResult r = cache.get(k.weight_kernel ? *k.weight_kernel
+                                        : k.decode      ? generate_decode(*k.decode)
+                                                        : generate(k.spec),
                                         CompileOptions{k.target.arch, k.target.ptx});
         k.outcome = r.outcome;
         k.path = r.path;
@@ -154,6 +181,11 @@ PrecompileResult precompile_config(const ModelConfig& config, const ConfigPrecom
       throw ArgumentError("index_dtype '" + request.index_dtype + "' is not int32 or int64");
     o.index = request.index_dtype == "int32" ? IndexType::I32 : IndexType::I64;
   }
+  if (!request.weights.empty()) o.weights = parse_weight_format(request.weights);
+  if (is_quantized(o.weights) && config.hidden_size.value <= 0)
+    throw ArgumentError("weights '" + request.weights +
+                        "': the config has no hidden_size, which the kernels of quantized weights "
+                        "are specialized on");
   if (!request.modes.empty()) {
     if (request.modes != "both" && request.modes != "stacked" && request.modes != "pool")
       throw ArgumentError("modes '" + request.modes + "' is not both, stacked or pool");
@@ -175,8 +207,8 @@ PrecompileResult precompile_config(const ModelConfig& config, const ConfigPrecom
     const MeasuredDecodeGpu g = measured_decode_gpu(request.decode_gpu);
     decode = {g.sm_count, g.crossover, config.hidden_size.value};
   }
-  PrecompileResult r =
-      precompile(plan, o, {target}, *cache, static_cast<unsigned>(request.jobs), {}, decode);
+  PrecompileResult r = precompile(plan, o, {target}, *cache, static_cast<unsigned>(request.jobs),
+                                  {}, decode, config.hidden_size.value);
   if (r.not_persisted() > 0) {
     std::string names;
     for (const auto& k : r.kernels)

@@ -240,10 +240,16 @@ static void test_struct_size(const char* dir) {
   CHECK_STATUS(fkv_precompile_with_options(cfg, &p.o, &r), FKV_OK);
   CHECK(r.n_variants == 1 && r.n_compiled == 0);
   /* Inside struct_size, decode_gpu is read: an unmeasured GPU is an argument error. */
-  p.o.struct_size = sizeof(fkv_precompile_options);
+  p.o.struct_size = offsetof(fkv_precompile_options, weights);
+  p.o.weights = "gptq"; /* outside struct_size: not read */
   p.o.decode_gpu = "A100";
   CHECK_STATUS(fkv_precompile_with_options(cfg, &p.o, &r), FKV_ERR_ARGUMENT);
   CHECK_CONTAINS("A100");
+  /* ... and weights, added after it, inside the full size: a 4-bit scheme is refused by name. */
+  p.o.struct_size = sizeof(fkv_precompile_options);
+  p.o.decode_gpu = NULL;
+  CHECK_STATUS(fkv_precompile_with_options(cfg, &p.o, &r), FKV_ERR_UNSUPPORTED);
+  CHECK_CONTAINS("gptq");
   /* Never initialized, or too small to hold arch. */
   p.o.struct_size = 0;
   CHECK_STATUS(fkv_precompile_with_options(cfg, &p.o, &r), FKV_ERR_ARGUMENT);

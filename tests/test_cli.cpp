@@ -402,6 +402,57 @@ TEST_CASE("precompile --decode H200 adds the decode-size kernels FusedKVMaterial
   CHECK(contains(big.out, "2 kernels"));
 }
 
+TEST_CASE("precompile --weights adds the kernels a materializer builds for quantized weights",
+          "[cli][nvrtc]") {
+  const std::string dir = fresh_dir("weights");
+  // Block-scaled FP8, pool only: the pool epilogue, the decode kernels over the stored bytes
+  // for every bucket (the crossover of quantized weights is 32 or 64 tokens), the dequantize
+  // kernel and the FP8 GEMM's activation quantizer (per token and 128 columns).
+  const Result r =
+      run("precompile " + data(kDraft) +
+          " --arch sm_90 --mode pool --decode H200 --weights fp8_block --cache-dir '" + dir + "'");
+  INFO(r.out << r.err);
+  REQUIRE(r.code == 0);
+  CHECK(contains(r.out, "7 kernels (7 compiled, 0 cache hits)"));
+  for (const char* tb : {"tb8", "tb16", "tb32", "tb64"})
+    CHECK(contains(r.out, std::string("fkvdec_h8_d128_r128_neox_kn_bf16_bf16_pool_L5_x2560_") + tb +
+                              "_fp8_block"));
+  CHECK(contains(r.out, "fkvdeq_fp8_block_bf16_x2560"));
+  CHECK(contains(r.out, "fkvqact_bf16_x2560_g128"));
+  // cache verify takes the same options: all present; a cache baked without --weights lacks
+  // the six quantized kernels.
+  const Result ok =
+      run("cache verify --config " + data(kDraft) +
+          " --arch sm_90 --mode pool --decode H200 --weights fp8_block --cache-dir '" + dir + "'");
+  INFO(ok.out << ok.err);
+  CHECK(ok.code == 0);
+  const std::string plain = fresh_dir("weights-plain");
+  CHECK(run("precompile " + data(kDraft) + " --arch sm_90 --mode pool --cache-dir '" + plain + "'")
+            .code == 0);
+  const Result lacking = run("cache verify --config " + data(kDraft) +
+                             " --arch sm_90 --mode pool --decode H200 --weights fp8_block " +
+                             "--cache-dir '" + plain + "'");
+  CHECK(lacking.code == 8);
+  CHECK(contains(lacking.out, "6 missing or bad"));
+  // Without --decode, INT8 weights add the dequantize kernel only; source lists it last.
+  const Result src = run("source " + data(kDraft) + " --mode pool --weights int8");
+  INFO(src.out << src.err);
+  CHECK(src.code == 0);
+  CHECK(contains(src.out, "fkvdeq_int8_channel_bf16_x2560"));
+
+  // A packed 4-bit scheme is refused by name (exit 9); a name that is no format is a usage
+  // error listing the formats (exit 3).
+  const Result awq =
+      run("precompile " + data(kDraft) + " --arch sm_90 --weights awq --cache-dir '" + dir + "'");
+  CHECK(awq.code == 9);
+  CHECK(contains(awq.err, "--weights: "));
+  CHECK(contains(awq.err, "awq"));
+  const Result bad =
+      run("precompile " + data(kDraft) + " --arch sm_90 --weights fp9 --cache-dir '" + dir + "'");
+  CHECK(bad.code == 3);
+  CHECK(contains(bad.err, "fp8_tensor"));
+}
+
 TEST_CASE("precompile --json: one object on stdout, progress and logs on stderr", "[cli][nvrtc]") {
   const std::string dir = fresh_dir("json-root");
   const Result r = run("--log-level trace precompile --json " + data(kDraft) +

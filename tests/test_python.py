@@ -216,6 +216,16 @@ def test_precompile():
         e = raises(fkv_jit.ArgumentError, fkv_jit.precompile, draft, "sm_90", cache_dir=cache,
                    decode_gpu="A100")
         assert "measured: H200" in str(e), str(e)
+        # weights: the kernels of quantized K/V weights too (INT8: the decode kernels over the
+        # stored bytes in every bucket, stacked and pool, and the dequantize kernel); a packed
+        # 4-bit scheme is refused by name.
+        assert fkv_jit.precompile(draft, "sm_90", cache_dir=cache, decode_gpu="H200",
+                                  weights="int8_channel") == (2 + 8 + 1, 8 + 1)
+        assert len([c for c in Path(cache).rglob("fkvdec_*_int8_channel-*.cubin")]) == 8
+        assert len([c for c in Path(cache).rglob("fkvdeq_int8_channel_*.cubin")]) == 1
+        e = raises(fkv_jit.UnsupportedModelError, fkv_jit.precompile, draft, "sm_90",
+                   cache_dir=cache, weights="awq")
+        assert "awq" in str(e), str(e)
     finally:
         shutil.rmtree(cache)
 

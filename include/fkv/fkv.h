@@ -240,6 +240,13 @@ typedef struct fkv_precompile_options {
    * decode-size kernels a materializer loads on it for calls of a few tokens (when the plan
    * can take them: one group, hidden_size in the config; docs/decode.md). */
   const char* decode_gpu;
+  /* NULL or "": "dense"; else how the draft's K/V weights are stored ("fp8_tensor",
+   * "fp8_channel", "fp8_block", "int8_channel", or the engines' spellings: "fp8", "int8", ...):
+   * also the kernels a materializer builds for them (dequantize, the FP8 GEMM's activation
+   * quantizer; with decode_gpu the decode kernels over the stored bytes; docs/quantized.md).
+   * FKV_ERR_UNSUPPORTED names a packed 4-bit scheme; FKV_ERR_ARGUMENT an unknown name, or a
+   * quantized format for a config without hidden_size. */
+  const char* weights;
 } fkv_precompile_options;
 
 /* Sets struct_size = min(struct_size, the library's size) and the defaults of the fields inside

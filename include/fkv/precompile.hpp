@@ -28,6 +28,8 @@ namespace fkv {
 struct PrecompiledKernel {
   KernelSpec spec;                   // the epilogue's (decode kernels: DecodeSpec::epilogue)
   std::optional<DecodeSpec> decode;  // set for a decode-size kernel
+  // Set for a kernel of quantized weights (weight_kernels_for): spec and decode then unused.
+  std::optional<KernelSource> weight_kernel;
   ArchTarget target;
   CacheOutcome outcome = CacheOutcome::Compiled;
   // The entry in the cache's writable root (a kernel found in a read-only root is copied
@@ -36,14 +38,21 @@ struct PrecompiledKernel {
   std::filesystem::path path;
   double seconds = 0;  // time the cache lookup (and compile) took
   bool persisted() const { return !path.empty(); }
-  std::string short_name() const { return decode ? decode->short_name() : spec.short_name(); }
+  std::string short_name() const {
+    return weight_kernel ? weight_kernel->short_name
+           : decode      ? decode->short_name()
+                         : spec.short_name();
+  }
 };
 
 // The decode-size kernels FusedKVMaterializer loads on one GPU model (include/fkv/decode.hpp),
 // to build ahead of time too: for calls of 1..crossover tokens on a GPU with sm_count SMs
 // (measured_decode_gpus() has both for the GPUs measured), the config's hidden size. Nothing
 // is added when crossover or sm_count is 0, or when the plan cannot take the decode kernel
-// (more than one group, or decode_unsupported()).
+// (more than one group, or decode_unsupported()). Quantized weights (VariantOptions::weights):
+// the kernels over the stored bytes, for calls of 1..64 tokens whatever the crossover (the
+// materializer's crossover for them is 32 tokens where cuBLASLt's FP8 GEMM takes the calls
+// above, else 64).
 struct DecodePrecompile {
   int sm_count = 0;
   std::int64_t crossover = 0;
@@ -67,6 +76,14 @@ struct PrecompileResult {
 using PrecompileProgress =
     std::function<void(const PrecompiledKernel&, std::size_t done, std::size_t total)>;
 
+// The kernels a FusedKVMaterializer builds for quantized weights (options.weights) besides the
+// epilogue and decode kernels, for `hidden` columns (the config's hidden_size): the dequantize
+// kernel (calls above the decode crossover that take dequantized slices), and for FP8 formats
+// the activation quantizer of cuBLASLt's FP8 GEMM (per token, or per token and 128 columns for
+// fp8_block where hidden is a multiple of 128) and, for fp8_tensor, the per-row scale
+// expansion. Empty for dense weights. ArgumentError when hidden is not positive.
+std::vector<KernelSource> weight_kernels_for(const VariantOptions& options, int hidden);
+
 // Builds kernel_specs_for(plan, options) for every target into `cache`'s writable root (under
 // a KernelCache::PrecompileScope: read-only hits are copied there, and the run's own size-cap
 // prune never evicts its kernels), `jobs` at a time
@@ -75,10 +92,13 @@ using PrecompileProgress =
 // up on that device. The plan decides the kernels: a tensor-parallel deployment passes the
 // plan of its rank. The first error stops the remaining work and is rethrown once the
 // workers have finished; kernels compiled before it stay in the cache.
+// Then the decode kernels of `decode` (decode_specs_for) and, for quantized weights
+// (options.weights), weight_kernels_for(options, hidden), hidden being the config's
+// hidden_size.
 PrecompileResult precompile(const Plan& plan, const VariantOptions& options,
                             const std::vector<ArchTarget>& targets, KernelCache& cache,
                             unsigned jobs = 0, const PrecompileProgress& progress = {},
-                            const DecodePrecompile& decode = {});
+                            const DecodePrecompile& decode = {}, int hidden = 0);
 
 // The decode kernels `decode` asks for, for this plan and options (empty when none apply).
 std::vector<DecodeSpec> decode_specs_for(const Plan& plan, const VariantOptions& options,
@@ -111,6 +131,11 @@ struct ConfigPrecompile {
   bool strict = false;              // the strict plan instead of the grouped one
   int jobs = 0;                     // 0: one per core
   std::string decode_gpu;           // a measured GPU ("H200"): its decode-size kernels too
+  // How the draft's K/V weights are stored: empty or "dense" (default), or a quantized format
+  // (parse_weight_format: "fp8_tensor", "fp8_channel", "fp8_block", "int8_channel", ...):
+  // the kernels FusedKVMaterializer builds for it too (weight_kernels_for, and with decode_gpu
+  // the decode kernels over the stored bytes).
+  std::string weights;
 };
 
 // precompile_config's CacheError: the run finished, but its kernels are not all safe in the
@@ -123,7 +148,8 @@ struct PrecompileCacheError : CacheError {
 };
 
 // Builds the kernels of `config`'s plan (unsharded) for `request`. Beyond precompile()'s
-// errors: ArgumentError for a bad name, negative jobs or an unmeasured decode_gpu;
+// errors: ArgumentError for a bad name, negative jobs, an unmeasured decode_gpu or quantized
+// weights with no hidden_size in the config; UnsupportedError for a packed 4-bit scheme;
 // PrecompileCacheError (a CacheError) when a kernel was compiled but not saved (naming them),
 // or when the saved set is larger than FKV_CACHE_MAX_BYTES (the next publish there would evict
 // some).

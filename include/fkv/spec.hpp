@@ -23,6 +23,7 @@
 
 #include "fkv/options.hpp"
 #include "fkv/validate.hpp"
+#include "fkv/weights.hpp"
 
 namespace fkv {
 
@@ -133,7 +134,8 @@ KernelSpec make_kernel_spec(const AttentionSpec& attn, DType act, DType cache,
                             OutputMode mode = OutputMode::Stacked, DType cos_sin = DType::FP32,
                             IndexType positions = IndexType::I64, IndexType slots = IndexType::I64);
 
-// The dtypes and modes a deployment uses; with a Plan they give every kernel it needs.
+// The dtypes, modes and weight format a deployment uses; with a Plan they give every kernel it
+// needs.
 struct VariantOptions {
   DType act = DType::BF16;
   DType cache = DType::BF16;  // act, fp8_e4m3 or fp8_e5m2
@@ -141,6 +143,10 @@ struct VariantOptions {
   IndexType index = IndexType::I64;  // positions and cache_loc
   bool stacked = true;
   bool pool = true;
+  // How the draft's K/V weights are stored (include/fkv/weights.hpp). The epilogue kernels do
+  // not depend on it; the decode kernels and the quantized weights' own kernels do
+  // (precompile.hpp).
+  WeightFormat weights = WeightFormat::Dense;
 };
 
 // Activation dtype named by a config's dtype ("bfloat16", "float16", "float32"); bf16 if absent.

@@ -231,16 +231,19 @@ def plan(path_or_config, grouped: bool = False, tp_size: int = 1, tp_rank: int =
 def precompile(path_or_config, arch: str, dtype: Optional[str] = None,
                kv_dtype: Optional[str] = None,
                cache_dir: Union[str, bytes, os.PathLike, None] = None,
-               decode_gpu: Optional[str] = None) -> Tuple[int, int]:
+               decode_gpu: Optional[str] = None,
+               weights: Optional[str] = None) -> Tuple[int, int]:
     """Compiles every kernel the config's grouped plan needs (stacked and pool, fp32 cos/sin,
     int64 indices) for `arch` into the cache. No GPU needed. decode_gpu (e.g. "H200", a GPU of
     the measured crossover table) adds the decode-size kernels a helper loads there for calls of
-    a few tokens (docs/decode.md). Returns (variants, compiled now)."""
+    a few tokens (docs/decode.md). weights (a format of weight_format(), default "dense") adds
+    the kernels a helper builds for quantized K/V weights (docs/quantized.md). Returns
+    (variants, compiled now)."""
     cfg = _as_config(path_or_config)
     n, compiled = native().precompile(cfg._native, str(arch), optional_str(dtype),
                                       optional_str(kv_dtype),
                                       optional_str(None if cache_dir is None else os.fsdecode(cache_dir)),
-                                      optional_str(decode_gpu))
+                                      optional_str(decode_gpu), optional_str(weights))
     return int(n), int(compiled)
 
 

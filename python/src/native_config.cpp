@@ -174,8 +174,8 @@ ffi::Bytes plan_cos_sin(PlanRef p, std::int64_t group, std::int64_t max_position
 
 // [kernels, compiled now]; empty strings take the defaults (fkv::ConfigPrecompile).
 ffi::Array<int64_t> precompile(ConfigRef c, ffi::String arch, ffi::String dtype,
-                               ffi::String kv_dtype, ffi::String cache_dir,
-                               ffi::String decode_gpu) {
+                               ffi::String kv_dtype, ffi::String cache_dir, ffi::String decode_gpu,
+                               ffi::String weights) {
   return guarded([&] {
     fkv::ConfigPrecompile request;
     request.arch = c_str(arch, "arch");
@@ -183,6 +183,7 @@ ffi::Array<int64_t> precompile(ConfigRef c, ffi::String arch, ffi::String dtype,
     request.kv_dtype = c_str(kv_dtype, "kv_dtype");
     request.cache_dir = c_str(cache_dir, "cache_dir");
     request.decode_gpu = c_str(decode_gpu, "decode_gpu");
+    request.weights = c_str(weights, "weights");
     const fkv::PrecompileResult r = fkv::precompile_config(c->config, request);
     return ffi::Array<int64_t>{static_cast<int64_t>(r.kernels.size()),
                                static_cast<int64_t>(r.compiled())};

@@ -89,6 +89,7 @@ struct VariantArgs {
   bool strict = false;
   int tp = 1;              // --tp: tensor-parallel degree (each rank's share of the KV heads)
   std::string decode_gpu;  // --decode: also the decode-size kernels for this measured GPU
+  std::string weights;     // --weights: how the K/V weights are stored (empty: dense)
 };
 void add_variant_options(CLI::App* cmd, VariantArgs& args, bool config_positional = true);
 
@@ -96,13 +97,15 @@ struct Variants {
   Plan plan;
   VariantOptions options;
   DecodePrecompile decode;  // --decode: the GPU's SM count and crossover; zero: none
+  int hidden = 0;           // the config's hidden_size (0: absent)
 };
 // Reads the config and makes the plan the variants come from. With --decode, a note on stderr
 // when the plan takes no decode-size kernel.
 Variants variants_of(const VariantArgs& args);
 
 // Every kernel the variants need, by short name, with its generated source: the epilogue
-// kernels (kernel_specs_for), then the decode-size kernels of --decode (decode_specs_for).
+// kernels (kernel_specs_for), then the decode-size kernels of --decode (decode_specs_for), then
+// the kernels of quantized --weights (weight_kernels_for).
 struct NeededKernel {
   std::string name;
   KernelSource source;

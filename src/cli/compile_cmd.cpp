@@ -56,7 +56,7 @@ void run_precompile(const PrecompileArgs& a) {
                      to_string(k.outcome).c_str(), k.target.name().c_str(), k.short_name().c_str(),
                      k.seconds * 1e3);
       },
-      v.decode);
+      v.decode, v.hidden);
 
   const std::size_t missing = r.not_persisted();
   const std::string why = missing ? why_not_persisted(cache) : "";

@@ -32,6 +32,10 @@ void add_variant_options(CLI::App* cmd, VariantArgs& a, bool config_positional) 
   cmd->add_option("--decode", a.decode_gpu,
                   "also the decode-size kernels that calls of a few tokens take on this GPU (a "
                   "name from the measured table, e.g. H200; docs/decode.md)");
+  cmd->add_option("--weights", a.weights,
+                  "how the draft's K/V weights are stored: dense (default), fp8_tensor, "
+                  "fp8_channel, fp8_block, int8_channel: also the kernels a materializer builds "
+                  "for them (docs/quantized.md)");
 }
 
 namespace {
@@ -67,6 +71,20 @@ Variants variants_of(const VariantArgs& a) {
   o.index = a.index == "int32" ? IndexType::I32 : IndexType::I64;
   o.stacked = a.mode != "pool";
   o.pool = a.mode != "stacked";
+  v.hidden = cfg.hidden_size.value;
+  if (!a.weights.empty()) {
+    try {
+      o.weights = parse_weight_format(a.weights);
+    } catch (const UnsupportedError& e) {  // a packed 4-bit scheme, named
+      throw CommandFailure(Unsupported, std::string("--weights: ") + e.what());
+    } catch (const ArgumentError& e) {  // not a format name: the list
+      throw CommandFailure(Usage, std::string("--weights: ") + e.what());
+    }
+    if (is_quantized(o.weights) && v.hidden <= 0)
+      throw CommandFailure(Usage, "--weights " + a.weights +
+                                      ": the config has no hidden_size, which the kernels of "
+                                      "quantized weights are specialized on");
+  }
   if (!a.decode_gpu.empty()) {
     v.decode = decode_of(a.decode_gpu, cfg.hidden_size.value);
     if (decode_specs_for(v.plan, v.options, v.decode).empty())
@@ -84,6 +102,8 @@ std::vector<NeededKernel> needed_kernels(const Variants& v) {
     out.push_back({s.short_name(), generate(s)});
   for (const DecodeSpec& d : decode_specs_for(v.plan, v.options, v.decode))
     out.push_back({d.short_name(), generate_decode(d)});
+  for (KernelSource& k : weight_kernels_for(v.options, v.hidden))
+    out.push_back({k.short_name, std::move(k)});
   return out;
 }
 
