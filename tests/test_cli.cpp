@@ -442,13 +442,15 @@ TEST_CASE("precompile --weights adds the kernels a materializer builds for quant
 
   // A packed 4-bit scheme is refused by name (exit 9); a name that is no format is a usage
   // error listing the formats (exit 3).
-  const Result awq =
-      run("precompile " + data(kDraft) + " --arch sm_90 --weights awq --cache-dir '" + dir + "'");
+  auto with_weights = [&](const std::string& name) {
+    return run("precompile " + data(kDraft) + " --arch sm_90 --weights " + name + " --cache-dir '" +
+               dir + "'");
+  };
+  const Result awq = with_weights("awq");
   CHECK(awq.code == 9);
   CHECK(contains(awq.err, "--weights: "));
   CHECK(contains(awq.err, "awq"));
-  const Result bad =
-      run("precompile " + data(kDraft) + " --arch sm_90 --weights fp9 --cache-dir '" + dir + "'");
+  const Result bad = with_weights("fp9");
   CHECK(bad.code == 3);
   CHECK(contains(bad.err, "fp8_tensor"));
 }

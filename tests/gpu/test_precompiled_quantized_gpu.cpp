@@ -46,7 +46,7 @@ TEST_CASE("FP8 weights: a materializer starts from a precompiled read-only cache
   FKV_CU(cuDeviceGetName, name, sizeof name - 1, dev);
   if (std::string(name).find("H200") == std::string::npos) {
     WARN("the precompiled decode kernels are the H200's (--decode H200); this is " << name
-                                                                                  << ": skipped");
+                                                                                   << ": skipped");
     return;
   }
   int major = 0, minor = 0;
@@ -54,8 +54,9 @@ TEST_CASE("FP8 weights: a materializer starts from a precompiled read-only cache
   FKV_CU(cuDeviceGetAttribute, &minor, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR, dev);
   const std::string config = std::string(FKV_TEST_DATA_DIR) + "/dflash-qwen3-4b-draft.json";
   const fkv_test::CliResult pre = fkv_test::run_cli(
-      dir.path, "precompile '" + config + "' --arch sm_" + std::to_string(major * 10 + minor) +
-                    " --decode H200 --weights fp8_tensor --cache-dir '" + baked.string() + "'",
+      dir.path,
+      "precompile '" + config + "' --arch sm_" + std::to_string(major * 10 + minor) +
+          " --decode H200 --weights fp8_tensor --cache-dir '" + baked.string() + "'",
       "env -u FKV_CACHE_READONLY_DIRS -u FKV_CACHE_DIR -u FKV_NVRTC_LIBRARY");
   INFO(pre.out << pre.err);
   REQUIRE(pre.code == 0);
@@ -71,7 +72,8 @@ TEST_CASE("FP8 weights: a materializer starts from a precompiled read-only cache
   std::uint64_t state = 0x9e3779b97f4a7c15ull;
   for (std::uint8_t& b : w) {
     state = state * 6364136223846793005ull + 1442695040888963407ull;
-    b = static_cast<std::uint8_t>((state >> 33) & 0x7e) | static_cast<std::uint8_t>((state >> 60) & 0x80);
+    b = static_cast<std::uint8_t>((state >> 33) & 0x7e) |
+        static_cast<std::uint8_t>((state >> 60) & 0x80);
   }
   const std::vector<float> scales(static_cast<std::size_t>(layers), 0.01f);
   fkv::ensure_context(0);
