@@ -76,6 +76,15 @@ struct FusedKVMaterializer::Impl {
   std::unique_ptr<ActQuantizer> act_quant;
   std::unique_ptr<ScaledGemm> scaled;
   DeviceBuffer xq, xq_scales, row_scales;
+  // fp8_tensor calls of up to kBlockGemmTokens tokens: the same product with the per-layer
+  // scales as 128 x 128 blocks (block_scales, laid out as fp8_block's in the GEMM) and the
+  // activations quantized per token and 128 columns: cuBLASLt's block-scaled GEMM is faster
+  // there than its per-row one on the H200 (docs/performance.md). Null where a group's rows
+  // per layer or hidden are not whole blocks, or cuBLASLt has no such GEMM.
+  std::unique_ptr<ActQuantizer> act_quant_blocks;
+  std::unique_ptr<ScaledGemm> scaled_blocks;
+  DeviceBuffer block_scales;
+  static constexpr std::int64_t kBlockGemmTokens = 64;
   DeviceBuffer proj;                  // [proj_rows(max_tokens), N]
   std::vector<DeviceBuffer> retired;  // earlier projection buffers (reserve_tokens)
   DeviceBuffer error_word;
@@ -90,8 +99,14 @@ struct FusedKVMaterializer::Impl {
   void project_quantized(const MaterializerInput& in, CUstream stream) {
     const std::int64_t T = in.num_tokens;
     const std::int64_t ld = in.hidden_stride ? in.hidden_stride : hidden;
-    if (scaled && scaled->supports(proj_rows(T))) {
-      const std::int64_t n = proj_rows(T);
+    const std::int64_t n = proj_rows(T);
+    if (scaled_blocks && n <= kBlockGemmTokens && scaled_blocks->supports(n)) {
+      act_quant_blocks->run(in.hidden, ld, T, n, xq.ptr(), static_cast<float*>(xq_scales.ptr()),
+                            stream);
+      scaled_blocks->run(w_packed.ptr(), xq.ptr(), n, proj.ptr(), stream);
+      return;
+    }
+    if (scaled && scaled->supports(n)) {
       act_quant->run(in.hidden, ld, T, n, xq.ptr(), static_cast<float*>(xq_scales.ptr()), stream);
       scaled->run(w_packed.ptr(), xq.ptr(), n, proj.ptr(), stream);
       return;
@@ -124,7 +139,8 @@ struct FusedKVMaterializer::Impl {
   void size_fp8_gemm(std::int64_t max_tokens) {
     const bool block = format == WeightFormat::Fp8Block;
     const std::int64_t n = proj_rows(max_tokens);
-    const std::int64_t groups = block ? (hidden + kWeightBlock - 1) / kWeightBlock : 1;
+    const std::int64_t groups =
+        block || act_quant_blocks ? (hidden + kWeightBlock - 1) / kWeightBlock : 1;
     xq = DeviceBuffer(static_cast<std::size_t>(n * hidden));
     xq_scales = DeviceBuffer(static_cast<std::size_t>(n * groups) * sizeof(float));
     const auto* x_scales = static_cast<const float*>(xq_scales.ptr());
@@ -134,6 +150,21 @@ struct FusedKVMaterializer::Impl {
       scaled = std::make_unique<ScaledGemm>(opt.act, hidden, width,
                                             block ? GemmScales::BlockGroup : GemmScales::RowToken,
                                             gemm_scales(), x_scales, gemm->workspace());
+    if (scaled_blocks)
+      scaled_blocks->set_x_scales(x_scales);
+    else if (act_quant_blocks)
+      scaled_blocks = std::make_unique<ScaledGemm>(opt.act, hidden, width, GemmScales::BlockGroup,
+                                                   static_cast<const float*>(block_scales.ptr()),
+                                                   x_scales, gemm->workspace());
+  }
+
+  // Whether fp8_tensor's scales can be given as 128 x 128 blocks: hidden and every group's rows
+  // per layer (and so its offset) whole blocks.
+  bool tensor_scales_as_blocks() const {
+    if (format != WeightFormat::Fp8Tensor || hidden % kWeightBlock != 0) return false;
+    for (const Group& g : groups)
+      if (g.width % kWeightBlock != 0 || g.offset % kWeightBlock != 0) return false;
+    return true;
   }
 
   // Sets up the FP8 GEMM path where the options and the format allow it.
@@ -145,12 +176,24 @@ struct FusedKVMaterializer::Impl {
     act_quant = std::make_unique<ActQuantizer>(opt.act, static_cast<int>(hidden), block ? 128 : 0,
                                                format == WeightFormat::Fp8Tensor, opt.device);
     const std::int64_t kb = (hidden + kWeightBlock - 1) / kWeightBlock;
+    if (tensor_scales_as_blocks()) {
+      act_quant_blocks =
+          std::make_unique<ActQuantizer>(opt.act, static_cast<int>(hidden), 128, false, opt.device);
+      block_scales = DeviceBuffer(
+          static_cast<std::size_t>(width / kWeightBlock * ((kb + 3) / 4 * 4)) * sizeof(float));
+    }
     if (format == WeightFormat::Fp8Tensor)
       row_scales = DeviceBuffer(static_cast<std::size_t>(width) * sizeof(float));
     else if (block && kb % 4 != 0)
       row_scales = DeviceBuffer(
           static_cast<std::size_t>(width / kWeightBlock * ((kb + 3) / 4 * 4)) * sizeof(float));
     size_fp8_gemm(opt.max_tokens);
+    if (scaled_blocks &&
+        !scaled_blocks->supports(proj_rows(std::min(opt.max_tokens, kBlockGemmTokens)))) {
+      scaled_blocks.reset();
+      act_quant_blocks.reset();
+      block_scales = DeviceBuffer();
+    }
     if (scaled->supports(proj_rows(opt.max_tokens))) {
       fill_gemm_scales(stream);
     } else {  // e.g. before sm_90
@@ -160,6 +203,9 @@ struct FusedKVMaterializer::Impl {
           cublaslt_library(), opt.device, to_string(format));
       scaled.reset();
       act_quant.reset();
+      scaled_blocks.reset();
+      act_quant_blocks.reset();
+      block_scales = DeviceBuffer();
       xq = DeviceBuffer();
       xq_scales = DeviceBuffer();
       row_scales = DeviceBuffer();
@@ -174,16 +220,24 @@ struct FusedKVMaterializer::Impl {
   // row_scales from w_scales (after pack_scales), on `stream`.
   void fill_gemm_scales(CUstream stream) const {
     if (!act_quant || row_scales.size() == 0) return;
+    const std::size_t kb = static_cast<std::size_t>((hidden + kWeightBlock - 1) / kWeightBlock);
     if (format == WeightFormat::Fp8Tensor) {
+      // Per row, and where the blocks are used per 128 x 128 block (rows of kb4 blocks): both
+      // are the layer's scale repeated, so the same expansion makes them.
+      const std::int64_t kb4 = static_cast<std::int64_t>((kb + 3) / 4 * 4);
       for (std::size_t gi = 0; gi < groups.size(); ++gi) {
         const Group& g = groups[gi];
-        act_quant->expand(static_cast<const float*>(w_scales.ptr()) + scale_offset[gi],
-                          static_cast<float*>(row_scales.ptr()) + g.offset, g.width,
-                          g.width * static_cast<std::int64_t>(g.members.size()), stream);
+        const float* per_layer = static_cast<const float*>(w_scales.ptr()) + scale_offset[gi];
+        const std::int64_t rows = g.width * static_cast<std::int64_t>(g.members.size());
+        act_quant->expand(per_layer, static_cast<float*>(row_scales.ptr()) + g.offset, g.width,
+                          rows, stream);
+        if (scaled_blocks)
+          act_quant->expand(per_layer,
+                            static_cast<float*>(block_scales.ptr()) + g.offset / kWeightBlock * kb4,
+                            g.width / kWeightBlock * kb4, rows / kWeightBlock * kb4, stream);
       }
       return;
     }
-    const std::size_t kb = static_cast<std::size_t>((hidden + kWeightBlock - 1) / kWeightBlock);
     CUDA_MEMCPY2D c{};
     c.srcMemoryType = CU_MEMORYTYPE_DEVICE;
     c.srcDevice = w_scales.get();

@@ -63,7 +63,12 @@ std::vector<KernelSource> weight_kernels_for(const VariantOptions& options, int 
   const bool block = w == WeightFormat::Fp8Block;
   if (block && hidden % kWeightBlock != 0) return out;  // no FP8 GEMM: slices only
   out.push_back(generate_quantize_act(options.act, hidden, block ? kWeightBlock : 0));
-  if (w == WeightFormat::Fp8Tensor) out.push_back(generate_expand_scales());
+  if (w != WeightFormat::Fp8Tensor) return out;
+  out.push_back(generate_expand_scales());
+  // Calls of up to 64 tokens with the per-layer scales as blocks, where hidden is whole blocks
+  // (and so are the layers' rows, which the plan's shapes make true for every draft seen).
+  if (hidden % kWeightBlock == 0)
+    out.push_back(generate_quantize_act(options.act, hidden, kWeightBlock));
   return out;
 }
 

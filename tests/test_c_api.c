@@ -389,11 +389,12 @@ static void test_precompile(void) {
         CHECK_STATUS(fkv_precompile_with_options(draft, &o, &r), FKV_OK);
         CHECK(r.n_variants == 4); /* stacked, pool, and the decode kernels' 8-token bucket */
         /* FP8 weights: the decode kernels over the stored bytes in every bucket (8 to 64,
-         * stacked and pool), the dequantize kernel, the FP8 GEMM's activation quantizer and
-         * the per-tensor scales' expansion. */
+         * stacked and pool), the dequantize kernel, the FP8 GEMM's activation quantizers (per
+         * token, and per token and 128 columns for calls of up to 64 tokens) and the
+         * per-tensor scales' expansion. */
         o.weights = "fp8_tensor";
         CHECK_STATUS(fkv_precompile_with_options(draft, &o, &r), FKV_OK);
-        CHECK(r.n_variants == 2 + 8 + 3);
+        CHECK(r.n_variants == 2 + 8 + 4);
         o.weights = "int4";
         CHECK_STATUS(fkv_precompile_with_options(draft, &o, &r), FKV_ERR_UNSUPPORTED);
         CHECK_CONTAINS("int4");

@@ -871,7 +871,11 @@ void check_gemm_path(const Model& m0, fkv::FusedKVMaterializer& mat, const Token
   r.T = T;
   const bool fp8 = mat.fp8_gemm();
   if (fp8) {
-    const int group = s.weight == fkv::WeightFormat::Fp8Block ? 128 : 0;
+    // Activations per token, or per token and 128 columns: fp8_block, and fp8_tensor calls of
+    // up to 64 tokens, whose per-layer scales the materializer then gives cuBLASLt as blocks.
+    const bool blocks = s.weight == fkv::WeightFormat::Fp8Block ||
+                        (s.weight == fkv::WeightFormat::Fp8Tensor && T <= 64);
+    const int group = blocks ? 128 : 0;
     project_values(s, m.w,
                    fkv::fp8_activations(s.e.act, tok.x.data(), T, s.hidden, s.stride(), group), r);
   } else {
@@ -1001,6 +1005,8 @@ TEST_CASE(
     REQUIRE(mat.fp8_gemm() == fp8);
     check_gemm_path(fx.m, mat, fx.tok, T_big, fx.rng, stream);
     check_gemm_path(fx.m, mat, fx.tok, T_big, fx.rng, stream, true);
+    check_gemm_path(fx.m, mat, fx.tok, 40, fx.rng, stream);  // fp8_tensor: scales as blocks
+    check_gemm_path(fx.m, mat, fx.tok, 40, fx.rng, stream, true);
     if (fp8) {  // and FP8 weights as dequantized slices (fp8_gemm = false): never a dense copy
       fkv::MaterializerOptions so = o;
       so.fp8_gemm = false;
@@ -1062,6 +1068,9 @@ TEST_CASE(
     // per-row scales (fp8_tensor's expanded, fp8_block's copy) follow the new scales.
     const Model third = make_model(s, fx.rng, stream);
     check_gemm_path(next, mat, fx.tok, T_big, fx.rng, stream, true, &third);
+    // ... and at 40 tokens (fp8_tensor: the block scales follow too).
+    const Model fourth = make_model(s, fx.rng, stream);
+    check_gemm_path(third, mat, fx.tok, 40, fx.rng, stream, true, &fourth);
   }
 }
 

@@ -61,8 +61,8 @@ TEST_CASE("FP8 weights: a materializer starts from a precompiled read-only cache
   INFO(pre.out << pre.err);
   REQUIRE(pre.code == 0);
   // 2 epilogue kernels, 8 decode kernels (4 buckets, stacked and pool), dequantize, quantize
-  // activations, expand scales.
-  REQUIRE(files_under(baked, ".cubin") == 13);
+  // activations (per token; per token and 128 columns), expand scales.
+  REQUIRE(files_under(baked, ".cubin") == 14);
 
   const fkv::ModelConfig cfg = fkv::ModelConfig::from_file(config);
   const int hidden = cfg.hidden_size.value, layers = 5, D = 128;
@@ -94,7 +94,8 @@ TEST_CASE("FP8 weights: a materializer starts from a precompiled read-only cache
   CHECK(mat.decode_crossover() == 32);  // 0 when the decode kernels could not be built
   CHECK(mat.fp8_gemm());
 
-  // One stacked call on each path: 3 tokens (decode kernel) and 100 (FP8 GEMM + epilogue).
+  // One stacked call on each path: 3 tokens (decode kernel), 40 (FP8 GEMM with the scales as
+  // blocks) and 100 (FP8 GEMM with per-row scales), then the epilogue.
   const std::int64_t T = 100, kv = 8 * D;
   std::vector<std::uint16_t> x(static_cast<std::size_t>(T * hidden), 0x3c00);  // bf16 1.0
   for (std::size_t i = 0; i < x.size(); ++i) x[i] = static_cast<std::uint16_t>(0x3c00 + (i % 97));
@@ -108,7 +109,7 @@ TEST_CASE("FP8 weights: a materializer starts from a precompiled read-only cache
   void* kp = k.ptr();
   void* vp = v.ptr();
   fkv::Stream stream;
-  for (std::int64_t n : {std::int64_t{3}, T}) {
+  for (std::int64_t n : {std::int64_t{3}, std::int64_t{40}, T}) {
     INFO(n << " tokens");
     FKV_CU(cuMemsetD8Async, k.get(), 0xff, out_bytes, stream.get());
     mat.materialize_stacked(fkv::MaterializerInput{d_x.ptr(), n, 0, d_pos.ptr()},
