@@ -73,7 +73,8 @@ struct MaterializerOptions {
   std::size_t dequant_slice_bytes = 32u << 20;
   // FP8 weights above the decode crossover (docs/quantized.md, "Above the decode crossover"):
   // true = cuBLASLt's FP8 GEMM over the stored bytes, the call's activations quantized to e4m3
-  // on the fly with one scale per token (per token and 128 columns for fp8_block): W8A8, as the
+  // on the fly with one scale per token (per token and 128 columns for fp8_block, and for
+  // fp8_tensor calls of up to 64 tokens, whose scales then go as blocks): W8A8, as the
   // engines' FP8 linear methods compute, and about 0.6-0.7x the bf16 step from 512 tokens on
   // the H200. false, INT8 weights, or a GPU whose cuBLASLt has no such GEMM (before sm_90):
   // dequantized slices with the activations kept (W8A16).

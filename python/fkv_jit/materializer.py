@@ -184,8 +184,9 @@ class FusedKVMaterializeHelper:
         blocks). Copied at construction (and by refresh_weights).
       fp8_gemm: FP8 weights above the decode crossover: True (default) = cuBLASLt's FP8 GEMM
         over the stored bytes, ctx_hidden quantized to e4m3 per call with one scale per token
-        (per token and 128 columns for fp8_block): W8A8, as the engines' FP8 linear methods
-        compute; False = dequantized slices with the activations kept (W8A16). The attribute
+        (per token and 128 columns for fp8_block, and for fp8_tensor calls of up to 64 tokens):
+        W8A8, as the engines' FP8 linear methods compute; False = dequantized slices with the
+        activations kept (W8A16). The attribute
         fp8_gemm says what the helper uses (False on GPUs without that GEMM, before sm_90).
       act_dtype: the activation dtype (ctx_hidden, the stacked outputs, the projection):
         torch.bfloat16 or torch.float16. Required with quantized weights; for dense weights it

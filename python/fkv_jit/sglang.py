@@ -124,8 +124,9 @@ class FusedKVMaterializeHelper(_ConfigHelper):
       act_dtype: quantized qkv_proj only: the activation dtype (torch.bfloat16 / float16);
         default qkv_proj.orig_dtype, else the K-norm weight's dtype.
       fp8_gemm: FP8 qkv_proj above the decode crossover: True (default) = cuBLASLt's FP8 GEMM
-        with the activations quantized per token (W8A8, as sglang's Fp8LinearMethod runs its
-        other linears); False = dequantized slices, activations kept (W8A16).
+        with the activations quantized per token or per 128 columns (W8A8, as sglang's
+        Fp8LinearMethod runs its other linears); False = dequantized slices, activations kept
+        (W8A16).
 
     Positions at or past the table are never read out of bounds: the kernel skips that token
     and sets an error bit that check_device_errors() reads.
