@@ -244,13 +244,15 @@ def _selftest() -> int:
         x_read = x
         if adapter.helper.fp8_gemm and T > adapter.helper.decode_crossover:
             # FP8 weights take cuBLASLt's FP8 GEMM, which reads x quantized to e4m3 with one
-            # scale per token (templates/quantize_act.cu; W8A8): the reference reads the same,
-            # both quotients the float32 ones (taken in float64, rounded once: exact; torch's
+            # scale per token, or per token and 128 columns for per-tensor weights at up to 64
+            # tokens (templates/quantize_act.cu; W8A8): the reference reads the same, both
+            # quotients the float32 ones (taken in float64, rounded once: exact; torch's
             # float32 division by a Python number multiplies by the reciprocal).
-            xd = x.double()
+            blocks = adapter.helper.weight_format == "fp8_tensor" and T <= 64
+            xd = x.double().reshape(T, -1, 128 if blocks else hidden)
             s = torch.clamp((xd.abs().amax(-1, keepdim=True) / 448.0).float(),
                             min=torch.finfo(torch.float32).tiny).double()
-            x_read = (xd / s).float().to(torch.float8_e4m3fn).double() * s
+            x_read = ((xd / s).float().to(torch.float8_e4m3fn).double() * s).reshape(T, hidden)
         for i, a in enumerate(attns):
             k_ref, v_ref = reference(a, x_read, pos)
             k_view, v_view = _LAYOUTS[layout](a.attn.kv_cache[0])
