@@ -158,6 +158,20 @@ struct FusedKVMaterializer::Impl {
                                                    x_scales, gemm->workspace());
   }
 
+  // Bytes of a [width / 128, KB4] block-scale array as the block-scaled GEMM reads it (KB4:
+  // ceil(hidden / 128) padded to a multiple of 4).
+  std::size_t block_scale_bytes() const {
+    const std::int64_t kb = (hidden + kWeightBlock - 1) / kWeightBlock;
+    return static_cast<std::size_t>(width / kWeightBlock * ((kb + 3) / 4 * 4)) * sizeof(float);
+  }
+
+  // Back to per-row scales for every fp8_tensor call.
+  void drop_block_gemm() {
+    scaled_blocks.reset();
+    act_quant_blocks.reset();
+    block_scales = DeviceBuffer();
+  }
+
   // Whether fp8_tensor's scales can be given as 128 x 128 blocks: hidden and every group's rows
   // per layer (and so its offset) whole blocks.
   bool tensor_scales_as_blocks() const {
@@ -179,21 +193,16 @@ struct FusedKVMaterializer::Impl {
     if (tensor_scales_as_blocks()) {
       act_quant_blocks =
           std::make_unique<ActQuantizer>(opt.act, static_cast<int>(hidden), 128, false, opt.device);
-      block_scales = DeviceBuffer(
-          static_cast<std::size_t>(width / kWeightBlock * ((kb + 3) / 4 * 4)) * sizeof(float));
+      block_scales = DeviceBuffer(block_scale_bytes());
     }
     if (format == WeightFormat::Fp8Tensor)
       row_scales = DeviceBuffer(static_cast<std::size_t>(width) * sizeof(float));
     else if (block && kb % 4 != 0)
-      row_scales = DeviceBuffer(
-          static_cast<std::size_t>(width / kWeightBlock * ((kb + 3) / 4 * 4)) * sizeof(float));
+      row_scales = DeviceBuffer(block_scale_bytes());
     size_fp8_gemm(opt.max_tokens);
     if (scaled_blocks &&
-        !scaled_blocks->supports(proj_rows(std::min(opt.max_tokens, kBlockGemmTokens)))) {
-      scaled_blocks.reset();
-      act_quant_blocks.reset();
-      block_scales = DeviceBuffer();
-    }
+        !scaled_blocks->supports(proj_rows(std::min(opt.max_tokens, kBlockGemmTokens))))
+      drop_block_gemm();
     if (scaled->supports(proj_rows(opt.max_tokens))) {
       fill_gemm_scales(stream);
     } else {  // e.g. before sm_90
@@ -203,9 +212,7 @@ struct FusedKVMaterializer::Impl {
           cublaslt_library(), opt.device, to_string(format));
       scaled.reset();
       act_quant.reset();
-      scaled_blocks.reset();
-      act_quant_blocks.reset();
-      block_scales = DeviceBuffer();
+      drop_block_gemm();
       xq = DeviceBuffer();
       xq_scales = DeviceBuffer();
       row_scales = DeviceBuffer();

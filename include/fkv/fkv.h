@@ -366,9 +366,9 @@ typedef struct fkv_materializer_options {
   int64_t decode_crossover;
   /* FP8 weights above the decode crossover: 1 (default) = cuBLASLt's FP8 GEMM over the stored
    * bytes, the activations quantized to e4m3 per call, one scale per token (per token and 128
-   * columns for fp8_block, and for fp8_tensor calls of up to 64 tokens): W8A8, as the engines' FP8 linear methods compute; 0 = dequantized
-   * slices, the activations kept (W8A16). A GPU without that GEMM (before sm_90) takes the
-   * slices. fkv_materializer_fp8_gemm() says what is used. */
+   * columns for fp8_block, and for fp8_tensor calls of up to 64 tokens): W8A8, as the engines' FP8
+   * linear methods compute; 0 = dequantized slices, the activations kept (W8A16). A GPU without
+   * that GEMM (before sm_90) takes the slices. fkv_materializer_fp8_gemm() says what is used. */
   int fp8_gemm;
 } fkv_materializer_options;
 
