@@ -221,8 +221,9 @@ def test_precompile():
         # 4-bit scheme is refused by name.
         assert fkv_jit.precompile(draft, "sm_90", cache_dir=cache, decode_gpu="H200",
                                   weights="int8_channel") == (2 + 8 + 1, 8 + 1)
-        # (file names keep the short name's first 64 characters: "..._tb8_int8_cha-<key>")
-        assert len([c for c in Path(cache).rglob("fkvdec_*_int8_ch*.cubin")]) == 8
+        # (file names keep the short name's first 64 characters: "..._pool_L5_x2560_tb8_int8_cha",
+        # "..._stacked_L5_x2560_tb8_int8")
+        assert len([c for c in Path(cache).rglob("fkvdec_*_int8*.cubin")]) == 8
         assert len([c for c in Path(cache).rglob("fkvdeq_int8_channel_*.cubin")]) == 1
         e = raises(fkv_jit.UnsupportedModelError, fkv_jit.precompile, draft, "sm_90",
                    cache_dir=cache, weights="awq")
