@@ -161,7 +161,7 @@ void FusedKVMaterializer::refresh_weights(const MaterializerWeights& w, CUstream
   ensure_context(m.opt.device);
   m.pack(w, row_stride, stream);
   m.pack_scales(w, stream);
-  m.fill_gemm_scales(stream);
+  if (m.fp8) m.fp8->fill_scales(stream);
   // From pageable host memory: each copy returns once its source is staged, so the vectors
   // may go out of scope before the stream reaches the copy.
   for (std::size_t gi = 0; gi < m.groups.size(); ++gi) {
@@ -203,11 +203,7 @@ void FusedKVMaterializer::reserve_tokens(std::int64_t max_tokens) {
       static_cast<std::size_t>(Impl::proj_rows(max_tokens) * m.width * dtype_size(m.opt.act)));
   m.retired.push_back(std::move(m.proj));
   m.proj = std::move(bigger);
-  if (m.scaled) {  // graphs captured before keep the old buffers
-    m.retired.push_back(std::move(m.xq));
-    m.retired.push_back(std::move(m.xq_scales));
-    m.size_fp8_gemm(max_tokens);
-  }
+  if (m.fp8) m.fp8->reserve(max_tokens, m.retired);  // graphs captured before keep the old
   m.opt.max_tokens = max_tokens;
 }
 
@@ -231,6 +227,6 @@ CUdeviceptr FusedKVMaterializer::projection() const { return impl_->proj.get(); 
 std::int64_t FusedKVMaterializer::projection_width() const { return impl_->width; }
 CUdeviceptr FusedKVMaterializer::error_flag() const { return impl_->error_word.get(); }
 std::int64_t FusedKVMaterializer::decode_crossover() const { return impl_->crossover; }
-bool FusedKVMaterializer::fp8_gemm() const { return impl_->scaled != nullptr; }
+bool FusedKVMaterializer::fp8_gemm() const { return impl_->fp8 != nullptr; }
 
 }  // namespace fkv

@@ -10,15 +10,14 @@
 #include <string>
 #include <vector>
 
-#include "act_quant.hpp"
 #include "dequant.hpp"
 #include "fkv/decode.hpp"
 #include "fkv/driver.hpp"
 #include "fkv/errors.hpp"
 #include "fkv/fused_kv_materializer.hpp"
 #include "fkv/materialize.hpp"
+#include "fp8_gemm_path.hpp"
 #include "projection_gemm.hpp"
-#include "scaled_gemm.hpp"
 
 namespace fkv {
 namespace materializer_detail {
@@ -68,23 +67,10 @@ struct FusedKVMaterializer::Impl {
   std::unique_ptr<Dequantizer> dequant;
   DeviceBuffer dq_scratch;
   std::int64_t dq_rows = 0;
-  // FP8 weights above the decode crossover (MaterializerOptions::fp8_gemm): the call's
-  // activations quantized into xq / xq_scales, then cuBLASLt's FP8 GEMM over w_packed with
-  // gemm_scales() (fp8_tensor's per-layer scales expanded per row into row_scales; fp8_block's
-  // blocks copied into row_scales with rows padded to a multiple of 4 blocks where they are
-  // not). Null when unused; a call it has no algorithm for takes the dequantized slices.
-  std::unique_ptr<ActQuantizer> act_quant;
-  std::unique_ptr<ScaledGemm> scaled;
-  DeviceBuffer xq, xq_scales, row_scales;
-  // fp8_tensor calls of up to kBlockGemmTokens tokens: the same product with the per-layer
-  // scales as 128 x 128 blocks (block_scales, laid out as fp8_block's in the GEMM) and the
-  // activations quantized per token and 128 columns: cuBLASLt's block-scaled GEMM is faster
-  // there than its per-row one on the H200 (docs/performance.md). Null where a group's rows
-  // per layer or hidden are not whole blocks, or cuBLASLt has no such GEMM.
-  std::unique_ptr<ActQuantizer> act_quant_blocks;
-  std::unique_ptr<ScaledGemm> scaled_blocks;
-  DeviceBuffer block_scales;
-  static constexpr std::int64_t kBlockGemmTokens = 64;
+  // FP8 weights above the decode crossover (MaterializerOptions::fp8_gemm): cuBLASLt's FP8 GEMM
+  // over w_packed (fp8_gemm_path.hpp). Null when unused; a call it has no algorithm for takes
+  // the dequantized slices.
+  std::unique_ptr<Fp8GemmPath> fp8;
   DeviceBuffer proj;                  // [proj_rows(max_tokens), N]
   std::vector<DeviceBuffer> retired;  // earlier projection buffers (reserve_tokens)
   DeviceBuffer error_word;
@@ -99,18 +85,7 @@ struct FusedKVMaterializer::Impl {
   void project_quantized(const MaterializerInput& in, CUstream stream) {
     const std::int64_t T = in.num_tokens;
     const std::int64_t ld = in.hidden_stride ? in.hidden_stride : hidden;
-    const std::int64_t n = proj_rows(T);
-    if (scaled_blocks && n <= kBlockGemmTokens && scaled_blocks->supports(n)) {
-      act_quant_blocks->run(in.hidden, ld, T, n, xq.ptr(), static_cast<float*>(xq_scales.ptr()),
-                            stream);
-      scaled_blocks->run(w_packed.ptr(), xq.ptr(), n, proj.ptr(), stream);
-      return;
-    }
-    if (scaled && scaled->supports(n)) {
-      act_quant->run(in.hidden, ld, T, n, xq.ptr(), static_cast<float*>(xq_scales.ptr()), stream);
-      scaled->run(w_packed.ptr(), xq.ptr(), n, proj.ptr(), stream);
-      return;
-    }
+    if (fp8 && fp8->run(w_packed.ptr(), in.hidden, ld, T, proj.ptr(), stream)) return;
     const int es = dtype_size(opt.act);
     for (std::size_t gi = 0; gi < groups.size(); ++gi) {
       const Group& g = groups[gi];
@@ -129,132 +104,20 @@ struct FusedKVMaterializer::Impl {
   // The decode crossover of FP8 weights when the FP8 GEMM takes the calls above it.
   static constexpr std::int64_t kFp8GemmCrossover = 32;
 
-  // Rows of the projection buffer for `tokens`: the FP8 GEMM's token count is a multiple of 4
-  // (cuBLASLt's block-scaled GEMM takes no other), its padding rows written and never read.
-  static std::int64_t proj_rows(std::int64_t tokens) { return (tokens + 3) / 4 * 4; }
-
-  // The FP8 GEMM's activation buffers for up to max_tokens tokens (the GEMM, made once, is
-  // given the new scale pointer; graphs captured before keep the old buffers, retired, and the
-  // GEMM's workspace).
-  void size_fp8_gemm(std::int64_t max_tokens) {
-    const bool block = format == WeightFormat::Fp8Block;
-    const std::int64_t n = proj_rows(max_tokens);
-    const std::int64_t groups =
-        block || act_quant_blocks ? (hidden + kWeightBlock - 1) / kWeightBlock : 1;
-    xq = DeviceBuffer(static_cast<std::size_t>(n * hidden));
-    xq_scales = DeviceBuffer(static_cast<std::size_t>(n * groups) * sizeof(float));
-    const auto* x_scales = static_cast<const float*>(xq_scales.ptr());
-    if (scaled)
-      scaled->set_x_scales(x_scales);
-    else
-      scaled = std::make_unique<ScaledGemm>(opt.act, hidden, width,
-                                            block ? GemmScales::BlockGroup : GemmScales::RowToken,
-                                            gemm_scales(), x_scales, gemm->workspace());
-    if (scaled_blocks)
-      scaled_blocks->set_x_scales(x_scales);
-    else if (act_quant_blocks)
-      scaled_blocks = std::make_unique<ScaledGemm>(opt.act, hidden, width, GemmScales::BlockGroup,
-                                                   static_cast<const float*>(block_scales.ptr()),
-                                                   x_scales, gemm->workspace());
-  }
-
-  // Bytes of a [width / 128, KB4] block-scale array as the block-scaled GEMM reads it (KB4:
-  // ceil(hidden / 128) padded to a multiple of 4).
-  std::size_t block_scale_bytes() const {
-    const std::int64_t kb = (hidden + kWeightBlock - 1) / kWeightBlock;
-    return static_cast<std::size_t>(width / kWeightBlock * ((kb + 3) / 4 * 4)) * sizeof(float);
-  }
-
-  // Back to per-row scales for every fp8_tensor call.
-  void drop_block_gemm() {
-    scaled_blocks.reset();
-    act_quant_blocks.reset();
-    block_scales = DeviceBuffer();
-  }
-
-  // Whether fp8_tensor's scales can be given as 128 x 128 blocks: hidden and every group's rows
-  // per layer (and so its offset) whole blocks.
-  bool tensor_scales_as_blocks() const {
-    if (format != WeightFormat::Fp8Tensor || hidden % kWeightBlock != 0) return false;
-    for (const Group& g : groups)
-      if (g.width % kWeightBlock != 0 || g.offset % kWeightBlock != 0) return false;
-    return true;
-  }
+  // Rows of the projection buffer for `tokens` (the FP8 GEMM's padded token count).
+  static std::int64_t proj_rows(std::int64_t tokens) { return Fp8GemmPath::rows(tokens); }
 
   // Sets up the FP8 GEMM path where the options and the format allow it.
   void setup_fp8_gemm(CUstream stream) {
     if (!opt.fp8_gemm || format == WeightFormat::Dense || format == WeightFormat::Int8Channel)
       return;
-    const bool block = format == WeightFormat::Fp8Block;
-    if (block && hidden % kWeightBlock != 0) return;  // partial activation groups: slices
-    act_quant = std::make_unique<ActQuantizer>(opt.act, static_cast<int>(hidden), block ? 128 : 0,
-                                               format == WeightFormat::Fp8Tensor, opt.device);
-    const std::int64_t kb = (hidden + kWeightBlock - 1) / kWeightBlock;
-    if (tensor_scales_as_blocks()) {
-      act_quant_blocks =
-          std::make_unique<ActQuantizer>(opt.act, static_cast<int>(hidden), 128, false, opt.device);
-      block_scales = DeviceBuffer(block_scale_bytes());
-    }
-    if (format == WeightFormat::Fp8Tensor)
-      row_scales = DeviceBuffer(static_cast<std::size_t>(width) * sizeof(float));
-    else if (block && kb % 4 != 0)
-      row_scales = DeviceBuffer(block_scale_bytes());
-    size_fp8_gemm(opt.max_tokens);
-    if (scaled_blocks &&
-        !scaled_blocks->supports(proj_rows(std::min(opt.max_tokens, kBlockGemmTokens))))
-      drop_block_gemm();
-    if (scaled->supports(proj_rows(opt.max_tokens))) {
-      fill_gemm_scales(stream);
-    } else {  // e.g. before sm_90
-      spdlog::info(
-          "fkv: cuBLASLt ({}) has no FP8 GEMM with these scales on device {}: {} weights above "
-          "the decode crossover take dequantized slices",
-          cublaslt_library(), opt.device, to_string(format));
-      scaled.reset();
-      act_quant.reset();
-      drop_block_gemm();
-      xq = DeviceBuffer();
-      xq_scales = DeviceBuffer();
-      row_scales = DeviceBuffer();
-    }
-  }
-
-  // The weight scales the FP8 GEMM reads.
-  const float* gemm_scales() const {
-    return static_cast<const float*>(row_scales.size() ? row_scales.ptr() : w_scales.ptr());
-  }
-
-  // row_scales from w_scales (after pack_scales), on `stream`.
-  void fill_gemm_scales(CUstream stream) const {
-    if (!act_quant || row_scales.size() == 0) return;
-    const std::size_t kb = static_cast<std::size_t>((hidden + kWeightBlock - 1) / kWeightBlock);
-    if (format == WeightFormat::Fp8Tensor) {
-      // Per row, and where the blocks are used per 128 x 128 block (rows of kb4 blocks): both
-      // are the layer's scale repeated, so the same expansion makes them.
-      const std::int64_t kb4 = static_cast<std::int64_t>((kb + 3) / 4 * 4);
-      for (std::size_t gi = 0; gi < groups.size(); ++gi) {
-        const Group& g = groups[gi];
-        const float* per_layer = static_cast<const float*>(w_scales.ptr()) + scale_offset[gi];
-        const std::int64_t rows = g.width * static_cast<std::int64_t>(g.members.size());
-        act_quant->expand(per_layer, static_cast<float*>(row_scales.ptr()) + g.offset, g.width,
-                          rows, stream);
-        if (scaled_blocks)
-          act_quant->expand(per_layer,
-                            static_cast<float*>(block_scales.ptr()) + g.offset / kWeightBlock * kb4,
-                            g.width / kWeightBlock * kb4, rows / kWeightBlock * kb4, stream);
-      }
-      return;
-    }
-    CUDA_MEMCPY2D c{};
-    c.srcMemoryType = CU_MEMORYTYPE_DEVICE;
-    c.srcDevice = w_scales.get();
-    c.srcPitch = kb * sizeof(float);
-    c.dstMemoryType = CU_MEMORYTYPE_DEVICE;
-    c.dstDevice = row_scales.get();
-    c.dstPitch = (kb + 3) / 4 * 4 * sizeof(float);
-    c.WidthInBytes = kb * sizeof(float);
-    c.Height = static_cast<std::size_t>(width / kWeightBlock);
-    FKV_CU(cuMemcpy2DAsync, &c, stream);
+    std::vector<Fp8GemmGroup> shares;
+    for (std::size_t gi = 0; gi < groups.size(); ++gi)
+      shares.push_back({groups[gi].offset, groups[gi].width,
+                        static_cast<std::int64_t>(groups[gi].members.size()), scale_offset[gi]});
+    fp8 = Fp8GemmPath::make(format, opt.act, hidden, width, std::move(shares),
+                            static_cast<const float*>(w_scales.ptr()), opt.max_tokens,
+                            gemm->workspace(), opt.device, stream);
   }
 
   // proj[:T] = hidden · W_packed^T on `stream`.
@@ -332,7 +195,7 @@ struct FusedKVMaterializer::Impl {
     // from 33 it runs its 64-token bucket, 35.6 us against the GEMM's 27.6 at 64); otherwise it
     // takes every call up to 64 tokens (2.5x faster than dequantized slices at 64).
     if (is_quantized(format) && opt.decode_crossover < 0)
-      crossover = scaled ? kFp8GemmCrossover : kDecodeMaxBucket;
+      crossover = fp8 ? kFp8GemmCrossover : kDecodeMaxBucket;
     const Group& g = groups.front();
     const AttentionSpec& attn = g.plan_group->attn;
     KernelSpec spec = make_kernel_spec(attn, opt.act, opt.cache, OutputMode::Pool, opt.cos_sin,
