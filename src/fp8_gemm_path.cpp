@@ -10,17 +10,18 @@
 namespace fkv {
 namespace {
 
-std::int64_t column_blocks(std::int64_t hidden) { return (hidden + kWeightBlock - 1) / kWeightBlock; }
+std::int64_t column_blocks(std::int64_t hidden) {
+  return (hidden + kWeightBlock - 1) / kWeightBlock;
+}
 std::int64_t padded4(std::int64_t n) { return (n + 3) / 4 * 4; }
 
 }  // namespace
 
 std::unique_ptr<Fp8GemmPath> Fp8GemmPath::make(WeightFormat format, DType act, std::int64_t hidden,
-                                               std::int64_t width,
-                                               std::vector<Fp8GemmGroup> groups,
+                                               std::int64_t width, std::vector<Fp8GemmGroup> groups,
                                                const float* w_scales, std::int64_t max_tokens,
-                                               std::shared_ptr<DeviceBuffer> workspace,
-                                               int device, CUstream stream) {
+                                               std::shared_ptr<DeviceBuffer> workspace, int device,
+                                               CUstream stream) {
   const bool block = format == WeightFormat::Fp8Block;
   if (block && hidden % kWeightBlock != 0) return nullptr;  // partial activation groups: slices
   std::unique_ptr<Fp8GemmPath> p(new Fp8GemmPath());
@@ -32,16 +33,16 @@ std::unique_ptr<Fp8GemmPath> Fp8GemmPath::make(WeightFormat format, DType act, s
   p->w_scales_ = w_scales;
   p->workspace_ = std::move(workspace);
   const bool tensor = format == WeightFormat::Fp8Tensor;
-  p->quant_ = std::make_unique<ActQuantizer>(act, static_cast<int>(hidden), block ? 128 : 0,
-                                             tensor, device);
+  p->quant_ = std::make_unique<ActQuantizer>(act, static_cast<int>(hidden), block ? 128 : 0, tensor,
+                                             device);
   // fp8_tensor's scales as blocks: hidden and every group's rows per layer (and so its offset)
   // whole blocks.
   bool as_blocks = tensor && hidden % kWeightBlock == 0;
   for (const Fp8GemmGroup& g : p->groups_)
     as_blocks = as_blocks && g.width % kWeightBlock == 0 && g.offset % kWeightBlock == 0;
   if (as_blocks) {
-    p->quant_blocks_ = std::make_unique<ActQuantizer>(act, static_cast<int>(hidden), 128, false,
-                                                      device);
+    p->quant_blocks_ =
+        std::make_unique<ActQuantizer>(act, static_cast<int>(hidden), 128, false, device);
     p->block_scales_ = DeviceBuffer(p->block_scale_bytes());
   }
   if (tensor)
