@@ -17,6 +17,18 @@ std::int64_t padded4(std::int64_t n) { return (n + 3) / 4 * 4; }
 
 }  // namespace
 
+std::vector<KernelSource> Fp8GemmPath::sources(WeightFormat format, DType act,
+                                               std::int64_t hidden) {
+  const bool block = format == WeightFormat::Fp8Block;
+  if (block && hidden % kWeightBlock != 0) return {};  // as make(): no FP8 GEMM
+  const int h = static_cast<int>(hidden);
+  std::vector<KernelSource> out = {generate_quantize_act(act, h, block ? kWeightBlock : 0)};
+  if (format != WeightFormat::Fp8Tensor) return out;
+  out.push_back(generate_expand_scales());
+  if (hidden % kWeightBlock == 0) out.push_back(generate_quantize_act(act, h, kWeightBlock));
+  return out;
+}
+
 std::unique_ptr<Fp8GemmPath> Fp8GemmPath::make(WeightFormat format, DType act, std::int64_t hidden,
                                                std::int64_t width, std::vector<Fp8GemmGroup> groups,
                                                const float* w_scales, std::int64_t max_tokens,

@@ -19,6 +19,7 @@
 #include <vector>
 
 #include "act_quant.hpp"
+#include "fkv/codegen.hpp"
 #include "fkv/driver.hpp"
 #include "fkv/spec.hpp"
 #include "fkv/weights.hpp"
@@ -46,6 +47,12 @@ class Fp8GemmPath {
                                            const float* w_scales, std::int64_t max_tokens,
                                            std::shared_ptr<DeviceBuffer> workspace, int device,
                                            CUstream stream);
+
+  // The kernels make() may build for `format` (none for fp8_block with hidden not a multiple of
+  // 128): the activation quantizer, fp8_tensor's scale expansion and, hidden a multiple of 128,
+  // its per-128-column quantizer (built when the plan's rows are whole blocks too). What
+  // precompile bakes for these weights (precompile.hpp, weight_kernels_for).
+  static std::vector<KernelSource> sources(WeightFormat format, DType act, std::int64_t hidden);
 
   // Rows of the projection a call of `tokens` tokens writes: a multiple of 4 (cuBLASLt's
   // block-scaled GEMM takes no other), the padding rows written and never read.

@@ -13,10 +13,10 @@
 #include <thread>
 #include <utility>
 
-#include "act_quant.hpp"
 #include "dequant.hpp"
 #include "fkv/codegen.hpp"
 #include "fkv/errors.hpp"
+#include "fp8_gemm_path.hpp"
 
 namespace fkv {
 
@@ -57,18 +57,10 @@ std::vector<KernelSource> weight_kernels_for(const VariantOptions& options, int 
     throw ArgumentError("the kernels of " + to_string(w) +
                         " weights are specialized on the hidden size, and it is " +
                         std::to_string(hidden) + ": give the config's hidden_size");
-  // As FusedKVMaterializer makes them (fused_kv_materializer.cpp, materializer_impl.hpp).
+  // The dequantize kernel (fused_kv_materializer.cpp), then the FP8 GEMM path's own.
   std::vector<KernelSource> out = {generate_dequant(w, options.act, hidden)};
   if (w == WeightFormat::Int8Channel) return out;
-  const bool block = w == WeightFormat::Fp8Block;
-  if (block && hidden % kWeightBlock != 0) return out;  // no FP8 GEMM: slices only
-  out.push_back(generate_quantize_act(options.act, hidden, block ? kWeightBlock : 0));
-  if (w != WeightFormat::Fp8Tensor) return out;
-  out.push_back(generate_expand_scales());
-  // Calls of up to 64 tokens with the per-layer scales as blocks, where hidden is whole blocks
-  // (and so are the layers' rows, which the plan's shapes make true for every draft seen).
-  if (hidden % kWeightBlock == 0)
-    out.push_back(generate_quantize_act(options.act, hidden, kWeightBlock));
+  for (KernelSource& k : Fp8GemmPath::sources(w, options.act, hidden)) out.push_back(std::move(k));
   return out;
 }
 
