@@ -100,8 +100,16 @@ int decode_bucket(std::int64_t num_tokens) {
 // ---- spec ---------------------------------------------------------------------------------------
 
 int DecodeSpec::shared_bytes() const {
+  const int tail = 4 * token_bucket * tile_rows();  // the summed partials [T, rows]
+  if (w_stages > 0) {
+    // The template's XB x buffers and the W ring of w_stages chunks (64 bytes per row each).
+    const int per_stage = k_slice / chunk_columns();
+    const int x_buffers = (w_stages - 1 + per_stage - 1) / per_stage + 1;
+    return std::max(x_buffers * stage_bytes(token_bucket, k_slice) + w_stages * tile_rows() * 64,
+                    tail);
+  }
   const int stages = (hidden / k_slice + splits - 1) / splits > 1 ? 2 : 1;
-  return std::max(stages * stage_bytes(token_bucket, k_slice), 4 * token_bucket * tile_rows());
+  return std::max(stages * stage_bytes(token_bucket, k_slice), tail);
 }
 
 std::size_t DecodeSpec::workspace_bytes() const {
@@ -114,6 +122,7 @@ std::string DecodeSpec::canonical() const {
   o << "decode;hidden=" << hidden << ";L=" << num_layers << ";" << epilogue.canonical()
     << ";tb=" << token_bucket << ";S=" << splits << ";warps=" << warps
     << ";mw=" << mma_tiles_per_warp << ";P=" << pipeline << ";ksl=" << k_slice;
+  if (w_stages > 0) o << ";ns=" << w_stages;
   if (is_quantized(weight)) o << ";w=" << to_string(weight);
   return o.str();
 }
@@ -170,7 +179,7 @@ void DecodeSpec::check() const {
     throw ArgumentError("decode tiling " + canonical() + ": " + what);
   };
   if (warps < 1 || warps > 16 || mma_tiles_per_warp < 1 || pipeline < 1 || splits < 1 ||
-      k_slice < 32)
+      k_slice < 32 || w_stages < 0 || w_stages == 1 || w_stages > 16)
     bad("out of range");
   if (mt % epilogue.head_dim != 0)
     bad("a tile of " + std::to_string(mt) + " rows does not cover whole heads");
@@ -257,6 +266,7 @@ DecodeSpec make_decode_spec(const KernelSpec& epilogue, int hidden, int num_laye
   if (!tuning.pipeline)
     while (p > 1 && chunks % p != 0) p /= 2;
   s.pipeline = p;
+  s.w_stages = tuning.w_stages;
 
   // Splits: the fewest that give each SM several CTAs (4 for the 16-token bucket, 2 otherwise,
   // where the partials grow with the bucket or the shallower pipeline wants fewer), among those
@@ -318,7 +328,7 @@ KernelSource generate_decode(const DecodeSpec& spec) {
        << (e.mode == OutputMode::Pool ? "true" : "false") << ", " << spec.token_bucket << ", "
        << spec.splits << ", " << spec.warps << ", " << spec.mma_tiles_per_warp << ", "
        << spec.pipeline << ", " << spec.k_slice << ", " << weight_code(spec.weight) << ", "
-       << scale_code(spec.weight) << ">";
+       << scale_code(spec.weight) << ", " << spec.w_stages << ">";
   out.name_expression = expr.str();
 
   std::ostringstream note;

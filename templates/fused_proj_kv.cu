@@ -152,7 +152,7 @@ __device__ __forceinline__ Cache encode(float v, float scale) {
 // bytes.
 template <int HIDDEN, int L, int H, int D, int R, bool NEOX, int K_NORM, class Act, class Cache,
           class CosSin, class Pos, class Slot, bool POOL, int TB, int S, int WARPS, int MW, int P,
-          int KSL, int WQ, int WS>
+          int KSL, int WQ, int WS, int NS>
 __global__ void __launch_bounds__(WARPS * 32) fused_proj_kv(const FkvDecodeParams p) {
   using namespace decode_detail;
   constexpr int THREADS = WARPS * 32;
@@ -169,6 +169,10 @@ __global__ void __launch_bounds__(WARPS * 32) fused_proj_kv(const FkvDecodeParam
   constexpr int XROW = 2 * KSL + 64;  // bytes per token row of a stage: 64 mod 128, so the
                                       // 16-byte fragment loads of 8 lanes hit 32 distinct banks
   constexpr int XBUF = TB * XROW;
+  // W staged through shared memory (NS > 0): x stage j and W chunk j * CPS share a commit group,
+  // issued NS - 1 chunks ahead; XB buffers keep x stage j's buffer unread by then.
+  constexpr int XB = NS ? (NS - 1 + CPS - 1) / CPS + 1 : 2;
+  constexpr int WCH = MT * 64;  // bytes of W per chunk in the ring: 16 per thread and MMA row half
   constexpr int HALF = R / 2;
   static_assert(SameType<Act, bf16>::value || SameType<Act, fp16>::value, "bf16 or fp16 activations");
   static_assert(IsFp8<Cache>::value || SameType<Cache, Act>::value, "cache: the activation dtype or fp8");
@@ -183,6 +187,7 @@ __global__ void __launch_bounds__(WARPS * 32) fused_proj_kv(const FkvDecodeParam
                 "block scales: whole 128-column blocks per split");
   constexpr int CPB = 128 / CW;  // chunks per 128-column scale block
   static_assert(TB % 8 == 0 && TB >= 8, "token bucket: a multiple of 8");
+  static_assert(NS == 0 || NS >= 2, "a shared-memory ring of W holds at least two chunks");
   static_assert(L >= 1 && L <= FKV_DECODE_MAX_LAYERS, "layers per launch");
   static_assert(R % 2 == 0 && R <= D, "rotary_dim must be even and <= head_dim");
 
@@ -202,11 +207,11 @@ __global__ void __launch_bounds__(WARPS * 32) fused_proj_kv(const FkvDecodeParam
   const int T = (int)p.num_tokens;
   const u32 xs = smem_addr(smem);
 
-  // ---- x stage `sl` of this split -> buffer sl & 1 ----
+  // ---- x stage `sl` of this split -> buffer sl % XB (issued; the caller commits) ----
   const Act* x = static_cast<const Act*>(p.x);
   auto stage = [&](int sl) {
     constexpr int VPR = KSL / 8;  // 16-byte vectors per token row
-    const u32 dst = xs + (u32)((sl & 1) * XBUF);
+    const u32 dst = xs + (u32)((sl % XB) * XBUF);
 #pragma unroll 4
     for (int i = tid; i < TB * VPR; i += THREADS) {
       const int t = i / VPR, q = i - t * VPR;
@@ -214,9 +219,40 @@ __global__ void __launch_bounds__(WARPS * 32) fused_proj_kv(const FkvDecodeParam
       const Act* src = x + (valid ? (long long)t * p.x_stride + k0 + sl * KSL + q * 8 : 0);
       cp_async16(dst + (u32)(t * XROW + q * 16), src, valid ? 16 : 0);
     }
-    cp_async_commit();
   };
-  stage(0);
+
+  // ---- W: rows (m0 + (warp*MW + mi)*16 + g) and (+8), bytes 16*tig.. of each 64-byte chunk
+  // (columns k0 + c*CW + tig*CW/4) ----
+  constexpr long long WROW = (long long)HIDDEN * (WQ ? 1 : 2);  // bytes per row of W
+  const unsigned char* wbase = static_cast<const unsigned char*>(p.w) +
+                               (long long)(m0 + warp * MW * 16 + g) * WROW + (long long)k0 * (WQ ? 1 : 2) + tig * 16;
+  // The ring (NS > 0): chunk c in slot c % NS, this thread's 16 bytes of row half (mi, hf) at
+  // ((mi * 2 + hf) * THREADS + tid) * 16. A thread reads back only what it copied, so its own
+  // cp.async.wait_group orders them; no barrier.
+  const u32 wring = xs + (u32)(XB * XBUF);
+  auto issue_w = [&](int c) {
+    const u32 dst = wring + (u32)((c % (NS ? NS : 1)) * WCH + tid * 16);
+#pragma unroll
+    for (int mi = 0; mi < MW; ++mi)
+#pragma unroll
+      for (int hf = 0; hf < 2; ++hf)
+        cp_async16(dst + (u32)((mi * 2 + hf) * THREADS * 16),
+                   wbase + (long long)(mi * 16 + hf * 8) * WROW + (long long)c * 64, 16);
+  };
+  if constexpr (NS == 0) {
+    stage(0);
+    cp_async_commit();
+  } else {
+    // Groups 0 .. NS - 2: W chunk i, with x stage i / CPS where i starts one.
+#pragma unroll
+    for (int i = 0; i < NS - 1; ++i) {
+      if (i < ch) {
+        issue_w(i);
+        if (i % CPS == 0) stage(i / CPS);
+      }
+      cp_async_commit();
+    }
+  }
 
   // ---- the launch's positions and slots -> shared memory, checked, while W streams ----
   // Bounds, as in fused_kv.cu: a token whose position is outside [0, max_position) or whose
@@ -252,19 +288,17 @@ __global__ void __launch_bounds__(WARPS * 32) fused_proj_kv(const FkvDecodeParam
     s_error[tid] = error;
   }
 
-  // ---- W: rows (m0 + (warp*MW + mi)*16 + g) and (+8), bytes 16*tig.. of each 64-byte chunk
-  // (columns k0 + c*CW + tig*CW/4) ----
-  constexpr long long WROW = (long long)HIDDEN * (WQ ? 1 : 2);  // bytes per row of W
-  const unsigned char* wbase = static_cast<const unsigned char*>(p.w) +
-                               (long long)(m0 + warp * MW * 16 + g) * WROW + (long long)k0 * (WQ ? 1 : 2) + tig * 16;
-  U32x4 wr[P][MW][2];
+  // The register ring (NS == 0): P chunks in flight per thread.
+  U32x4 wr[NS ? 1 : P][MW][2];
+  if constexpr (NS == 0) {
 #pragma unroll
-  for (int c = 0; c < P; ++c)
+    for (int c = 0; c < P; ++c)
 #pragma unroll
-    for (int mi = 0; mi < MW; ++mi)
+      for (int mi = 0; mi < MW; ++mi)
 #pragma unroll
-      for (int hf = 0; hf < 2; ++hf)
-        load_stream(wr[c][mi][hf], wbase + (long long)(mi * 16 + hf * 8) * WROW + c * 64);
+        for (int hf = 0; hf < 2; ++hf)
+          load_stream(wr[c][mi][hf], wbase + (long long)(mi * 16 + hf * 8) * WROW + c * 64);
+  }
 
   float acc[MW][NT][4];
   // Block scales: the partial sum of the current 128-column block, folded into acc with its
@@ -290,19 +324,45 @@ __global__ void __launch_bounds__(WARPS * 32) fused_proj_kv(const FkvDecodeParam
 #pragma unroll
     for (int pp = 0; pp < P; ++pp) {
       const int c = c0 + pp;
-      if (c % CPS == 0) {  // a new x stage: wait for it, then start the next one
-        cp_async_wait<0>();
-        __syncthreads();  // the stage is visible, and nobody still reads the buffer refilled next
-        if (c / CPS + 1 < nsl) stage(c / CPS + 1);
+      const U32x4(*wv)[2];  // this chunk's W vectors: wr[pp] (register ring) or wsm (ring)
+      U32x4 wsm[MW][2];
+      if constexpr (NS == 0) {
+        if (c % CPS == 0) {  // a new x stage: wait for it, then start the next one
+          cp_async_wait<0>();
+          __syncthreads();  // the stage is visible, and nobody still reads the buffer refilled next
+          if (c / CPS + 1 < nsl) {
+            stage(c / CPS + 1);
+            cp_async_commit();
+          }
+        }
+        wv = wr[pp];
+      } else {
+        cp_async_wait<NS - 2>();  // group c (W chunk c; x stage c / CPS where c starts it) landed
+        // x stage c / CPS visible to all; every thread is past chunk c - 1, so the x buffer
+        // refilled below (stage (c + NS - 1) / CPS) is no longer read (XB above).
+        if (c % CPS == 0 || (c + NS - 1) % CPS == 0) __syncthreads();
+        const int n = c + NS - 1;
+        if (n < ch) {
+          issue_w(n);  // slot (c - 1) % NS: read by this thread in the previous chunk
+          if (n % CPS == 0) stage(n / CPS);
+        }
+        cp_async_commit();  // one group per chunk, empty past the end
+        const unsigned char* src = smem + XB * XBUF + (c % NS) * WCH + tid * 16;
+#pragma unroll
+        for (int mi = 0; mi < MW; ++mi)
+#pragma unroll
+          for (int hf = 0; hf < 2; ++hf)
+            wsm[mi][hf] = *reinterpret_cast<const U32x4*>(src + (mi * 2 + hf) * THREADS * 16);
+        wv = wsm;
       }
       // The thread's x columns match its weight columns: 8 (dense) or 16 (8-bit) of the chunk.
       const unsigned char* xrow =
-          smem + ((c / CPS) & 1) * XBUF + g * XROW + (c % CPS) * (2 * CW) + tig * (16 * XV);
+          smem + ((c / CPS) % XB) * XBUF + g * XROW + (c % CPS) * (2 * CW) + tig * (16 * XV);
       u32 ra[MW][WQ ? 8 : 4], rb[MW][WQ ? 8 : 4];  // rows g and g + 8 as Act pairs
 #pragma unroll
       for (int mi = 0; mi < MW; ++mi) {
-        weight_pairs<Act, WQ>(wr[pp][mi][0], ra[mi]);
-        weight_pairs<Act, WQ>(wr[pp][mi][1], rb[mi]);
+        weight_pairs<Act, WQ>(wv[mi][0], ra[mi]);
+        weight_pairs<Act, WQ>(wv[mi][1], rb[mi]);
       }
 #pragma unroll
       for (int j = 0; j < NT; ++j) {
@@ -339,7 +399,7 @@ __global__ void __launch_bounds__(WARPS * 32) fused_proj_kv(const FkvDecodeParam
           }
         }
       }
-      if (c + P < ch) {
+      if (NS == 0 && c + P < ch) {
 #pragma unroll
         for (int mi = 0; mi < MW; ++mi)
 #pragma unroll
@@ -348,6 +408,7 @@ __global__ void __launch_bounds__(WARPS * 32) fused_proj_kv(const FkvDecodeParam
       }
     }
   }
+  if constexpr (NS > 0) cp_async_wait<0>();  // only empty groups remain; the tail reuses smem
 
   // ---- partial [T, MT] of this split -> workspace[split] ----
   {

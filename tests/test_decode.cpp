@@ -120,6 +120,33 @@ TEST_CASE("decode tiling over 8-bit weights: the H200 cold FP8 sweep's choice at
   CHECK_THROWS_AS(fkv::make_decode_spec(qwen3_epilogue(), 4096, 5, 64, 132, t), fkv::ArgumentError);
 }
 
+TEST_CASE("decode W ring: the spec, its shared memory, its cache key and its refusals") {
+  fkv::DecodeTuning t{3, 2, 2, 128, 8, 4};
+  const fkv::KernelSpec pool = qwen3_epilogue(fkv::OutputMode::Pool);
+  const fkv::DecodeSpec s =
+      fkv::make_decode_spec(pool, 4096, 5, 64, 132, t, fkv::WeightFormat::Fp8Tensor);
+  CHECK(s.w_stages == 4);
+  // x: (4 - 1 + 2 - 1) / 2 + 1 = 3 buffers of 64 tokens x (2 * 128 + 64) bytes; W: 4 chunks of
+  // 256 rows x 64 bytes. The tail's fp32 tile (64 x 256 x 4) is smaller.
+  CHECK(s.shared_bytes() == 3 * 64 * (2 * 128 + 64) + 4 * 256 * 64);
+  CHECK(s.canonical().find(";ksl=128;ns=4;w=fp8_tensor") != std::string::npos);
+  const fkv::KernelSource src = fkv::generate_decode(s);
+  CHECK(src.name_expression.substr(src.name_expression.size() - 10) == ", 1, 1, 4>");
+  // Without the ring, the key and the instantiation are the register ring's.
+  t.w_stages = 0;
+  const fkv::DecodeSpec r =
+      fkv::make_decode_spec(pool, 4096, 5, 64, 132, t, fkv::WeightFormat::Fp8Tensor);
+  CHECK(r.canonical().find(";ns=") == std::string::npos);
+  CHECK(fkv::generate_decode(r).name_expression.find(", 1, 1, 0>") != std::string::npos);
+  // A ring of one chunk, or one over 200 KB of shared memory, is refused.
+  t.w_stages = 1;
+  CHECK_THROWS_AS(fkv::make_decode_spec(pool, 4096, 5, 64, 132, t, fkv::WeightFormat::Fp8Tensor),
+                  fkv::ArgumentError);
+  t = {6, 2, 4, 256, 8, 16};
+  CHECK_THROWS_WITH(fkv::make_decode_spec(pool, 4096, 5, 64, 132, t, fkv::WeightFormat::Fp8Tensor),
+                    Catch::Contains("bytes of shared memory"));
+}
+
 TEST_CASE("decode splits need not divide hidden: runs of whole x stages") {
   // 3 splits of 4096 columns: k_slice divides hidden, each split holds at least one stage and
   // whole pipelines of chunks.
@@ -282,8 +309,46 @@ TEST_CASE("decode kernels compile for sm_80 and sm_90 without spills") {
     int hidden, layers, tb;
     const char* arch;
     fkv::WeightFormat weight = fkv::WeightFormat::Dense;
+    fkv::DecodeTuning tuning = {};
   };
   std::vector<Case> cases;
+  // W through a shared-memory ring: 256-row tiles (4 chunks, 128-column x stages), 512-row
+  // tiles (4 chunks), block scales, INT8, dense weights.
+  const fkv::KernelSpec pool = qwen3_epilogue(fkv::OutputMode::Pool);
+  cases.push_back({"ring fp8_tensor",
+                   pool,
+                   4096,
+                   5,
+                   64,
+                   "sm_90",
+                   fkv::WeightFormat::Fp8Tensor,
+                   {3, 2, 2, 128, 8, 4}});
+  cases.push_back({"ring 512 rows",
+                   pool,
+                   4096,
+                   5,
+                   64,
+                   "sm_90",
+                   fkv::WeightFormat::Fp8Channel,
+                   {6, 2, 4, 128, 8, 4}});
+  cases.push_back({"ring fp8_block",
+                   pool,
+                   4096,
+                   5,
+                   32,
+                   "sm_90",
+                   fkv::WeightFormat::Fp8Block,
+                   {3, 2, 2, 128, 8, 4}});
+  cases.push_back({"ring int8",
+                   pool,
+                   4096,
+                   5,
+                   16,
+                   "sm_80",
+                   fkv::WeightFormat::Int8Channel,
+                   {3, 1, 2, 64, 8, 4}});
+  cases.push_back(
+      {"ring dense", pool, 4096, 5, 64, "sm_90", fkv::WeightFormat::Dense, {3, 2, 2, 128, 8, 3}});
   // Quantized weights (one byte per element, converted in registers), every format and bucket
   // size the Qwen3-8B draft uses, bf16 and fp16.
   for (fkv::WeightFormat w : {fkv::WeightFormat::Fp8Tensor, fkv::WeightFormat::Fp8Channel,
@@ -345,7 +410,8 @@ TEST_CASE("decode kernels compile for sm_80 and sm_90 without spills") {
       continue;
     }
     const fkv::DecodeSpec s =
-        fkv::make_decode_spec(c.e, c.hidden, c.layers, c.tb, 132, {}, c.weight);
+        fkv::make_decode_spec(c.e, c.hidden, c.layers, c.tb, 132, c.tuning, c.weight);
+    CHECK(s.w_stages == c.tuning.w_stages);
     INFO(c.what << " " << c.arch << ": " << s.canonical());
     fkv::CompileOptions o;
     o.arch = fkv::Arch::parse(c.arch);
