@@ -23,7 +23,13 @@
 // the NST = HIDDEN / KSL, so S need not divide them (3 splits of 16 stages: 5, 5, 6), which lets
 // the grid match the SM count more closely:
 //   - W goes global -> registers with 16-byte ld.global.nc (no L1 allocation), P chunks of 32
-//     columns in flight per thread ahead of their use (a register ring, fully unrolled).
+//     columns in flight per thread ahead of their use (a register ring, fully unrolled); or,
+//     with NS > 0, global -> shared memory by 16-byte cp.async into a ring of NS chunks, each
+//     thread copying exactly the bytes it later reads (its own wait_group orders them), so the
+//     bytes in flight no longer cost registers (the accumulators of 32-64 tokens need them).
+//     One commit group per chunk, NS - 1 ahead; the x stage that starts at chunk c travels in
+//     chunk c's group, into one of (NS - 1) / CPS + 1 buffers (rounded up), so a barrier at a
+//     stage's first chunk both publishes it and frees the buffer refilled next.
 //   - x is staged in shared memory per K slice (KSL columns, every token of the bucket, padding
 //     tokens zero-filled) by cp.async, double-buffered.
 //   - mma.sync.m16n8k16 (bf16/fp16 in, fp32 accumulate): W is the M operand, tokens the N
@@ -147,9 +153,10 @@ __device__ __forceinline__ Cache encode(float v, float scale) {
 // in fused_kv.cu. TB: token bucket (a multiple of 8, >= num_tokens). S: k-splits. WARPS, MW:
 // warps per CTA and 16-row MMA tiles per warp. P: 32-column chunks of W in flight per thread.
 // KSL: columns of x per shared-memory stage. WQ, WS: weight storage and scales (above); P then
-// counts chunks of 64 columns (16 bytes of each row per thread, as for dense weights). Dynamic
-// shared memory: decode_shared_bytes() on the host = max(2 * TB * (2 * KSL + 64), 4 * TB * MT)
-// bytes.
+// counts chunks of 64 columns (16 bytes of each row per thread, as for dense weights). NS: the
+// shared-memory ring of W (0: the register ring; P then only sets the unrolling). Dynamic
+// shared memory: DecodeSpec::shared_bytes() on the host = max(XB * TB * (2 * KSL + 64) +
+// NS * MT * 64, 4 * TB * MT) bytes (without the ring: XB = 2, or 1 where a split is one stage).
 template <int HIDDEN, int L, int H, int D, int R, bool NEOX, int K_NORM, class Act, class Cache,
           class CosSin, class Pos, class Slot, bool POOL, int TB, int S, int WARPS, int MW, int P,
           int KSL, int WQ, int WS, int NS>
