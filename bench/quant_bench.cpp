@@ -151,6 +151,16 @@ json tiling_sweep(const SweepIO& io, const std::vector<std::int64_t>& sweep_toke
         for (int ksl : {128, 256}) tries.push_back({T, {3, 2, 1, ksl, 0, ns}, {}, {}, {}});
       }
     }
+    // Every x stage of a split resident at once behind mbarriers (no CTA barrier in the k-loop),
+    // with the register ring.
+    if (T >= 16) {
+      for (int ksl : {128, 256}) tries.push_back({T, {3, 2, 2, ksl, 8, 0, 1}, {}, {}, {}});
+      tries.push_back({T, {3, 4, 2, 128, 8, 0, 1}, {}, {}, {}});
+      tries.push_back({T, {6, 2, 4, 128, 8, 0, 1}, {}, {}, {}});
+    } else {
+      for (int ksl : {128, 256})
+        for (int p : {2, 4}) tries.push_back({T, {3, p, 1, ksl, 0, 0, 1}, {}, {}, {}});
+    }
     if (io.ring_only) continue;
     for (int sp : {1, 2, 4, 8, 16})
       for (int p : {2, 4, 8})
@@ -254,15 +264,11 @@ json tiling_sweep(const SweepIO& io, const std::vector<std::int64_t>& sweep_toke
       try {
         const fkv::DecodeSpec& spec = t.kv.front()->spec_for(t.T, fkv::OutputMode::Pool);
         r["spec"] = spec.canonical();
-        r["tiling"] = {{"splits", spec.splits},
-                       {"pipeline", spec.pipeline},
-                       {"mw", spec.mma_tiles_per_warp},
-                       {"warps", spec.warps},
-                       {"k_slice", spec.k_slice},
-                       {"grid", spec.grid()},
-                       {"w_stages", spec.w_stages},
-                       {"threads", spec.threads()},
-                       {"shared_bytes", spec.shared_bytes()}};
+        r["tiling"] = {{"splits", spec.splits},         {"pipeline", spec.pipeline},
+                       {"mw", spec.mma_tiles_per_warp}, {"warps", spec.warps},
+                       {"k_slice", spec.k_slice},       {"grid", spec.grid()},
+                       {"w_stages", spec.w_stages},     {"x_resident", spec.x_resident},
+                       {"threads", spec.threads()},     {"shared_bytes", spec.shared_bytes()}};
         // The output check: one call into a pool of NaN, then against the default's output.
         for (int l = 0; l < kLayers; ++l) {
           const std::size_t n = static_cast<std::size_t>(t.T * kKV * 2);
@@ -332,14 +338,15 @@ json tiling_sweep(const SweepIO& io, const std::vector<std::int64_t>& sweep_toke
       else if (def)
         std::printf("  default  not measured: %s\n",
                     def->value("error", def->value("refused", std::string("?"))).c_str());
-      std::printf("  %6s %4s %4s %5s %7s %3s %6s %10s %10s\n", "splits", "P", "mw", "warps",
-                  "k_slice", "ns", "grid", "median_us", "/default");
+      std::printf("  %6s %4s %4s %5s %7s %3s %3s %6s %10s %10s\n", "splits", "P", "mw", "warps",
+                  "k_slice", "ns", "xr", "grid", "median_us", "/default");
       for (std::size_t j = 0; j < ok.size() && j < 5; ++j) {
         const json& x = *ok[j];
         const json& tl = x["tiling"];
-        std::printf("  %6d %4d %4d %5d %7d %3d %6d %10.2f %10.3f%s\n", tl["splits"].get<int>(),
+        std::printf("  %6d %4d %4d %5d %7d %3d %3d %6d %10.2f %10.3f%s\n", tl["splits"].get<int>(),
                     tl["pipeline"].get<int>(), tl["mw"].get<int>(), tl["warps"].get<int>(),
-                    tl["k_slice"].get<int>(), tl["w_stages"].get<int>(), tl["grid"].get<int>(),
+                    tl["k_slice"].get<int>(), tl["w_stages"].get<int>(),
+                    tl["x_resident"].get<int>(), tl["grid"].get<int>(),
                     x["median_us"].get<double>(), x.value("vs_default", 0.0),
                     x["same_spec_as_default"].get<bool>() ? "  (= default)" : "");
       }
@@ -382,7 +389,7 @@ int main(int argc, char** argv) {
   app.add_option("--sweep-weight", sweep_weight,
                  "the sweep's 8-bit format (fp8_tensor, fp8_channel, fp8_block, int8_channel)");
   app.add_flag("--sweep-ring", sweep_ring,
-               "sweep only the default tiling and those with W in a shared-memory ring");
+               "sweep only the default tiling, the W rings and the resident x stages");
   app.add_flag("--no-table", no_table, "skip the main table (the probes still run)");
   app.add_option("--weights", only,
                  "the table's rows by name (dense, fp8_tensor, fp8_channel, fp8_block, "
@@ -633,7 +640,7 @@ int main(int argc, char** argv) {
           {"copies", d_wq.size()},
           {"target_ms", sweep_target_ms},
           {"calls", calls},
-          {"grid", sweep_ring ? "default, then the shared-memory-ring tilings (quant_bench.cpp)"
+          {"grid", sweep_ring ? "default, then the W rings and resident x stages (quant_bench.cpp)"
                               : "default, the shared-memory-ring tilings, then splits "
                                 "{1,2,4,8,16} x pipeline {2,4,8} x mma_tiles_per_warp {1,2,4}, "
                                 "k_slice by make_decode_spec, and the rest (quant_bench.cpp)"},

@@ -28,7 +28,11 @@ int tile_rows_for(int head_dim, int units) {
   return head_dim * per;
 }
 
-int stage_bytes(int bucket, int k_slice) { return bucket * (2 * k_slice + 64); }
+// One x stage: bucket rows of k_slice activations, padded as the template pads them (16 bytes for
+// 8-bit weights, 64 for dense ones: conflict-free fragment loads).
+int stage_bytes(int bucket, int k_slice, WeightFormat weight) {
+  return bucket * (2 * k_slice + (is_quantized(weight) ? 16 : 64));
+}
 
 // The template's WQ (weight storage) and WS (scale layout) arguments.
 int weight_code(WeightFormat w) {
@@ -105,11 +109,12 @@ int DecodeSpec::shared_bytes() const {
     // The template's XB x buffers and the W ring of w_stages chunks (64 bytes per row each).
     const int per_stage = k_slice / chunk_columns();
     const int x_buffers = (w_stages - 1 + per_stage - 1) / per_stage + 1;
-    return std::max(x_buffers * stage_bytes(token_bucket, k_slice) + w_stages * tile_rows() * 64,
-                    tail);
+    return std::max(
+        x_buffers * stage_bytes(token_bucket, k_slice, weight) + w_stages * tile_rows() * 64, tail);
   }
-  const int stages = (hidden / k_slice + splits - 1) / splits > 1 ? 2 : 1;
-  return std::max(stages * stage_bytes(token_bucket, k_slice), tail);
+  const int most = (hidden / k_slice + splits - 1) / splits;  // x stages of the longest split
+  const int stages = x_resident ? most : most > 1 ? 2 : 1;
+  return std::max(stages * stage_bytes(token_bucket, k_slice, weight), tail);
 }
 
 std::size_t DecodeSpec::workspace_bytes() const {
@@ -123,6 +128,7 @@ std::string DecodeSpec::canonical() const {
     << ";tb=" << token_bucket << ";S=" << splits << ";warps=" << warps
     << ";mw=" << mma_tiles_per_warp << ";P=" << pipeline << ";ksl=" << k_slice;
   if (w_stages > 0) o << ";ns=" << w_stages;
+  if (x_resident) o << ";xr=1";
   if (is_quantized(weight)) o << ";w=" << to_string(weight);
   return o.str();
 }
@@ -179,8 +185,10 @@ void DecodeSpec::check() const {
     throw ArgumentError("decode tiling " + canonical() + ": " + what);
   };
   if (warps < 1 || warps > 16 || mma_tiles_per_warp < 1 || pipeline < 1 || splits < 1 ||
-      k_slice < 32 || w_stages < 0 || w_stages == 1 || w_stages > 16)
+      k_slice < 32 || w_stages < 0 || w_stages == 1 || w_stages > 16 || x_resident < 0 ||
+      x_resident > 1)
     bad("out of range");
+  if (x_resident && w_stages) bad("resident x stages go with the register ring (w_stages 0)");
   if (mt % epilogue.head_dim != 0)
     bad("a tile of " + std::to_string(mt) + " rows does not cover whole heads");
   if (rows() % mt != 0)
@@ -267,6 +275,7 @@ DecodeSpec make_decode_spec(const KernelSpec& epilogue, int hidden, int num_laye
     while (p > 1 && chunks % p != 0) p /= 2;
   s.pipeline = p;
   s.w_stages = tuning.w_stages;
+  s.x_resident = tuning.x_resident;
 
   // Splits: the fewest that give each SM several CTAs (4 for the 16-token bucket, 2 otherwise,
   // where the partials grow with the bucket or the shallower pipeline wants fewer), among those
@@ -305,7 +314,8 @@ DecodeSpec make_decode_spec(const KernelSpec& epilogue, int hidden, int num_laye
     };
     s.k_slice = cw;
     for (int k = cw; k <= kr; k += cw)
-      if (kr % k == 0 && 2 * stage_bytes(token_bucket, k) <= budget && (even || uneven_fits(k)))
+      if (kr % k == 0 && 2 * stage_bytes(token_bucket, k, weight) <= budget &&
+          (even || uneven_fits(k)))
         s.k_slice = k;
   }
   s.check();
@@ -328,7 +338,7 @@ KernelSource generate_decode(const DecodeSpec& spec) {
        << (e.mode == OutputMode::Pool ? "true" : "false") << ", " << spec.token_bucket << ", "
        << spec.splits << ", " << spec.warps << ", " << spec.mma_tiles_per_warp << ", "
        << spec.pipeline << ", " << spec.k_slice << ", " << weight_code(spec.weight) << ", "
-       << scale_code(spec.weight) << ", " << spec.w_stages << ">";
+       << scale_code(spec.weight) << ", " << spec.w_stages << ", " << spec.x_resident << ">";
   out.name_expression = expr.str();
 
   std::ostringstream note;

@@ -68,6 +68,12 @@ __device__ __forceinline__ void cp_async16(u32 dst, const void* src, int src_byt
                : "memory");
 }
 
+// A 16-byte piece of W into the shared-memory ring, asynchronously; like load_stream, it asks L2
+// for the whole 256-byte run of the row the next chunks read.
+__device__ __forceinline__ void cp_async16_stream(u32 dst, const void* src) {
+  asm volatile("cp.async.cg.shared.global.L2::256B [%0], [%1], 16;" ::"r"(dst), "l"(src) : "memory");
+}
+
 // Split partials written by other CTAs: read from L2 (never a stale L1 line).
 __device__ __forceinline__ F32x4 load_partial(const float* p) {
   F32x4 r;
@@ -159,7 +165,7 @@ __device__ __forceinline__ Cache encode(float v, float scale) {
 // NS * MT * 64, 4 * TB * MT) bytes (without the ring: XB = 2, or 1 where a split is one stage).
 template <int HIDDEN, int L, int H, int D, int R, bool NEOX, int K_NORM, class Act, class Cache,
           class CosSin, class Pos, class Slot, bool POOL, int TB, int S, int WARPS, int MW, int P,
-          int KSL, int WQ, int WS, int NS>
+          int KSL, int WQ, int WS, int NS, int XM>
 __global__ void __launch_bounds__(WARPS * 32) fused_proj_kv(const FkvDecodeParams p) {
   using namespace decode_detail;
   constexpr int THREADS = WARPS * 32;
@@ -173,12 +179,18 @@ __global__ void __launch_bounds__(WARPS * 32) fused_proj_kv(const FkvDecodeParam
   constexpr int XV = CW / 32;         // 16-byte x vectors per thread and chunk
   constexpr int CPS = KSL / CW;       // chunks per x stage
   constexpr int NT = TB / 8;          // MMA n-tiles
-  constexpr int XROW = 2 * KSL + 64;  // bytes per token row of a stage: 64 mod 128, so the
-                                      // 16-byte fragment loads of 8 lanes hit 32 distinct banks
+  // Bytes per token row of a stage, padded so that the 16-byte x loads of 8 lanes (g = 0, 1;
+  // tig = 0..3) hit 8 distinct 16-byte bank groups: dense weights read 16 bytes at tig * 16, so
+  // the row pad is 64 mod 128; 8-bit ones 32 at tig * 32, so it is 16 mod 32 (with 64, rows g
+  // and g + 1 would share every group: two-way conflicts on each load).
+  constexpr int XROW = 2 * KSL + (WQ ? 16 : 64);
   constexpr int XBUF = TB * XROW;
   // W staged through shared memory (NS > 0): x stage j and W chunk j * CPS share a commit group,
   // issued NS - 1 chunks ahead; XB buffers keep x stage j's buffer unread by then.
-  constexpr int XB = NS ? (NS - 1 + CPS - 1) / CPS + 1 : 2;
+  // XM = 1: every x stage of the split resident at once (SMAX buffers), each published by its
+  // own mbarrier, which the copies of all threads arrive on as they land: no CTA barrier in the
+  // k-loop, so the warps drift apart and one's MMAs overlap another's waits.
+  constexpr int XB = XM ? SMAX : NS ? (NS - 1 + CPS - 1) / CPS + 1 : 2;
   constexpr int WCH = MT * 64;  // bytes of W per chunk in the ring: 16 per thread and MMA row half
   constexpr int HALF = R / 2;
   static_assert(SameType<Act, bf16>::value || SameType<Act, fp16>::value, "bf16 or fp16 activations");
@@ -195,6 +207,7 @@ __global__ void __launch_bounds__(WARPS * 32) fused_proj_kv(const FkvDecodeParam
   constexpr int CPB = 128 / CW;  // chunks per 128-column scale block
   static_assert(TB % 8 == 0 && TB >= 8, "token bucket: a multiple of 8");
   static_assert(NS == 0 || NS >= 2, "a shared-memory ring of W holds at least two chunks");
+  static_assert(XM == 0 || (XM == 1 && NS == 0), "resident x stages go with the register ring");
   static_assert(L >= 1 && L <= FKV_DECODE_MAX_LAYERS, "layers per launch");
   static_assert(R % 2 == 0 && R <= D, "rotary_dim must be even and <= head_dim");
 
@@ -243,10 +256,24 @@ __global__ void __launch_bounds__(WARPS * 32) fused_proj_kv(const FkvDecodeParam
     for (int mi = 0; mi < MW; ++mi)
 #pragma unroll
       for (int hf = 0; hf < 2; ++hf)
-        cp_async16(dst + (u32)((mi * 2 + hf) * THREADS * 16),
-                   wbase + (long long)(mi * 16 + hf * 8) * WROW + (long long)c * 64, 16);
+        cp_async16_stream(dst + (u32)((mi * 2 + hf) * THREADS * 16),
+                          wbase + (long long)(mi * 16 + hf * 8) * WROW + (long long)c * 64);
   };
-  if constexpr (NS == 0) {
+  __shared__ __align__(8) unsigned long long s_xbar[XM ? SMAX : 1];
+  if constexpr (XM == 1) {
+    if (tid == 0)
+      for (int i = 0; i < nsl; ++i)
+        asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;" ::"r"(smem_addr(&s_xbar[i])), "r"(THREADS)
+                     : "memory");
+    __syncthreads();  // initialized before any copy arrives on them
+    for (int sl = 0; sl < nsl; ++sl) {
+      stage(sl);
+      // Arrives on stage sl's barrier once this thread's copies so far have landed (noinc: the
+      // barrier's count of THREADS already counts these arrivals).
+      asm volatile("cp.async.mbarrier.arrive.noinc.shared::cta.b64 [%0];" ::"r"(smem_addr(&s_xbar[sl]))
+                   : "memory");
+    }
+  } else if constexpr (NS == 0) {
     stage(0);
     cp_async_commit();
   } else {
@@ -333,7 +360,19 @@ __global__ void __launch_bounds__(WARPS * 32) fused_proj_kv(const FkvDecodeParam
       const int c = c0 + pp;
       const U32x4(*wv)[2];  // this chunk's W vectors: wr[pp] (register ring) or wsm (ring)
       U32x4 wsm[MW][2];
-      if constexpr (NS == 0) {
+      if constexpr (XM == 1) {
+        if (c % CPS == 0) {  // x stage c / CPS: wait for its barrier's first phase
+          const u32 bar = smem_addr(&s_xbar[c / CPS]);
+          u32 done = 0;
+          while (!done)
+            asm volatile(
+                "{ .reg .pred p; mbarrier.try_wait.parity.shared::cta.b64 p, [%1], 0; selp.u32 %0, 1, 0, p; }"
+                : "=r"(done)
+                : "r"(bar)
+                : "memory");
+        }
+        wv = wr[pp];
+      } else if constexpr (NS == 0) {
         if (c % CPS == 0) {  // a new x stage: wait for it, then start the next one
           cp_async_wait<0>();
           __syncthreads();  // the stage is visible, and nobody still reads the buffer refilled next

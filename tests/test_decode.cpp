@@ -126,18 +126,18 @@ TEST_CASE("decode W ring: the spec, its shared memory, its cache key and its ref
   const fkv::DecodeSpec s =
       fkv::make_decode_spec(pool, 4096, 5, 64, 132, t, fkv::WeightFormat::Fp8Tensor);
   CHECK(s.w_stages == 4);
-  // x: (4 - 1 + 2 - 1) / 2 + 1 = 3 buffers of 64 tokens x (2 * 128 + 64) bytes; W: 4 chunks of
+  // x: (4 - 1 + 2 - 1) / 2 + 1 = 3 buffers of 64 tokens x (2 * 128 + 16) bytes; W: 4 chunks of
   // 256 rows x 64 bytes. The tail's fp32 tile (64 x 256 x 4) is smaller.
-  CHECK(s.shared_bytes() == 3 * 64 * (2 * 128 + 64) + 4 * 256 * 64);
+  CHECK(s.shared_bytes() == 3 * 64 * (2 * 128 + 16) + 4 * 256 * 64);
   CHECK(s.canonical().find(";ksl=128;ns=4;w=fp8_tensor") != std::string::npos);
   const fkv::KernelSource src = fkv::generate_decode(s);
-  CHECK(src.name_expression.substr(src.name_expression.size() - 10) == ", 1, 1, 4>");
+  CHECK(src.name_expression.substr(src.name_expression.size() - 13) == ", 1, 1, 4, 0>");
   // Without the ring, the key and the instantiation are the register ring's.
   t.w_stages = 0;
   const fkv::DecodeSpec r =
       fkv::make_decode_spec(pool, 4096, 5, 64, 132, t, fkv::WeightFormat::Fp8Tensor);
   CHECK(r.canonical().find(";ns=") == std::string::npos);
-  CHECK(fkv::generate_decode(r).name_expression.find(", 1, 1, 0>") != std::string::npos);
+  CHECK(fkv::generate_decode(r).name_expression.find(", 1, 1, 0, 0>") != std::string::npos);
   // A ring of one chunk, or one over 200 KB of shared memory, is refused.
   t.w_stages = 1;
   CHECK_THROWS_AS(fkv::make_decode_spec(pool, 4096, 5, 64, 132, t, fkv::WeightFormat::Fp8Tensor),
