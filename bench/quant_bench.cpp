@@ -154,6 +154,10 @@ json tiling_sweep(const SweepIO& io, const std::vector<std::int64_t>& sweep_toke
     // Every x stage of a split resident at once behind mbarriers (no CTA barrier in the k-loop),
     // with the register ring.
     if (T >= 16) {
+      // 16 warps of one MMA tile (256 rows): twice the warps per SM to hide latency, x read
+      // from shared memory twice as often per weight byte; register ring or resident x.
+      for (int p : {2, 4})
+        for (int xr : {0, 1}) tries.push_back({T, {3, p, 1, 128, 16, 0, xr}, {}, {}, {}});
       for (int ksl : {128, 256}) tries.push_back({T, {3, 2, 2, ksl, 8, 0, 1}, {}, {}, {}});
       tries.push_back({T, {3, 4, 2, 128, 8, 0, 1}, {}, {}, {}});
       tries.push_back({T, {6, 2, 4, 128, 8, 0, 1}, {}, {}, {}});
