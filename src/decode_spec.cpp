@@ -60,14 +60,15 @@ int scale_code(WeightFormat w) {
 //     17.8 against 18.4 us, 16.5 against 16.6 at one token), with 4 chunks in flight and x
 //     stages of 256 columns (a later sweep: per-tensor 16.0 against 17.0 us with the general
 //     rules' 512-column stages; block scales 16.5 against 18.4 with 2 chunks and 512 columns);
-//   - 16, 32 and 64 tokens: tiles of 256 rows (8 warps x 2 MMA tiles: the hidden states are
-//     read from L2 half as often) and the most splits whose CTAs do not outnumber the SMs (3:
-//     120 CTAs; splits need not divide the x stages), 2 chunks in flight and x stages of 128
-//     columns. Per-tensor at 64 tokens 36.1 against 49.2 us; at 16 and 32, two sweeps on
-//     2026-12-02 against the tilings chosen before (2 MMA tiles per warp at 16; 4 chunks and
-//     512-column stages at 32): 17.96 and 17.99 against 18.29 and 18.41 us, 22.79 and 22.83
-//     against 24.01 and 24.15. Block scales: the same from 32 tokens (25.5 against 33.4, 37.1
-//     against 51.8); at 16 the general rules (within 3% of the sweep's best then).
+//   - 16, 32 and 64 tokens: tiles of 256 rows (now 16 warps x 1 MMA tile, below; before,
+//     8 warps x 2: the hidden states are read from L2 half as often as with one-head tiles) and
+//     the most splits whose CTAs do not outnumber the SMs (3: 120 CTAs; splits need not divide
+//     the x stages), 2 chunks in flight and x stages of 128 columns. Per-tensor at 64 tokens 36.1
+//     against 49.2 us; at 16 and 32, two sweeps on 2026-12-02 against the tilings chosen before (2
+//     MMA tiles per warp at 16; 4 chunks and 512-column stages at 32): 17.96 and 17.99
+//     against 18.29 and 18.41 us, 22.79 and 22.83 against 24.01 and 24.15. Block scales: the same
+//     from 32 tokens (25.5 against 33.4, 37.1 against 51.8); at 16 the general rules (within 3% of
+//     the sweep's best then).
 DecodeTuning quantized_tiling(const KernelSpec& epilogue, int num_layers, int token_bucket,
                               int sm_count, WeightFormat weight) {
   DecodeTuning t;
@@ -84,11 +85,21 @@ DecodeTuning quantized_tiling(const KernelSpec& epilogue, int num_layers, int to
     return t;
   }
   if (token_bucket == 16 && block) return t;  // the general rules
-  t.warps = 8;
-  t.mma_tiles_per_warp = 2;
   t.pipeline = 2;
   t.k_slice = 128;
   t.splits = std::max(1, sms / std::max(rows / 256, 1));
+  if (block && token_bucket == 64) {  // 16 warps would spill the block sums' registers
+    t.warps = 8;
+    t.mma_tiles_per_warp = 2;
+    return t;
+  }
+  // 16 warps of one MMA tile each (2026-12-02, fifth session, after the x rows' pad fix:
+  // 17.45, 20.33 and 33.04 us at 16, 32 and 64 tokens against 18.84, 23.73 and 32.44 for 8
+  // warps of two; twice the warps hide twice the latency), and at 64 tokens every x stage of
+  // the split resident behind mbarriers (31.78 us).
+  t.warps = 16;
+  t.mma_tiles_per_warp = 1;
+  t.x_resident = token_bucket == 64 ? 1 : 0;
   return t;
 }
 

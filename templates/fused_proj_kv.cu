@@ -166,7 +166,10 @@ __device__ __forceinline__ Cache encode(float v, float scale) {
 template <int HIDDEN, int L, int H, int D, int R, bool NEOX, int K_NORM, class Act, class Cache,
           class CosSin, class Pos, class Slot, bool POOL, int TB, int S, int WARPS, int MW, int P,
           int KSL, int WQ, int WS, int NS, int XM>
-__global__ void __launch_bounds__(WARPS * 32) fused_proj_kv(const FkvDecodeParams p) {
+// More than 8 warps: one CTA per SM is asked for explicitly (without it ptxas for sm_80 kept
+// 16-warp CTAs at 64 registers and spilled); up to 8, ptxas' own choice (two CTAs per SM at
+// 8 tokens and below).
+__global__ void __launch_bounds__(WARPS * 32, WARPS > 8 ? 1 : 0) fused_proj_kv(const FkvDecodeParams p) {
   using namespace decode_detail;
   constexpr int THREADS = WARPS * 32;
   constexpr int KV = H * D;
@@ -522,7 +525,10 @@ __global__ void __launch_bounds__(WARPS * 32) fused_proj_kv(const FkvDecodeParam
   constexpr int PAIRS = (D + 63) / 64;
   constexpr int NV = 2 * PAIRS;  // elements per lane and item
   constexpr int PER_WARP = (UPC * TB + WARPS - 1) / WARPS;
-  constexpr int IPW = PER_WARP < 4 ? PER_WARP : 4;
+  // 4 items at a time; 2 in CTAs of more than 256 threads, whose 128 registers per thread the
+  // 4-item arrays would exceed.
+  constexpr int IPW_MAX = THREADS > 256 ? 2 : 4;
+  constexpr int IPW = PER_WARP < IPW_MAX ? PER_WARP : IPW_MAX;
   constexpr unsigned FULL = 0xffffffffu;
   const int items = UPC * T;
   for (int base = warp * IPW; base < items; base += WARPS * IPW) {
