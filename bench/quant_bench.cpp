@@ -43,11 +43,12 @@
 // the table's 200: 20 to 40 samples of `calls` calls at these sizes; under 300 tilings, about a
 // minute of GPU time with the warm-ups and the output checks). Prints per T the default's median
 // and spec and the 5 fastest tilings with their ratio to the default; "sweep" in the JSON holds
-// every row. Every T also tries W through a shared-memory ring (DecodeTuning::w_stages 3, 4, 6,
-// 8; the pipeline then only sets the unrolling, 1 chunk for 64-column stages): from 16 tokens
-// 8-warp 256-row tiles with 3 splits and k_slice {64,128,256}, 512-row tiles with 6 splits and
-// k_slice {64,128}; up to 8 tokens one-head tiles with 3 splits and k_slice {128,256}.
-// --sweep-ring: only those and the default.
+// every row. Every T also tries every x stage of a split resident behind mbarriers
+// (DecodeTuning::x_resident): from 16 tokens 8-warp 256-row tiles with 3 splits, k_slice
+// {128,256} and 2 chunks in flight or 128 and 4, and 512-row tiles with 6 splits; up to 8 tokens
+// one-head tiles with 3 splits, k_slice {128,256} and 2 or 4 chunks. From 16 tokens also
+// 16-warp 256-row tiles of one MMA tile per warp (3 splits, k_slice 128, 2 or 4 chunks, x staged
+// or resident). --sweep-short: only those and the default.
 // --no-table skips the main table (the probes still run); --weights dense,fp8_tensor keeps only
 // the rows named (the ratios to bf16 need dense among them, else they are written as 0).
 //
@@ -103,8 +104,8 @@ struct SweepIO {
   std::vector<CUdeviceptr> pool_k, pool_v;  // the same buffers, for the output check
   int calls = 20;
   double target_ms = 15;
-  double probe_q = 0;      // the 8-bit read floor of this run (us)
-  bool ring_only = false;  // --sweep-ring: the default and the shared-memory-ring tilings only
+  double probe_q = 0;       // the 8-bit read floor of this run (us)
+  bool short_grid = false;  // --sweep-short: the default and the resident-x and 16-warp tilings
 };
 
 // The T tokens' rows of every layer's K and V pool, as written by one call (bf16 bits).
@@ -138,34 +139,20 @@ json tiling_sweep(const SweepIO& io, const std::vector<std::int64_t>& sweep_toke
   std::vector<Try> tries;
   for (std::int64_t T : sweep_tokens) {
     tries.push_back({T, {}, {}, {}, {}});
-    // W through a shared-memory ring of ns chunks (cp.async) instead of the register ring; the
-    // pipeline then only sets the unrolling. From 16 tokens: 8-warp tiles of 256 rows with 3
-    // splits, of 512 rows with 6; up to 8 tokens, the one-head tiles with 3 splits.
-    for (int ns : {3, 4, 6, 8}) {
-      if (T >= 16) {
-        for (int ksl : {64, 128, 256})
-          tries.push_back({T, {3, ksl == 64 ? 1 : 2, 2, ksl, 8, ns}, {}, {}, {}});
-        for (int ksl : {64, 128})
-          tries.push_back({T, {6, ksl == 64 ? 1 : 2, 4, ksl, 8, ns}, {}, {}, {}});
-      } else {
-        for (int ksl : {128, 256}) tries.push_back({T, {3, 2, 1, ksl, 0, ns}, {}, {}, {}});
-      }
-    }
-    // Every x stage of a split resident at once behind mbarriers (no CTA barrier in the k-loop),
-    // with the register ring.
+    // Every x stage of a split resident at once behind mbarriers (no CTA barrier in the k-loop).
     if (T >= 16) {
       // 16 warps of one MMA tile (256 rows): twice the warps per SM to hide latency, x read
-      // from shared memory twice as often per weight byte; register ring or resident x.
+      // from shared memory twice as often per weight byte; x staged or resident.
       for (int p : {2, 4})
-        for (int xr : {0, 1}) tries.push_back({T, {3, p, 1, 128, 16, 0, xr}, {}, {}, {}});
-      for (int ksl : {128, 256}) tries.push_back({T, {3, 2, 2, ksl, 8, 0, 1}, {}, {}, {}});
-      tries.push_back({T, {3, 4, 2, 128, 8, 0, 1}, {}, {}, {}});
-      tries.push_back({T, {6, 2, 4, 128, 8, 0, 1}, {}, {}, {}});
+        for (int xr : {0, 1}) tries.push_back({T, {3, p, 1, 128, 16, xr}, {}, {}, {}});
+      for (int ksl : {128, 256}) tries.push_back({T, {3, 2, 2, ksl, 8, 1}, {}, {}, {}});
+      tries.push_back({T, {3, 4, 2, 128, 8, 1}, {}, {}, {}});
+      tries.push_back({T, {6, 2, 4, 128, 8, 1}, {}, {}, {}});
     } else {
       for (int ksl : {128, 256})
-        for (int p : {2, 4}) tries.push_back({T, {3, p, 1, ksl, 0, 0, 1}, {}, {}, {}});
+        for (int p : {2, 4}) tries.push_back({T, {3, p, 1, ksl, 0, 1}, {}, {}, {}});
     }
-    if (io.ring_only) continue;
+    if (io.short_grid) continue;
     for (int sp : {1, 2, 4, 8, 16})
       for (int p : {2, 4, 8})
         for (int mw : {1, 2, 4}) tries.push_back({T, {sp, p, mw, 0}, {}, {}, {}});
@@ -268,11 +255,15 @@ json tiling_sweep(const SweepIO& io, const std::vector<std::int64_t>& sweep_toke
       try {
         const fkv::DecodeSpec& spec = t.kv.front()->spec_for(t.T, fkv::OutputMode::Pool);
         r["spec"] = spec.canonical();
-        r["tiling"] = {{"splits", spec.splits},         {"pipeline", spec.pipeline},
-                       {"mw", spec.mma_tiles_per_warp}, {"warps", spec.warps},
-                       {"k_slice", spec.k_slice},       {"grid", spec.grid()},
-                       {"w_stages", spec.w_stages},     {"x_resident", spec.x_resident},
-                       {"threads", spec.threads()},     {"shared_bytes", spec.shared_bytes()}};
+        r["tiling"] = {{"splits", spec.splits},
+                       {"pipeline", spec.pipeline},
+                       {"mw", spec.mma_tiles_per_warp},
+                       {"warps", spec.warps},
+                       {"k_slice", spec.k_slice},
+                       {"grid", spec.grid()},
+                       {"x_resident", spec.x_resident},
+                       {"threads", spec.threads()},
+                       {"shared_bytes", spec.shared_bytes()}};
         // The output check: one call into a pool of NaN, then against the default's output.
         for (int l = 0; l < kLayers; ++l) {
           const std::size_t n = static_cast<std::size_t>(t.T * kKV * 2);
@@ -342,15 +333,14 @@ json tiling_sweep(const SweepIO& io, const std::vector<std::int64_t>& sweep_toke
       else if (def)
         std::printf("  default  not measured: %s\n",
                     def->value("error", def->value("refused", std::string("?"))).c_str());
-      std::printf("  %6s %4s %4s %5s %7s %3s %3s %6s %10s %10s\n", "splits", "P", "mw", "warps",
-                  "k_slice", "ns", "xr", "grid", "median_us", "/default");
+      std::printf("  %6s %4s %4s %5s %7s %3s %6s %10s %10s\n", "splits", "P", "mw", "warps",
+                  "k_slice", "xr", "grid", "median_us", "/default");
       for (std::size_t j = 0; j < ok.size() && j < 5; ++j) {
         const json& x = *ok[j];
         const json& tl = x["tiling"];
-        std::printf("  %6d %4d %4d %5d %7d %3d %3d %6d %10.2f %10.3f%s\n", tl["splits"].get<int>(),
+        std::printf("  %6d %4d %4d %5d %7d %3d %6d %10.2f %10.3f%s\n", tl["splits"].get<int>(),
                     tl["pipeline"].get<int>(), tl["mw"].get<int>(), tl["warps"].get<int>(),
-                    tl["k_slice"].get<int>(), tl["w_stages"].get<int>(),
-                    tl["x_resident"].get<int>(), tl["grid"].get<int>(),
+                    tl["k_slice"].get<int>(), tl["x_resident"].get<int>(), tl["grid"].get<int>(),
                     x["median_us"].get<double>(), x.value("vs_default", 0.0),
                     x["same_spec_as_default"].get<bool>() ? "  (= default)" : "");
       }
@@ -373,7 +363,7 @@ int main(int argc, char** argv) {
   double target_ms = 200;
   int calls = 20;
   double cold_mb = 160;
-  bool sweep = false, no_table = false, sweep_ring = false;
+  bool sweep = false, no_table = false, sweep_short = false;
   double sweep_target_ms = 15;
   std::string sweep_weight = "fp8_tensor";
   std::vector<std::string> only;
@@ -392,8 +382,8 @@ int main(int argc, char** argv) {
                  "about this much GPU time per tiling of the sweep");
   app.add_option("--sweep-weight", sweep_weight,
                  "the sweep's 8-bit format (fp8_tensor, fp8_channel, fp8_block, int8_channel)");
-  app.add_flag("--sweep-ring", sweep_ring,
-               "sweep only the default tiling, the W rings and the resident x stages");
+  app.add_flag("--sweep-short", sweep_short,
+               "sweep only the default tiling, the resident x stages and the 16-warp tiles");
   app.add_flag("--no-table", no_table, "skip the main table (the probes still run)");
   app.add_option("--weights", only,
                  "the table's rows by name (dense, fp8_tensor, fp8_channel, fp8_block, "
@@ -602,7 +592,7 @@ int main(int argc, char** argv) {
       io.stream = s;
       io.calls = calls;
       io.target_ms = sweep_target_ms;
-      io.ring_only = sweep_ring;
+      io.short_grid = sweep_short;
       io.probe_q = probe_q;
       const fkv::DeviceBuffer d_norm =
           upload(std::vector<float>(static_cast<std::size_t>(kLayers * kHeadDim), 1.0f));
@@ -644,10 +634,11 @@ int main(int argc, char** argv) {
           {"copies", d_wq.size()},
           {"target_ms", sweep_target_ms},
           {"calls", calls},
-          {"grid", sweep_ring ? "default, then the W rings and resident x stages (quant_bench.cpp)"
-                              : "default, the shared-memory-ring tilings, then splits "
-                                "{1,2,4,8,16} x pipeline {2,4,8} x mma_tiles_per_warp {1,2,4}, "
-                                "k_slice by make_decode_spec, and the rest (quant_bench.cpp)"},
+          {"grid", sweep_short
+                       ? "default, then the resident x stages and 16-warp tiles (quant_bench.cpp)"
+                       : "default, the resident x stages and 16-warp tiles, then splits "
+                         "{1,2,4,8,16} x pipeline {2,4,8} x mma_tiles_per_warp {1,2,4}, "
+                         "k_slice by make_decode_spec, and the rest (quant_bench.cpp)"},
           {"check", "pool output vs the default tiling's, <= 4 bf16 ulps of the row max"}};
       doc["sweep_tokens"] = sweep_tokens;
       doc["sweep"] = tiling_sweep(io, sweep_tokens, [&](const json& so_far) {

@@ -116,14 +116,7 @@ int decode_bucket(std::int64_t num_tokens) {
 // ---- spec ---------------------------------------------------------------------------------------
 
 int DecodeSpec::shared_bytes() const {
-  const int tail = 4 * token_bucket * tile_rows();  // the summed partials [T, rows]
-  if (w_stages > 0) {
-    // The template's XB x buffers and the W ring of w_stages chunks (64 bytes per row each).
-    const int per_stage = k_slice / chunk_columns();
-    const int x_buffers = (w_stages - 1 + per_stage - 1) / per_stage + 1;
-    return std::max(
-        x_buffers * stage_bytes(token_bucket, k_slice, weight) + w_stages * tile_rows() * 64, tail);
-  }
+  const int tail = 4 * token_bucket * tile_rows();            // the summed partials [T, rows]
   const int most = (hidden / k_slice + splits - 1) / splits;  // x stages of the longest split
   const int stages = x_resident ? most : most > 1 ? 2 : 1;
   return std::max(stages * stage_bytes(token_bucket, k_slice, weight), tail);
@@ -139,7 +132,6 @@ std::string DecodeSpec::canonical() const {
   o << "decode;hidden=" << hidden << ";L=" << num_layers << ";" << epilogue.canonical()
     << ";tb=" << token_bucket << ";S=" << splits << ";warps=" << warps
     << ";mw=" << mma_tiles_per_warp << ";P=" << pipeline << ";ksl=" << k_slice;
-  if (w_stages > 0) o << ";ns=" << w_stages;
   if (x_resident) o << ";xr=1";
   if (is_quantized(weight)) o << ";w=" << to_string(weight);
   return o.str();
@@ -197,10 +189,8 @@ void DecodeSpec::check() const {
     throw ArgumentError("decode tiling " + canonical() + ": " + what);
   };
   if (warps < 1 || warps > 16 || mma_tiles_per_warp < 1 || pipeline < 1 || splits < 1 ||
-      k_slice < 32 || w_stages < 0 || w_stages == 1 || w_stages > 16 || x_resident < 0 ||
-      x_resident > 1)
+      k_slice < 32 || x_resident < 0 || x_resident > 1)
     bad("out of range");
-  if (x_resident && w_stages) bad("resident x stages go with the register ring (w_stages 0)");
   if (mt % epilogue.head_dim != 0)
     bad("a tile of " + std::to_string(mt) + " rows does not cover whole heads");
   if (rows() % mt != 0)
@@ -286,7 +276,6 @@ DecodeSpec make_decode_spec(const KernelSpec& epilogue, int hidden, int num_laye
   if (!tuning.pipeline)
     while (p > 1 && chunks % p != 0) p /= 2;
   s.pipeline = p;
-  s.w_stages = tuning.w_stages;
   s.x_resident = tuning.x_resident;
 
   // Splits: the fewest that give each SM several CTAs (4 for the 16-token bucket, 2 otherwise,
@@ -350,7 +339,7 @@ KernelSource generate_decode(const DecodeSpec& spec) {
        << (e.mode == OutputMode::Pool ? "true" : "false") << ", " << spec.token_bucket << ", "
        << spec.splits << ", " << spec.warps << ", " << spec.mma_tiles_per_warp << ", "
        << spec.pipeline << ", " << spec.k_slice << ", " << weight_code(spec.weight) << ", "
-       << scale_code(spec.weight) << ", " << spec.w_stages << ", " << spec.x_resident << ">";
+       << scale_code(spec.weight) << ", " << spec.x_resident << ">";
   out.name_expression = expr.str();
 
   std::ostringstream note;

@@ -23,15 +23,10 @@
 // the NST = HIDDEN / KSL, so S need not divide them (3 splits of 16 stages: 5, 5, 6), which lets
 // the grid match the SM count more closely:
 //   - W goes global -> registers with 16-byte ld.global.nc (no L1 allocation), P chunks of 32
-//     columns in flight per thread ahead of their use (a register ring, fully unrolled); or,
-//     with NS > 0, global -> shared memory by 16-byte cp.async into a ring of NS chunks, each
-//     thread copying exactly the bytes it later reads (its own wait_group orders them), so the
-//     bytes in flight no longer cost registers (the accumulators of 32-64 tokens need them).
-//     One commit group per chunk, NS - 1 ahead; the x stage that starts at chunk c travels in
-//     chunk c's group, into one of (NS - 1) / CPS + 1 buffers (rounded up), so a barrier at a
-//     stage's first chunk both publishes it and frees the buffer refilled next.
+//     columns in flight per thread ahead of their use (a register ring, fully unrolled).
 //   - x is staged in shared memory per K slice (KSL columns, every token of the bucket, padding
-//     tokens zero-filled) by cp.async, double-buffered.
+//     tokens zero-filled) by cp.async, double-buffered; or (XM = 1) every stage of the split at
+//     once, each published by its own mbarrier, so the k-loop has no CTA barrier.
 //   - mma.sync.m16n8k16 (bf16/fp16 in, fp32 accumulate): W is the M operand, tokens the N
 //     operand (TB / 8 n-tiles). Because the sum over k is order-free, a thread's 16-byte W vector
 //     (row g, 8 consecutive columns) and its 16-byte x vector (token g, the same 8 columns) are
@@ -66,12 +61,6 @@ __device__ __forceinline__ void load_stream(U32x4& r, const void* p) {
 __device__ __forceinline__ void cp_async16(u32 dst, const void* src, int src_bytes) {
   asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;" ::"r"(dst), "l"(src), "r"(src_bytes)
                : "memory");
-}
-
-// A 16-byte piece of W into the shared-memory ring, asynchronously; like load_stream, it asks L2
-// for the whole 256-byte run of the row the next chunks read.
-__device__ __forceinline__ void cp_async16_stream(u32 dst, const void* src) {
-  asm volatile("cp.async.cg.shared.global.L2::256B [%0], [%1], 16;" ::"r"(dst), "l"(src) : "memory");
 }
 
 // Split partials written by other CTAs: read from L2 (never a stale L1 line).
@@ -159,13 +148,12 @@ __device__ __forceinline__ Cache encode(float v, float scale) {
 // in fused_kv.cu. TB: token bucket (a multiple of 8, >= num_tokens). S: k-splits. WARPS, MW:
 // warps per CTA and 16-row MMA tiles per warp. P: 32-column chunks of W in flight per thread.
 // KSL: columns of x per shared-memory stage. WQ, WS: weight storage and scales (above); P then
-// counts chunks of 64 columns (16 bytes of each row per thread, as for dense weights). NS: the
-// shared-memory ring of W (0: the register ring; P then only sets the unrolling). Dynamic
-// shared memory: DecodeSpec::shared_bytes() on the host = max(XB * TB * (2 * KSL + 64) +
-// NS * MT * 64, 4 * TB * MT) bytes (without the ring: XB = 2, or 1 where a split is one stage).
+// counts chunks of 64 columns (16 bytes of each row per thread, as for dense weights). XM: 1 keeps
+// every x stage of the split resident (below). Dynamic shared memory: DecodeSpec::shared_bytes()
+// on the host = max(XB * TB * XROW, 4 * TB * MT) bytes (XB below).
 template <int HIDDEN, int L, int H, int D, int R, bool NEOX, int K_NORM, class Act, class Cache,
           class CosSin, class Pos, class Slot, bool POOL, int TB, int S, int WARPS, int MW, int P,
-          int KSL, int WQ, int WS, int NS, int XM>
+          int KSL, int WQ, int WS, int XM>
 // More than 8 warps: one CTA per SM is asked for explicitly (without it ptxas for sm_80 kept
 // 16-warp CTAs at 64 registers and spilled); up to 8, ptxas' own choice (two CTAs per SM at
 // 8 tokens and below).
@@ -188,13 +176,11 @@ __global__ void __launch_bounds__(WARPS * 32, WARPS > 8 ? 1 : 0) fused_proj_kv(c
   // and g + 1 would share every group: two-way conflicts on each load).
   constexpr int XROW = 2 * KSL + (WQ ? 16 : 64);
   constexpr int XBUF = TB * XROW;
-  // W staged through shared memory (NS > 0): x stage j and W chunk j * CPS share a commit group,
-  // issued NS - 1 chunks ahead; XB buffers keep x stage j's buffer unread by then.
-  // XM = 1: every x stage of the split resident at once (SMAX buffers), each published by its
-  // own mbarrier, which the copies of all threads arrive on as they land: no CTA barrier in the
-  // k-loop, so the warps drift apart and one's MMAs overlap another's waits.
-  constexpr int XB = XM ? SMAX : NS ? (NS - 1 + CPS - 1) / CPS + 1 : 2;
-  constexpr int WCH = MT * 64;  // bytes of W per chunk in the ring: 16 per thread and MMA row half
+  // x buffers: two, double-buffered; XM = 1: every x stage of the split resident at once (SMAX
+  // buffers), each published by its own mbarrier, which the copies of all threads arrive on as
+  // they land: no CTA barrier in the k-loop, so the warps drift apart and one's MMAs overlap
+  // another's waits.
+  constexpr int XB = XM ? SMAX : 2;
   constexpr int HALF = R / 2;
   static_assert(SameType<Act, bf16>::value || SameType<Act, fp16>::value, "bf16 or fp16 activations");
   static_assert(IsFp8<Cache>::value || SameType<Cache, Act>::value, "cache: the activation dtype or fp8");
@@ -209,8 +195,7 @@ __global__ void __launch_bounds__(WARPS * 32, WARPS > 8 ? 1 : 0) fused_proj_kv(c
                 "block scales: whole 128-column blocks per split");
   constexpr int CPB = 128 / CW;  // chunks per 128-column scale block
   static_assert(TB % 8 == 0 && TB >= 8, "token bucket: a multiple of 8");
-  static_assert(NS == 0 || NS >= 2, "a shared-memory ring of W holds at least two chunks");
-  static_assert(XM == 0 || (XM == 1 && NS == 0), "resident x stages go with the register ring");
+  static_assert(XM == 0 || XM == 1, "x stages: double-buffered or resident");
   static_assert(L >= 1 && L <= FKV_DECODE_MAX_LAYERS, "layers per launch");
   static_assert(R % 2 == 0 && R <= D, "rotary_dim must be even and <= head_dim");
 
@@ -243,25 +228,6 @@ __global__ void __launch_bounds__(WARPS * 32, WARPS > 8 ? 1 : 0) fused_proj_kv(c
       cp_async16(dst + (u32)(t * XROW + q * 16), src, valid ? 16 : 0);
     }
   };
-
-  // ---- W: rows (m0 + (warp*MW + mi)*16 + g) and (+8), bytes 16*tig.. of each 64-byte chunk
-  // (columns k0 + c*CW + tig*CW/4) ----
-  constexpr long long WROW = (long long)HIDDEN * (WQ ? 1 : 2);  // bytes per row of W
-  const unsigned char* wbase = static_cast<const unsigned char*>(p.w) +
-                               (long long)(m0 + warp * MW * 16 + g) * WROW + (long long)k0 * (WQ ? 1 : 2) + tig * 16;
-  // The ring (NS > 0): chunk c in slot c % NS, this thread's 16 bytes of row half (mi, hf) at
-  // ((mi * 2 + hf) * THREADS + tid) * 16. A thread reads back only what it copied, so its own
-  // cp.async.wait_group orders them; no barrier.
-  const u32 wring = xs + (u32)(XB * XBUF);
-  auto issue_w = [&](int c) {
-    const u32 dst = wring + (u32)((c % (NS ? NS : 1)) * WCH + tid * 16);
-#pragma unroll
-    for (int mi = 0; mi < MW; ++mi)
-#pragma unroll
-      for (int hf = 0; hf < 2; ++hf)
-        cp_async16_stream(dst + (u32)((mi * 2 + hf) * THREADS * 16),
-                          wbase + (long long)(mi * 16 + hf * 8) * WROW + (long long)c * 64);
-  };
   __shared__ __align__(8) unsigned long long s_xbar[XM ? SMAX : 1];
   if constexpr (XM == 1) {
     if (tid == 0)
@@ -276,19 +242,9 @@ __global__ void __launch_bounds__(WARPS * 32, WARPS > 8 ? 1 : 0) fused_proj_kv(c
       asm volatile("cp.async.mbarrier.arrive.noinc.shared::cta.b64 [%0];" ::"r"(smem_addr(&s_xbar[sl]))
                    : "memory");
     }
-  } else if constexpr (NS == 0) {
+  } else {
     stage(0);
     cp_async_commit();
-  } else {
-    // Groups 0 .. NS - 2: W chunk i, with x stage i / CPS where i starts one.
-#pragma unroll
-    for (int i = 0; i < NS - 1; ++i) {
-      if (i < ch) {
-        issue_w(i);
-        if (i % CPS == 0) stage(i / CPS);
-      }
-      cp_async_commit();
-    }
   }
 
   // ---- the launch's positions and slots -> shared memory, checked, while W streams ----
@@ -325,17 +281,19 @@ __global__ void __launch_bounds__(WARPS * 32, WARPS > 8 ? 1 : 0) fused_proj_kv(c
     s_error[tid] = error;
   }
 
-  // The register ring (NS == 0): P chunks in flight per thread.
-  U32x4 wr[NS ? 1 : P][MW][2];
-  if constexpr (NS == 0) {
+  // ---- W: rows (m0 + (warp*MW + mi)*16 + g) and (+8), bytes 16*tig.. of each 64-byte chunk
+  // (columns k0 + c*CW + tig*CW/4) ----
+  constexpr long long WROW = (long long)HIDDEN * (WQ ? 1 : 2);  // bytes per row of W
+  const unsigned char* wbase = static_cast<const unsigned char*>(p.w) +
+                               (long long)(m0 + warp * MW * 16 + g) * WROW + (long long)k0 * (WQ ? 1 : 2) + tig * 16;
+  U32x4 wr[P][MW][2];
 #pragma unroll
-    for (int c = 0; c < P; ++c)
+  for (int c = 0; c < P; ++c)
 #pragma unroll
-      for (int mi = 0; mi < MW; ++mi)
+    for (int mi = 0; mi < MW; ++mi)
 #pragma unroll
-        for (int hf = 0; hf < 2; ++hf)
-          load_stream(wr[c][mi][hf], wbase + (long long)(mi * 16 + hf * 8) * WROW + c * 64);
-  }
+      for (int hf = 0; hf < 2; ++hf)
+        load_stream(wr[c][mi][hf], wbase + (long long)(mi * 16 + hf * 8) * WROW + c * 64);
 
   float acc[MW][NT][4];
   // Block scales: the partial sum of the current 128-column block, folded into acc with its
@@ -361,21 +319,19 @@ __global__ void __launch_bounds__(WARPS * 32, WARPS > 8 ? 1 : 0) fused_proj_kv(c
 #pragma unroll
     for (int pp = 0; pp < P; ++pp) {
       const int c = c0 + pp;
-      const U32x4(*wv)[2];  // this chunk's W vectors: wr[pp] (register ring) or wsm (ring)
-      U32x4 wsm[MW][2];
       if constexpr (XM == 1) {
-        if (c % CPS == 0) {  // x stage c / CPS: wait for its barrier's first phase
+        if (c % CPS == 0) {  // x stage c / CPS: wait for its barrier's first phase (test_wait:
+                             // sm_80 has no try_wait)
           const u32 bar = smem_addr(&s_xbar[c / CPS]);
           u32 done = 0;
           while (!done)
             asm volatile(
-                "{ .reg .pred p; mbarrier.try_wait.parity.shared::cta.b64 p, [%1], 0; selp.u32 %0, 1, 0, p; }"
+                "{ .reg .pred p; mbarrier.test_wait.parity.shared::cta.b64 p, [%1], 0; selp.u32 %0, 1, 0, p; }"
                 : "=r"(done)
                 : "r"(bar)
                 : "memory");
         }
-        wv = wr[pp];
-      } else if constexpr (NS == 0) {
+      } else {
         if (c % CPS == 0) {  // a new x stage: wait for it, then start the next one
           cp_async_wait<0>();
           __syncthreads();  // the stage is visible, and nobody still reads the buffer refilled next
@@ -384,25 +340,6 @@ __global__ void __launch_bounds__(WARPS * 32, WARPS > 8 ? 1 : 0) fused_proj_kv(c
             cp_async_commit();
           }
         }
-        wv = wr[pp];
-      } else {
-        cp_async_wait<NS - 2>();  // group c (W chunk c; x stage c / CPS where c starts it) landed
-        // x stage c / CPS visible to all; every thread is past chunk c - 1, so the x buffer
-        // refilled below (stage (c + NS - 1) / CPS) is no longer read (XB above).
-        if (c % CPS == 0 || (c + NS - 1) % CPS == 0) __syncthreads();
-        const int n = c + NS - 1;
-        if (n < ch) {
-          issue_w(n);  // slot (c - 1) % NS: read by this thread in the previous chunk
-          if (n % CPS == 0) stage(n / CPS);
-        }
-        cp_async_commit();  // one group per chunk, empty past the end
-        const unsigned char* src = smem + XB * XBUF + (c % NS) * WCH + tid * 16;
-#pragma unroll
-        for (int mi = 0; mi < MW; ++mi)
-#pragma unroll
-          for (int hf = 0; hf < 2; ++hf)
-            wsm[mi][hf] = *reinterpret_cast<const U32x4*>(src + (mi * 2 + hf) * THREADS * 16);
-        wv = wsm;
       }
       // The thread's x columns match its weight columns: 8 (dense) or 16 (8-bit) of the chunk.
       const unsigned char* xrow =
@@ -410,8 +347,8 @@ __global__ void __launch_bounds__(WARPS * 32, WARPS > 8 ? 1 : 0) fused_proj_kv(c
       u32 ra[MW][WQ ? 8 : 4], rb[MW][WQ ? 8 : 4];  // rows g and g + 8 as Act pairs
 #pragma unroll
       for (int mi = 0; mi < MW; ++mi) {
-        weight_pairs<Act, WQ>(wv[mi][0], ra[mi]);
-        weight_pairs<Act, WQ>(wv[mi][1], rb[mi]);
+        weight_pairs<Act, WQ>(wr[pp][mi][0], ra[mi]);
+        weight_pairs<Act, WQ>(wr[pp][mi][1], rb[mi]);
       }
 #pragma unroll
       for (int j = 0; j < NT; ++j) {
@@ -448,7 +385,7 @@ __global__ void __launch_bounds__(WARPS * 32, WARPS > 8 ? 1 : 0) fused_proj_kv(c
           }
         }
       }
-      if (NS == 0 && c + P < ch) {
+      if (c + P < ch) {
 #pragma unroll
         for (int mi = 0; mi < MW; ++mi)
 #pragma unroll
@@ -457,7 +394,6 @@ __global__ void __launch_bounds__(WARPS * 32, WARPS > 8 ? 1 : 0) fused_proj_kv(c
       }
     }
   }
-  if constexpr (NS > 0) cp_async_wait<0>();  // only empty groups remain; the tail reuses smem
 
   // ---- partial [T, MT] of this split -> workspace[split] ----
   {

@@ -94,7 +94,6 @@ TEST_CASE("decode tiling over 8-bit weights: the H200 cold FP8 sweep's choice at
     CHECK(s.warps == want.warps);
     CHECK(s.k_slice == want.k_slice);
     CHECK(s.x_resident == want.x_resident);
-    CHECK(s.w_stages == 0);
   };
   for (fkv::WeightFormat w : {fkv::WeightFormat::Fp8Tensor, fkv::WeightFormat::Int8Channel,
                               fkv::WeightFormat::Fp8Channel})
@@ -123,29 +122,34 @@ TEST_CASE("decode tiling over 8-bit weights: the H200 cold FP8 sweep's choice at
   CHECK_THROWS_AS(fkv::make_decode_spec(qwen3_epilogue(), 4096, 5, 64, 132, t), fkv::ArgumentError);
 }
 
-TEST_CASE("decode W ring: the spec, its shared memory, its cache key and its refusals") {
-  fkv::DecodeTuning t{3, 2, 2, 128, 8, 4};
+TEST_CASE("decode resident x stages: the spec, its shared memory, its cache key and its refusals") {
+  fkv::DecodeTuning t{3, 2, 2, 128, 8, 1};
   const fkv::KernelSpec pool = qwen3_epilogue(fkv::OutputMode::Pool);
   const fkv::DecodeSpec s =
       fkv::make_decode_spec(pool, 4096, 5, 64, 132, t, fkv::WeightFormat::Fp8Tensor);
-  CHECK(s.w_stages == 4);
-  // x: (4 - 1 + 2 - 1) / 2 + 1 = 3 buffers of 64 tokens x (2 * 128 + 16) bytes; W: 4 chunks of
-  // 256 rows x 64 bytes. The tail's fp32 tile (64 x 256 x 4) is smaller.
-  CHECK(s.shared_bytes() == 3 * 64 * (2 * 128 + 16) + 4 * 256 * 64);
-  CHECK(s.canonical().find(";ksl=128;ns=4;w=fp8_tensor") != std::string::npos);
+  CHECK(s.x_resident == 1);
+  // 3 splits of the 32 stages of 128 columns: the longest holds 11, all resident, each 64 tokens
+  // x (2 * 128 + 16) bytes (8-bit weights pad by 16). The tail's fp32 tile (64 x 256 x 4) is
+  // smaller.
+  CHECK(s.shared_bytes() == 11 * 64 * (2 * 128 + 16));
+  CHECK(s.canonical().find(";ksl=128;xr=1;w=fp8_tensor") != std::string::npos);
   const fkv::KernelSource src = fkv::generate_decode(s);
-  CHECK(src.name_expression.substr(src.name_expression.size() - 13) == ", 1, 1, 4, 0>");
-  // Without the ring, the key and the instantiation are the register ring's.
-  t.w_stages = 0;
+  CHECK(src.name_expression.substr(src.name_expression.size() - 10) == ", 1, 1, 1>");
+  // Staged x: two buffers, no key field, XM 0; dense weights pad by 64.
+  t.x_resident = 0;
   const fkv::DecodeSpec r =
       fkv::make_decode_spec(pool, 4096, 5, 64, 132, t, fkv::WeightFormat::Fp8Tensor);
-  CHECK(r.canonical().find(";ns=") == std::string::npos);
-  CHECK(fkv::generate_decode(r).name_expression.find(", 1, 1, 0, 0>") != std::string::npos);
-  // A ring of one chunk, or one over 200 KB of shared memory, is refused.
-  t.w_stages = 1;
+  CHECK(r.canonical().find(";xr=") == std::string::npos);
+  CHECK(r.shared_bytes() == 4 * 64 * 256);  // the tail's tile exceeds two x stages
+  CHECK(fkv::generate_decode(r).name_expression.find(", 1, 1, 0>") != std::string::npos);
+  t = {3, 2, 2, 128, 8, 1};
+  CHECK(fkv::make_decode_spec(pool, 4096, 5, 32, 132, t).shared_bytes() ==
+        11 * 32 * (2 * 128 + 64));  // dense: 11 stages of the longest split, 64-byte pad
+  // An x_resident other than 0 or 1, or resident stages over 200 KB of shared memory, is refused.
+  t.x_resident = 2;
   CHECK_THROWS_AS(fkv::make_decode_spec(pool, 4096, 5, 64, 132, t, fkv::WeightFormat::Fp8Tensor),
                   fkv::ArgumentError);
-  t = {6, 2, 4, 256, 8, 16};
+  t = {2, 2, 2, 128, 8, 1};  // 16 resident stages of 17 KB
   CHECK_THROWS_WITH(fkv::make_decode_spec(pool, 4096, 5, 64, 132, t, fkv::WeightFormat::Fp8Tensor),
                     Catch::Contains("bytes of shared memory"));
 }
@@ -315,8 +319,7 @@ TEST_CASE("decode kernels compile for sm_80 and sm_90 without spills") {
     fkv::DecodeTuning tuning = {};
   };
   std::vector<Case> cases;
-  // W through a shared-memory ring: 256-row tiles (4 chunks, 128-column x stages), 512-row
-  // tiles (4 chunks), block scales, INT8, dense weights; and resident x stages with 8 warps.
+  // Resident x stages with 8 warps: 8-bit weights, block scales, INT8 on sm_80, dense weights.
   struct Tiled {
     const char* what;
     int tb;
@@ -325,12 +328,11 @@ TEST_CASE("decode kernels compile for sm_80 and sm_90 without spills") {
     fkv::DecodeTuning tuning;
   };
   using W = fkv::WeightFormat;
-  for (const Tiled& t : {Tiled{"ring fp8_tensor", 64, "sm_90", W::Fp8Tensor, {3, 2, 2, 128, 8, 4}},
-                         Tiled{"ring 512 rows", 64, "sm_90", W::Fp8Channel, {6, 2, 4, 128, 8, 4}},
-                         Tiled{"ring fp8_block", 32, "sm_90", W::Fp8Block, {3, 2, 2, 128, 8, 4}},
-                         Tiled{"ring int8", 16, "sm_80", W::Int8Channel, {3, 1, 2, 64, 8, 4}},
-                         Tiled{"ring dense", 64, "sm_90", W::Dense, {3, 2, 2, 128, 8, 3}},
-                         Tiled{"resident x", 64, "sm_90", W::Fp8Tensor, {3, 2, 2, 128, 8, 0, 1}}})
+  for (const Tiled& t :
+       {Tiled{"resident x", 64, "sm_90", W::Fp8Tensor, {3, 2, 2, 128, 8, 1}},
+        Tiled{"resident x blocks", 32, "sm_90", W::Fp8Block, {3, 2, 2, 128, 8, 1}},
+        Tiled{"resident x int8", 16, "sm_80", W::Int8Channel, {3, 2, 2, 128, 8, 1}},
+        Tiled{"resident x dense", 32, "sm_90", W::Dense, {3, 2, 2, 128, 8, 1}}})
     cases.push_back(
         {t.what, qwen3_epilogue(fkv::OutputMode::Pool), 4096, 5, t.tb, t.arch, t.weight, t.tuning});
   // Quantized weights (one byte per element, converted in registers), every format and bucket
@@ -395,10 +397,8 @@ TEST_CASE("decode kernels compile for sm_80 and sm_90 without spills") {
     }
     const fkv::DecodeSpec s =
         fkv::make_decode_spec(c.e, c.hidden, c.layers, c.tb, 132, c.tuning, c.weight);
-    if (!(c.tuning == fkv::DecodeTuning{})) {  // an explicit tiling is taken as given
-      CHECK(s.w_stages == c.tuning.w_stages);
+    if (!(c.tuning == fkv::DecodeTuning{}))  // an explicit tiling is taken as given
       CHECK(s.x_resident == c.tuning.x_resident);
-    }
     INFO(c.what << " " << c.arch << ": " << s.canonical());
     fkv::CompileOptions o;
     o.arch = fkv::Arch::parse(c.arch);

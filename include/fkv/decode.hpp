@@ -44,11 +44,8 @@ struct DecodeTuning {
   // Warps per CTA, with mma_tiles_per_warp: a tile of warps * mma_tiles_per_warp * 16 rows
   // (whole heads) instead of one head's (more rows per CTA read x fewer times).
   int warps = 0;
-  // W through a shared-memory ring of this many chunks per thread (cp.async), instead of the
-  // register ring of `pipeline` chunks; 0: the register ring.
-  int w_stages = 0;
   // 1: every x stage of a split resident in shared memory at once, each published by an
-  // mbarrier (no CTA barrier in the k-loop); with the register ring only.
+  // mbarrier (no CTA barrier in the k-loop); 0: two x stages, double-buffered.
   int x_resident = 0;
   bool operator==(const DecodeTuning&) const = default;
 };
@@ -68,7 +65,6 @@ struct DecodeSpec {
   int mma_tiles_per_warp = 1;
   int pipeline = 4;
   int k_slice = 512;
-  int w_stages = 0;    // > 0: W staged through a shared-memory ring of this many chunks
   int x_resident = 0;  // 1: all of a split's x stages in shared memory, behind mbarriers
 
   int rows() const { return num_layers * 2 * epilogue.num_kv_heads * epilogue.head_dim; }

@@ -553,31 +553,26 @@ TEST_CASE("decode kernel: splits that do not divide the x stages (runs of whole 
     }
 }
 
-TEST_CASE(
-    "decode kernel: W through a shared-memory ring (w_stages) or resident x stages "
-    "(x_resident), every weight format") {
-  // The ring's commit groups pair W chunk j * CPS with x stage j; x has (ns - 1) / CPS + 1
-  // buffers. Rings of 3 (two x buffers at 128 columns: CPS 2 for 8-bit weights, 4 for dense),
-  // 4 with one-chunk x stages (k_slice 64: a barrier every chunk) and 4 with 512-row tiles;
-  // 3 splits of 16 x stages (uneven) and 6 (even at 128 columns, uneven at 64). Resident x:
-  // 5 or 6 stages per split, each behind its mbarrier, with the register ring.
+TEST_CASE("decode kernel: resident x stages (x_resident), every weight format") {
+  // Every x stage of a split issued at the start, each behind its own mbarrier: 8 warps x 2 MMA
+  // tiles with 3 splits of 16 x stages (5 or 6 resident), 16 warps x 1 with 64-column stages
+  // (10 or 11), and 512-row tiles with 6 splits (2 or 3).
   std::uint64_t offset = 500;
   for (fkv::WeightFormat w :
        {fkv::WeightFormat::Dense, fkv::WeightFormat::Fp8Tensor, fkv::WeightFormat::Fp8Channel,
         fkv::WeightFormat::Fp8Block, fkv::WeightFormat::Int8Channel})
     for (const fkv::DecodeTuning& t :
-         {fkv::DecodeTuning{3, 2, 2, 128, 8, 3}, fkv::DecodeTuning{3, 1, 2, 64, 8, 4},
-          fkv::DecodeTuning{6, 2, 4, 128, 8, 4}, fkv::DecodeTuning{3, 2, 2, 128, 8, 0, 1}}) {
+         {fkv::DecodeTuning{3, 2, 2, 128, 8, 1}, fkv::DecodeTuning{3, 1, 1, 64, 16, 1},
+          fkv::DecodeTuning{6, 2, 4, 128, 8, 1}}) {
       if (w == fkv::WeightFormat::Fp8Block && t.k_slice < 128) continue;  // blocks per split
-      Shape s{"w-ring", qwen3(), 2048, 3};
+      Shape s{"x-resident", qwen3(), 2048, 3};
       s.weight = w;
       fkv::DecodeOptions o = decode_options(64);
       o.tuning = t;
-      INFO(fkv::to_string(w) << ", splits " << t.splits << ", k_slice " << t.k_slice << ", ring "
-                             << t.w_stages << ", resident x " << t.x_resident);
+      INFO(fkv::to_string(w) << ", splits " << t.splits << ", k_slice " << t.k_slice << ", warps "
+                             << t.warps);
       DecodeCase fx(s, offset++, o, 64);
-      REQUIRE(fx.dec.spec_for(64, fkv::OutputMode::Pool).w_stages == t.w_stages);
-      REQUIRE(fx.dec.spec_for(64, fkv::OutputMode::Pool).x_resident == t.x_resident);
+      REQUIRE(fx.dec.spec_for(64, fkv::OutputMode::Pool).x_resident == 1);
       for (std::int64_t T : {1, 8, 33, 64}) {
         check_stacked(fx, T);
         check_pool(fx, T);
