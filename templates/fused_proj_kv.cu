@@ -63,6 +63,22 @@ __device__ __forceinline__ void cp_async16(u32 dst, const void* src, int src_byt
                : "memory");
 }
 
+// Waits until the mbarrier at `bar` completes its first phase. sm_90's try_wait may suspend
+// the warp until then; sm_80 has only test_wait, polled.
+__device__ __forceinline__ void wait_phase0(u32 bar) {
+  u32 done = 0;
+  while (!done)
+    asm volatile(
+#if __CUDA_ARCH__ >= 900
+        "{ .reg .pred p; mbarrier.try_wait.parity.shared::cta.b64 p, [%1], 0; selp.u32 %0, 1, 0, p; }"
+#else
+        "{ .reg .pred p; mbarrier.test_wait.parity.shared::cta.b64 p, [%1], 0; selp.u32 %0, 1, 0, p; }"
+#endif
+        : "=r"(done)
+        : "r"(bar)
+        : "memory");
+}
+
 // Split partials written by other CTAs: read from L2 (never a stale L1 line).
 __device__ __forceinline__ F32x4 load_partial(const float* p) {
   F32x4 r;
@@ -320,17 +336,7 @@ __global__ void __launch_bounds__(WARPS * 32, WARPS > 8 ? 1 : 0) fused_proj_kv(c
     for (int pp = 0; pp < P; ++pp) {
       const int c = c0 + pp;
       if constexpr (XM == 1) {
-        if (c % CPS == 0) {  // x stage c / CPS: wait for its barrier's first phase (test_wait:
-                             // sm_80 has no try_wait)
-          const u32 bar = smem_addr(&s_xbar[c / CPS]);
-          u32 done = 0;
-          while (!done)
-            asm volatile(
-                "{ .reg .pred p; mbarrier.test_wait.parity.shared::cta.b64 p, [%1], 0; selp.u32 %0, 1, 0, p; }"
-                : "=r"(done)
-                : "r"(bar)
-                : "memory");
-        }
+        if (c % CPS == 0) wait_phase0(smem_addr(&s_xbar[c / CPS]));  // x stage c / CPS
       } else {
         if (c % CPS == 0) {  // a new x stage: wait for it, then start the next one
           cp_async_wait<0>();
