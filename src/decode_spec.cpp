@@ -225,10 +225,16 @@ DecodeSpec make_decode_spec(const KernelSpec& epilogue, int hidden, int num_laye
     if (const DecodeTuning q =
             quantized_tiling(epilogue, num_layers, token_bucket, sm_count, weight);
         q.mma_tiles_per_warp) {
-      try {
-        return make_decode_spec(epilogue, hidden, num_layers, token_bucket, sm_count, q, weight);
-      } catch (const ArgumentError&) {
-        // a shape the tiling does not divide: the general rules
+      // Resident x stages that do not fit in shared memory (a larger hidden size) fall back to
+      // staged ones with the same tiling.
+      DecodeTuning staged = q;
+      staged.x_resident = 0;
+      for (const DecodeTuning& t : {q, staged}) {
+        try {
+          return make_decode_spec(epilogue, hidden, num_layers, token_bucket, sm_count, t, weight);
+        } catch (const ArgumentError&) {
+          // a shape the tiling does not divide: the next candidate, then the general rules
+        }
       }
     }
   DecodeSpec s;

@@ -112,6 +112,15 @@ TEST_CASE("decode tiling over 8-bit weights: the H200 cold FP8 sweep's choice at
   const fkv::DecodeSpec odd =
       fkv::make_decode_spec(d96, 4096, 5, 64, 132, {}, fkv::WeightFormat::Fp8Tensor);
   CHECK(odd.tile_rows() == 96);
+  // A hidden size whose resident x stages would not fit (8192: 22 stages of 17 KB at 64 tokens)
+  // keeps the 16-warp tiling with staged x.
+  const fkv::DecodeSpec wide = fkv::make_decode_spec(qwen3_epilogue(fkv::OutputMode::Pool), 8192, 5,
+                                                     64, 132, {}, fkv::WeightFormat::Fp8Tensor);
+  CHECK(wide.warps == 16);
+  CHECK(wide.x_resident == 0);
+  CHECK(fkv::make_decode_spec(qwen3_epilogue(fkv::OutputMode::Pool), 8192, 5, 32, 132, {},
+                              fkv::WeightFormat::Fp8Tensor)
+            .x_resident == 1);  // 22 stages of 8.7 KB fit
   // Splits follow the SM count: 200 SMs take 5 splits of the 40 tiles of 256 rows.
   CHECK(fkv::make_decode_spec(qwen3_epilogue(fkv::OutputMode::Pool), 4096, 5, 64, 200, {},
                               fkv::WeightFormat::Fp8Tensor)
