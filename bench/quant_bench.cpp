@@ -7,13 +7,17 @@
 //                          kernel up to the GPU's crossover, cuBLASLt + epilogue above it;
 //   fp8_tensor, fp8_channel, fp8_block, int8_channel
 //                          the same over quantized weights read as stored (the decode kernel
-//                          converts them in registers, up to 64 tokens; above, FP8 weights go
+//                          converts them in registers, up to 32 tokens; above, FP8 weights go
 //                          through cuBLASLt's FP8 GEMM with the activations quantized per token,
-//                          INT8 ones as slices of up to 32 MB dequantized into scratch and
-//                          multiplied by cuBLASLt);
+//                          INT8 ones through its int8 GEMM with the activations split into two
+//                          int8 parts per token up to 512 tokens, then as slices of up to 32 MB
+//                          dequantized into scratch and multiplied by cuBLASLt);
 //   fp8_t/slices, fp8_t/slice8M, fp8_t/slice16M   fp8_tensor above 64 tokens as dequantized
 //                          slices of 32, 8 and 16 MB (MaterializerOptions::fp8_gemm = false);
-//   fp8_t/gemm             fp8_tensor up to 64 tokens through the FP8 GEMM (no decode kernel).
+//   fp8_t/gemm             fp8_tensor up to 64 tokens through the FP8 GEMM (no decode kernel);
+//   int8/slices            int8_channel without the INT8 GEMM (MaterializerOptions::
+//                          int8_gemm_tokens = 0): the decode kernel up to 64 tokens, then slices;
+//   int8/gemm              int8_channel up to 64 tokens through the INT8 GEMM (no decode kernel).
 // at T = 1, 8, 64, 512, 4096 (--tokens). Timing: bench_timing.hpp's time_graph (CUDA-graph
 // replays of `calls` back-to-back calls, median per call, warm-up first).
 // Cold L2: in a server the draft's weights are evicted between two steps (the target model's
@@ -486,7 +490,8 @@ int main(int argc, char** argv) {
     const fkv::ModelConfig config = draft_config();
     std::vector<std::vector<float>> norms(kLayers, std::vector<float>(kHeadDim, 1.0f));
     auto materializer = [&](fkv::WeightFormat f, int copy, std::int64_t crossover = -1,
-                            std::size_t slice = 8u << 20, bool fp8_gemm = true) {
+                            std::size_t slice = 8u << 20, bool fp8_gemm = true,
+                            std::int64_t int8_gemm_tokens = 512) {
       fkv::MaterializerWeights w;
       w.format = f;
       w.k_norm = norms;
@@ -505,6 +510,7 @@ int main(int argc, char** argv) {
       o.decode_crossover = crossover;
       o.dequant_slice_bytes = slice;
       o.fp8_gemm = fp8_gemm;
+      o.int8_gemm_tokens = int8_gemm_tokens;
       return std::make_unique<fkv::FusedKVMaterializer>(config, kHidden, w, o);
     };
     const fkv::WeightFormat formats[] = {fkv::WeightFormat::Dense, fkv::WeightFormat::Fp8Tensor,
@@ -520,6 +526,7 @@ int main(int argc, char** argv) {
       std::size_t slice;
       bool fp8_gemm = true;
       int side = 0;  // 0: every T; 1: T > 64 only; -1: T <= 64 only
+      std::int64_t int8_gemm_tokens = 512;
     };
     std::vector<Variant> variants;
     for (fkv::WeightFormat f : formats) variants.push_back({f, fkv::to_string(f), -1, 32u << 20});
@@ -527,6 +534,10 @@ int main(int argc, char** argv) {
     variants.push_back({fkv::WeightFormat::Fp8Tensor, "fp8_t/slice8M", 0, 8u << 20, false, 1});
     variants.push_back({fkv::WeightFormat::Fp8Tensor, "fp8_t/slice16M", 0, 16u << 20, false, 1});
     variants.push_back({fkv::WeightFormat::Fp8Tensor, "fp8_t/gemm", 0, 32u << 20, true, -1});
+    // INT8 above 32 tokens as before the INT8 GEMM: the decode kernel up to 64 tokens, then
+    // dequantized slices (int8_gemm_tokens 0); and the INT8 GEMM from 1 token (no decode kernel).
+    variants.push_back({fkv::WeightFormat::Int8Channel, "int8/slices", 64, 32u << 20, true, 0, 0});
+    variants.push_back({fkv::WeightFormat::Int8Channel, "int8/gemm", 0, 32u << 20, true, -1});
     if (!only.empty()) {
       for (const std::string& n : only)
         if (std::none_of(variants.begin(), variants.end(),
@@ -548,7 +559,8 @@ int main(int argc, char** argv) {
         std::vector<std::unique_ptr<fkv::FusedKVMaterializer>> mats;
         const int copies = fkv::is_quantized(f) ? copies_q : copies_d;
         for (int c = 0; c < copies; ++c)
-          mats.push_back(materializer(f, c, var.crossover, var.slice, var.fp8_gemm));
+          mats.push_back(
+              materializer(f, c, var.crossover, var.slice, var.fp8_gemm, var.int8_gemm_tokens));
         const auto& mat = mats.front();
         fkv::MaterializerInput in;
         in.hidden = d_x.ptr();
@@ -566,13 +578,15 @@ int main(int argc, char** argv) {
         const double us = t["median_us"].get<double>();
         if (f == fkv::WeightFormat::Dense) bf16_us = us;
         const double vs_bf16 = bf16_us > 0 ? us / bf16_us : 0;  // 0: no bf16 row in this run
-        const json row = {{"T", T},
-                          {"weights", var.name},
-                          {"median_us", us},
-                          {"decode_path", T <= mat->decode_crossover()},
-                          {"fp8_gemm", T > mat->decode_crossover() && mat->fp8_gemm()},
-                          {"vs_bf16", vs_bf16},
-                          {"vs_probe_q", us / probe_q}};
+        const json row = {
+            {"T", T},
+            {"weights", var.name},
+            {"median_us", us},
+            {"decode_path", T <= mat->decode_crossover()},
+            {"fp8_gemm", T > mat->decode_crossover() && mat->fp8_gemm()},
+            {"int8_gemm", T > mat->decode_crossover() && T <= mat->int8_gemm_tokens()},
+            {"vs_bf16", vs_bf16},
+            {"vs_probe_q", us / probe_q}};
         rows.push_back(row);
         std::printf("%6lld %-15s %10.2f %9.3f %9.3f\n", static_cast<long long>(T), var.name.c_str(),
                     us, vs_bf16, us / probe_q);

@@ -48,6 +48,7 @@ fkv_materializer_options materializer_defaults() {
   o.tp_rank = d.tp_rank;
   o.decode_crossover = d.decode_crossover;
   o.fp8_gemm = d.fp8_gemm;
+  o.int8_gemm_tokens = d.int8_gemm_tokens;
   return o;
 }
 
@@ -69,6 +70,7 @@ fkv_materializer_options read_materializer_options(const fkv_materializer_option
   FKV_TAKE(o, from, tp_rank);
   FKV_TAKE(o, from, decode_crossover);
   FKV_TAKE(o, from, fp8_gemm);
+  FKV_TAKE(o, from, int8_gemm_tokens);
   return o;
 }
 
@@ -213,6 +215,7 @@ fkv_status fkv_materializer_create_v3(const fkv_config* config, const fkv_materi
     mo.tp_rank = o.tp_rank;
     mo.decode_crossover = o.decode_crossover;
     mo.fp8_gemm = o.fp8_gemm != 0;
+    mo.int8_gemm_tokens = o.int8_gemm_tokens;
     auto r = std::make_unique<fkv_materializer>();
     r->m = std::make_unique<fkv::FusedKVMaterializer>(config->config, w->hidden_size, mw, mo);
     nlohmann::json groups = nlohmann::json::array();
@@ -244,6 +247,9 @@ int64_t fkv_materializer_decode_crossover(const fkv_materializer* m) {
   return m ? m->m->decode_crossover() : 0;
 }
 int fkv_materializer_fp8_gemm(const fkv_materializer* m) { return m && m->m->fp8_gemm() ? 1 : 0; }
+int64_t fkv_materializer_int8_gemm_tokens(const fkv_materializer* m) {
+  return m ? m->m->int8_gemm_tokens() : 0;
+}
 fkv_status fkv_materializer_layers(const fkv_materializer* m, int* layers, size_t capacity) {
   return guard([&] {
     require(m, "materializer");

@@ -106,11 +106,12 @@ const LtShape& LtShapeCache::get(std::int64_t key, cublasLtHandle_t lt, cublasLt
 }
 
 LtMatmul::LtMatmul(cudaDataType_t w_type, std::int64_t hidden, std::int64_t width,
-                   std::shared_ptr<DeviceBuffer> workspace)
-    : workspace_(std::move(workspace)) {
+                   std::shared_ptr<DeviceBuffer> workspace, bool int32)
+    : workspace_(std::move(workspace)), int32_(int32) {
   try {
     FKV_LT(cublasLtCreate, &lt_);
-    FKV_LT(cublasLtMatmulDescCreate, &op_, CUBLAS_COMPUTE_32F, CUDA_R_32F);
+    FKV_LT(cublasLtMatmulDescCreate, &op_, int32 ? CUBLAS_COMPUTE_32I : CUBLAS_COMPUTE_32F,
+           int32 ? CUDA_R_32I : CUDA_R_32F);
     const cublasOperation_t ta = CUBLAS_OP_T, tb = CUBLAS_OP_N;
     set(CUBLASLT_MATMUL_DESC_TRANSA, &ta, sizeof ta);
     set(CUBLASLT_MATMUL_DESC_TRANSB, &tb, sizeof tb);
@@ -151,8 +152,10 @@ const LtShape& LtMatmul::shape(LtShapeCache& cache, std::int64_t key,
 void LtMatmul::run(const void* a, cublasLtMatrixLayout_t a_layout, const LtShape& sh, const void* x,
                    void* out, CUstream stream) const {
   const float alpha = 1.0f, beta = 0.0f;
-  FKV_LT(cublasLtMatmul, lt_, op_, &alpha, a, a_layout ? a_layout : w_, x, sh.b, &beta, out, sh.d,
-         out, sh.d, &sh.algo, workspace_->ptr(), workspace_->size(), stream);
+  const std::int32_t alpha_i = 1, beta_i = 0;
+  FKV_LT(cublasLtMatmul, lt_, op_, int32_ ? static_cast<const void*>(&alpha_i) : &alpha, a,
+         a_layout ? a_layout : w_, x, sh.b, int32_ ? static_cast<const void*>(&beta_i) : &beta, out,
+         sh.d, out, sh.d, &sh.algo, workspace_->ptr(), workspace_->size(), stream);
 }
 
 void LtShapeCache::clear() {

@@ -89,12 +89,13 @@ void destroy_layouts(std::initializer_list<cublasLtMatrixLayout_t> layouts);
 // operation, fp32 compute and scales, in the column-major view proj^T [N, T] = (W as
 // [hidden, N])^T · (x^T as [hidden, T]) (TRANSA = T, TRANSB = N); the weights' layout
 // [hidden, N] of `w_type`; the preference (the workspace's size) and the workspace, which GEMMs
-// whose calls are stream-ordered with each other (one materializer's) may share. A constructor
+// whose calls are stream-ordered with each other (one materializer's) may share. `int32`: int32
+// compute and scales instead (int8 inputs, int32 output: int8_gemm_path.hpp). A constructor
 // that throws (CudaError: cuBLASLt missing or failing) leaves nothing allocated.
 class LtMatmul {
  public:
   LtMatmul(cudaDataType_t w_type, std::int64_t hidden, std::int64_t width,
-           std::shared_ptr<DeviceBuffer> workspace);
+           std::shared_ptr<DeviceBuffer> workspace, bool int32 = false);
   ~LtMatmul();
   LtMatmul(const LtMatmul&) = delete;
   LtMatmul& operator=(const LtMatmul&) = delete;
@@ -116,6 +117,7 @@ class LtMatmul {
   cublasLtMatrixLayout_t w_ = nullptr;
   cublasLtMatmulPreference_t pref_ = nullptr;
   std::shared_ptr<DeviceBuffer> workspace_;
+  bool int32_ = false;  // alpha and beta are int32
 };
 
 }  // namespace fkv

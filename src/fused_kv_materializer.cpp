@@ -21,6 +21,10 @@ FusedKVMaterializer::FusedKVMaterializer(const ModelConfig& config, std::int64_t
   m.plan = shard_plan(make_plan(config, o.mode), TensorParallel{o.tp_size, o.tp_rank});
   if (hidden_size <= 0) fail("hidden_size must be positive, got " + std::to_string(hidden_size));
   if (o.max_tokens <= 0) fail("max_tokens must be positive");
+  if (o.int8_gemm_tokens < 0 || o.int8_gemm_tokens > 65535)
+    fail("int8_gemm_tokens " + std::to_string(o.int8_gemm_tokens) +
+         " is outside [0, 65535] (0: INT8 weights above the decode crossover take dequantized "
+         "slices)");
   check_gemm_dtype(o.act);
   for (const LayerAttention* l : config.attention_layers()) m.layers.push_back(l->index);
   const std::size_t L = m.layers.size();
@@ -126,6 +130,7 @@ FusedKVMaterializer::FusedKVMaterializer(const ModelConfig& config, std::int64_t
   FKV_CU(cuMemsetD32Async, m.error_word.get(), 0u, 1, setup.get());
   m.gemm = std::make_unique<ProjectionGemm>(o.act, hidden_size, m.width, o.gemm_workspace_bytes);
   m.setup_fp8_gemm(setup.get());
+  m.setup_int8_gemm();
   m.setup_decode(w, config);
   // Every upload above went on `setup` (pageable sources are staged before the call returns):
   // a synchronous cuMemcpyHtoD runs on the legacy stream and may still be in flight when it
@@ -204,6 +209,7 @@ void FusedKVMaterializer::reserve_tokens(std::int64_t max_tokens) {
   m.retired.push_back(std::move(m.proj));
   m.proj = std::move(bigger);
   if (m.fp8) m.fp8->reserve(max_tokens, m.retired);  // graphs captured before keep the old
+  if (m.int8) m.int8->reserve(std::min(max_tokens, m.opt.int8_gemm_tokens), m.retired);
   m.opt.max_tokens = max_tokens;
 }
 
@@ -228,5 +234,8 @@ std::int64_t FusedKVMaterializer::projection_width() const { return impl_->width
 CUdeviceptr FusedKVMaterializer::error_flag() const { return impl_->error_word.get(); }
 std::int64_t FusedKVMaterializer::decode_crossover() const { return impl_->crossover; }
 bool FusedKVMaterializer::fp8_gemm() const { return impl_->fp8 != nullptr; }
+std::int64_t FusedKVMaterializer::int8_gemm_tokens() const {
+  return impl_->int8 ? impl_->int8->max_tokens() : 0;
+}
 
 }  // namespace fkv

@@ -17,6 +17,7 @@
 #include "fkv/fused_kv_materializer.hpp"
 #include "fkv/materialize.hpp"
 #include "fp8_gemm_path.hpp"
+#include "int8_gemm_path.hpp"
 #include "projection_gemm.hpp"
 
 namespace fkv {
@@ -71,6 +72,9 @@ struct FusedKVMaterializer::Impl {
   // over w_packed (fp8_gemm_path.hpp). Null when unused; a call it has no algorithm for takes
   // the dequantized slices.
   std::unique_ptr<Fp8GemmPath> fp8;
+  // INT8 weights above the decode crossover, up to int8->max_tokens() tokens: cuBLASLt's int8
+  // GEMM (int8_gemm_path.hpp). Null when unused.
+  std::unique_ptr<Int8GemmPath> int8;
   DeviceBuffer proj;                  // [proj_rows(max_tokens), N]
   std::vector<DeviceBuffer> retired;  // earlier projection buffers (reserve_tokens)
   DeviceBuffer error_word;
@@ -86,6 +90,7 @@ struct FusedKVMaterializer::Impl {
     const std::int64_t T = in.num_tokens;
     const std::int64_t ld = in.hidden_stride ? in.hidden_stride : hidden;
     if (fp8 && fp8->run(w_packed.ptr(), in.hidden, ld, T, proj.ptr(), stream)) return;
+    if (int8 && int8->run(w_packed.ptr(), in.hidden, ld, T, proj.ptr(), stream)) return;
     const int es = dtype_size(opt.act);
     for (std::size_t gi = 0; gi < groups.size(); ++gi) {
       const Group& g = groups[gi];
@@ -101,8 +106,8 @@ struct FusedKVMaterializer::Impl {
     }
   }
 
-  // The decode crossover of FP8 weights when the FP8 GEMM takes the calls above it.
-  static constexpr std::int64_t kFp8GemmCrossover = 32;
+  // The decode crossover of 8-bit weights when the FP8 or INT8 GEMM takes the calls above it.
+  static constexpr std::int64_t kGemmCrossover = 32;
 
   // Rows of the projection buffer for `tokens` (the FP8 GEMM's padded token count).
   static std::int64_t proj_rows(std::int64_t tokens) { return Fp8GemmPath::rows(tokens); }
@@ -118,6 +123,15 @@ struct FusedKVMaterializer::Impl {
     fp8 = Fp8GemmPath::make(format, opt.act, hidden, width, std::move(shares),
                             static_cast<const float*>(w_scales.ptr()), opt.max_tokens,
                             gemm->workspace(), opt.device, stream);
+  }
+
+  // Sets up the INT8 GEMM path where the options and the format allow it: INT8 weights'
+  // packed scales are per row, in projection column order.
+  void setup_int8_gemm() {
+    if (format != WeightFormat::Int8Channel || opt.int8_gemm_tokens <= 0) return;
+    int8 = Int8GemmPath::make(opt.act, hidden, width, static_cast<const float*>(w_scales.ptr()),
+                              std::min(opt.max_tokens, opt.int8_gemm_tokens), gemm->workspace(),
+                              opt.device);
   }
 
   // proj[:T] = hidden · W_packed^T on `stream`.
@@ -191,11 +205,11 @@ struct FusedKVMaterializer::Impl {
         opt.decode_crossover >= 0 ? opt.decode_crossover : fkv::decode_crossover(opt.device);
     if (crossover <= 0) return;
     // Quantized weights, unless the caller set a crossover (H200, docs/performance.md): with
-    // the FP8 GEMM, the decode kernel takes calls up to 32 tokens (22.8 against 30.3 us at 32;
-    // from 33 it runs its 64-token bucket, 35.6 us against the GEMM's 27.6 at 64); otherwise it
-    // takes every call up to 64 tokens (2.5x faster than dequantized slices at 64).
+    // the FP8 or INT8 GEMM, the decode kernel takes calls up to 32 tokens (22.8 against 30.3 us
+    // at 32; from 33 it runs its 64-token bucket, 35.6 us against the FP8 GEMM's 27.6 at 64);
+    // otherwise it takes every call up to 64 tokens (2.5x faster than dequantized slices at 64).
     if (is_quantized(format) && opt.decode_crossover < 0)
-      crossover = fp8 ? kFp8GemmCrossover : kDecodeMaxBucket;
+      crossover = fp8 || int8 ? kGemmCrossover : kDecodeMaxBucket;
     const Group& g = groups.front();
     const AttentionSpec& attn = g.plan_group->attn;
     KernelSpec spec = make_kernel_spec(attn, opt.act, opt.cache, OutputMode::Pool, opt.cos_sin,

@@ -17,6 +17,7 @@
 #include "fkv/codegen.hpp"
 #include "fkv/errors.hpp"
 #include "fp8_gemm_path.hpp"
+#include "int8_gemm_path.hpp"
 
 namespace fkv {
 
@@ -57,10 +58,12 @@ std::vector<KernelSource> weight_kernels_for(const VariantOptions& options, int 
     throw ArgumentError("the kernels of " + to_string(w) +
                         " weights are specialized on the hidden size, and it is " +
                         std::to_string(hidden) + ": give the config's hidden_size");
-  // The dequantize kernel (fused_kv_materializer.cpp), then the FP8 GEMM path's own.
+  // The dequantize kernel (fused_kv_materializer.cpp), then the FP8 or INT8 GEMM path's own.
   std::vector<KernelSource> out = {generate_dequant(w, options.act, hidden)};
-  if (w == WeightFormat::Int8Channel) return out;
-  for (KernelSource& k : Fp8GemmPath::sources(w, options.act, hidden)) out.push_back(std::move(k));
+  for (KernelSource& k : w == WeightFormat::Int8Channel
+                             ? Int8GemmPath::sources(options.act, hidden)
+                             : Fp8GemmPath::sources(w, options.act, hidden))
+    out.push_back(std::move(k));
   return out;
 }
 

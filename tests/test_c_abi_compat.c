@@ -277,6 +277,11 @@ static void test_struct_size(const char* dir) {
   fkv_materializer_options_init_v2(&m.o, offsetof(fkv_materializer_options, fp8_gemm));
   CHECK(untouched((const unsigned char*)&m.o.fp8_gemm, sizeof m.o.fp8_gemm));
   CHECK(m.o.decode_crossover == -1 && m.o.tp_size == 1);
+  /* ... and int8_gemm_tokens, added after fp8_gemm. */
+  memset(&m, kFill, sizeof m);
+  fkv_materializer_options_init_v2(&m.o, offsetof(fkv_materializer_options, int8_gemm_tokens));
+  CHECK(untouched((const unsigned char*)&m.o.int8_gemm_tokens, sizeof m.o.int8_gemm_tokens));
+  CHECK(m.o.fp8_gemm == 1 && m.o.decode_crossover == -1);
   memset(&w, 0, sizeof w);
   w.hidden_size = 4096;
   w.num_layers = 1; /* not the model's 36, but tp_size is checked first */

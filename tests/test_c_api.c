@@ -501,8 +501,9 @@ static void test_materializer_arguments(void) {
   CHECK(o.grouped == 0 && o.act == FKV_DTYPE_BF16 && o.cache == FKV_DTYPE_BF16);
   CHECK(o.index_i64 == 1 && o.max_tokens == 8192 && o.stacked == 1 && o.pool == 1);
   CHECK(o.paged == 0 && o.tp_size == 1 && o.tp_rank == 0);
-  CHECK(o.decode_crossover == -1); /* the value measured for the GPU */
-  CHECK(o.fp8_gemm == 1);          /* FP8 weights above it: the FP8 GEMM */
+  CHECK(o.decode_crossover == -1);  /* the value measured for the GPU */
+  CHECK(o.fp8_gemm == 1);           /* FP8 weights above it: the FP8 GEMM */
+  CHECK(o.int8_gemm_tokens == 512); /* INT8 weights above it: the INT8 GEMM up to 512 tokens */
 
   /* Null arguments. */
   CHECK_STATUS(fkv_materializer_create(NULL, &w, &o, &m), FKV_ERR_ARGUMENT);

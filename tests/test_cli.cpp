@@ -434,11 +434,18 @@ TEST_CASE("precompile --weights adds the kernels a materializer builds for quant
                              "--cache-dir '" + plain + "'");
   CHECK(lacking.code == 8);
   CHECK(contains(lacking.out, "6 missing or bad"));
-  // Without --decode, INT8 weights add the dequantize kernel only; source lists it last.
+  // Without --decode, INT8 weights add the dequantize kernel and the INT8 GEMM's activation
+  // split and combine, in that order, after the epilogue kernels.
   const Result src = run("source " + data(kDraft) + " --mode pool --weights int8");
   INFO(src.out << src.err);
   CHECK(src.code == 0);
-  CHECK(contains(src.out, "fkvdeq_int8_channel_bf16_x2560"));
+  const std::size_t deq = src.out.find("fkvdeq_int8_channel_bf16_x2560");
+  const std::size_t split = src.out.find("fkvsplit8_bf16_x2560");
+  const std::size_t combine = src.out.find("fkvcombine8_bf16");
+  CHECK(deq != std::string::npos);
+  CHECK(split != std::string::npos);
+  CHECK(combine != std::string::npos);
+  CHECK((deq < split && split < combine));
 
   // A packed 4-bit scheme is refused by name (exit 9); a name that is no format is a usage
   // error listing the formats (exit 3).

@@ -69,6 +69,12 @@ TEST_CASE("bad sizes and dtypes are argument errors") {
   o.max_tokens = 0;
   CHECK_THAT(what_of([&] { fkv::FusedKVMaterializer m(cfg, 1024, w, o); }),
              Catch::Contains("max_tokens must be positive"));
+  for (std::int64_t n : {-1, 65536}) {
+    o = {};
+    o.int8_gemm_tokens = n;
+    CHECK_THAT(what_of([&] { fkv::FusedKVMaterializer m(cfg, 1024, w, o); }),
+               Catch::Contains("int8_gemm_tokens " + std::to_string(n) + " is outside [0, 65535]"));
+  }
   w.w_kv_row_stride = 512;
   CHECK_THAT(what_of([&] { fkv::FusedKVMaterializer m(cfg, 1024, w); }),
              Catch::Contains("w_kv_row_stride is smaller than hidden_size"));

@@ -217,14 +217,16 @@ def test_precompile():
                    decode_gpu="A100")
         assert "measured: H200" in str(e), str(e)
         # weights: the kernels of quantized K/V weights too (INT8: the decode kernels over the
-        # stored bytes in every bucket, stacked and pool, and the dequantize kernel); a packed
-        # 4-bit scheme is refused by name.
+        # stored bytes in every bucket, stacked and pool, the dequantize kernel and the INT8
+        # GEMM's activation split and combine); a packed 4-bit scheme is refused by name.
         assert fkv_jit.precompile(draft, "sm_90", cache_dir=cache, decode_gpu="H200",
-                                  weights="int8_channel") == (2 + 8 + 1, 8 + 1)
+                                  weights="int8_channel") == (2 + 8 + 3, 8 + 3)
         # (file names keep the short name's first 64 characters: "..._pool_L5_x2560_tb8_int8_cha",
         # "..._stacked_L5_x2560_tb8_int8")
         assert len([c for c in Path(cache).rglob("fkvdec_*_int8*.cubin")]) == 8
         assert len([c for c in Path(cache).rglob("fkvdeq_int8_channel_*.cubin")]) == 1
+        assert len([c for c in Path(cache).rglob("fkvsplit8_bf16_x2560*.cubin")]) == 1
+        assert len([c for c in Path(cache).rglob("fkvcombine8_bf16*.cubin")]) == 1
         e = raises(fkv_jit.UnsupportedModelError, fkv_jit.precompile, draft, "sm_90",
                    cache_dir=cache, weights="awq")
         assert "awq" in str(e), str(e)

@@ -1,11 +1,14 @@
 // weights: the quantized formats of the packed K/V projection (names, refusals, scale layouts),
 // and NVRTC compiles of the kernels that read them: the decode kernel's quantized variants are
-// compiled in test_decode.cpp, the dequantize kernel of the cuBLASLt path here. No GPU needed.
+// compiled in test_decode.cpp, the dequantize kernel of the cuBLASLt path, the FP8 GEMM's
+// activation quantizer and the INT8 GEMM's activation split and combine here. No GPU needed.
 #include <catch2/catch.hpp>
 #include <string>
+#include <vector>
 
 #include "../src/act_quant.hpp"
 #include "../src/dequant.hpp"
+#include "../src/int8_gemm_path.hpp"
 #include "fkv/arch.hpp"
 #include "fkv/compiler.hpp"
 #include "fkv/decode.hpp"
@@ -137,4 +140,26 @@ TEST_CASE("the FP8 GEMM's activation quantizer and scale expansion compile") {
   CHECK_THROWS_AS(fkv::generate_quantize_act(fkv::DType::FP32, 4096, 0), fkv::ArgumentError);
   CHECK_THROWS_AS(fkv::generate_quantize_act(fkv::DType::BF16, 4092, 0), fkv::ArgumentError);
   CHECK_THROWS_AS(fkv::generate_quantize_act(fkv::DType::BF16, 4096, 64), fkv::ArgumentError);
+}
+
+TEST_CASE("the INT8 GEMM's activation split and combine compile") {
+  fkv::CompileOptions o;
+  if (!sm90_options(o)) return;
+  for (int hidden : {4096, 4000, 8})
+    for (fkv::DType act : {fkv::DType::BF16, fkv::DType::FP16}) {
+      const std::vector<fkv::KernelSource> srcs = fkv::Int8GemmPath::sources(act, hidden);
+      REQUIRE(srcs.size() == 2);
+      const char* names[] = {"split_act_int8", "combine_int8"};
+      for (std::size_t i = 0; i < srcs.size(); ++i) {
+        INFO(srcs[i].specialization);
+        const fkv::CompiledKernel k = fkv::compile(srcs[i], o);
+        CHECK(!k.image.empty());
+        CHECK(k.lowered_name.find(names[i]) != std::string::npos);
+      }
+      // The split's cache key names the hidden size, the combine's does not depend on it.
+      CHECK(srcs[0].specialization.find("hidden=" + std::to_string(hidden)) != std::string::npos);
+      CHECK(srcs[1].specialization.find("hidden") == std::string::npos);
+    }
+  CHECK_THROWS_AS(fkv::Int8GemmPath::sources(fkv::DType::FP32, 4096), fkv::ArgumentError);
+  CHECK_THROWS_AS(fkv::Int8GemmPath::sources(fkv::DType::BF16, 4092), fkv::ArgumentError);
 }

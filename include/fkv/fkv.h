@@ -370,11 +370,17 @@ typedef struct fkv_materializer_options {
    * linear methods compute; 0 = dequantized slices, the activations kept (W8A16). A GPU without
    * that GEMM (before sm_90) takes the slices. fkv_materializer_fp8_gemm() says what is used. */
   int fp8_gemm;
+  /* INT8 weights above the decode crossover, calls of up to this many tokens (default 512):
+   * cuBLASLt's int8 GEMM over the stored bytes, the activations split into two int8 parts per
+   * token (within 2^-16 of the token's largest value); larger calls, 0, or a GPU without that
+   * GEMM: dequantized slices. fkv_materializer_int8_gemm_tokens() says what is used. */
+  int64_t int8_gemm_tokens;
 } fkv_materializer_options;
 
 /* Defaults: strict, bf16, bf16 cache, fp32 cos/sin, int64, max_tokens 8192, device 0, stacked
- * and pool, flat layout, tp_size 1, decode_crossover -1, fp8_gemm 1. Sets struct_size like
- * fkv_precompile_options_init_v2 and writes nothing past it. Call it through the macro. */
+ * and pool, flat layout, tp_size 1, decode_crossover -1, fp8_gemm 1, int8_gemm_tokens 512. Sets
+ * struct_size like fkv_precompile_options_init_v2 and writes nothing past it. Call it through the
+ * macro. */
 FKV_API void fkv_materializer_options_init_v2(fkv_materializer_options* options,
                                               size_t struct_size);
 #define fkv_materializer_options_init(options) \
@@ -458,6 +464,9 @@ FKV_API int64_t fkv_materializer_decode_crossover(const fkv_materializer* m);
 /* 1 when calls above the decode crossover take the FP8 GEMM (options.fp8_gemm, FP8 weights, a
  * GPU with that GEMM), else 0. */
 FKV_API int fkv_materializer_fp8_gemm(const fkv_materializer* m);
+/* The largest call above the decode crossover that takes the INT8 GEMM (options.int8_gemm_tokens,
+ * INT8 weights, a GPU with that GEMM); 0: none. */
+FKV_API int64_t fkv_materializer_int8_gemm_tokens(const fkv_materializer* m);
 /* The model numbers of the attention layers, in the order of the layer arrays. */
 FKV_API fkv_status fkv_materializer_layers(const fkv_materializer* m, int* layers, size_t capacity);
 /* The plan the materializer serves (this rank's, under tensor parallelism), as fkv_plan_json. */

@@ -79,12 +79,19 @@ struct MaterializerOptions {
   // the H200. false, INT8 weights, or a GPU whose cuBLASLt has no such GEMM (before sm_90):
   // dequantized slices with the activations kept (W8A16).
   bool fp8_gemm = true;
+  // INT8 weights above the decode crossover, calls of up to this many tokens (docs/quantized.md):
+  // cuBLASLt's int8 GEMM over the stored bytes, the activations split into two int8 parts per
+  // token (x = s * (hi + lo / 254): within 2^-16 of the token's largest value, so W8A16 but for
+  // that), int32 sums, then the scales; it holds 2 * hidden + 8 * N bytes of scratch per token
+  // (N = the packed K/V rows). Larger calls, 0, or a GPU whose cuBLASLt has no int8 GEMM:
+  // dequantized slices.
+  std::int64_t int8_gemm_tokens = 512;
   // Calls of 1..decode_crossover tokens take the decode-size kernel when the model allows it
   // (one group, bf16/fp16, no K/V bias, not paged, no debug checks: decode_unsupported()).
   // -1 = fkv::decode_crossover(device): FKV_DECODE_CROSSOVER, else the value measured for this
-  // GPU, else 0; whenever that is positive, quantized weights take 32 when the FP8 GEMM
-  // serves the calls above it (fp8_gemm()), else 64. 0 = never (cuBLASLt + the epilogue kernel
-  // for every call).
+  // GPU, else 0; whenever that is positive, quantized weights take 32 when the FP8 or INT8
+  // GEMM serves the calls above it (fp8_gemm(), int8_gemm_tokens()), else 64. 0 = never (cuBLASLt +
+  // the epilogue kernel for every call).
   std::int64_t decode_crossover = -1;
 };
 
@@ -213,6 +220,9 @@ class FusedKVMaterializer {
   // fp8_gemm, FP8 weights, a cuBLASLt with that GEMM for this GPU); else dequantized slices or,
   // for dense weights, the dense GEMM.
   bool fp8_gemm() const;
+  // The largest call above the decode crossover that takes the INT8 GEMM (MaterializerOptions::
+  // int8_gemm_tokens, INT8 weights, a cuBLASLt with that GEMM for this GPU); 0: none.
+  std::int64_t int8_gemm_tokens() const;
   // Synchronizes `stream`, returns the error word and clears it.
   unsigned int take_error_flag(CUstream stream);
 

@@ -188,6 +188,11 @@ class FusedKVMaterializeHelper:
         W8A8, as the engines' FP8 linear methods compute; False = dequantized slices with the
         activations kept (W8A16). The attribute
         fp8_gemm says what the helper uses (False on GPUs without that GEMM, before sm_90).
+      int8_gemm_tokens: INT8 weights above the decode crossover, calls of up to this many
+        tokens (default 512; 0 = none): cuBLASLt's int8 GEMM over the stored bytes, ctx_hidden
+        split into two int8 parts per token (within 2^-16 of the token's largest value: W8A16
+        but for that); larger calls take dequantized slices. The attribute int8_gemm_tokens
+        says what the helper uses (0 where cuBLASLt has no such GEMM).
       act_dtype: the activation dtype (ctx_hidden, the stacked outputs, the projection):
         torch.bfloat16 or torch.float16. Required with quantized weights; for dense weights it
         is their dtype (act_dtype, if given, must agree).
@@ -210,7 +215,8 @@ class FusedKVMaterializeHelper:
                  kv_cache_dtype=None, debug: bool = False, kv_biases=None, paged: bool = False,
                  cos_sin_cache=None, tp_size: int = 1, tp_rank: int = 0,
                  decode_crossover: Optional[int] = None, weight_format: Optional[str] = None,
-                 weight_scales=None, act_dtype=None, fp8_gemm: bool = True):
+                 weight_scales=None, act_dtype=None, fp8_gemm: bool = True,
+                 int8_gemm_tokens: int = 512):
         torch = _torch()
         from . import _as_config, plan as make_plan
         self.config = _as_config(config)
@@ -301,6 +307,7 @@ class FusedKVMaterializeHelper:
         self._fn_pool = self._fn_stacked = None  # the binding's calls (CUDA helpers only)
         self.decode_crossover = 0  # the largest T that takes the decode-size kernel
         self.fp8_gemm = False  # calls above it take the FP8 GEMM
+        self.int8_gemm_tokens = 0  # calls above it, up to this many tokens, the INT8 GEMM
         if self.device.type == "cuda":
             index = self.device.index if self.device.index is not None else torch.cuda.current_device()
             self.device = torch.device("cuda", index)
@@ -311,7 +318,8 @@ class FusedKVMaterializeHelper:
                        "hidden": self.hidden, "paged": self.paged,
                        "external_cos_sin": cos_sin_cache is not None, "cos_sin": "fp32",
                        "decode_crossover": -1 if decode_crossover is None else int(decode_crossover),
-                       "weight_format": self.weight_format, "fp8_gemm": bool(fp8_gemm)}
+                       "weight_format": self.weight_format, "fp8_gemm": bool(fp8_gemm),
+                       "int8_gemm_tokens": int(int8_gemm_tokens)}
             host_norms = [] if not needs_norm else _host_fp32(norms)
             host_biases = [] if biases is None else _host_fp32(biases)
             with torch.cuda.device(index):
@@ -324,6 +332,7 @@ class FusedKVMaterializeHelper:
             self._fn_bind = fns["bind_pool"]
             self.decode_crossover = int(fns["decode_crossover"])
             self.fp8_gemm = bool(fns["fp8_gemm"])
+            self.int8_gemm_tokens = int(fns["int8_gemm_tokens"])
             self._max_tokens = int(max_tokens)
         if cos_sin_cache is not None:
             self._set_cos_sin(cos_sin_cache)

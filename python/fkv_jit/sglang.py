@@ -127,13 +127,18 @@ class FusedKVMaterializeHelper(_ConfigHelper):
         with the activations quantized per token or per 128 columns (W8A8, as sglang's
         Fp8LinearMethod runs its other linears); False = dequantized slices, activations kept
         (W8A16).
+      int8_gemm_tokens: INT8 qkv_proj above the decode crossover, calls of up to this many
+        tokens (default 512; 0 = none): cuBLASLt's int8 GEMM, the activations split into two
+        int8 parts per token (W8A16 within 2^-16 of each token's largest value); larger calls
+        take dequantized slices.
 
     Positions at or past the table are never read out of bounds: the kernel skips that token
     and sets an error bit that check_device_errors() reads.
     """
 
     def __init__(self, layers: List, rotary_emb, num_kv_heads: int, head_dim: int, device,
-                 max_position_hint: Optional[int] = None, act_dtype=None, fp8_gemm: bool = True):
+                 max_position_hint: Optional[int] = None, act_dtype=None, fp8_gemm: bool = True,
+                 int8_gemm_tokens: int = 512):
         torch = _torch()
         self.num_kv_heads = int(num_kv_heads)
         self.head_dim = int(head_dim)
@@ -191,7 +196,7 @@ class FusedKVMaterializeHelper(_ConfigHelper):
                          eps_values, max_tokens=256, kv_biases=kv_biases, cos_sin_cache=table,
                          weight_format=fmt if quantized else None, weight_scales=scales,
                          act_dtype=_act_dtype(layers, act_dtype) if quantized else act_dtype,
-                         fp8_gemm=fp8_gemm)
+                         fp8_gemm=fp8_gemm, int8_gemm_tokens=int8_gemm_tokens)
 
         # The buffers the launches read, as the seed exposes them: flat_kv_weight_t
         # [hidden, L * 2 * kv_size] (a transposed view of the packed [N, hidden] matrix the GEMM

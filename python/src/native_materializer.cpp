@@ -145,6 +145,7 @@ ffi::Map<ffi::String, ffi::Any> materializer_create(PlanRef rank_plan, ffi::Stri
     st->opt.paged = o.value("paged", false);
     st->opt.decode_crossover = json_int<std::int64_t>(o, "decode_crossover", -1);
     st->opt.fp8_gemm = o.value("fp8_gemm", true);
+    st->opt.int8_gemm_tokens = json_int<std::int64_t>(o, "int8_gemm_tokens", 512);
     st->opt.external_cos_sin = o.value("external_cos_sin", false);
     st->opt.cos_sin = fkv::parse_dtype(o.value("cos_sin", std::string("fp32")));
     st->hidden = json_int<std::int64_t>(o, "hidden", 0, true);
@@ -251,6 +252,7 @@ ffi::Map<ffi::String, ffi::Any> materializer_create(PlanRef rank_plan, ffi::Stri
     fns.Set("projection_width", st->m->projection_width());
     fns.Set("decode_crossover", st->m->decode_crossover());
     fns.Set("fp8_gemm", st->m->fp8_gemm());
+    fns.Set("int8_gemm_tokens", st->m->int8_gemm_tokens());
     fns.Set("weight_format", ffi::String(fkv::to_string(st->format)));
     return fns;
   });

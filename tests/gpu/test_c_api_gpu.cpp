@@ -5,13 +5,16 @@
 //     dequantized weights: the projection in float64, then fkv::reference_k / reference_v
 //     (K within one unit in the last place plus 1e-5 of the magnitude of the terms the kernel
 //     adds in fp32, the GEMM's products included; V the same);
-//   - a call above the crossover (T = 100) with options.fp8_gemm = 0 (dequantized slices +
-//     cuBLASLt): V against x times the dequantized weights rounded to bf16 as the dequantize
-//     kernel rounds them (one ulp of the bf16 result plus 1e-5 of sum |x w|); and for FP8
-//     weights with the default options (the FP8 GEMM): V against x quantized as the activation
-//     quantizer does (fkv::fp8_activations) times the exact dequantized weights (one ulp plus
-//     2^-12 of sum |x w|; K of this path is checked by test_decode_gpu against the epilogue of
-//     the GPU's own projection); on the slices K against the reference of that projection rounded
+//   - a call above the crossover (T = 100) with options.fp8_gemm = 0 and int8_gemm_tokens = 0
+//     (dequantized slices + cuBLASLt): V against x times the dequantized weights rounded to bf16
+//     as the dequantize kernel rounds them (one ulp of the bf16 result plus 1e-5 of sum |x w|);
+//     and with the default options, for FP8 weights (the FP8 GEMM): V against x quantized as the
+//     activation quantizer does (fkv::fp8_activations) times the exact dequantized weights (one
+//     ulp plus 2^-12 of sum |x w|; K of this path is checked by test_decode_gpu against the
+//     epilogue of the GPU's own projection), for INT8 weights (the INT8 GEMM): V against x times
+//     the exact dequantized weights (one ulp plus 1e-4 of sum |x w|: x split into two int8 parts
+//     keeps it within 2^-16 of each token's largest value), K likewise;
+//     on the slices K against the reference of that projection rounded
 //     to bf16 (one ulp plus 2^-6 of its magnitude: the GPU's fp32 sums may round to the bf16
 //     value next to the reference's, one ulp of which is up to 2^-7 of it, in both elements of
 //     a rotated pair, and the norm moves with them);
@@ -298,10 +301,16 @@ fkv_status stacked(fkv_materializer* m, const Tokens& tok, const Out& out, CUstr
 // bf16 value than the float64 one's, and the norm and RoPE carry that step into K at the head's
 // scale, beyond a per-element bound; test_decode_gpu checks it against the epilogue of the
 // projection the GPU computed.
+enum class Path { Slices, Fp8Gemm, Int8Gemm };
+
 void check_above_crossover(fkv_materializer* m, const QuantWeights& qw, const Tokens& tok,
-                           const std::vector<float>& cos_sin, bool fp8_gemm, CUstream stream) {
+                           const std::vector<float>& cos_sin, Path path, CUstream stream) {
   const std::int64_t T = tok.T;
-  INFO((fp8_gemm ? "FP8 GEMM" : "dequantized slices") << ", T=" << T);
+  const bool fp8_gemm = path == Path::Fp8Gemm;
+  INFO((fp8_gemm                 ? "FP8 GEMM"
+        : path == Path::Int8Gemm ? "INT8 GEMM"
+                                 : "dequantized slices")
+       << ", T=" << T);
   const Out out(T);
   out.poison_all(stream);
   REQUIRE(stacked(m, tok, out, stream) == FKV_OK);
@@ -311,7 +320,7 @@ void check_above_crossover(fkv_materializer* m, const QuantWeights& qw, const To
     project_values(fkv::fp8_activations(DType::BF16, tok.x.data(), T, kHidden, kHidden, group), T,
                    qw.w, proj, abs_sum);
   } else {
-    project(tok, qw.w_rounded, proj, abs_sum);
+    project(tok, path == Path::Int8Gemm ? qw.w : qw.w_rounded, proj, abs_sum);
   }
   std::vector<std::uint8_t> proj_bf16(proj.size() * 2);
   for (std::size_t i = 0; i < proj.size(); ++i) {
@@ -330,7 +339,10 @@ void check_above_crossover(fkv_materializer* m, const QuantWeights& qw, const To
         e.v.value[dst] = proj[src];
         e.v.magnitude[dst] = abs_sum[src];
       }
-  require_match(download(out.v, stream), e.v, "v", fp8_gemm ? 0x1p-12 : 1e-5);
+  require_match(download(out.v, stream), e.v, "v",
+                fp8_gemm                 ? 0x1p-12
+                : path == Path::Int8Gemm ? 1e-4
+                                         : 1e-5);
 }
 
 TEST_CASE("C API: quantized weights, create_v3 + stacked vs float64, refresh_weights_v2 + replay") {
@@ -355,6 +367,7 @@ TEST_CASE("C API: quantized weights, create_v3 + stacked vs float64, refresh_wei
     o.decode_crossover = kCrossover;
     o.pool = 0;
     o.fp8_gemm = 0;
+    o.int8_gemm_tokens = 0;
     fkv_materializer* m = nullptr;
     REQUIRE(fkv_materializer_create_v3(cfg, &cw, &quant, &o, &m) == FKV_OK);
     REQUIRE(std::string(fkv_materializer_weight_format(m)) == name);
@@ -377,11 +390,15 @@ TEST_CASE("C API: quantized weights, create_v3 + stacked vs float64, refresh_wei
       require_match(download(out.v, stream), e.v, "v");
     }
 
-    // Above the crossover: dequantized slices and cuBLASLt (fp8_gemm = 0 here).
+    // Above the crossover: dequantized slices and cuBLASLt (fp8_gemm = 0, int8_gemm_tokens = 0
+    // here).
     REQUIRE(fkv_materializer_fp8_gemm(m) == 0);
-    check_above_crossover(m, qw, Tokens(100, rng, stream), cos_sin, false, stream);
-    // FP8 weights with the default options: cuBLASLt's FP8 GEMM over the stored bytes.
-    if (f != fkv::WeightFormat::Int8Channel) {
+    REQUIRE(fkv_materializer_int8_gemm_tokens(m) == 0);
+    check_above_crossover(m, qw, Tokens(100, rng, stream), cos_sin, Path::Slices, stream);
+    // With the default options: cuBLASLt's FP8 GEMM over the stored bytes for FP8 weights, its
+    // int8 GEMM for INT8 ones.
+    {
+      const bool int8 = f == fkv::WeightFormat::Int8Channel;
       fkv_materializer_options d;
       fkv_materializer_options_init(&d);
       d.max_tokens = 128;
@@ -389,8 +406,10 @@ TEST_CASE("C API: quantized weights, create_v3 + stacked vs float64, refresh_wei
       d.pool = 0;
       fkv_materializer* g = nullptr;
       REQUIRE(fkv_materializer_create_v3(cfg, &cw, &quant, &d, &g) == FKV_OK);
-      REQUIRE(fkv_materializer_fp8_gemm(g) == 1);
-      check_above_crossover(g, qw, Tokens(100, rng, stream), cos_sin, true, stream);
+      REQUIRE(fkv_materializer_fp8_gemm(g) == (int8 ? 0 : 1));
+      REQUIRE(fkv_materializer_int8_gemm_tokens(g) == (int8 ? 128 : 0));
+      check_above_crossover(g, qw, Tokens(100, rng, stream), cos_sin,
+                            int8 ? Path::Int8Gemm : Path::Fp8Gemm, stream);
       fkv_materializer_free(g);
     }
 

@@ -885,6 +885,10 @@ CUgraph capture(CUstream stream, F&& body) {
 //     times the exact dequantized weights, within the activation dtype's rounding plus 2^-12 of
 //     sum |x w| (FP8 tensor cores keep fewer bits than fp32 between cuBLASLt's fp32 promotions;
 //     a wrong scale, layout or activation rounding is off by far more);
+//   - the INT8 GEMM (T <= mat.int8_gemm_tokens()): x itself times the exact dequantized weights,
+//     within the rounding plus 1e-4 of sum |x w| (the two int8 parts keep x within 2^-16 of
+//     its token's largest value: about 1e-5 of sum |x w| at most on these inputs; the high part
+//     alone, a dropped low part, is off by about 4e-4);
 // then K and V against the float64 epilogue of the projection the GPU computed (V bit-exact: a
 // copy).
 // With `refresh_to`, the graph is captured over the weights `mat` holds, refresh_weights then
@@ -897,6 +901,7 @@ void check_gemm_path(const Model& m0, fkv::FusedKVMaterializer& mat, const Token
   Tokens r;
   r.T = T;
   const bool fp8 = mat.fp8_gemm();
+  const bool int8 = T <= mat.int8_gemm_tokens();
   if (fp8) {
     // Activations per token, or per token and 128 columns: fp8_block, and fp8_tensor calls of
     // up to 64 tokens, whose per-layer scales the materializer then gives cuBLASLt as blocks.
@@ -907,9 +912,9 @@ void check_gemm_path(const Model& m0, fkv::FusedKVMaterializer& mat, const Token
                    fkv::fp8_activations(s.e.act, tok.x.data(), T, s.hidden, s.stride(), group), r);
   } else {
     r.x = tok.x;
-    project(s, m.w_rounded, r);
+    project(s, int8 ? m.w : m.w_rounded, r);
   }
-  const double slack = fp8 ? std::ldexp(1.0, -12) : 1e-5;
+  const double slack = fp8 ? std::ldexp(1.0, -12) : int8 ? 1e-4 : 1e-5;
   const Call c = make_call(s, T, rng);
   const fkv::DeviceBuffer d_pos = to_device(index_bytes(IndexType::I64, c.pos), stream);
   const auto bytes = static_cast<std::size_t>(s.layers * T * s.kv() * elem_size(s.e.act));
@@ -944,8 +949,11 @@ void check_gemm_path(const Model& m0, fkv::FusedKVMaterializer& mat, const Token
     worst = std::max(worst, err / tol);
     if (!(err <= tol)) ++bad;
   }
-  WARN((fp8 ? "FP8 GEMM" : "dequantized slices") << " projection of " << fkv::to_string(s.weight)
-                                                 << ": worst error " << worst << "x the tolerance");
+  WARN((fp8    ? "FP8 GEMM"
+        : int8 ? "INT8 GEMM"
+               : "dequantized slices")
+       << " projection of " << fkv::to_string(s.weight) << " at T=" << T << ": worst error "
+       << worst << "x the tolerance");
   INFO("projection: " << bad << " of " << got.size() << " outside tolerance, worst " << worst
                       << "x the tolerance");
   REQUIRE(bad == 0);
@@ -996,8 +1004,8 @@ TEST_CASE("decode kernel: quantized weights read as stored (fp8 tensor/channel/b
 }
 
 TEST_CASE(
-    "FusedKVMaterializer: quantized weights on the decode path, the FP8 GEMM and dequantized "
-    "slices, graph replay after refresh_weights") {
+    "FusedKVMaterializer: quantized weights on the decode path, the FP8 and INT8 GEMMs and "
+    "dequantized slices, graph replay after refresh_weights") {
   std::uint64_t offset = 200;
   for (fkv::WeightFormat w : kQuantized) {
     INFO(fkv::to_string(w));
@@ -1027,29 +1035,41 @@ TEST_CASE(
     run.verify(s, c, expect(fx.m, fx.tok, c, s.e.cache), stream);
 
     // Above the crossover: FP8 weights take cuBLASLt's FP8 GEMM over the stored bytes (sm_90),
-    // INT8 weights dequantized slices; directly and from a captured graph.
+    // INT8 weights its int8 GEMM (up to max_tokens here); directly and from a captured graph.
     const bool fp8 = w != fkv::WeightFormat::Int8Channel;
     REQUIRE(mat.fp8_gemm() == fp8);
+    REQUIRE(mat.int8_gemm_tokens() == (fp8 ? 0 : o.max_tokens));
     check_gemm_path(fx.m, mat, fx.tok, T_big, fx.rng, stream);
     check_gemm_path(fx.m, mat, fx.tok, T_big, fx.rng, stream, true);
     check_gemm_path(fx.m, mat, fx.tok, 40, fx.rng, stream);  // fp8_tensor: scales as blocks
     check_gemm_path(fx.m, mat, fx.tok, 40, fx.rng, stream, true);
-    if (fp8) {  // and FP8 weights as dequantized slices (fp8_gemm = false): never a dense copy
+    {  // and the weights as dequantized slices (fp8_gemm = false, int8_gemm_tokens = 0): never a
+       // dense copy
       fkv::MaterializerOptions so = o;
       so.fp8_gemm = false;
+      so.int8_gemm_tokens = 0;
       fkv::FusedKVMaterializer slices(mf.config, s.hidden, mf.w, so);
       REQUIRE(!slices.fp8_gemm());
+      REQUIRE(slices.int8_gemm_tokens() == 0);
       slices.set_cos_sin(0, fx.m.d_cos_sin.ptr(), s.max_pos);
       check_gemm_path(fx.m, slices, fx.tok, T_big, fx.rng, stream);
+      if (!fp8) {  // INT8 GEMM up to 64 tokens: 101 take the slices, 40 the GEMM
+        so.int8_gemm_tokens = 64;
+        fkv::FusedKVMaterializer capped(mf.config, s.hidden, mf.w, so);
+        REQUIRE(capped.int8_gemm_tokens() == 64);
+        capped.set_cos_sin(0, fx.m.d_cos_sin.ptr(), s.max_pos);
+        check_gemm_path(fx.m, capped, fx.tok, T_big, fx.rng, stream);
+        check_gemm_path(fx.m, capped, fx.tok, 40, fx.rng, stream, true);
+      }
       // Built for 16 tokens, then grown by reserve_tokens: the FP8 GEMM's activation buffers
-      // and its scale pointer follow.
+      // and its scale pointer follow, as do the INT8 GEMM's buffers.
       fkv::MaterializerOptions go = o;
       go.max_tokens = 16;
       fkv::FusedKVMaterializer grown(mf.config, s.hidden, mf.w, go);
       grown.set_cos_sin(0, fx.m.d_cos_sin.ptr(), s.max_pos);
-      // A graph captured on the FP8 GEMM before reserve_tokens (12 tokens, above the crossover
-      // of 8) replays after it with the same bytes: it keeps the buffers it captured and the
-      // GEMM's workspace (compute-sanitizer runs of this test catch a freed one).
+      // A graph captured on the FP8 or INT8 GEMM before reserve_tokens (12 tokens, above the
+      // crossover of 8) replays after it with the same bytes: it keeps the buffers it captured and
+      // the GEMM's workspace (compute-sanitizer runs of this test catch a freed one).
       const std::int64_t T = 12;
       const Call c = make_call(s, T, fx.rng);
       const fkv::DeviceBuffer d_pos = to_device(index_bytes(IndexType::I64, c.pos), stream);
@@ -1066,8 +1086,10 @@ TEST_CASE(
       poison(v_out, stream);
       before.launch(stream);
       const std::vector<std::uint8_t> k12 = download(k_out, stream), v12 = download(v_out, stream);
+      REQUIRE(grown.int8_gemm_tokens() == (fp8 ? 0 : 16));
       grown.reserve_tokens(T_big);
-      REQUIRE(grown.fp8_gemm());
+      REQUIRE(grown.fp8_gemm() == fp8);
+      REQUIRE(grown.int8_gemm_tokens() == (fp8 ? 0 : T_big));
       check_gemm_path(fx.m, grown, fx.tok, T_big, fx.rng, stream);
       poison(k_out, stream);
       poison(v_out, stream);

@@ -5,7 +5,8 @@ whole range (one in ten in the subnormal range) or INT8 values, with random scal
     bf16 and fp16: stacked at T = 5 (the decode-size kernel) and T = 100, pool at T = 40 with
     skipped tokens (rows not written stay NaN); above the decode crossover FP8 weights through
     the FP8 GEMM (fp8_gemm=True, the reference's activations quantized as the GEMM's are:
-    as_read) and as dequantized slices (fp8_gemm=False), INT8 weights as slices;
+    as_read) and as dequantized slices (fp8_gemm=False), INT8 weights through the INT8 GEMM
+    (the default, int8_gemm_tokens=512) and as slices (int8_gemm_tokens=0);
   - a CUDA graph captured around materialize and materialize_to_pool, replayed after
     refresh_weights with new weights, scales and K-norm weights, on the decode path (T = 24) and
     above it (T = 48);
@@ -15,7 +16,8 @@ whole range (one in ten in the subnormal range) or INT8 values, with random scal
     a graph replayed after its refresh_weights(layers).
 Outputs are poisoned (NaN) before every call. Tolerance: tests/gpu/test_python_gpu.py's (about two
 units of the output dtype at the head's scale); on the cuBLASLt path the dequantized weights and
-the projection are rounded to the activation dtype once each, well inside it.
+the projection are rounded to the activation dtype once each, and on the INT8 GEMM the split
+activations are within 2^-16 of each token's largest value, both well inside it.
 
     pip install fkv_jit-*.whl && python3 tests/gpu/test_quant_python_gpu.py
 
@@ -175,14 +177,19 @@ def test_every_format_stacked_and_pool():
     for fmt in FORMATS:
         for dtype in (torch.bfloat16, torch.float16):
             layers, knw = model(fmt)
-            # FP8 weights: the FP8 GEMM above the crossover (the default), then dequantized
-            # slices (fp8_gemm=False); INT8 weights always take the slices.
-            for fp8_gemm in ((True, False) if fmt != "int8_channel" else (True,)):
-                helper = make_helper(fmt, dtype, layers, knw, max_tokens=128, fp8_gemm=fp8_gemm)
+            # Above the crossover, the default first: FP8 weights the FP8 GEMM, INT8 weights the
+            # INT8 GEMM (up to int8_gemm_tokens); then dequantized slices (fp8_gemm=False,
+            # int8_gemm_tokens=0).
+            for gemm in (True, False):
+                helper = make_helper(fmt, dtype, layers, knw, max_tokens=128, fp8_gemm=gemm,
+                                     int8_gemm_tokens=512 if gemm else 0)
+                int8 = fmt == "int8_channel"
                 assert helper.weight_format == fmt and helper.act_dtype == dtype
-                assert helper.fp8_gemm == (fp8_gemm and fmt != "int8_channel")
+                assert helper.fp8_gemm == (gemm and not int8)
+                assert helper.int8_gemm_tokens == (128 if gemm and int8 else 0)
                 print(f"  {fmt} {dtype}: decode crossover {helper.decode_crossover}, "
-                      f"FP8 GEMM above it: {helper.fp8_gemm}")
+                      f"FP8 GEMM above it: {helper.fp8_gemm}, INT8 GEMM up to "
+                      f"{helper.int8_gemm_tokens} tokens")
                 for T in (5, 100):
                     check_stacked(helper, layers, knw, T, dtype)
                 check_pool(helper, layers, knw, dtype)
