@@ -17,7 +17,8 @@
 //   fp8_t/gemm             fp8_tensor up to 64 tokens through the FP8 GEMM (no decode kernel);
 //   int8/slices            int8_channel without the INT8 GEMM (MaterializerOptions::
 //                          int8_gemm_tokens = 0): the decode kernel up to 64 tokens, then slices;
-//   int8/gemm              int8_channel up to 64 tokens through the INT8 GEMM (no decode kernel).
+//   int8/gemm              int8_channel up to 64 tokens through the INT8 GEMM (no decode kernel);
+//   int8/gemm4k            int8_channel above 64 tokens with the INT8 GEMM up to 4096 tokens.
 // at T = 1, 8, 64, 512, 4096 (--tokens). Timing: bench_timing.hpp's time_graph (CUDA-graph
 // replays of `calls` back-to-back calls, median per call, warm-up first).
 // Cold L2: in a server the draft's weights are evicted between two steps (the target model's
@@ -538,6 +539,9 @@ int main(int argc, char** argv) {
     // dequantized slices (int8_gemm_tokens 0); and the INT8 GEMM from 1 token (no decode kernel).
     variants.push_back({fkv::WeightFormat::Int8Channel, "int8/slices", 64, 32u << 20, true, 0, 0});
     variants.push_back({fkv::WeightFormat::Int8Channel, "int8/gemm", 0, 32u << 20, true, -1});
+    // ... and above 64 tokens with the INT8 GEMM up to 4096 tokens (the default stops at 512).
+    variants.push_back(
+        {fkv::WeightFormat::Int8Channel, "int8/gemm4k", -1, 32u << 20, true, 1, 4096});
     if (!only.empty()) {
       for (const std::string& n : only)
         if (std::none_of(variants.begin(), variants.end(),

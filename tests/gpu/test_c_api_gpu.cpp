@@ -13,7 +13,7 @@
 //     ulp plus 2^-12 of sum |x w|; K of this path is checked by test_decode_gpu against the
 //     epilogue of the GPU's own projection), for INT8 weights (the INT8 GEMM): V against x times
 //     the exact dequantized weights (one ulp plus 1e-4 of sum |x w|: x split into two int8 parts
-//     keeps it within 2^-16 of each token's largest value), K likewise;
+//     keeps it within 2^-16 of each token's largest value; K as for the FP8 GEMM);
 //     on the slices K against the reference of that projection rounded
 //     to bf16 (one ulp plus 2^-6 of its magnitude: the GPU's fp32 sums may round to the bf16
 //     value next to the reference's, one ulp of which is up to 2^-7 of it, in both elements of
@@ -295,12 +295,13 @@ fkv_status stacked(fkv_materializer* m, const Tokens& tok, const Out& out, CUstr
 // weights as the path reads them: dequantized slices (x times the dequantized weights rounded to
 // bf16 as the dequantize kernel rounds them) or the FP8 GEMM (x quantized as its activation
 // quantizer does, fkv::fp8_activations, times the exact dequantized weights; 2^-12 of sum |x w|
-// for the FP8 tensor cores' accumulation between cuBLASLt's fp32 promotions). V against that
-// projection unrounded (one ulp plus the slack); K, on the slices, against the epilogue of it
-// rounded to bf16. The FP8 GEMM's K is not checked here: its projection may round to another
-// bf16 value than the float64 one's, and the norm and RoPE carry that step into K at the head's
-// scale, beyond a per-element bound; test_decode_gpu checks it against the epilogue of the
-// projection the GPU computed.
+// for the FP8 tensor cores' accumulation between cuBLASLt's fp32 promotions) or the INT8 GEMM
+// (x times the exact dequantized weights; 1e-4 of sum |x w| for the split activations). V
+// against that projection unrounded (one ulp plus the slack); K, on the slices, against the
+// epilogue of it rounded to bf16. The GEMMs' K is not checked here: their projection may round
+// to another bf16 value than the float64 one's, and the norm and RoPE carry that step into K at
+// the head's scale, beyond a per-element bound; test_decode_gpu checks it against the epilogue
+// of the projection the GPU computed.
 enum class Path { Slices, Fp8Gemm, Int8Gemm };
 
 void check_above_crossover(fkv_materializer* m, const QuantWeights& qw, const Tokens& tok,
@@ -328,7 +329,7 @@ void check_above_crossover(fkv_materializer* m, const QuantWeights& qw, const To
     std::memcpy(proj_bf16.data() + 2 * i, &b, 2);
   }
   Expected e = epilogue(qw, tok, cos_sin, DType::BF16, proj_bf16.data());
-  if (!fp8_gemm) require_match(download(out.k, stream), e.k, "k", 0x1p-6);
+  if (path == Path::Slices) require_match(download(out.k, stream), e.k, "k", 0x1p-6);
   // V: the projection unrounded, with the GEMM's magnitudes.
   const std::int64_t KV = kHeads * kHeadDim, N = kLayers * kRows;
   for (std::int64_t t = 0; t < T; ++t)
