@@ -1,5 +1,6 @@
 // fused_kv_materializer: one draft model's packed weights, its projection (projection_gemm.hpp;
-// for 8-bit weights scaled_gemm.hpp's FP8 GEMM or dequantized slices) and the fused kernels
+// for 8-bit weights fp8_gemm_path.hpp's FP8 GEMM, int8_gemm_path.hpp's INT8 GEMM or dequantized
+// slices) and the fused kernels
 // after it: construction, weight refresh, cos/sin tables and accessors. The calls are in
 // materializer_calls.cpp; the state both share is materializer_impl.hpp.
 #include "fkv/fused_kv_materializer.hpp"

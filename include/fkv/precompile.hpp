@@ -82,7 +82,8 @@ using PrecompileProgress =
 // the activation quantizer of cuBLASLt's FP8 GEMM (per token, or per token and 128 columns for
 // fp8_block where hidden is a multiple of 128) and, for fp8_tensor, the per-row scale
 // expansion and (hidden a multiple of 128) the per-128-column quantizer of its calls of up to
-// 64 tokens. Empty for dense weights. ArgumentError when hidden is not positive.
+// 64 tokens; for int8_channel the INT8 GEMM's activation split and combine. Empty for dense
+// weights. ArgumentError when hidden is not positive.
 std::vector<KernelSource> weight_kernels_for(const VariantOptions& options, int hidden);
 
 // Builds kernel_specs_for(plan, options) for every target into `cache`'s writable root (under

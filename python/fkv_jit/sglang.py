@@ -28,7 +28,8 @@ with the K/V rows of the weight:
         rows at the k scale and the V rows at the v scale; of `out` values ([out, 1],
         convert_to_channelwise): fp8_channel;
     int8 weight + weight_scale of `out` values: int8_channel (W8A16 here: activations are not
-        quantized, unlike sglang's W8A8 path).
+        quantized, unlike sglang's W8A8 path; above the decode crossover the INT8 GEMM splits
+        them into two int8 parts, within 2^-16 of each token's largest value).
 Refused by name (UnsupportedModelError): other block sizes, UE8M0-packed scales (DeepGEMM's
 requantization), Marlin-repacked or packed 4-bit weights (GPTQ/AWQ qweight). The activation
 dtype is act_dtype, else qkv_proj.orig_dtype (set by Fp8LinearMethod), else the K-norm weight's.
