@@ -244,11 +244,12 @@ def _selftest() -> int:
         x_read = x
         if adapter.helper.fp8_gemm and T > adapter.helper.decode_crossover:
             # FP8 weights take cuBLASLt's FP8 GEMM, which reads x quantized to e4m3 with one
-            # scale per token, or per token and 128 columns for per-tensor weights at up to 64
-            # tokens (templates/quantize_act.cu; W8A8): the reference reads the same, both
+            # scale per token, or per token and 128 columns for per-tensor and per-channel
+            # weights at up to 64 tokens (templates/quantize_act.cu; W8A8): the reference reads
+            # the same, both
             # quotients the float32 ones (taken in float64, rounded once: exact; torch's
             # float32 division by a Python number multiplies by the reciprocal).
-            blocks = adapter.helper.weight_format == "fp8_tensor" and T <= 64
+            blocks = T <= 64  # fp8_tensor and fp8_channel (the self-test has no fp8_block)
             xd = x.double().reshape(T, -1, 128 if blocks else hidden)
             s = torch.clamp((xd.abs().amax(-1, keepdim=True) / 448.0).float(),
                             min=torch.finfo(torch.float32).tiny).double()

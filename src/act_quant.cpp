@@ -55,9 +55,25 @@ KernelSource generate_expand_scales() {
   return out;
 }
 
-ActQuantizer::ActQuantizer(DType act, int hidden, int group, bool expand, int device)
+KernelSource generate_scale_rows(DType act) {
+  if (act != DType::BF16 && act != DType::FP16)
+    throw ArgumentError("the FP8 GEMM writes bf16 or fp16 projections, not " + to_string(act));
+  KernelSource out;
+  out.short_name = "fkvscale_rows_" + to_string(act);
+  out.specialization = "scale_rows;act=" + to_string(act);
+  out.name_expression = "fkv_kernels::scale_rows<" + device_type(act) + ">";
+  assemble_source(out, kTemplate, kHeaders, JitOptions::global(), "",
+                  "template __global__ void " + out.name_expression +
+                      "(const float*, const float*, " + device_type(act) +
+                      "*, long long, long long);\n");
+  return out;
+}
+
+ActQuantizer::ActQuantizer(DType act, int hidden, int group, bool expand, int device,
+                           bool scale_rows)
     : quantize_(load_function(generate_quantize_act(act, hidden, group), device)) {
   if (expand) expand_ = load_function(generate_expand_scales(), device);
+  if (scale_rows) scale_rows_ = load_function(generate_scale_rows(act), device);
 }
 
 void ActQuantizer::run(const void* x, std::int64_t ld, std::int64_t T, std::int64_t n, void* xq,
@@ -69,6 +85,22 @@ void ActQuantizer::run(const void* x, std::int64_t ld, std::int64_t T, std::int6
   float* sp = scales;
   void* args[] = {&xp, &l, &t, &nn, &qp, &sp};
   launch(quantize_.function, static_cast<unsigned>(n), kThreads, args, stream);
+}
+
+void ActQuantizer::scale_rows(const float* d, const float* row_scales, void* proj, std::int64_t T,
+                              std::int64_t N, CUstream stream) const {
+  if (scale_rows_.function == nullptr)
+    throw ArgumentError("ActQuantizer: built without the row scaling");
+  if (T <= 0) return;
+  long long t = T, n = N;
+  const float* dp = d;
+  const float* sp = row_scales;
+  void* pp = proj;
+  void* args[] = {&dp, &sp, &pp, &t, &n};
+  const std::int64_t vectors = T * N / 4;
+  launch(scale_rows_.function,
+         static_cast<unsigned>((vectors + kExpandThreads - 1) / kExpandThreads), kExpandThreads,
+         args, stream);
 }
 
 void ActQuantizer::expand(const float* per_layer, float* rows, std::int64_t rows_per_layer,

@@ -20,12 +20,14 @@ namespace fkv {
 // group 0 (per token) or 128 (per token and 128 columns); and the scale expansion.
 KernelSource generate_quantize_act(DType act, int hidden, int group);
 KernelSource generate_expand_scales();
+// fp8_channel's row scales after its block-scaled GEMM (fp32 output) into `act`.
+KernelSource generate_scale_rows(DType act);
 
 class ActQuantizer {
  public:
   // Compiles (or reads from the cache) and loads the kernels on `device`'s context; the
-  // expansion only when `expand` is set.
-  ActQuantizer(DType act, int hidden, int group, bool expand, int device);
+  // expansion only when `expand` is set, the row scaling only when `scale_rows` is.
+  ActQuantizer(DType act, int hidden, int group, bool expand, int device, bool scale_rows = false);
   // xq [n, hidden] e4m3 and scales ([n], or [ceil(hidden / 128), n] token fastest) from
   // x [T, hidden] (rows ld elements apart); rows [T, n) zeros with scale 1. Launch only (graph
   // capturable).
@@ -34,9 +36,13 @@ class ActQuantizer {
   // rows[r] = per_layer[r / rows_per_layer] for r < n. Launch only.
   void expand(const float* per_layer, float* rows, std::int64_t rows_per_layer, std::int64_t n,
               CUstream stream) const;
+  // proj[t, c] = act(d[t, c] * row_scales[c]) for t < T (d fp32 and proj [T, N], N a multiple
+  // of 4). Launch only.
+  void scale_rows(const float* d, const float* row_scales, void* proj, std::int64_t T,
+                  std::int64_t N, CUstream stream) const;
 
  private:
-  LoadedFunction quantize_, expand_;  // expand_: only when asked for
+  LoadedFunction quantize_, expand_, scale_rows_;  // the last two: only when asked for
 };
 
 }  // namespace fkv

@@ -23,9 +23,12 @@ std::vector<KernelSource> Fp8GemmPath::sources(WeightFormat format, DType act,
   if (block && hidden % kWeightBlock != 0) return {};  // as make(): no FP8 GEMM
   const int h = static_cast<int>(hidden);
   std::vector<KernelSource> out = {generate_quantize_act(act, h, block ? kWeightBlock : 0)};
-  if (format != WeightFormat::Fp8Tensor) return out;
-  out.push_back(generate_expand_scales());
-  if (hidden % kWeightBlock == 0) out.push_back(generate_quantize_act(act, h, kWeightBlock));
+  if (block) return out;
+  if (format == WeightFormat::Fp8Tensor) out.push_back(generate_expand_scales());
+  if (hidden % kWeightBlock == 0) {
+    out.push_back(generate_quantize_act(act, h, kWeightBlock));
+    if (format == WeightFormat::Fp8Channel) out.push_back(generate_scale_rows(act));
+  }
   return out;
 }
 
@@ -48,14 +51,20 @@ std::unique_ptr<Fp8GemmPath> Fp8GemmPath::make(WeightFormat format, DType act, s
   p->quant_ = std::make_unique<ActQuantizer>(act, static_cast<int>(hidden), block ? 128 : 0, tensor,
                                              device);
   // fp8_tensor's scales as blocks: hidden and every group's rows per layer (and so its offset)
-  // whole blocks.
-  bool as_blocks = tensor && hidden % kWeightBlock == 0;
+  // whole blocks. fp8_channel's unit blocks: hidden and all rows whole blocks.
+  const bool channel = format == WeightFormat::Fp8Channel;
+  bool as_blocks = (tensor || channel) && hidden % kWeightBlock == 0;
   for (const Fp8GemmGroup& g : p->groups_)
-    as_blocks = as_blocks && g.width % kWeightBlock == 0 && g.offset % kWeightBlock == 0;
+    as_blocks =
+        as_blocks && (channel || (g.width % kWeightBlock == 0 && g.offset % kWeightBlock == 0));
+  as_blocks = as_blocks && width % kWeightBlock == 0;
   if (as_blocks) {
     p->quant_blocks_ =
-        std::make_unique<ActQuantizer>(act, static_cast<int>(hidden), 128, false, device);
+        std::make_unique<ActQuantizer>(act, static_cast<int>(hidden), 128, false, device, channel);
     p->block_scales_ = DeviceBuffer(p->block_scale_bytes());
+    if (channel)  // every block scale 1 (the float's bits), set once: refresh leaves them
+      FKV_CU(cuMemsetD32Async, p->block_scales_.get(), 0x3f800000u,
+             p->block_scale_bytes() / sizeof(float), stream);
   }
   if (tensor)
     p->row_scales_ = DeviceBuffer(static_cast<std::size_t>(width) * sizeof(float));
@@ -67,6 +76,7 @@ std::unique_ptr<Fp8GemmPath> Fp8GemmPath::make(WeightFormat format, DType act, s
     p->gemm_blocks_.reset();
     p->quant_blocks_.reset();
     p->block_scales_ = DeviceBuffer();
+    p->d32_ = DeviceBuffer();
   }
   if (!p->gemm_->supports(rows(max_tokens))) {  // e.g. before sm_90
     spdlog::info(
@@ -104,14 +114,19 @@ void Fp8GemmPath::size(std::int64_t max_tokens) {
   if (gemm_blocks_)
     gemm_blocks_->set_x_scales(x_scales);
   else if (quant_blocks_)
-    gemm_blocks_ = std::make_unique<ScaledGemm>(act_, hidden_, width_, GemmScales::BlockGroup,
-                                                static_cast<const float*>(block_scales_.ptr()),
-                                                x_scales, workspace_);
+    gemm_blocks_ = std::make_unique<ScaledGemm>(
+        channel_blocks() ? DType::FP32 : act_, hidden_, width_, GemmScales::BlockGroup,
+        static_cast<const float*>(block_scales_.ptr()), x_scales, workspace_);
+  if (channel_blocks())
+    d32_ =
+        DeviceBuffer(static_cast<std::size_t>(rows(std::min(max_tokens, kBlockTokens)) * width_) *
+                     sizeof(float));
 }
 
 void Fp8GemmPath::reserve(std::int64_t max_tokens, std::vector<DeviceBuffer>& retired) {
   retired.push_back(std::move(xq_));
   retired.push_back(std::move(xq_scales_));
+  if (d32_.size()) retired.push_back(std::move(d32_));
   size(max_tokens);
 }
 
@@ -121,7 +136,13 @@ bool Fp8GemmPath::run(const void* w, const void* x, std::int64_t ld, std::int64_
   auto* scales = static_cast<float*>(xq_scales_.ptr());
   if (gemm_blocks_ && n <= kBlockTokens && gemm_blocks_->supports(n)) {
     quant_blocks_->run(x, ld, T, n, xq_.ptr(), scales, stream);
-    gemm_blocks_->run(w, xq_.ptr(), n, proj, stream);
+    if (!channel_blocks()) {
+      gemm_blocks_->run(w, xq_.ptr(), n, proj, stream);
+      return true;
+    }
+    gemm_blocks_->run(w, xq_.ptr(), n, d32_.ptr(), stream);
+    quant_blocks_->scale_rows(static_cast<const float*>(d32_.ptr()), w_scales_, proj, T, width_,
+                              stream);
     return true;
   }
   if (!gemm_->supports(n)) return false;

@@ -6,7 +6,10 @@
 //     kBlockTokens tokens as 128 x 128 blocks (block_scales) with per-128-column activation
 //     scales, where every group's rows are whole blocks: cuBLASLt's block-scaled GEMM is the
 //     faster one there on the H200 (docs/performance.md);
-//   - fp8_channel: the per-row scales as packed;
+//   - fp8_channel: the per-row scales as packed, and for calls of up to kBlockTokens tokens
+//     the block-scaled GEMM with every weight block scale 1 (unit_blocks) into fp32, the rows'
+//     scales applied after it (ActQuantizer::scale_rows), where hidden and the rows are whole
+//     blocks: faster on the H200 there too;
 //   - fp8_block: the blocks as packed, or copied with each row of blocks padded to a multiple
 //     of 4 where ceil(hidden / 128) is not (row_scales).
 // The scale arrays are refilled from the packed scales after refresh_weights (fill_scales).
@@ -73,6 +76,7 @@ class Fp8GemmPath {
   void size(std::int64_t max_tokens);
   std::size_t block_scale_bytes() const;
   const float* gemm_scales() const;
+  bool channel_blocks() const { return format_ == WeightFormat::Fp8Channel && quant_blocks_; }
 
   WeightFormat format_ = WeightFormat::Fp8Tensor;
   DType act_ = DType::BF16;
@@ -83,6 +87,7 @@ class Fp8GemmPath {
   std::unique_ptr<ActQuantizer> quant_, quant_blocks_;
   std::unique_ptr<ScaledGemm> gemm_, gemm_blocks_;
   DeviceBuffer xq_, xq_scales_, row_scales_, block_scales_;
+  DeviceBuffer d32_;  // fp8_channel's block-scaled GEMM output, fp32 [rows(kBlockTokens), N]
 };
 
 }  // namespace fkv

@@ -11,8 +11,8 @@ namespace fkv {
 namespace {
 
 cudaDataType_t out_type(DType out) {
-  if (out != DType::BF16 && out != DType::FP16)
-    throw ArgumentError("the FP8 GEMM writes bf16 or fp16, not " + to_string(out));
+  if (out != DType::BF16 && out != DType::FP16 && out != DType::FP32)
+    throw ArgumentError("the FP8 GEMM writes bf16, fp16 or fp32, not " + to_string(out));
   return lt_type(out);
 }
 

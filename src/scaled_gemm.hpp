@@ -26,7 +26,7 @@ enum class GemmScales {
 
 class ScaledGemm {
  public:
-  // out: the activation dtype (bf16 or fp16); N = width rows of wq; cuBLASLt's workspace,
+  // out: the activation dtype (bf16 or fp16), or fp32; N = width rows of wq; cuBLASLt's workspace,
   // shared with the materializer's other GEMM (their calls are stream-ordered). Throws
   // CudaError when cuBLASLt cannot be loaded.
   ScaledGemm(DType out, std::int64_t hidden, std::int64_t width, GemmScales scales,

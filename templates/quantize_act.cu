@@ -13,6 +13,10 @@
 //
 // expand_scales: the per-layer scale of fp8_tensor weights repeated for each of the layer's
 // rows, the per-row scale vector the GEMM reads for every FP8 format but blocks.
+//
+// scale_rows: fp8_channel's per-row scales applied after the block-scaled GEMM of its calls of
+// up to 64 tokens, which ran with every weight block scale 1 into fp32:
+//   proj[t, c] = Act(d[t, c] * row_scales[c]),  t < T, the product rounded once.
 #include "fkv_types.cuh"
 
 namespace fkv_kernels {
@@ -131,6 +135,20 @@ __global__ void expand_scales(const float* __restrict__ per_layer, float* __rest
                               long long rows_per_layer, long long n) {
   const long long r = (long long)blockIdx.x * blockDim.x + threadIdx.x;
   if (r < n) rows[r] = per_layer[r / rows_per_layer];
+}
+
+// d and proj [T, N] row-major, N a multiple of 4 (16-byte loads of d and row_scales).
+template <class Act>
+__global__ void scale_rows(const float* __restrict__ d, const float* __restrict__ row_scales,
+                           Act* __restrict__ proj, long long T, long long N) {
+  const long long i = ((long long)blockIdx.x * blockDim.x + threadIdx.x) * 4;
+  if (i >= T * N) return;
+  const float4 v = *reinterpret_cast<const float4*>(d + i);
+  const float4 s = *reinterpret_cast<const float4*>(row_scales + i % N);
+  uint2 out;
+  out.x = float_to_bits(v.x * s.x, (Act*)0) | float_to_bits(v.y * s.y, (Act*)0) << 16;
+  out.y = float_to_bits(v.z * s.z, (Act*)0) | float_to_bits(v.w * s.w, (Act*)0) << 16;
+  *reinterpret_cast<uint2*>(proj + i) = out;
 }
 
 }  // namespace fkv_kernels

@@ -121,7 +121,7 @@ TEST_CASE("the dequantize kernel of the cuBLASLt path compiles for every format 
                   fkv::ArgumentError);
 }
 
-TEST_CASE("the FP8 GEMM's activation quantizer and scale expansion compile") {
+TEST_CASE("the FP8 GEMM's activation quantizer, scale expansion and row scaling compile") {
   fkv::CompileOptions o;
   if (!sm90_options(o)) return;
   // 4000 columns: a partial last 128-column group, and 4000 / 8 vectors not a multiple of the
@@ -137,6 +137,12 @@ TEST_CASE("the FP8 GEMM's activation quantizer and scale expansion compile") {
       }
   const fkv::CompiledKernel e = fkv::compile(fkv::generate_expand_scales(), o);
   CHECK(e.lowered_name.find("expand_scales") != std::string::npos);
+  // fp8_channel's row scaling after its block-scaled GEMM.
+  for (fkv::DType act : {fkv::DType::BF16, fkv::DType::FP16}) {
+    const fkv::CompiledKernel r = fkv::compile(fkv::generate_scale_rows(act), o);
+    CHECK(r.lowered_name.find("scale_rows") != std::string::npos);
+  }
+  CHECK_THROWS_AS(fkv::generate_scale_rows(fkv::DType::FP32), fkv::ArgumentError);
   CHECK_THROWS_AS(fkv::generate_quantize_act(fkv::DType::FP32, 4096, 0), fkv::ArgumentError);
   CHECK_THROWS_AS(fkv::generate_quantize_act(fkv::DType::BF16, 4092, 0), fkv::ArgumentError);
   CHECK_THROWS_AS(fkv::generate_quantize_act(fkv::DType::BF16, 4096, 64), fkv::ArgumentError);

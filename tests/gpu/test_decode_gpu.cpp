@@ -903,10 +903,11 @@ void check_gemm_path(const Model& m0, fkv::FusedKVMaterializer& mat, const Token
   const bool fp8 = mat.fp8_gemm();
   const bool int8 = T <= mat.int8_gemm_tokens();
   if (fp8) {
-    // Activations per token, or per token and 128 columns: fp8_block, and fp8_tensor calls of
-    // up to 64 tokens, whose per-layer scales the materializer then gives cuBLASLt as blocks.
-    const bool blocks = s.weight == fkv::WeightFormat::Fp8Block ||
-                        (s.weight == fkv::WeightFormat::Fp8Tensor && T <= 64);
+    // Activations per token, or per token and 128 columns: fp8_block, and fp8_tensor and
+    // fp8_channel calls of up to 64 tokens, which the materializer then gives cuBLASLt's
+    // block-scaled GEMM (fp8_tensor's per-layer scales as blocks; fp8_channel's blocks all 1,
+    // its row scales applied to the GEMM's fp32 output).
+    const bool blocks = s.weight == fkv::WeightFormat::Fp8Block || T <= 64;
     const int group = blocks ? 128 : 0;
     project_values(s, m.w,
                    fkv::fp8_activations(s.e.act, tok.x.data(), T, s.hidden, s.stride(), group), r);

@@ -112,8 +112,8 @@ def reference(layers, knw, ctx, pos):
 def as_read(helper, ctx):
     """ctx as the helper's path reads it: through the FP8 GEMM (FP8 weights above the decode
     crossover, helper.fp8_gemm) quantized to e4m3 with one scale per token (per token and 128
-    columns for fp8_block, and for fp8_tensor at up to 64 tokens), s = max(amax / 448, FLT_MIN) and q = e4m3(x / s) with both quotients
-    the IEEE float32 ones, then q * s in float64 (templates/quantize_act.cu); else ctx itself.
+    columns for fp8_block, and for fp8_tensor and fp8_channel at up to 64 tokens),
+    s = max(amax / 448, FLT_MIN) and q = e4m3(x / s) with both quotients the IEEE float32 ones, then q * s in float64 (templates/quantize_act.cu); else ctx itself.
     The quotients are taken in float64 and rounded to float32 once, which is the float32 quotient
     exactly (53 >= 2 * 24 + 2 bits); torch's float32 division by a Python number multiplies by
     its reciprocal instead, one unit off now and then, and that moves some q across a rounding
@@ -122,8 +122,7 @@ def as_read(helper, ctx):
     if not (helper.fp8_gemm and T > helper.decode_crossover):
         return ctx
     x = ctx.double()
-    blocks = helper.weight_format == "fp8_block" or (helper.weight_format == "fp8_tensor"
-                                                     and T <= 64)
+    blocks = helper.weight_format == "fp8_block" or T <= 64
     xs = x.reshape(T, -1, 128 if blocks else x.shape[1])
     s = torch.clamp((xs.abs().amax(-1, keepdim=True) / 448.0).float(),
                     min=torch.finfo(torch.float32).tiny).double()
