@@ -11,15 +11,9 @@ namespace fkv {
 namespace {
 
 constexpr const char* kTemplate = "quantize_act.cu";
-constexpr const char* kHeaders[] = {"fkv_types.cuh"};
+constexpr const char* kHeaders[] = {"fkv_types.cuh", "act_row.cuh"};
 constexpr int kThreads = 128;
 constexpr int kExpandThreads = 256;
-
-void launch(CUfunction f, unsigned blocks, unsigned threads, void** args, CUstream stream) {
-  Driver& d = Driver::get();
-  const CUresult r = d.cuLaunchKernel(f, blocks, 1, 1, threads, 1, 1, 0, stream, args, nullptr);
-  if (r != CUDA_SUCCESS) d.check(r, "cuLaunchKernel");
-}
 
 }  // namespace
 
@@ -84,7 +78,7 @@ void ActQuantizer::run(const void* x, std::int64_t ld, std::int64_t T, std::int6
   void* qp = xq;
   float* sp = scales;
   void* args[] = {&xp, &l, &t, &nn, &qp, &sp};
-  launch(quantize_.function, static_cast<unsigned>(n), kThreads, args, stream);
+  launch_function(quantize_, static_cast<unsigned>(n), 1, kThreads, args, stream);
 }
 
 void ActQuantizer::scale_rows(const float* d, const float* row_scales, void* proj, std::int64_t T,
@@ -98,9 +92,9 @@ void ActQuantizer::scale_rows(const float* d, const float* row_scales, void* pro
   void* pp = proj;
   void* args[] = {&dp, &sp, &pp, &t, &n};
   const std::int64_t vectors = T * N / 4;
-  launch(scale_rows_.function,
-         static_cast<unsigned>((vectors + kExpandThreads - 1) / kExpandThreads), kExpandThreads,
-         args, stream);
+  launch_function(scale_rows_,
+                  static_cast<unsigned>((vectors + kExpandThreads - 1) / kExpandThreads), 1,
+                  kExpandThreads, args, stream);
 }
 
 void ActQuantizer::expand(const float* per_layer, float* rows, std::int64_t rows_per_layer,
@@ -112,8 +106,8 @@ void ActQuantizer::expand(const float* per_layer, float* rows, std::int64_t rows
   const float* pp = per_layer;
   float* rp = rows;
   void* args[] = {&pp, &rp, &per, &nn};
-  launch(expand_.function, static_cast<unsigned>((n + kExpandThreads - 1) / kExpandThreads),
-         kExpandThreads, args, stream);
+  launch_function(expand_, static_cast<unsigned>((n + kExpandThreads - 1) / kExpandThreads), 1,
+                  kExpandThreads, args, stream);
 }
 
 }  // namespace fkv

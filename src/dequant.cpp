@@ -57,10 +57,7 @@ void Dequantizer::run(const void* w, const float* scales, void* out, std::int64_
   const float* sp = scales;
   void* op = out;
   void* args[] = {&wp, &sp, &op, &r0, &n, &per_layer, &cols};
-  Driver& d = Driver::get();
-  const CUresult r =
-      d.cuLaunchKernel(kernel_.function, blocks, 1, 1, kThreads, 1, 1, 0, stream, args, nullptr);
-  if (r != CUDA_SUCCESS) d.check(r, "cuLaunchKernel");
+  launch_function(kernel_, blocks, 1, kThreads, args, stream);
 }
 
 }  // namespace fkv

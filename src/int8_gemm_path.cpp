@@ -14,16 +14,9 @@ namespace fkv {
 namespace {
 
 constexpr const char* kTemplate = "int8_split.cu";
-constexpr const char* kHeaders[] = {"fkv_types.cuh"};
+constexpr const char* kHeaders[] = {"fkv_types.cuh", "act_row.cuh"};
 constexpr int kSplitThreads = 128;
 constexpr int kCombineThreads = 256;
-
-void launch(CUfunction f, unsigned gx, unsigned gy, unsigned threads, void** args,
-            CUstream stream) {
-  Driver& d = Driver::get();
-  const CUresult r = d.cuLaunchKernel(f, gx, gy, 1, threads, 1, 1, 0, stream, args, nullptr);
-  if (r != CUDA_SUCCESS) d.check(r, "cuLaunchKernel");
-}
 
 void check_act(DType act) {
   if (act != DType::BF16 && act != DType::FP16)
@@ -129,15 +122,15 @@ bool Int8GemmPath::run(const void* w, const void* x, std::int64_t ld, std::int64
   void* qp = xq_.ptr();
   void* sp = x_scales_.ptr();
   void* split_args[] = {&xp, &l, &t, &nn, &qp, &sp};
-  launch(split_.function, static_cast<unsigned>(n), 1, kSplitThreads, split_args, stream);
+  launch_function(split_, static_cast<unsigned>(n), 1, kSplitThreads, split_args, stream);
   mm_->run(w, nullptr, sh, xq_.ptr(), acc_.ptr(), stream);
   const void* ap = acc_.ptr();
   const float* wsp = w_scales_;
   void* pp = proj;
   void* combine_args[] = {&ap, &nn, &N, &sp, &wsp, &pp};
   const std::int64_t per_cta = 4 * kCombineThreads;
-  launch(combine_.function, static_cast<unsigned>((width_ + per_cta - 1) / per_cta),
-         static_cast<unsigned>(T), kCombineThreads, combine_args, stream);
+  launch_function(combine_, static_cast<unsigned>((width_ + per_cta - 1) / per_cta),
+                  static_cast<unsigned>(T), kCombineThreads, combine_args, stream);
   return true;
 }
 

@@ -98,6 +98,14 @@ LoadedFunction load_function(const KernelSource& source, int device) {
   return f;
 }
 
+void launch_function(const LoadedFunction& f, unsigned gx, unsigned gy, unsigned threads,
+                     void** args, CUstream stream) {
+  Driver& d = Driver::get();
+  const CUresult r =
+      d.cuLaunchKernel(f.function, gx, gy, 1, threads, 1, 1, 0, stream, args, nullptr);
+  if (r != CUDA_SUCCESS) d.check(r, "cuLaunchKernel");
+}
+
 // Loads `spec` into `ctx` unless that already happened. The steps, in data-flow order:
 // spec -> source (codegen) -> image (cache: memory, disk, or NVRTC) -> module -> function.
 const LoadedKernel& Runtime::Impl::load(KernelCache& cache, const JitOptions& jit, CUcontext ctx,

@@ -16,24 +16,10 @@
 // One CTA per token row for the split (each thread keeps its 8-element vectors in registers
 // between the reduction and the conversion, so x is read once); the combine reads four columns
 // of both rows per thread with 16-byte loads.
-#include "fkv_types.cuh"
+#include "act_row.cuh"
 
 namespace fkv_kernels {
 namespace int8_split_detail {
-
-struct alignas(16) U32x4 {
-  u32 x, y, z, w;
-};
-
-template <class Act>
-__device__ __forceinline__ void unpack8(const U32x4& v, float (&f)[8]) {
-  const u32 w[4] = {v.x, v.y, v.z, v.w};
-#pragma unroll
-  for (int i = 0; i < 4; ++i) {
-    f[2 * i] = to_float(from_bits<Act>(w[i] & 0xffffu));
-    f[2 * i + 1] = to_float(from_bits<Act>(w[i] >> 16));
-  }
-}
 
 __device__ __forceinline__ u32 byte_of(float v) { return u32(int(v)) & 0xffu; }
 
@@ -60,37 +46,9 @@ __global__ void __launch_bounds__(THREADS)
     if (tid == 0) scales[t] = 1.0f;
     return;
   }
-  const Act* row = x + t * ld;
-  const bool vec16 = (reinterpret_cast<unsigned long long>(row) & 15ull) == 0;
   float f[VPT][8];
-#pragma unroll
-  for (int i = 0; i < VPT; ++i) {
-    const int v = tid + i * THREADS;
-    if (v < NV) {
-      if (vec16) {
-        unpack8<Act>(*reinterpret_cast<const U32x4*>(row + v * 8), f[i]);
-      } else {
-#pragma unroll
-        for (int e = 0; e < 8; ++e) f[i][e] = to_float(row[v * 8 + e]);
-      }
-    } else {
-#pragma unroll
-      for (int e = 0; e < 8; ++e) f[i][e] = 0.0f;
-    }
-  }
-  float amax = 0.0f;
-#pragma unroll
-  for (int i = 0; i < VPT; ++i)
-#pragma unroll
-    for (int e = 0; e < 8; ++e) amax = fmaxf(amax, fabsf(f[i][e]));
-#pragma unroll
-  for (int o = 16; o > 0; o >>= 1) amax = fmaxf(amax, __shfl_xor_sync(0xffffffffu, amax, o));
-  __shared__ float warp_max[THREADS / 32];
-  if ((tid & 31) == 0) warp_max[tid >> 5] = amax;
-  __syncthreads();
-  amax = warp_max[0];
-#pragma unroll
-  for (int w = 1; w < THREADS / 32; ++w) amax = fmaxf(amax, warp_max[w]);
+  act_row::load<Act, NV, VPT, THREADS>(x + t * ld, tid, f);
+  const float amax = act_row::amax<VPT, THREADS>(f, tid);
   const float s = fmaxf(amax / 127.0f, 1.17549435e-38f);
   if (tid == 0) scales[t] = s;
 #pragma unroll

@@ -17,25 +17,10 @@
 // scale_rows: fp8_channel's per-row scales applied after the block-scaled GEMM of its calls of
 // up to 64 tokens, which ran with every weight block scale 1 into fp32:
 //   proj[t, c] = Act(d[t, c] * row_scales[c]),  t < T, the product rounded once.
-#include "fkv_types.cuh"
+#include "act_row.cuh"
 
 namespace fkv_kernels {
 namespace quantize_detail {
-
-struct alignas(16) U32x4 {
-  u32 x, y, z, w;
-};
-
-// Eight Act values of a vector as floats.
-template <class Act>
-__device__ __forceinline__ void unpack8(const U32x4& v, float (&f)[8]) {
-  const u32 w[4] = {v.x, v.y, v.z, v.w};
-#pragma unroll
-  for (int i = 0; i < 4; ++i) {
-    f[2 * i] = to_float(from_bits<Act>(w[i] & 0xffffu));
-    f[2 * i + 1] = to_float(from_bits<Act>(w[i] >> 16));
-  }
-}
 
 __device__ __forceinline__ float scale_of(float amax) { return fmaxf(amax / 448.0f, 1.17549435e-38f); }
 
@@ -64,40 +49,11 @@ __global__ void __launch_bounds__(THREADS)
     }
     return;
   }
-  const Act* row = x + t * ld;
-  // 16-byte loads when the row allows them (ld and x from the caller: any stride).
-  const bool vec16 = (reinterpret_cast<unsigned long long>(row) & 15ull) == 0;
   float f[VPT][8];
-#pragma unroll
-  for (int i = 0; i < VPT; ++i) {
-    const int v = tid + i * THREADS;
-    if (v < NV) {
-      if (vec16) {
-        unpack8<Act>(*reinterpret_cast<const U32x4*>(row + v * 8), f[i]);
-      } else {
-#pragma unroll
-        for (int e = 0; e < 8; ++e) f[i][e] = to_float(row[v * 8 + e]);
-      }
-    } else {
-#pragma unroll
-      for (int e = 0; e < 8; ++e) f[i][e] = 0.0f;
-    }
-  }
+  act_row::load<Act, NV, VPT, THREADS>(x + t * ld, tid, f);
   float s[VPT];
   if constexpr (GROUP == 0) {
-    float amax = 0.0f;
-#pragma unroll
-    for (int i = 0; i < VPT; ++i)
-#pragma unroll
-      for (int e = 0; e < 8; ++e) amax = fmaxf(amax, fabsf(f[i][e]));
-#pragma unroll
-    for (int o = 16; o > 0; o >>= 1) amax = fmaxf(amax, __shfl_xor_sync(0xffffffffu, amax, o));
-    __shared__ float warp_max[THREADS / 32];
-    if ((tid & 31) == 0) warp_max[tid >> 5] = amax;
-    __syncthreads();
-    amax = warp_max[0];
-#pragma unroll
-    for (int w = 1; w < THREADS / 32; ++w) amax = fmaxf(amax, warp_max[w]);
+    const float amax = act_row::amax<VPT, THREADS>(f, tid);
     const float sc = scale_of(amax);
     if (tid == 0) scales[t] = sc;
 #pragma unroll

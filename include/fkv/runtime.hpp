@@ -42,6 +42,11 @@ struct LoadedFunction {
   CUfunction function = nullptr;
 };
 LoadedFunction load_function(const KernelSource& source, int device);
+// Launches such a function: grid (gx, gy), `threads` per block, no dynamic shared memory, the
+// kernel's arguments in `args` (cuLaunchKernel's kernelParams). Throws CudaError naming
+// cuLaunchKernel when the launch is rejected.
+void launch_function(const LoadedFunction& f, unsigned gx, unsigned gy, unsigned threads,
+                     void** args, CUstream stream);
 
 class Runtime {
  public:
