@@ -15,6 +15,8 @@
 //   fp8_t/slices, fp8_t/slice8M, fp8_t/slice16M   fp8_tensor above 64 tokens as dequantized
 //                          slices of 32, 8 and 16 MB (MaterializerOptions::fp8_gemm = false);
 //   fp8_t/gemm             fp8_tensor up to 64 tokens through the FP8 GEMM (no decode kernel);
+//   fp8_t/stream, fp8_c/stream  fp8_tensor, fp8_channel up to 64 tokens through the FP8 stream
+//                          GEMM (MaterializerOptions::fp8_stream_gemm; sm_90; no decode kernel);
 //   int8/slices            int8_channel without the INT8 GEMM (MaterializerOptions::
 //                          int8_gemm_tokens = 0): the decode kernel up to 64 tokens, then slices;
 //   int8/gemm              int8_channel up to 64 tokens through the INT8 GEMM (no decode kernel);
@@ -492,7 +494,7 @@ int main(int argc, char** argv) {
     std::vector<std::vector<float>> norms(kLayers, std::vector<float>(kHeadDim, 1.0f));
     auto materializer = [&](fkv::WeightFormat f, int copy, std::int64_t crossover = -1,
                             std::size_t slice = 8u << 20, bool fp8_gemm = true,
-                            std::int64_t int8_gemm_tokens = 512) {
+                            std::int64_t int8_gemm_tokens = 512, bool stream_gemm = false) {
       fkv::MaterializerWeights w;
       w.format = f;
       w.k_norm = norms;
@@ -512,6 +514,7 @@ int main(int argc, char** argv) {
       o.dequant_slice_bytes = slice;
       o.fp8_gemm = fp8_gemm;
       o.int8_gemm_tokens = int8_gemm_tokens;
+      o.fp8_stream_gemm = stream_gemm;
       return std::make_unique<fkv::FusedKVMaterializer>(config, kHidden, w, o);
     };
     const fkv::WeightFormat formats[] = {fkv::WeightFormat::Dense, fkv::WeightFormat::Fp8Tensor,
@@ -528,6 +531,7 @@ int main(int argc, char** argv) {
       bool fp8_gemm = true;
       int side = 0;  // 0: every T; 1: T > 64 only; -1: T <= 64 only
       std::int64_t int8_gemm_tokens = 512;
+      bool stream_gemm = false;
     };
     std::vector<Variant> variants;
     for (fkv::WeightFormat f : formats) variants.push_back({f, fkv::to_string(f), -1, 32u << 20});
@@ -542,6 +546,12 @@ int main(int argc, char** argv) {
     // ... and above 64 tokens with the INT8 GEMM up to 4096 tokens (the default stops at 512).
     variants.push_back(
         {fkv::WeightFormat::Int8Channel, "int8/gemm4k", -1, 32u << 20, true, 1, 4096});
+    // fp8_tensor and fp8_channel up to 64 tokens through the FP8 stream GEMM (fp8_stream_gemm =
+    // true, no decode kernel).
+    variants.push_back(
+        {fkv::WeightFormat::Fp8Tensor, "fp8_t/stream", 0, 32u << 20, true, -1, 512, true});
+    variants.push_back(
+        {fkv::WeightFormat::Fp8Channel, "fp8_c/stream", 0, 32u << 20, true, -1, 512, true});
     if (!only.empty()) {
       for (const std::string& n : only)
         if (std::none_of(variants.begin(), variants.end(),
@@ -563,8 +573,8 @@ int main(int argc, char** argv) {
         std::vector<std::unique_ptr<fkv::FusedKVMaterializer>> mats;
         const int copies = fkv::is_quantized(f) ? copies_q : copies_d;
         for (int c = 0; c < copies; ++c)
-          mats.push_back(
-              materializer(f, c, var.crossover, var.slice, var.fp8_gemm, var.int8_gemm_tokens));
+          mats.push_back(materializer(f, c, var.crossover, var.slice, var.fp8_gemm,
+                                      var.int8_gemm_tokens, var.stream_gemm));
         const auto& mat = mats.front();
         fkv::MaterializerInput in;
         in.hidden = d_x.ptr();
@@ -588,6 +598,7 @@ int main(int argc, char** argv) {
             {"median_us", us},
             {"decode_path", T <= mat->decode_crossover()},
             {"fp8_gemm", T > mat->decode_crossover() && mat->fp8_gemm()},
+            {"fp8_stream_gemm", T > mat->decode_crossover() && T <= 64 && mat->fp8_stream_gemm()},
             {"int8_gemm", T > mat->decode_crossover() && T <= mat->int8_gemm_tokens()},
             {"vs_bf16", vs_bf16},
             {"vs_probe_q", us / probe_q}};

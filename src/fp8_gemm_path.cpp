@@ -36,7 +36,7 @@ std::unique_ptr<Fp8GemmPath> Fp8GemmPath::make(WeightFormat format, DType act, s
                                                std::int64_t width, std::vector<Fp8GemmGroup> groups,
                                                const float* w_scales, std::int64_t max_tokens,
                                                std::shared_ptr<DeviceBuffer> workspace, int device,
-                                               CUstream stream) {
+                                               CUstream stream, bool stream_gemm) {
   const bool block = format == WeightFormat::Fp8Block;
   if (block && hidden % kWeightBlock != 0) return nullptr;  // partial activation groups: slices
   std::unique_ptr<Fp8GemmPath> p(new Fp8GemmPath());
@@ -70,6 +70,7 @@ std::unique_ptr<Fp8GemmPath> Fp8GemmPath::make(WeightFormat format, DType act, s
     p->row_scales_ = DeviceBuffer(static_cast<std::size_t>(width) * sizeof(float));
   else if (block && column_blocks(hidden) % 4 != 0)
     p->row_scales_ = DeviceBuffer(p->block_scale_bytes());
+  if (stream_gemm && !block) p->stream_ = Fp8StreamGemm::make(act, hidden, width, device);
   p->size(max_tokens);
   if (p->gemm_blocks_ &&
       !p->gemm_blocks_->supports(rows(std::min(max_tokens, kBlockTokens)))) {  // per-row only
@@ -78,6 +79,9 @@ std::unique_ptr<Fp8GemmPath> Fp8GemmPath::make(WeightFormat format, DType act, s
     p->block_scales_ = DeviceBuffer();
     p->d32_ = DeviceBuffer();
   }
+  if (p->stream_ && !p->quant_blocks_)  // its activations per token and 128 columns
+    p->stream_quant_ =
+        std::make_unique<ActQuantizer>(act, static_cast<int>(hidden), 128, false, device);
   if (!p->gemm_->supports(rows(max_tokens))) {  // e.g. before sm_90
     spdlog::info(
         "fkv: cuBLASLt ({}) has no FP8 GEMM with these scales on device {}: {} weights above the "
@@ -100,8 +104,10 @@ const float* Fp8GemmPath::gemm_scales() const {
 
 void Fp8GemmPath::size(std::int64_t max_tokens) {
   const bool block = format_ == WeightFormat::Fp8Block;
-  const std::int64_t n = rows(max_tokens);
-  const std::int64_t per_token = block || quant_blocks_ ? column_blocks(hidden_) : 1;
+  // The stream GEMM reads its token count's rows (zeros past the call's) whatever max_tokens.
+  const std::int64_t n =
+      stream_ ? std::max(rows(max_tokens), Fp8StreamGemm::kMaxTokens) : rows(max_tokens);
+  const std::int64_t per_token = block || quant_blocks_ || stream_ ? column_blocks(hidden_) : 1;
   xq_ = DeviceBuffer(static_cast<std::size_t>(n * hidden_));
   xq_scales_ = DeviceBuffer(static_cast<std::size_t>(n * per_token) * sizeof(float));
   const auto* x_scales = static_cast<const float*>(xq_scales_.ptr());
@@ -134,6 +140,12 @@ bool Fp8GemmPath::run(const void* w, const void* x, std::int64_t ld, std::int64_
                       CUstream stream) {
   const std::int64_t n = rows(T);
   auto* scales = static_cast<float*>(xq_scales_.ptr());
+  if (stream_ && T <= Fp8StreamGemm::kMaxTokens) {
+    (quant_blocks_ ? *quant_blocks_ : *stream_quant_)
+        .run(x, ld, T, Fp8StreamGemm::padded(T), xq_.ptr(), scales, stream);
+    stream_->run(w, xq_.ptr(), scales, gemm_scales(), T, proj, stream);
+    return true;
+  }
   if (gemm_blocks_ && n <= kBlockTokens && gemm_blocks_->supports(n)) {
     quant_blocks_->run(x, ld, T, n, xq_.ptr(), scales, stream);
     if (!channel_blocks()) {

@@ -12,7 +12,11 @@
 //     blocks: faster on the H200 there too;
 //   - fp8_block: the blocks as packed, or copied with each row of blocks padded to a multiple
 //     of 4 where ceil(hidden / 128) is not (row_scales).
-// The scale arrays are refilled from the packed scales after refresh_weights (fill_scales).
+// On sm_90, when asked for (MaterializerOptions::fp8_stream_gemm, off by default), fp8_tensor
+// and fp8_channel calls of up to 64 tokens take fkv-jit's own FP8 stream GEMM instead
+// (fp8_stream_gemm.hpp: activations per token and 128 columns as for the block-scaled GEMM, the row
+// scales above), where hidden is a multiple of 128. The scale arrays are refilled from the packed
+// scales after refresh_weights (fill_scales).
 #pragma once
 
 #include <cuda.h>
@@ -26,6 +30,7 @@
 #include "fkv/driver.hpp"
 #include "fkv/spec.hpp"
 #include "fkv/weights.hpp"
+#include "fp8_stream_gemm.hpp"
 #include "scaled_gemm.hpp"
 
 namespace fkv {
@@ -45,15 +50,17 @@ class Fp8GemmPath {
   // max_tokens tokens; its scale arrays filled on `stream`. Null when cuBLASLt has no FP8 GEMM
   // of these scales on this GPU (the caller then takes dequantized slices), or for fp8_block
   // with hidden not a multiple of 128. Shares cuBLASLt's `workspace` with the caller's GEMM.
+  // stream_gemm: build the FP8 stream GEMM where this GPU and format allow it.
   static std::unique_ptr<Fp8GemmPath> make(WeightFormat format, DType act, std::int64_t hidden,
                                            std::int64_t width, std::vector<Fp8GemmGroup> groups,
                                            const float* w_scales, std::int64_t max_tokens,
                                            std::shared_ptr<DeviceBuffer> workspace, int device,
-                                           CUstream stream);
+                                           CUstream stream, bool stream_gemm = false);
 
   // The kernels make() may build for `format` (none for fp8_block with hidden not a multiple of
   // 128): the activation quantizer, fp8_tensor's scale expansion and, hidden a multiple of 128,
-  // its per-128-column quantizer (built when the plan's rows are whole blocks too). What
+  // its per-128-column quantizer (built when the plan's rows are whole blocks too). Not the
+  // FP8 stream GEMM's (opt-in: MaterializerOptions::fp8_stream_gemm). What
   // precompile bakes for these weights (precompile.hpp, weight_kernels_for).
   static std::vector<KernelSource> sources(WeightFormat format, DType act, std::int64_t hidden);
 
@@ -65,6 +72,8 @@ class Fp8GemmPath {
   // false (nothing launched) when cuBLASLt has no algorithm for this token count. Launch only.
   bool run(const void* w, const void* x, std::int64_t ld, std::int64_t T, void* proj,
            CUstream stream);
+  // Whether calls of up to Fp8StreamGemm::kMaxTokens tokens take the FP8 stream GEMM.
+  bool stream_gemm() const { return stream_ != nullptr; }
   // The scale arrays from the packed scales again (after refresh_weights), on `stream`.
   void fill_scales(CUstream stream) const;
   // Activation buffers for up to max_tokens tokens. The old ones go to `retired`: graphs
@@ -86,6 +95,8 @@ class Fp8GemmPath {
   std::shared_ptr<DeviceBuffer> workspace_;
   std::unique_ptr<ActQuantizer> quant_, quant_blocks_;
   std::unique_ptr<ScaledGemm> gemm_, gemm_blocks_;
+  std::unique_ptr<Fp8StreamGemm> stream_;       // calls of up to 64 tokens, where it is built
+  std::unique_ptr<ActQuantizer> stream_quant_;  // its quantizer where quant_blocks_ is not built
   DeviceBuffer xq_, xq_scales_, row_scales_, block_scales_;
   DeviceBuffer d32_;  // fp8_channel's block-scaled GEMM output, fp32 [rows(kBlockTokens), N]
 };

@@ -235,6 +235,9 @@ std::int64_t FusedKVMaterializer::projection_width() const { return impl_->width
 CUdeviceptr FusedKVMaterializer::error_flag() const { return impl_->error_word.get(); }
 std::int64_t FusedKVMaterializer::decode_crossover() const { return impl_->crossover; }
 bool FusedKVMaterializer::fp8_gemm() const { return impl_->fp8 != nullptr; }
+bool FusedKVMaterializer::fp8_stream_gemm() const {
+  return impl_->fp8 && impl_->fp8->stream_gemm();
+}
 std::int64_t FusedKVMaterializer::int8_gemm_tokens() const {
   return impl_->int8 ? impl_->int8->max_tokens() : 0;
 }

@@ -122,7 +122,7 @@ struct FusedKVMaterializer::Impl {
                         static_cast<std::int64_t>(groups[gi].members.size()), scale_offset[gi]});
     fp8 = Fp8GemmPath::make(format, opt.act, hidden, width, std::move(shares),
                             static_cast<const float*>(w_scales.ptr()), opt.max_tokens,
-                            gemm->workspace(), opt.device, stream);
+                            gemm->workspace(), opt.device, stream, opt.fp8_stream_gemm);
   }
 
   // Sets up the INT8 GEMM path where the options and the format allow it: INT8 weights'

@@ -91,6 +91,14 @@ LoadedFunction load_function(const KernelSource& source, int device) {
   CompileOptions options;
   options.arch = target.arch;
   options.ptx = target.ptx;
+  if (source.arch_specific) {
+    if (target.ptx || target.arch.major != 9 || target.arch.minor != 0)
+      throw UnsupportedError(source.short_name +
+                             " uses Hopper-only instructions (sm_90a), and "
+                             "device " +
+                             std::to_string(device) + "'s target is " + target.name());
+    options.arch.arch_specific = true;
+  }
   const CacheResult image = KernelCache::global().get(source, options);
   LoadedFunction f;
   f.module = Module(ctx, image.kernel->image);
@@ -99,10 +107,10 @@ LoadedFunction load_function(const KernelSource& source, int device) {
 }
 
 void launch_function(const LoadedFunction& f, unsigned gx, unsigned gy, unsigned threads,
-                     void** args, CUstream stream) {
+                     void** args, CUstream stream, unsigned shared) {
   Driver& d = Driver::get();
   const CUresult r =
-      d.cuLaunchKernel(f.function, gx, gy, 1, threads, 1, 1, 0, stream, args, nullptr);
+      d.cuLaunchKernel(f.function, gx, gy, 1, threads, 1, 1, shared, stream, args, nullptr);
   if (r != CUDA_SUCCESS) d.check(r, "cuLaunchKernel");
 }
 

@@ -8,6 +8,7 @@
 
 #include "../src/act_quant.hpp"
 #include "../src/dequant.hpp"
+#include "../src/fp8_stream_gemm.hpp"
 #include "../src/int8_gemm_path.hpp"
 #include "fkv/arch.hpp"
 #include "fkv/compiler.hpp"
@@ -168,4 +169,26 @@ TEST_CASE("the INT8 GEMM's activation split and combine compile") {
     }
   CHECK_THROWS_AS(fkv::Int8GemmPath::sources(fkv::DType::FP32, 4096), fkv::ArgumentError);
   CHECK_THROWS_AS(fkv::Int8GemmPath::sources(fkv::DType::BF16, 4092), fkv::ArgumentError);
+}
+
+TEST_CASE("the FP8 stream GEMM (TMA and warpgroup MMAs) compiles for sm_90a") {
+  fkv::CompileOptions o;
+  if (!sm90_options(o)) return;
+  for (fkv::DType act : {fkv::DType::BF16, fkv::DType::FP16}) {
+    const std::vector<fkv::KernelSource> srcs = fkv::Fp8StreamGemm::sources(act);
+    REQUIRE(srcs.size() == 2);  // 32 and 64 tokens
+    for (const fkv::KernelSource& src : srcs) {
+      INFO(src.specialization);
+      CHECK(src.arch_specific);
+      fkv::CompileOptions a = o;
+      a.arch.arch_specific = true;
+      const fkv::CompiledKernel k = fkv::compile(src, a);
+      CHECK(!k.image.empty());
+      CHECK(k.lowered_name.find("fp8_stream_gemm") != std::string::npos);
+    }
+  }
+  CHECK(fkv::Fp8StreamGemm::padded(1) == 32);
+  CHECK(fkv::Fp8StreamGemm::padded(32) == 32);
+  CHECK(fkv::Fp8StreamGemm::padded(33) == 64);
+  CHECK_THROWS_AS(fkv::Fp8StreamGemm::sources(fkv::DType::FP32), fkv::ArgumentError);
 }

@@ -25,6 +25,9 @@ struct KernelSource {
   std::string source;           // the specialized translation unit (explicit instantiation)
   // In-memory headers handed to NVRTC: (include name, content).
   std::vector<std::pair<std::string, std::string>> headers;
+  // Built for the arch-specific target of an sm_90 device (sm_90a: TMA, warpgroup MMAs) and
+  // for no other: load_function refuses other devices. precompile bakes no such kernel.
+  bool arch_specific = false;
 };
 
 // Templates come from options.template_dir when set (FKV_TEMPLATE_DIR), else the embedded ones;

@@ -79,6 +79,13 @@ struct MaterializerOptions {
   // the H200. false, INT8 weights, or a GPU whose cuBLASLt has no such GEMM (before sm_90):
   // dequantized slices with the activations kept (W8A16).
   bool fp8_gemm = true;
+  // With fp8_gemm, fp8_tensor and fp8_channel calls of up to 64 tokens above the decode
+  // crossover on sm_90 (H100, H200): true = fkv-jit's own FP8 stream GEMM (docs/quantized.md,
+  // "The FP8 stream GEMM": TMA, warpgroup MMAs, the rows shared out over one CTA per SM), the
+  // activations quantized per token and 128 columns as for cuBLASLt's block-scaled GEMM.
+  // Experimental and off by default: on the H200 it is still slower than cuBLASLt's GEMMs and
+  // the decode kernel (docs/performance.md). Other GPUs and formats: ignored. C++ only.
+  bool fp8_stream_gemm = false;
   // INT8 weights above the decode crossover, calls of up to this many tokens (docs/quantized.md):
   // cuBLASLt's int8 GEMM over the stored bytes, the activations split into two int8 parts per
   // token (x = s * (hi + lo / 254): within 2^-16 of the token's largest value, so W8A16 but for
@@ -220,6 +227,9 @@ class FusedKVMaterializer {
   // fp8_gemm, FP8 weights, a cuBLASLt with that GEMM for this GPU); else dequantized slices or,
   // for dense weights, the dense GEMM.
   bool fp8_gemm() const;
+  // Whether that path's calls of up to 64 tokens take the FP8 stream GEMM
+  // (MaterializerOptions::fp8_stream_gemm; fp8_tensor or fp8_channel on sm_90).
+  bool fp8_stream_gemm() const;
   // The largest call above the decode crossover that takes the INT8 GEMM (MaterializerOptions::
   // int8_gemm_tokens, INT8 weights, a cuBLASLt with that GEMM for this GPU); 0: none.
   std::int64_t int8_gemm_tokens() const;

@@ -36,17 +36,18 @@ struct LoadedKernel {
 
 // A kernel of the materializer's other templates (the dequantize kernel, the activation
 // quantizer): `source` compiled for `device`'s target through the kernel cache and loaded into
-// its context, owned by the caller.
+// its context, owned by the caller. An arch-specific source (KernelSource::arch_specific) is
+// built as sm_90a, and refused (UnsupportedError) on a device whose target is not sm_90.
 struct LoadedFunction {
   Module module;
   CUfunction function = nullptr;
 };
 LoadedFunction load_function(const KernelSource& source, int device);
-// Launches such a function: grid (gx, gy), `threads` per block, no dynamic shared memory, the
-// kernel's arguments in `args` (cuLaunchKernel's kernelParams). Throws CudaError naming
-// cuLaunchKernel when the launch is rejected.
+// Launches such a function: grid (gx, gy), `threads` per block, `shared` bytes of dynamic shared
+// memory, the kernel's arguments in `args` (cuLaunchKernel's kernelParams). Throws CudaError
+// naming cuLaunchKernel when the launch is rejected.
 void launch_function(const LoadedFunction& f, unsigned gx, unsigned gy, unsigned threads,
-                     void** args, CUstream stream);
+                     void** args, CUstream stream, unsigned shared = 0);
 
 class Runtime {
  public:

@@ -21,6 +21,7 @@
 #include "fkv/errors.hpp"
 #include "fkv/fused_kv_materializer.hpp"
 #include "fkv/kernel_params.h"
+#include "fkv/runtime.hpp"
 #include "gpu/gpu_test.hpp"
 #include "gpu_harness.hpp"
 #include "reference.hpp"
@@ -904,9 +905,9 @@ void check_gemm_path(const Model& m0, fkv::FusedKVMaterializer& mat, const Token
   const bool int8 = T <= mat.int8_gemm_tokens();
   if (fp8) {
     // Activations per token, or per token and 128 columns: fp8_block, and fp8_tensor and
-    // fp8_channel calls of up to 64 tokens, which the materializer then gives cuBLASLt's
-    // block-scaled GEMM (fp8_tensor's per-layer scales as blocks; fp8_channel's blocks all 1,
-    // its row scales applied to the GEMM's fp32 output).
+    // fp8_channel calls of up to 64 tokens, which the materializer then gives the FP8 stream
+    // GEMM (fp8_stream_gemm, sm_90) or cuBLASLt's block-scaled GEMM (fp8_tensor's per-layer scales
+    // as blocks; fp8_channel's blocks all 1, its row scales applied to the GEMM's fp32 output).
     const bool blocks = s.weight == fkv::WeightFormat::Fp8Block || T <= 64;
     const int group = blocks ? 128 : 0;
     project_values(s, m.w,
@@ -1122,6 +1123,59 @@ TEST_CASE(
     const Model fourth = make_model(s, fx.rng, stream);
     check_gemm_path(third, mat, fx.tok, 40, fx.rng, stream, true, &fourth);
   }
+}
+
+TEST_CASE(
+    "FusedKVMaterializer: the FP8 stream GEMM (sm_90) at 1-64 tokens, whole and partial tiles, "
+    "direct and captured, the same bits on every call") {
+  const fkv::ArchTarget target = fkv::Runtime::device_target(0);
+  const bool hopper = !target.ptx && target.arch.major == 9 && target.arch.minor == 0;
+  std::uint64_t offset = 300;
+  // The Qwen3-8B draft's K/V rows and hidden size (2 layers: 4096 rows, 32 tiles of 32 k
+  // blocks shared over the SMs); and 960 rows (the last 128-row tile half outside the weights)
+  // of 512 columns.
+  const Shape shapes[] = {{"qwen3-8b-stream", qwen3(), 4096, 2},
+                          {"d80-partial-tile", qwen3(2, 80, 80), 512, 3}};
+  for (const Shape& base : shapes)
+    for (fkv::WeightFormat w : {fkv::WeightFormat::Fp8Tensor, fkv::WeightFormat::Fp8Channel})
+      for (DType act : {DType::BF16, DType::FP16}) {
+        Shape s = base;
+        s.weight = w;
+        s.e.act = s.e.cache = act;
+        INFO(s.name << ", " << fkv::to_string(w) << ", activations " << fkv::to_string(act));
+        DecodeCase fx(s, offset++, decode_options(64), 64);
+        const MaterializerFor mf(fx.m);
+        fkv::MaterializerOptions o;
+        o.max_tokens = 64;
+        o.external_cos_sin = true;
+        o.decode_crossover = 0;  // every call on the FP8 GEMM path
+        o.act = o.cache = act;
+        o.fp8_stream_gemm = true;
+        fkv::FusedKVMaterializer mat(mf.config, s.hidden, mf.w, o);
+        mat.set_cos_sin(0, fx.m.d_cos_sin.ptr(), s.max_pos);
+        REQUIRE(mat.fp8_gemm());
+        REQUIRE(mat.fp8_stream_gemm() == hopper);
+        for (std::int64_t T : {1, 5, 32, 33, 47, 64})
+          check_gemm_path(fx.m, mat, fx.tok, T, fx.rng, fx.stream, T % 2 == 1);
+        // Partial sums added in CTA order: a second call gives the same projection bytes.
+        const std::size_t bytes = static_cast<std::size_t>(64 * s.rows() * elem_size(act));
+        std::vector<std::uint8_t> first(bytes), again(bytes);
+        FKV_CU(cuMemcpyDtoH, first.data(), mat.projection(), bytes);
+        check_gemm_path(fx.m, mat, fx.tok, 64, fx.rng, fx.stream);
+        FKV_CU(cuMemcpyDtoH, again.data(), mat.projection(), bytes);
+        CHECK(first == again);
+        // fp8_stream_gemm = false (the default): cuBLASLt's block-scaled GEMM, the same
+        // activations (where
+        // the rows are whole 128-row blocks; else its per-token GEMM, which check_gemm_path's
+        // reference does not model below 65 tokens).
+        if (s.rows() % 128 != 0) continue;
+        fkv::MaterializerOptions no = o;
+        no.fp8_stream_gemm = false;
+        fkv::FusedKVMaterializer lt(mf.config, s.hidden, mf.w, no);
+        lt.set_cos_sin(0, fx.m.d_cos_sin.ptr(), s.max_pos);
+        REQUIRE(!lt.fp8_stream_gemm());
+        check_gemm_path(fx.m, lt, fx.tok, 40, fx.rng, fx.stream);
+      }
 }
 
 TEST_CASE("quantized weights: packed 4-bit schemes and wrong arguments are refused by name") {

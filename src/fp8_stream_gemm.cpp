@@ -1,0 +1,108 @@
+// fp8_stream_gemm: the FP8 stream GEMM's source, load, tensor maps and launch (see
+// fp8_stream_gemm.hpp).
+#include "fp8_stream_gemm.hpp"
+
+#include <algorithm>
+#include <sstream>
+
+#include "fkv/errors.hpp"
+#include "fkv/options.hpp"
+
+namespace fkv {
+namespace {
+
+constexpr const char* kTemplate = "fp8_stream.cu";
+constexpr const char* kHeaders[] = {"fkv_types.cuh"};
+constexpr int kThreads = 384;    // templates/fp8_stream.cu, kThreads
+constexpr int kMaxRows = 128;    // kMaxRows: a CTA's rows at most
+constexpr int kBlock = 128;      // kBlock
+constexpr int kStages = 8;       // the ring: 8 stages of 24 KB (64 tokens) or 20 KB (32)
+
+KernelSource stream_source(DType act, int tokens) {
+  if (act != DType::BF16 && act != DType::FP16)
+    throw ArgumentError("the FP8 stream GEMM writes bf16 or fp16 projections, not " +
+                        to_string(act));
+  KernelSource out;
+  out.short_name = "fkvfp8stream_" + to_string(act) + "_n" + std::to_string(tokens);
+  out.specialization = "fp8_stream_gemm;act=" + to_string(act) + ";n=" + std::to_string(tokens) +
+                       ";stages=" + std::to_string(kStages);
+  out.arch_specific = true;
+  std::ostringstream expr;
+  expr << "fkv_kernels::fp8_stream_gemm<" << device_type(act) << ", " << tokens << ", " << kStages
+       << ">";
+  out.name_expression = expr.str();
+  assemble_source(out, kTemplate, kHeaders, JitOptions::global(), "",
+                  "template __global__ void " + out.name_expression +
+                      "(const __grid_constant__ fkv_kernels::fp8_stream::TensorMap, const __grid_constant__ "
+                      "fkv_kernels::fp8_stream::TensorMap, const float*, const float*, " +
+                      device_type(act) + "*, int, int, int, int);\n");
+  return out;
+}
+
+unsigned shared_bytes(int tokens) {
+  return 1024u + kStages * static_cast<unsigned>((kMaxRows + tokens) * kBlock);
+}
+
+}  // namespace
+
+std::vector<KernelSource> Fp8StreamGemm::sources(DType act) {
+  return {stream_source(act, 32), stream_source(act, 64)};
+}
+
+std::unique_ptr<Fp8StreamGemm> Fp8StreamGemm::make(DType act, std::int64_t hidden,
+                                                   std::int64_t rows, int device) {
+  const ArchTarget target = Runtime::device_target(device);
+  if (target.ptx || target.arch.major != 9 || target.arch.minor != 0) return nullptr;
+  int sms = 0;
+  CUdevice dev = 0;
+  FKV_CU(cuDeviceGet, &dev, device);
+  FKV_CU(cuDeviceGetAttribute, &sms, CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT, dev);
+  // One CTA per SM (fewer for fewer than 8 rows each), each with at most 128 rows.
+  if (hidden % kBlock != 0 || rows <= 0 || rows > std::int64_t{kMaxRows} * sms) return nullptr;
+  std::unique_ptr<Fp8StreamGemm> g(new Fp8StreamGemm());
+  g->hidden_ = hidden;
+  g->rows_ = rows;
+  g->grid_ = std::min<std::int64_t>(sms, (rows + 7) / 8);
+  g->box_rows_ = ((rows + g->grid_ - 1) / g->grid_ + 7) / 8 * 8;
+  g->k32_ = load_function(stream_source(act, 32), device);
+  g->k64_ = load_function(stream_source(act, 64), device);
+  g->shared32_ = shared_bytes(32);
+  g->shared64_ = shared_bytes(64);
+  FKV_CU(cuFuncSetAttribute, g->k32_.function, CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
+         static_cast<int>(g->shared32_));
+  FKV_CU(cuFuncSetAttribute, g->k64_.function, CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
+         static_cast<int>(g->shared64_));
+  return g;
+}
+
+void Fp8StreamGemm::encode(Map& m, const void* base, std::int64_t box_rows,
+                           std::int64_t rows) const {
+  if (m.base == base) return;
+  const cuuint64_t dims[2] = {static_cast<cuuint64_t>(hidden_), static_cast<cuuint64_t>(rows)};
+  const cuuint64_t strides[1] = {static_cast<cuuint64_t>(hidden_)};
+  const cuuint32_t box[2] = {static_cast<cuuint32_t>(kBlock), static_cast<cuuint32_t>(box_rows)};
+  const cuuint32_t unit[2] = {1, 1};
+  FKV_CU(cuTensorMapEncodeTiled, &m.map, CU_TENSOR_MAP_DATA_TYPE_UINT8, 2, const_cast<void*>(base),
+         dims, strides, box, unit, CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_128B,
+         CU_TENSOR_MAP_L2_PROMOTION_L2_256B, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
+  m.base = base;
+}
+
+void Fp8StreamGemm::run(const void* w, const void* xq, const float* x_scales,
+                        const float* row_scales, std::int64_t T, void* proj, CUstream stream) {
+  if (T <= 0) return;
+  if (T > kMaxTokens)
+    throw ArgumentError("the FP8 stream GEMM takes up to 64 tokens, not " + std::to_string(T));
+  const std::int64_t n = padded(T);
+  encode(w_map_, w, box_rows_, rows_);
+  Map& xm = n == 32 ? x32_map_ : x64_map_;
+  encode(xm, xq, n, n);
+  const LoadedFunction& f = n == 32 ? k32_ : k64_;
+  int t = static_cast<int>(T), rows = static_cast<int>(rows_),
+      kb = static_cast<int>(hidden_ / kBlock), box = static_cast<int>(box_rows_);
+  void* args[] = {&w_map_.map, &xm.map, &row_scales, &x_scales, &proj, &t, &rows, &kb, &box};
+  launch_function(f, static_cast<unsigned>(grid_), 1, kThreads, args, stream,
+                  n == 32 ? shared32_ : shared64_);
+}
+
+}  // namespace fkv
