@@ -13,10 +13,10 @@ namespace {
 
 constexpr const char* kTemplate = "fp8_stream.cu";
 constexpr const char* kHeaders[] = {"fkv_types.cuh"};
-constexpr int kThreads = 384;    // templates/fp8_stream.cu, kThreads
-constexpr int kMaxRows = 128;    // kMaxRows: a CTA's rows at most
-constexpr int kBlock = 128;      // kBlock
-constexpr int kStages = 8;       // the ring: 8 stages of 24 KB (64 tokens) or 20 KB (32)
+constexpr int kThreads = 384;  // templates/fp8_stream.cu, kThreads
+constexpr int kMaxRows = 128;  // kMaxRows: a CTA's rows at most
+constexpr int kBlock = 128;    // kBlock
+constexpr int kStages = 8;     // the ring: 8 stages of 24 KB (64 tokens) or 20 KB (32)
 
 KernelSource stream_source(DType act, int tokens) {
   if (act != DType::BF16 && act != DType::FP16)
@@ -31,17 +31,21 @@ KernelSource stream_source(DType act, int tokens) {
   expr << "fkv_kernels::fp8_stream_gemm<" << device_type(act) << ", " << tokens << ", " << kStages
        << ">";
   out.name_expression = expr.str();
-  assemble_source(out, kTemplate, kHeaders, JitOptions::global(), "",
-                  "template __global__ void " + out.name_expression +
-                      "(const __grid_constant__ fkv_kernels::fp8_stream::TensorMap, const __grid_constant__ "
-                      "fkv_kernels::fp8_stream::TensorMap, const float*, const float*, " +
-                      device_type(act) + "*, int, int, int, int);\n");
+  assemble_source(
+      out, kTemplate, kHeaders, JitOptions::global(), "",
+      "template __global__ void " + out.name_expression +
+          "(const __grid_constant__ fkv_kernels::fp8_stream::TensorMap, const __grid_constant__ "
+          "fkv_kernels::fp8_stream::TensorMap, const float*, const float*, " +
+          device_type(act) + "*, int, int, int, int);\n");
   return out;
 }
 
-unsigned shared_bytes(int tokens) {
-  return 1024u + kStages * static_cast<unsigned>((kMaxRows + tokens) * kBlock);
+// The ring's alignment and stages, then the x scales of every k block.
+std::int64_t shared_bytes(int tokens, std::int64_t hidden) {
+  return 1024 + std::int64_t{kStages} * (kMaxRows + tokens) * kBlock +
+         hidden / kBlock * tokens * std::int64_t{sizeof(float)};
 }
+constexpr std::int64_t kMaxShared = 227 * 1024;  // sm_90's opt-in limit per block
 
 }  // namespace
 
@@ -58,7 +62,9 @@ std::unique_ptr<Fp8StreamGemm> Fp8StreamGemm::make(DType act, std::int64_t hidde
   FKV_CU(cuDeviceGet, &dev, device);
   FKV_CU(cuDeviceGetAttribute, &sms, CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT, dev);
   // One CTA per SM (fewer for fewer than 8 rows each), each with at most 128 rows.
-  if (hidden % kBlock != 0 || rows <= 0 || rows > std::int64_t{kMaxRows} * sms) return nullptr;
+  if (hidden % kBlock != 0 || rows <= 0 || rows > std::int64_t{kMaxRows} * sms ||
+      shared_bytes(kMaxTokens, hidden) > kMaxShared)  // hidden up to 14 848
+    return nullptr;
   std::unique_ptr<Fp8StreamGemm> g(new Fp8StreamGemm());
   g->hidden_ = hidden;
   g->rows_ = rows;
@@ -66,8 +72,8 @@ std::unique_ptr<Fp8StreamGemm> Fp8StreamGemm::make(DType act, std::int64_t hidde
   g->box_rows_ = ((rows + g->grid_ - 1) / g->grid_ + 7) / 8 * 8;
   g->k32_ = load_function(stream_source(act, 32), device);
   g->k64_ = load_function(stream_source(act, 64), device);
-  g->shared32_ = shared_bytes(32);
-  g->shared64_ = shared_bytes(64);
+  g->shared32_ = static_cast<unsigned>(shared_bytes(32, hidden));
+  g->shared64_ = static_cast<unsigned>(shared_bytes(64, hidden));
   FKV_CU(cuFuncSetAttribute, g->k32_.function, CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
          static_cast<int>(g->shared32_));
   FKV_CU(cuFuncSetAttribute, g->k64_.function, CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,

@@ -27,8 +27,9 @@ class Fp8StreamGemm {
   // (KernelSource::arch_specific). What precompile bakes for FP8 weights on sm_90.
   static std::vector<KernelSource> sources(DType act);
   // The kernel over `rows` packed rows of `hidden` columns, for device `device`; null unless
-  // its target is sm_90 (a CUBIN: H100, H200), hidden is a multiple of 128 and the rows are at
-  // most 128 per SM (16 896 on an H200).
+  // its target is sm_90 (a CUBIN: H100, H200), hidden is a multiple of 128 up to 14 848 (the
+  // ring and the x scales in 227 KB of shared memory) and the rows are at most 128 per SM
+  // (16 896 on an H200).
   static std::unique_ptr<Fp8StreamGemm> make(DType act, std::int64_t hidden, std::int64_t rows,
                                              int device);
   // The activation rows a call of `tokens` tokens reads: its kernel's token count.

@@ -12,7 +12,8 @@
 // to stream the weights at the GPU's read bandwidth where the decode kernel is bound by its
 // k-loop's latency (docs/quantized.md, "The FP8 stream GEMM"):
 //   - one CTA per SM, each owning an even share of the rows (at most 128) over all of hidden,
-//     so no partial sums cross CTAs;
+//     so no partial sums cross CTAs; the tokens' scales of every k block copied once into
+//     shared memory;
 //   - warp 0 issues the TMA copies of each 128-column k block's weights (the CTA's rows x 128
 //     bytes) and x (N tokens x 128 bytes), both swizzled by 128 bytes, into a ring of STAGES
 //     stages, each published by a "full" mbarrier that the copies' bytes complete;
@@ -107,7 +108,8 @@ constexpr int kThreads = 384;  // the producer's warpgroup and two consumer warp
 
 // w_map: the weights [rows, hidden] e4m3, box box_rows x 128 (box_rows <= 128, a multiple of 8);
 // x_map: xq [N, hidden] e4m3 (rows T..N zeros), box N x 128. The ring: STAGES stages of 128 x 128
-// weight bytes (box_rows of them written) then N x 128 of x, from a 1024-byte aligned start.
+// weight bytes (box_rows of them written) then N x 128 of x, from a 1024-byte aligned start;
+// then the x scales (kblocks x N floats).
 template <class Act, int N, int STAGES>
 __global__ void __launch_bounds__(fp8_stream::kThreads, 1)
     fp8_stream_gemm(const __grid_constant__ fp8_stream::TensorMap w_map,
@@ -161,15 +163,21 @@ __global__ void __launch_bounds__(fp8_stream::kThreads, 1)
   // but still hands the stages back. Shared-memory rows past box_rows hold stale bytes: their
   // sums are never written.
   const bool active = 64 * wg < r1 - r0;
+  // The tokens' scales of every k block, copied once into shared memory after the ring: read
+  // from global memory in the k-loop, their latency would add to every stage's.
+  float* s_scales = reinterpret_cast<float*>(smem_raw + (ring - smem_addr(smem_raw)) +
+                                             (u32)STAGES * kStage);
+  for (int i = threadIdx.x - 128; i < kblocks * N; i += 256) s_scales[i] = x_scales[i];
+  asm volatile("bar.sync 1, 256;" ::: "memory");
   float acc[N / 2], tot[N / 2];
 #pragma unroll
   for (int j = 0; j < N / 2; ++j) tot[j] = 0.0f;
   for (int kb = 0; kb < kblocks; ++kb) {
     const int s = kb % STAGES;
-    const float2* xs = reinterpret_cast<const float2*>(x_scales + kb * N) + lane % 4;
+    const float2* xs = reinterpret_cast<const float2*>(s_scales + kb * N) + lane % 4;
     float2 sc[N / 8];
 #pragma unroll
-    for (int j = 0; j < N / 8; ++j) sc[j] = __ldg(xs + 4 * j);
+    for (int j = 0; j < N / 8; ++j) sc[j] = xs[4 * j];
     mbar_wait(smem_addr(&full[s]), (u32)(kb / STAGES) & 1u);
     if (active) {
       const u32 a = ring + s * kStage + wg * 64 * kBlock, b = ring + s * kStage + kWBytes;

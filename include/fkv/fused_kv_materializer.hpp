@@ -83,8 +83,9 @@ struct MaterializerOptions {
   // crossover on sm_90 (H100, H200): true = fkv-jit's own FP8 stream GEMM (docs/quantized.md,
   // "The FP8 stream GEMM": TMA, warpgroup MMAs, the rows shared out over one CTA per SM), the
   // activations quantized per token and 128 columns as for cuBLASLt's block-scaled GEMM.
-  // Experimental and off by default: on the H200 it is still slower than cuBLASLt's GEMMs and
-  // the decode kernel (docs/performance.md). Other GPUs and formats: ignored. C++ only.
+  // Experimental and off by default: on the H200 it is no faster than cuBLASLt's GEMM up to 32
+  // tokens and slower above, and the decode kernel beats both up to 32 (docs/performance.md).
+  // Other GPUs and formats: ignored. C++ only.
   bool fp8_stream_gemm = false;
   // INT8 weights above the decode crossover, calls of up to this many tokens (docs/quantized.md):
   // cuBLASLt's int8 GEMM over the stored bytes, the activations split into two int8 parts per
