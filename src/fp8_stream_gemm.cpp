@@ -55,8 +55,7 @@ std::vector<KernelSource> Fp8StreamGemm::sources(DType act) {
 
 std::unique_ptr<Fp8StreamGemm> Fp8StreamGemm::make(DType act, std::int64_t hidden,
                                                    std::int64_t rows, int device) {
-  const ArchTarget target = Runtime::device_target(device);
-  if (target.ptx || target.arch.major != 9 || target.arch.minor != 0) return nullptr;
+  if (!runs_sm90a(Runtime::device_target(device))) return nullptr;
   int sms = 0;
   CUdevice dev = 0;
   FKV_CU(cuDeviceGet, &dev, device);

@@ -92,7 +92,7 @@ LoadedFunction load_function(const KernelSource& source, int device) {
   options.arch = target.arch;
   options.ptx = target.ptx;
   if (source.arch_specific) {
-    if (target.ptx || target.arch.major != 9 || target.arch.minor != 0)
+    if (!runs_sm90a(target))
       throw UnsupportedError(source.short_name +
                              " uses Hopper-only instructions (sm_90a), and "
                              "device " +

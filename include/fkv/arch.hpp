@@ -31,6 +31,11 @@ struct ArchTarget {
 // Never an arch-specific target (sm_90a, sm_100a): the kernels use no arch-specific
 // instructions, and one name per device keeps precompiled caches and the runtime in step.
 ArchTarget arch_for_compute_capability(int major, int minor, const std::vector<Arch>& supported);
+// Whether a device with this target runs sm_90a kernels (TMA, warpgroup MMAs): a CUBIN for
+// sm_90 (H100, H200). KernelSource::arch_specific kernels load only there.
+inline bool runs_sm90a(const ArchTarget& t) {
+  return !t.ptx && t.arch.major == 9 && t.arch.minor == 0;
+}
 // The same with supported_archs() of the NVRTC in use (or of the toolkit fkv-jit was built
 // with, when no NVRTC can be loaded).
 ArchTarget arch_for_compute_capability(int major, int minor);

@@ -1128,8 +1128,7 @@ TEST_CASE(
 TEST_CASE(
     "FusedKVMaterializer: the FP8 stream GEMM (sm_90) at 1-64 tokens, whole and partial tiles, "
     "direct and captured, the same bits on every call") {
-  const fkv::ArchTarget target = fkv::Runtime::device_target(0);
-  const bool hopper = !target.ptx && target.arch.major == 9 && target.arch.minor == 0;
+  const bool hopper = fkv::runs_sm90a(fkv::Runtime::device_target(0));
   std::uint64_t offset = 300;
   // The Qwen3-8B draft's K/V rows and hidden size (2 layers: 4096 rows, 32 tiles of 32 k
   // blocks shared over the SMs); and 960 rows (the last 128-row tile half outside the weights)
