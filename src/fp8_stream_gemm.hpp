@@ -45,7 +45,7 @@ class Fp8StreamGemm {
  private:
   Fp8StreamGemm() = default;
   struct Map {
-    alignas(64) CUtensorMap map;
+    CUtensorMap map;  // aligned as cuda.h declares it (64 or 128 bytes)
     const void* base = nullptr;
   };
   void encode(Map& m, const void* base, std::int64_t box_rows, std::int64_t rows) const;
