@@ -7,6 +7,7 @@
 
 #include "fkv/errors.hpp"
 #include "fkv/options.hpp"
+#include "tensor_map.hpp"
 
 namespace fkv {
 namespace {
@@ -83,13 +84,7 @@ std::unique_ptr<Fp8StreamGemm> Fp8StreamGemm::make(DType act, std::int64_t hidde
 void Fp8StreamGemm::encode(Map& m, const void* base, std::int64_t box_rows,
                            std::int64_t rows) const {
   if (m.base == base) return;
-  const cuuint64_t dims[2] = {static_cast<cuuint64_t>(hidden_), static_cast<cuuint64_t>(rows)};
-  const cuuint64_t strides[1] = {static_cast<cuuint64_t>(hidden_)};
-  const cuuint32_t box[2] = {static_cast<cuuint32_t>(kBlock), static_cast<cuuint32_t>(box_rows)};
-  const cuuint32_t unit[2] = {1, 1};
-  FKV_CU(cuTensorMapEncodeTiled, &m.map, CU_TENSOR_MAP_DATA_TYPE_UINT8, 2, const_cast<void*>(base),
-         dims, strides, box, unit, CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_128B,
-         CU_TENSOR_MAP_L2_PROMOTION_L2_256B, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
+  m.map = encode_byte_map(base, hidden_, rows, hidden_, static_cast<int>(box_rows));
   m.base = base;
 }
 
