@@ -162,19 +162,6 @@ json tiling_sweep(const SweepIO& io, const std::vector<std::int64_t>& sweep_toke
       for (int ksl : {128, 256})
         for (int p : {2, 4}) tries.push_back({T, {3, p, 1, ksl, 0, 1}, {}, {}, {}});
     }
-    // The weight ring (sm_90: W by TMA copies into shared memory), x staged: the default
-    // tilings' shapes with 3 to 8 ring stages.
-    if (T >= 16) {
-      for (int wr : {3, 4}) tries.push_back({T, {3, 2, 1, 128, 16, 0, wr}, {}, {}, {}});
-      for (int wr : {2, 3}) tries.push_back({T, {3, 2, 1, 128, 16, 1, wr}, {}, {}, {}});
-      tries.push_back({T, {3, 2, 2, 128, 8, 1, 3}, {}, {}, {}});
-    } else {
-      for (int wr : {4, 6}) tries.push_back({T, {3, 2, 1, 256, 0, 0, wr}, {}, {}, {}});
-      for (int wr : {2, 4}) tries.push_back({T, {3, 2, 1, 256, 0, 1, wr}, {}, {}, {}});
-      tries.push_back({T, {2, 2, 1, 256, 0, 1, 6}, {}, {}, {}});
-      tries.push_back({T, {4, 2, 1, 256, 0, 1, 3}, {}, {}, {}});
-      tries.push_back({T, {1, 2, 1, 256, 0, 1, 8}, {}, {}, {}});
-    }
     if (io.short_grid) continue;
     for (int sp : {1, 2, 4, 8, 16})
       for (int p : {2, 4, 8})
@@ -278,11 +265,15 @@ json tiling_sweep(const SweepIO& io, const std::vector<std::int64_t>& sweep_toke
       try {
         const fkv::DecodeSpec& spec = t.kv.front()->spec_for(t.T, fkv::OutputMode::Pool);
         r["spec"] = spec.canonical();
-        r["tiling"] = {{"splits", spec.splits},         {"pipeline", spec.pipeline},
-                       {"mw", spec.mma_tiles_per_warp}, {"warps", spec.warps},
-                       {"k_slice", spec.k_slice},       {"grid", spec.grid()},
-                       {"x_resident", spec.x_resident}, {"w_ring", spec.w_ring},
-                       {"threads", spec.threads()},     {"shared_bytes", spec.shared_bytes()}};
+        r["tiling"] = {{"splits", spec.splits},
+                       {"pipeline", spec.pipeline},
+                       {"mw", spec.mma_tiles_per_warp},
+                       {"warps", spec.warps},
+                       {"k_slice", spec.k_slice},
+                       {"grid", spec.grid()},
+                       {"x_resident", spec.x_resident},
+                       {"threads", spec.threads()},
+                       {"shared_bytes", spec.shared_bytes()}};
         // The output check: one call into a pool of NaN, then against the default's output.
         for (int l = 0; l < kLayers; ++l) {
           const std::size_t n = static_cast<std::size_t>(t.T * kKV * 2);
@@ -352,17 +343,15 @@ json tiling_sweep(const SweepIO& io, const std::vector<std::int64_t>& sweep_toke
       else if (def)
         std::printf("  default  not measured: %s\n",
                     def->value("error", def->value("refused", std::string("?"))).c_str());
-      std::printf("  %6s %4s %4s %5s %7s %3s %3s %6s %10s %10s\n", "splits", "P", "mw", "warps",
-                  "k_slice", "xr", "wr", "grid", "median_us", "/default");
-      // The 5 fastest, then the weight ring's tilings not among them.
-      for (std::size_t j = 0; j < ok.size(); ++j) {
+      std::printf("  %6s %4s %4s %5s %7s %3s %6s %10s %10s\n", "splits", "P", "mw", "warps",
+                  "k_slice", "xr", "grid", "median_us", "/default");
+      for (std::size_t j = 0; j < ok.size() && j < 5; ++j) {
         const json& x = *ok[j];
         const json& tl = x["tiling"];
-        if (j >= 5 && tl["w_ring"].get<int>() == 0) continue;
-        std::printf("  %6d %4d %4d %5d %7d %3d %3d %6d %10.2f %10.3f%s\n", tl["splits"].get<int>(),
+        std::printf("  %6d %4d %4d %5d %7d %3d %6d %10.2f %10.3f%s\n", tl["splits"].get<int>(),
                     tl["pipeline"].get<int>(), tl["mw"].get<int>(), tl["warps"].get<int>(),
-                    tl["k_slice"].get<int>(), tl["x_resident"].get<int>(), tl["w_ring"].get<int>(),
-                    tl["grid"].get<int>(), x["median_us"].get<double>(), x.value("vs_default", 0.0),
+                    tl["k_slice"].get<int>(), tl["x_resident"].get<int>(), tl["grid"].get<int>(),
+                    x["median_us"].get<double>(), x.value("vs_default", 0.0),
                     x["same_spec_as_default"].get<bool>() ? "  (= default)" : "");
       }
       std::fflush(stdout);

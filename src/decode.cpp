@@ -15,7 +15,6 @@
 #include "fkv/driver.hpp"
 #include "fkv/errors.hpp"
 #include "fkv/runtime.hpp"
-#include "tensor_map.hpp"
 
 namespace fkv {
 namespace {
@@ -36,7 +35,6 @@ struct DecodeKV::Impl {
     DecodeSpec spec;
     Module module;
     CUfunction function = nullptr;
-    DeviceBuffer w_map;  // the weight ring's tensor map (spec.w_ring > 0)
   };
   DecodeModel model;
   DecodeOptions opt;
@@ -83,13 +81,6 @@ struct DecodeKV::Impl {
     if (spec.shared_bytes() + static_bytes > kDefaultSharedLimit)
       FKV_CU(cuFuncSetAttribute, k.function, CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
              spec.shared_bytes());
-    if (spec.w_ring) {
-      // TMA reads the map from device memory; W's pointer is fixed for the DecodeKV's life.
-      const CUtensorMap map =
-          encode_byte_map(model.w_kv, model.hidden, spec.rows(), model.hidden, spec.tile_rows());
-      k.w_map = DeviceBuffer(sizeof map);
-      FKV_CU(cuMemcpyHtoD, k.w_map.get(), &map, sizeof map);
-    }
     spdlog::debug("fkv: loaded {} ({}; {})", spec.short_name(), spec.canonical(),
                   to_string(image.outcome));
     return k;
@@ -162,7 +153,6 @@ struct DecodeKV::Impl {
       p.num_tokens = n;
       p.positions = in.positions ? static_cast<const char*>(in.positions) + t0 * pos : nullptr;
       fill(p, t0);
-      p.w_map = k.w_map.ptr();
       void* args[] = {&p};
       Driver& d = Driver::get();
       const CUresult r =
@@ -227,10 +217,6 @@ DecodeKV::DecodeKV(const DecodeModel& model, const DecodeOptions& options)
            device_handle(options.device));
   const std::vector<DecodeSpec> specs =
       decode_specs(e, model.hidden, model.num_layers, options, sms, model.weight);
-  for (const DecodeSpec& spec : specs)
-    if (spec.w_ring && m.compile_options().arch.major < 9)
-      fail("the weight ring (DecodeTuning::w_ring) needs an sm_90 or newer device (TMA), not " +
-           m.compile_options().arch.name());
   // Compile (or read from the cache) side by side: NVRTC runs one program per thread, and a
   // decode kernel takes a quarter of a second or more to build cold (an epilogue kernel about
   // 20 ms once NVRTC has started). Loading stays on this thread (its context).

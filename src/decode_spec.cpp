@@ -119,10 +119,7 @@ int DecodeSpec::shared_bytes() const {
   const int tail = 4 * token_bucket * tile_rows();            // the summed partials [T, rows]
   const int most = (hidden / k_slice + splits - 1) / splits;  // x stages of the longest split
   const int stages = x_resident ? most : most > 1 ? 2 : 1;
-  // The weight ring after the x stages, from the next 1024-byte boundary (the template aligns
-  // it); the tail's partials, written after the k-loop, overlap both.
-  const int ring = w_ring ? 1024 + w_ring * tile_rows() * 128 : 0;
-  return std::max(stages * stage_bytes(token_bucket, k_slice, weight) + ring, tail);
+  return std::max(stages * stage_bytes(token_bucket, k_slice, weight), tail);
 }
 
 std::size_t DecodeSpec::workspace_bytes() const {
@@ -136,7 +133,6 @@ std::string DecodeSpec::canonical() const {
     << ";tb=" << token_bucket << ";S=" << splits << ";warps=" << warps
     << ";mw=" << mma_tiles_per_warp << ";P=" << pipeline << ";ksl=" << k_slice;
   if (x_resident) o << ";xr=1";
-  if (w_ring) o << ";wr=" << w_ring;
   if (is_quantized(weight)) o << ";w=" << to_string(weight);
   return o.str();
 }
@@ -193,13 +189,8 @@ void DecodeSpec::check() const {
     throw ArgumentError("decode tiling " + canonical() + ": " + what);
   };
   if (warps < 1 || warps > 16 || mma_tiles_per_warp < 1 || pipeline < 1 || splits < 1 ||
-      k_slice < 32 || x_resident < 0 || x_resident > 1 || w_ring < 0 || w_ring > 16)
+      k_slice < 32 || x_resident < 0 || x_resident > 1)
     bad("out of range");
-  if (w_ring) {
-    if (!is_quantized(weight)) bad("the weight ring is for 8-bit weights");
-    if (k_slice % 128 != 0) bad("the weight ring needs x stages of whole 128-column blocks");
-    if (mt > 256) bad("the weight ring's copies are at most 256 rows");
-  }
   if (mt % epilogue.head_dim != 0)
     bad("a tile of " + std::to_string(mt) + " rows does not cover whole heads");
   if (rows() % mt != 0)
@@ -292,7 +283,6 @@ DecodeSpec make_decode_spec(const KernelSpec& epilogue, int hidden, int num_laye
     while (p > 1 && chunks % p != 0) p /= 2;
   s.pipeline = p;
   s.x_resident = tuning.x_resident;
-  s.w_ring = tuning.w_ring;
 
   // Splits: the fewest that give each SM several CTAs (4 for the 16-token bucket, 2 otherwise,
   // where the partials grow with the bucket or the shallower pipeline wants fewer), among those
@@ -355,7 +345,7 @@ KernelSource generate_decode(const DecodeSpec& spec) {
        << (e.mode == OutputMode::Pool ? "true" : "false") << ", " << spec.token_bucket << ", "
        << spec.splits << ", " << spec.warps << ", " << spec.mma_tiles_per_warp << ", "
        << spec.pipeline << ", " << spec.k_slice << ", " << weight_code(spec.weight) << ", "
-       << scale_code(spec.weight) << ", " << spec.x_resident << ", " << spec.w_ring << ">";
+       << scale_code(spec.weight) << ", " << spec.x_resident << ">";
   out.name_expression = expr.str();
 
   std::ostringstream note;

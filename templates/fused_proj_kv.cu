@@ -79,37 +79,6 @@ __device__ __forceinline__ void wait_phase0(u32 bar) {
         : "memory");
 }
 
-// The weight ring (WT > 0, sm_90): one thread's TMA copy of the box at column c0, row c1 of the
-// tensor map at `map` (device memory) into shared memory at `dst`, completing its bytes on the
-// mbarrier at `bar` (armed for them first).
-__device__ __forceinline__ void ring_copy(u32 dst, const void* map, int c0, int c1, u32 bar, u32 bytes) {
-#if __CUDA_ARCH__ >= 900
-  asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;" ::"r"(bar), "r"(bytes) : "memory");
-  asm volatile(
-      "cp.async.bulk.tensor.2d.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1, {%2, %3}], [%4];" ::"r"(dst),
-      "l"(map), "r"(c0), "r"(c1), "r"(bar)
-      : "memory");
-#endif
-}
-
-// Until the phase of parity `parity` of the mbarrier at `bar` has completed (sm_90).
-__device__ __forceinline__ void wait_parity(u32 bar, u32 parity) {
-#if __CUDA_ARCH__ >= 900
-  u32 done = 0;
-  while (!done)
-    asm volatile("{ .reg .pred p; mbarrier.try_wait.parity.shared::cta.b64 p, [%1], %2; selp.u32 %0, 1, 0, p; }"
-                 : "=r"(done)
-                 : "r"(bar), "r"(parity)
-                 : "memory");
-#endif
-}
-
-__device__ __forceinline__ U32x4 load_shared16(u32 addr) {
-  U32x4 r;
-  asm volatile("ld.shared.v4.u32 {%0, %1, %2, %3}, [%4];" : "=r"(r.x), "=r"(r.y), "=r"(r.z), "=r"(r.w) : "r"(addr));
-  return r;
-}
-
 // Split partials written by other CTAs: read from L2 (never a stale L1 line).
 __device__ __forceinline__ F32x4 load_partial(const float* p) {
   F32x4 r;
@@ -196,13 +165,11 @@ __device__ __forceinline__ Cache encode(float v, float scale) {
 // warps per CTA and 16-row MMA tiles per warp. P: 32-column chunks of W in flight per thread.
 // KSL: columns of x per shared-memory stage. WQ, WS: weight storage and scales (above); P then
 // counts chunks of 64 columns (16 bytes of each row per thread, as for dense weights). XM: 1 keeps
-// every x stage of the split resident (below). WT > 0 (sm_90, 8-bit weights): W streams through
-// a ring of WT shared-memory stages (below) instead of registers. Dynamic shared memory:
-// DecodeSpec::shared_bytes() on the host = max(XS * TB * XROW (+ 1024 + WT * MT * 128 with the
-// ring), 4 * TB * MT) bytes (XS below).
+// every x stage of the split resident (below). Dynamic shared memory: DecodeSpec::shared_bytes()
+// on the host = max(XB * TB * XROW, 4 * TB * MT) bytes (XB below).
 template <int HIDDEN, int L, int H, int D, int R, bool NEOX, int K_NORM, class Act, class Cache,
           class CosSin, class Pos, class Slot, bool POOL, int TB, int S, int WARPS, int MW, int P,
-          int KSL, int WQ, int WS, int XM, int WT>
+          int KSL, int WQ, int WS, int XM>
 // More than 8 warps: one CTA per SM is asked for explicitly (without it ptxas for sm_80 kept
 // 16-warp CTAs at 64 registers and spilled); up to 8, ptxas' own choice (two CTAs per SM at
 // 8 tokens and below).
@@ -263,39 +230,6 @@ __global__ void __launch_bounds__(WARPS * 32, WARPS > 8 ? 1 : 0) fused_proj_kv(c
   const int k0 = st0 * KSL;
   const int T = (int)p.num_tokens;
   const u32 xs = smem_addr(smem);
-
-  // ---- the weight ring (WT > 0): stage b % WT holds 128-column block b of the split's columns
-  // for the tile's MT rows (MT x 128 bytes, one TMA copy, as TMA's 128-byte swizzle writes it:
-  // 16-byte unit u of row r at unit u ^ (r % 8)). The copies of the first WT blocks go out
-  // before anything else; the last warp done with a block refills its stage (below). ----
-  constexpr int XS = XM ? SMAX : (SMAX > 1 ? 2 : 1);  // x buffers the host counts
-  constexpr int WBOX = MT * 128;  // bytes per ring stage
-  static_assert(WT == 0 || (WQ != 0 && KSL % 128 == 0 && MT <= 256 && WT <= 16),
-                "the weight ring: 8-bit weights, x stages of whole 128-column blocks, <= 256 rows");
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ < 900
-  static_assert(WT == 0, "the weight ring needs sm_90 (TMA)");
-#endif
-  // After the x buffers; the tail's partials (after the k-loop) may overlap it.
-  const u32 ring = (xs + (u32)(XS * XBUF) + 1023u) & ~1023u;
-  const int nblk = ch / 2;  // 128-column blocks of this split
-  __shared__ __align__(8) unsigned long long s_wfull[WT ? WT : 1], s_wempty[WT ? WT : 1];
-  __shared__ unsigned s_wdone[WT ? WT : 1];
-  if constexpr (WT > 0) {
-    if (tid == 0) {
-      for (int i = 0; i < WT; ++i) {
-        asm volatile("mbarrier.init.shared::cta.b64 [%0], 1;" ::"r"(smem_addr(&s_wfull[i])) : "memory");
-        asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;" ::"r"(smem_addr(&s_wempty[i])), "r"(WARPS)
-                     : "memory");
-        s_wdone[i] = 0;
-      }
-#if __CUDA_ARCH__ >= 900
-      asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
-#endif
-      for (int b = 0; b < WT && b < nblk; ++b)
-        ring_copy(ring + (u32)(b * WBOX), p.w_map, k0 + b * 128, m0, smem_addr(&s_wfull[b]), WBOX);
-    }
-    __syncthreads();  // the barriers are initialized before anyone waits on them
-  }
 
   // ---- x stage `sl` of this split -> buffer sl % XB (issued; the caller commits) ----
   const Act* x = static_cast<const Act*>(p.x);
@@ -369,15 +303,13 @@ __global__ void __launch_bounds__(WARPS * 32, WARPS > 8 ? 1 : 0) fused_proj_kv(c
   const unsigned char* wbase = static_cast<const unsigned char*>(p.w) +
                                (long long)(m0 + warp * MW * 16 + g) * WROW + (long long)k0 * (WQ ? 1 : 2) + tig * 16;
   U32x4 wr[P][MW][2];
-  if constexpr (WT == 0) {  // the first P chunks in flight (the ring's copies are out already)
 #pragma unroll
-    for (int c = 0; c < P; ++c)
+  for (int c = 0; c < P; ++c)
 #pragma unroll
-      for (int mi = 0; mi < MW; ++mi)
+    for (int mi = 0; mi < MW; ++mi)
 #pragma unroll
-        for (int hf = 0; hf < 2; ++hf)
-          load_stream(wr[c][mi][hf], wbase + (long long)(mi * 16 + hf * 8) * WROW + c * 64);
-  }
+      for (int hf = 0; hf < 2; ++hf)
+        load_stream(wr[c][mi][hf], wbase + (long long)(mi * 16 + hf * 8) * WROW + c * 64);
 
   float acc[MW][NT][4];
   // Block scales: the partial sum of the current 128-column block, folded into acc with its
@@ -415,25 +347,9 @@ __global__ void __launch_bounds__(WARPS * 32, WARPS > 8 ? 1 : 0) fused_proj_kv(c
           }
         }
       }
-      // The weight ring: the thread's 16 columns of chunk c are 16-byte unit j of block c / 2
-      // (chunk halves 0 and 1 take units {0, 5, 2, 7} and {4, 1, 6, 3} by tig): with the
-      // swizzle, the 8 lanes of each quarter warp read 8 distinct bank groups of W (rows g and
-      // g ^ 1 differ in bit 0 of the unit) and of x (j % 4 distinct, rows an odd number of
-      // 16-byte groups apart).
-      const int j = tig ^ (((tig & 1) ^ (c & 1)) << 2);
-      if constexpr (WT > 0) {
-        const int b = c >> 1;
-        if ((c & 1) == 0) wait_parity(smem_addr(&s_wfull[b % WT]), (u32)(b / WT) & 1u);
-        const u32 st = ring + (u32)((b % WT) * WBOX);
-#pragma unroll
-        for (int mi = 0; mi < MW; ++mi)
-#pragma unroll
-          for (int hf = 0; hf < 2; ++hf)  // row r = (warp * MW + mi) * 16 + hf * 8 + g: r % 8 = g
-            wr[pp][mi][hf] = load_shared16(st + (u32)(((warp * MW + mi) * 16 + hf * 8 + g) * 128 + ((j ^ g) << 4)));
-      }
       // The thread's x columns match its weight columns: 8 (dense) or 16 (8-bit) of the chunk.
-      const unsigned char* xrow = smem + ((c / CPS) % XB) * XBUF + g * XROW +
-                                  (WT ? ((c % CPS) >> 1) * 256 + j * 32 : (c % CPS) * (2 * CW) + tig * (16 * XV));
+      const unsigned char* xrow =
+          smem + ((c / CPS) % XB) * XBUF + g * XROW + (c % CPS) * (2 * CW) + tig * (16 * XV);
       u32 ra[MW][WQ ? 8 : 4], rb[MW][WQ ? 8 : 4];  // rows g and g + 8 as Act pairs
 #pragma unroll
       for (int mi = 0; mi < MW; ++mi) {
@@ -475,19 +391,7 @@ __global__ void __launch_bounds__(WARPS * 32, WARPS > 8 ? 1 : 0) fused_proj_kv(c
           }
         }
       }
-      if constexpr (WT > 0) {
-        if (c & 1) {  // this warp is done with block c / 2: the last warp refills its stage
-          const int b = c >> 1, sb = b % WT;
-          __syncwarp();
-          if (lane == 0) {
-            asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];" ::"r"(smem_addr(&s_wempty[sb])) : "memory");
-            if (atomicAdd(&s_wdone[sb], 1u) % WARPS == WARPS - 1 && b + WT < nblk) {
-              wait_parity(smem_addr(&s_wempty[sb]), (u32)(b / WT) & 1u);  // every warp's reads done
-              ring_copy(ring + (u32)(sb * WBOX), p.w_map, k0 + (b + WT) * 128, m0, smem_addr(&s_wfull[sb]), WBOX);
-            }
-          }
-        }
-      } else if (c + P < ch) {
+      if (c + P < ch) {
 #pragma unroll
         for (int mi = 0; mi < MW; ++mi)
 #pragma unroll

@@ -143,14 +143,14 @@ TEST_CASE("decode resident x stages: the spec, its shared memory, its cache key 
   CHECK(s.shared_bytes() == 11 * 64 * (2 * 128 + 16));
   CHECK(s.canonical().find(";ksl=128;xr=1;w=fp8_tensor") != std::string::npos);
   const fkv::KernelSource src = fkv::generate_decode(s);
-  CHECK(src.name_expression.substr(src.name_expression.size() - 13) == ", 1, 1, 1, 0>");
+  CHECK(src.name_expression.substr(src.name_expression.size() - 10) == ", 1, 1, 1>");
   // Staged x: two buffers, no key field, XM 0; dense weights pad by 64.
   t.x_resident = 0;
   const fkv::DecodeSpec r =
       fkv::make_decode_spec(pool, 4096, 5, 64, 132, t, fkv::WeightFormat::Fp8Tensor);
   CHECK(r.canonical().find(";xr=") == std::string::npos);
   CHECK(r.shared_bytes() == 4 * 64 * 256);  // the tail's tile exceeds two x stages
-  CHECK(fkv::generate_decode(r).name_expression.find(", 1, 1, 0, 0>") != std::string::npos);
+  CHECK(fkv::generate_decode(r).name_expression.find(", 1, 1, 0>") != std::string::npos);
   t = {3, 2, 2, 128, 8, 1};
   CHECK(fkv::make_decode_spec(pool, 4096, 5, 32, 132, t).shared_bytes() ==
         11 * 32 * (2 * 128 + 64));  // dense: 11 stages of the longest split, 64-byte pad
@@ -161,35 +161,6 @@ TEST_CASE("decode resident x stages: the spec, its shared memory, its cache key 
   t = {2, 2, 2, 128, 8, 1};  // 16 resident stages of 17 KB
   CHECK_THROWS_WITH(fkv::make_decode_spec(pool, 4096, 5, 64, 132, t, fkv::WeightFormat::Fp8Tensor),
                     Catch::Contains("bytes of shared memory"));
-}
-
-TEST_CASE("decode weight ring: the spec, its shared memory, its cache key and its refusals") {
-  const fkv::KernelSpec pool = qwen3_epilogue(fkv::OutputMode::Pool);
-  fkv::DecodeTuning t{3, 2, 1, 256, 0, 0, 4};
-  const fkv::DecodeSpec s =
-      fkv::make_decode_spec(pool, 4096, 5, 8, 132, t, fkv::WeightFormat::Fp8Tensor);
-  CHECK(s.w_ring == 4);
-  // Two staged x buffers of 8 tokens x (2 * 256 + 16) bytes, then the ring from the next
-  // 1024-byte boundary: 4 stages of the tile's 128 rows x 128 bytes.
-  CHECK(s.shared_bytes() == 2 * 8 * (2 * 256 + 16) + 1024 + 4 * 128 * 128);
-  CHECK(s.canonical().find(";ksl=256;wr=4;w=fp8_tensor") != std::string::npos);
-  CHECK(fkv::generate_decode(s).name_expression.find(", 1, 1, 0, 4>") != std::string::npos);
-  // Without the ring: no key field, template argument 0.
-  t.w_ring = 0;
-  const fkv::DecodeSpec r =
-      fkv::make_decode_spec(pool, 4096, 5, 8, 132, t, fkv::WeightFormat::Fp8Tensor);
-  CHECK(r.canonical().find(";wr=") == std::string::npos);
-  CHECK(fkv::generate_decode(r).name_expression.find(", 1, 1, 0, 0>") != std::string::npos);
-  // Refused: dense weights, x stages that are not whole 128-column blocks, more than 16 stages.
-  t = {3, 2, 1, 256, 0, 0, 4};
-  CHECK_THROWS_WITH(fkv::make_decode_spec(pool, 4096, 5, 8, 132, t),
-                    Catch::Contains("the weight ring is for 8-bit weights"));
-  t.k_slice = 64;
-  CHECK_THROWS_WITH(fkv::make_decode_spec(pool, 4096, 5, 8, 132, t, fkv::WeightFormat::Fp8Tensor),
-                    Catch::Contains("whole 128-column blocks"));
-  t = {3, 2, 1, 256, 0, 0, 17};
-  CHECK_THROWS_WITH(fkv::make_decode_spec(pool, 4096, 5, 8, 132, t, fkv::WeightFormat::Fp8Tensor),
-                    Catch::Contains("out of range"));
 }
 
 TEST_CASE("decode splits need not divide hidden: runs of whole x stages") {
@@ -370,13 +341,7 @@ TEST_CASE("decode kernels compile for sm_80 and sm_90 without spills") {
        {Tiled{"resident x", 64, "sm_90", W::Fp8Tensor, {3, 2, 2, 128, 8, 1}},
         Tiled{"resident x blocks", 32, "sm_90", W::Fp8Block, {3, 2, 2, 128, 8, 1}},
         Tiled{"resident x int8", 16, "sm_80", W::Int8Channel, {3, 2, 2, 128, 8, 1}},
-        Tiled{"resident x dense", 32, "sm_90", W::Dense, {3, 2, 2, 128, 8, 1}},
-        // The weight ring (sm_90): one-head tiles up to 8 tokens, 16-warp tiles from 16, 8 warps
-        // of two MMA tiles for block scales at 64; every 8-bit format.
-        Tiled{"weight ring", 8, "sm_90", W::Fp8Tensor, {3, 2, 1, 256, 0, 0, 6}},
-        Tiled{"weight ring", 16, "sm_90", W::Int8Channel, {3, 2, 1, 128, 16, 0, 4}},
-        Tiled{"weight ring", 64, "sm_90", W::Fp8Channel, {3, 2, 1, 128, 16, 0, 4}},
-        Tiled{"weight ring blocks", 64, "sm_90", W::Fp8Block, {3, 2, 2, 128, 8, 0, 4}}})
+        Tiled{"resident x dense", 32, "sm_90", W::Dense, {3, 2, 2, 128, 8, 1}}})
     cases.push_back(
         {t.what, qwen3_epilogue(fkv::OutputMode::Pool), 4096, 5, t.tb, t.arch, t.weight, t.tuning});
   // Quantized weights (one byte per element, converted in registers), every format and bucket

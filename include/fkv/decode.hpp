@@ -47,10 +47,6 @@ struct DecodeTuning {
   // 1: every x stage of a split resident in shared memory at once, each published by an
   // mbarrier (no CTA barrier in the k-loop); 0: two x stages, double-buffered.
   int x_resident = 0;
-  // 8-bit weights on sm_90 devices: W streams into shared memory through a ring of this many
-  // stages (each the tile's rows x 128 columns, one TMA copy), instead of each thread's
-  // registers; 0: the register stream.
-  int w_ring = 0;
   bool operator==(const DecodeTuning&) const = default;
 };
 
@@ -70,7 +66,6 @@ struct DecodeSpec {
   int pipeline = 4;
   int k_slice = 512;
   int x_resident = 0;  // 1: all of a split's x stages in shared memory, behind mbarriers
-  int w_ring = 0;      // > 0: W through a TMA ring of this many stages (sm_90, 8-bit weights)
 
   int rows() const { return num_layers * 2 * epilogue.num_kv_heads * epilogue.head_dim; }
   int tile_rows() const { return warps * mma_tiles_per_warp * 16; }

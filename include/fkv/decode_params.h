@@ -51,9 +51,6 @@ typedef struct FkvDecodeParams {
    * [L * 2 * H * D] (per row) or [rows / 128, w_scale_cols] (128 x 128 blocks); null for dense W. */
   const float* w_scale;
   long long w_scale_cols;
-  /* The weight ring (sm_90, 8-bit W): a CUtensorMap of W (128 bytes, 64-byte aligned, device
-   * memory), boxes of the tile's rows x 128 bytes, 128-byte swizzle; null without the ring. */
-  const void* w_map;
 } FkvDecodeParams;
 
 #endif

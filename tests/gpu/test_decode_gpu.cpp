@@ -581,35 +581,6 @@ TEST_CASE("decode kernel: resident x stages (x_resident), every weight format") 
     }
 }
 
-TEST_CASE("decode kernel: the weight ring (w_ring, sm_90 TMA), every 8-bit format") {
-  // W by TMA copies into a ring of shared-memory stages instead of registers: one-head tiles
-  // with staged x, 16-warp tiles with staged and resident x, 8 warps x 2 MMA tiles; 3 splits of
-  // 8 or 16 x stages (uneven runs) over hidden 2048, 1 to 64 tokens.
-  if (fkv::Runtime::device_arch(0).major < 9) {
-    WARN("the weight ring needs an sm_90 device: not run on this one");
-    return;
-  }
-  std::uint64_t offset = 700;
-  for (fkv::WeightFormat w : {fkv::WeightFormat::Fp8Tensor, fkv::WeightFormat::Fp8Channel,
-                              fkv::WeightFormat::Fp8Block, fkv::WeightFormat::Int8Channel})
-    for (const fkv::DecodeTuning& t :
-         {fkv::DecodeTuning{3, 2, 1, 256, 0, 0, 4}, fkv::DecodeTuning{3, 2, 1, 128, 16, 0, 3},
-          fkv::DecodeTuning{3, 2, 1, 128, 16, 1, 2}, fkv::DecodeTuning{3, 2, 2, 128, 8, 0, 5}}) {
-      Shape s{"w-ring", qwen3(), 2048, 3};
-      s.weight = w;
-      fkv::DecodeOptions o = decode_options(64);
-      o.tuning = t;
-      INFO(fkv::to_string(w) << ", warps " << t.warps << ", k_slice " << t.k_slice
-                             << ", x_resident " << t.x_resident << ", w_ring " << t.w_ring);
-      DecodeCase fx(s, offset++, o, 64);
-      REQUIRE(fx.dec.spec_for(64, fkv::OutputMode::Pool).w_ring == t.w_ring);
-      for (std::int64_t T : {1, 8, 33, 64}) {
-        check_stacked(fx, T);
-        check_pool(fx, T);
-      }
-    }
-}
-
 TEST_CASE(
     "decode kernel: fp16, GPT-J, no K norm, fp8 e4m3 pool with scales, int32 indices, padded "
     "rows") {
