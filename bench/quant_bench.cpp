@@ -2,9 +2,9 @@
 // step, in one run, for the Qwen3-8B DFlash draft (hidden 4096, 5 layers, 8 KV heads, head_dim
 // 128, rotary 128 neox, K RMSNorm; packed W_kv 10240 x 4096: 84 MB in bf16, 42 MB in FP8/INT8):
 //   probe_bf16 / probe_q   a kernel that reads the packed weights once (84 MB / 42 MB) and
-//                          nothing else: the weight-read floors of this run. probe_q is the
-//                          faster of the LSU probe (read_probe.hpp) and, on sm_90 and newer,
-//                          the TMA probe (tma_probe.hpp); the JSON keeps both;
+//                          nothing else: the weight-read floors of this run, each the faster
+//                          of the LSU probe (read_probe.hpp) and, on sm_90 and newer, the TMA
+//                          probe (tma_probe.hpp); the JSON keeps both;
 //   bf16                   fkv::FusedKVMaterializer over bf16 weights (pool mode): the decode
 //                          kernel up to the GPU's crossover, cuBLASLt + epilogue above it;
 //   fp8_tensor, fp8_channel, fp8_block, int8_channel
@@ -483,35 +483,45 @@ int main(int argc, char** argv) {
       }
       return best;
     };
-    const double probe_bf16 = probe_us(d_wd, wd.size() * 2);
+    const double probe_bf16_ldg = probe_us(d_wd, wd.size() * 2);
     const double probe_q_ldg = probe_us(d_wq, wq.size());
-    // The TMA probe (sm_90 and newer): the 8-bit weights by TMA copies, 8 or 16 ring stages.
-    double probe_q_tma = 0;
-    if (copts.arch.major >= 9) {
+    // The TMA probe (sm_90 and newer): each weight buffer read by TMA copies, 8 or 16 ring
+    // stages; 0 where it does not run.
+    auto tma_us = [&](const std::vector<fkv::DeviceBuffer>& w, std::size_t bytes) {
+      if (copts.arch.major < 9) return 0.0;
       fkv_bench::TmaProbe tma(ctx, copts);
       std::vector<CUdeviceptr> copies;
-      for (const fkv::DeviceBuffer& b : d_wq) copies.push_back(b.get());
-      tma.prepare(copies, static_cast<int>(wq.size() / kHidden), kHidden, sms);
-      probe_q_tma = 1e30;
+      for (const fkv::DeviceBuffer& b : w) copies.push_back(b.get());
+      const int rows = static_cast<int>(wq.size() / kHidden);
+      tma.prepare(copies, rows, static_cast<int>(bytes / rows), sms);
+      double best = 1e30;
       for (int stages : {8, 16}) {
         std::size_t next = 0;
         const json t = time_graph(
             s, [&](CUstream st) { tma.run(next++ % copies.size(), stages, sum.get(), st); }, calls,
             target_ms);
-        probe_q_tma = std::min(probe_q_tma, t["median_us"].get<double>());
+        best = std::min(best, t["median_us"].get<double>());
       }
-    }
-    // The 8-bit weight-read floor: the faster of the two reads.
-    const double probe_q = probe_q_tma > 0 ? std::min(probe_q_ldg, probe_q_tma) : probe_q_ldg;
+      return best;
+    };
+    const double probe_bf16_tma = tma_us(d_wd, wd.size() * 2);
+    const double probe_q_tma = tma_us(d_wq, wq.size());
+    // The weight-read floors: the faster of the two reads.
+    auto floor_of = [](double ldg, double tma) { return tma > 0 ? std::min(ldg, tma) : ldg; };
+    const double probe_bf16 = floor_of(probe_bf16_ldg, probe_bf16_tma);
+    const double probe_q = floor_of(probe_q_ldg, probe_q_tma);
     doc["probe_bf16_us"] = probe_bf16;
+    doc["probe_bf16_ldg_us"] = probe_bf16_ldg;
+    doc["probe_bf16_tma_us"] = probe_bf16_tma;
+    doc["probe_q_us"] = probe_q;
     doc["probe_q_ldg_us"] = probe_q_ldg;
     doc["probe_q_tma_us"] = probe_q_tma;
-    doc["probe_q_us"] = probe_q;
     doc["copies"] = {{"bf16", copies_d}, {"q", copies_q}};
     std::printf(
-        "quant_bench: %s, probe bf16 %.2f us (84 MB), probe 8-bit %.2f us (42 MB; LSU %.2f, "
-        "TMA %.2f); rounds over %d / %d copies\n",
-        name, probe_bf16, probe_q, probe_q_ldg, probe_q_tma, copies_d, copies_q);
+        "quant_bench: %s, probe bf16 %.2f us (84 MB; LSU %.2f, TMA %.2f), probe 8-bit %.2f us "
+        "(42 MB; LSU %.2f, TMA %.2f); rounds over %d / %d copies\n",
+        name, probe_bf16, probe_bf16_ldg, probe_bf16_tma, probe_q, probe_q_ldg, probe_q_tma,
+        copies_d, copies_q);
 
     const fkv::ModelConfig config = draft_config();
     std::vector<std::vector<float>> norms(kLayers, std::vector<float>(kHeadDim, 1.0f));
