@@ -5,6 +5,8 @@
 
 #include <cuda.h>
 
+#include <string>
+
 #include "fkv/compiler.hpp"
 #include "fkv/driver.hpp"
 
@@ -42,18 +44,24 @@ fkv_read_probe(const U4* __restrict__ src, unsigned long long n16, unsigned long
 }
 )";
 
+// Compiles `source`, whose one extern "C" kernel is `kernel`, for `o` (NVRTC, no cache), loads
+// it into `module` in `ctx` and returns the kernel. `name` names the source in NVRTC's log.
+inline CUfunction load_probe_kernel(CUcontext ctx, const fkv::CompileOptions& o, const char* name,
+                                    const char* kernel, const char* source, fkv::Module& module) {
+  fkv::KernelSource src;
+  src.template_name = std::string(name) + ".cu";
+  src.short_name = name;
+  src.name_expression = kernel;
+  src.source = source;
+  const fkv::CompiledKernel k = fkv::compile(src, o);
+  module = fkv::Module(ctx, k.image);
+  return module.function(k.lowered_name);
+}
+
 class Probe {
  public:
-  Probe(CUcontext ctx, const fkv::CompileOptions& o) {
-    fkv::KernelSource src;
-    src.template_name = "decode_bench_probe.cu";
-    src.short_name = "decode_bench_probe";
-    src.name_expression = "fkv_read_probe";
-    src.source = kProbe;
-    const fkv::CompiledKernel k = fkv::compile(src, o);
-    module_ = fkv::Module(ctx, k.image);
-    fn_ = module_.function(k.lowered_name);
-  }
+  Probe(CUcontext ctx, const fkv::CompileOptions& o)
+      : fn_(load_probe_kernel(ctx, o, "decode_bench_probe", "fkv_read_probe", kProbe, module_)) {}
   void run(CUdeviceptr src, std::size_t bytes, CUdeviceptr sum, unsigned blocks, CUstream s) const {
     unsigned long long n16 = bytes / 16;
     void* args[] = {&src, &n16, &sum};

@@ -15,6 +15,7 @@
 
 #include "fkv/compiler.hpp"
 #include "fkv/driver.hpp"
+#include "read_probe.hpp"  // load_probe_kernel
 #include "tensor_map.hpp"  // src/: encode_byte_map
 
 namespace fkv_bench {
@@ -76,15 +77,9 @@ class TmaProbe {
   static constexpr int kMaxStages = 16;
 
   // Needs an sm_90 or newer device (check before constructing).
-  TmaProbe(CUcontext ctx, const fkv::CompileOptions& o) {
-    fkv::KernelSource src;
-    src.template_name = "quant_bench_tma_probe.cu";
-    src.short_name = "quant_bench_tma_probe";
-    src.name_expression = "fkv_tma_probe";
-    src.source = kTmaProbe;
-    const fkv::CompiledKernel k = fkv::compile(src, o);
-    module_ = fkv::Module(ctx, k.image);
-    fn_ = module_.function(k.lowered_name);
+  TmaProbe(CUcontext ctx, const fkv::CompileOptions& o)
+      : fn_(load_probe_kernel(ctx, o, "quant_bench_tma_probe", "fkv_tma_probe", kTmaProbe,
+                              module_)) {
     FKV_CU(cuFuncSetAttribute, fn_, CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, 200 * 1024);
   }
 
