@@ -487,18 +487,19 @@ int main(int argc, char** argv) {
     const double probe_q_ldg = probe_us(d_wq, wq.size());
     // The TMA probe (sm_90 and newer): each weight buffer read by TMA copies, 8 or 16 ring
     // stages; 0 where it does not run.
+    std::unique_ptr<fkv_bench::TmaProbe> tma;
+    if (copts.arch.major >= 9) tma = std::make_unique<fkv_bench::TmaProbe>(ctx, copts);
     auto tma_us = [&](const std::vector<fkv::DeviceBuffer>& w, std::size_t bytes) {
-      if (copts.arch.major < 9) return 0.0;
-      fkv_bench::TmaProbe tma(ctx, copts);
+      if (!tma) return 0.0;
       std::vector<CUdeviceptr> copies;
       for (const fkv::DeviceBuffer& b : w) copies.push_back(b.get());
       const int rows = static_cast<int>(wq.size() / kHidden);
-      tma.prepare(copies, rows, static_cast<int>(bytes / rows), sms);
+      tma->prepare(copies, rows, static_cast<int>(bytes / rows), sms);
       double best = 1e30;
       for (int stages : {8, 16}) {
         std::size_t next = 0;
         const json t = time_graph(
-            s, [&](CUstream st) { tma.run(next++ % copies.size(), stages, sum.get(), st); }, calls,
+            s, [&](CUstream st) { tma->run(next++ % copies.size(), stages, sum.get(), st); }, calls,
             target_ms);
         best = std::min(best, t["median_us"].get<double>());
       }

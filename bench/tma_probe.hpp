@@ -1,16 +1,17 @@
-// The TMA weight-read probe of quant_bench (sm_90 and newer): the 8-bit weights read once by
-// TMA copies into shared memory, nothing else. One CTA per SM owns an even share of the rows;
-// one thread copies its boxes (ceil(rows / CTAs), to 8, rows x 128 bytes: one per 128-column
-// block, left to right) into a ring of `stages` stages behind full and empty mbarriers; another
-// takes one word of each stage into a checksum and hands the stage back. On the H200 it reads
-// the 42 MB of the Qwen3-8B draft's FP8 weights in about 12.0 us against the LSU probe's 13.0
-// (read_probe.hpp; bench/experiments/stream_probe.cu compares more access patterns), so the
-// 8-bit weight-read floor quant_bench reports is the faster of the two.
+// The TMA weight-read probe of quant_bench (sm_90 and newer): a weight buffer (8-bit or bf16,
+// read as bytes) read once by TMA copies into shared memory, nothing else. One CTA per SM owns
+// an even share of the rows; one thread copies its boxes (ceil(rows / CTAs), to 8, rows x 128
+// bytes: one per 128-byte column block, left to right) into a ring of `stages` stages behind
+// full and empty mbarriers; another takes one word of each stage into a checksum and hands the
+// stage back. On the H200 it reads the 42 MB of the Qwen3-8B draft's FP8 weights in about 12.0
+// us against the LSU probe's 13.0 (read_probe.hpp; bench/experiments/stream_probe.cu compares
+// more access patterns), so each weight-read floor quant_bench reports is the faster of the two.
 #pragma once
 
 #include <cuda.h>
 
 #include <cstdint>
+#include <stdexcept>
 #include <vector>
 
 #include "fkv/compiler.hpp"
@@ -95,8 +96,9 @@ class TmaProbe {
           fkv::encode_byte_map(reinterpret_cast<const void*>(p), cols, rows, cols, box_rows_));
   }
 
-  // Reads copy `copy` once with `stages` ring stages.
+  // Reads copy `copy` once with `stages` (1..kMaxStages) ring stages.
   void run(std::size_t copy, int stages, CUdeviceptr sum, CUstream s) {
+    if (stages < 1 || stages > kMaxStages) throw std::invalid_argument("TmaProbe: 1 to 16 stages");
     int kblocks = cols_ / 128;
     const unsigned shared =
         static_cast<unsigned>(stages * ((box_rows_ * 128 + 1023) / 1024 * 1024));
