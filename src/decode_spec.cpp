@@ -88,16 +88,21 @@ DecodeTuning quantized_tiling(const KernelSpec& epilogue, int num_layers, int to
   t.pipeline = 2;
   t.k_slice = 128;
   t.splits = std::max(1, sms / std::max(rows / 256, 1));
-  if (block && token_bucket == 64) {  // 16 warps would spill the block sums' registers
+  // 64 tokens: 8 warps of two MMA tiles, x staged. 16 warps of one (below) have 128 registers
+  // per thread, which the block sums exceed, and since the four-instruction e4m3 -> bf16
+  // conversion (fkv_types.cuh) the other formats too by a few bytes of spills; and the sweep of
+  // 2026-12-03 (ninth session) measured per-tensor 31.03 us here against 31.98 for 16 warps
+  // with x resident (the fifth session: 32.44 against 31.78, with the five-instruction one).
+  if (token_bucket == 64) {
     t.warps = 8;
     t.mma_tiles_per_warp = 2;
     return t;
   }
   // 16 warps of one MMA tile each (2026-12-02, fifth session, after the x rows' pad fix:
-  // 17.45, 20.33 and 33.04 us at 16, 32 and 64 tokens against 18.84, 23.73 and 32.44 for 8
-  // warps of two; twice the warps hide twice the latency), and from 32 tokens every x stage of
-  // the split resident behind mbarriers (31.78 us at 64; at 32, 20.51 and 20.37 us in two
-  // sweeps, where the staged x measured 20.33 and then 22.09).
+  // 17.45 and 20.33 us at 16 and 32 tokens against 18.84 and 23.73 for 8 warps of two; twice
+  // the warps hide twice the latency), and at 32 tokens every x stage of the split resident
+  // behind mbarriers (20.51 and 20.37 us in two sweeps, where the staged x measured 20.33 and
+  // then 22.09).
   t.warps = 16;
   t.mma_tiles_per_warp = 1;
   t.x_resident = token_bucket >= 32 ? 1 : 0;

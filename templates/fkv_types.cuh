@@ -243,27 +243,32 @@ __device__ __forceinline__ void store_vec(T* p, const Vec<T, N>& r) {
 
 // ---- 8-bit weights -> activation pairs (quantized K/V weights: fused_proj_kv.cu and
 // dequant_weights.cu) -----------------------------------------------------------------------
-// Four e4m3 bytes -> two pairs of Act (lo: bytes 0, 1; hi: bytes 2, 3), exactly: each byte goes
-// into the high byte of its 16-bit half (one permute), its exponent and mantissa bits shift down
-// under Act's and its sign stays (a shift, a mask, and one three-input logic op), then one
+// Four e4m3 bytes -> two pairs of Act (lo: bytes 0, 1; hi: bytes 2, 3), exactly, then one
 // multiply by 2^(Act bias - 7) rebases the exponent (subnormal e4m3 values become subnormal Act
-// values first, which the half-precision FMA keeps). Five instructions per pair.
+// values first, which the half-precision FMA keeps).
+//   bf16: one permute puts each byte in the low byte of its 16-bit half and its sign, replicated,
+//   in the high byte; a shift by 4 moves exponent and mantissa under bf16's (bits 10..4) and the
+//   sign copies to bit 15, and a mask clears the sign copies in between: four instructions per
+//   pair (the permute, shift and logic op of the fp16 form below cost five).
+//   fp16 (devices without the hardware conversion, fp8x4_to_f16): each byte goes into the high
+//   byte of its half, exponent and mantissa shift down by 1 and the sign stays.
 template <class Act>
 __device__ __forceinline__ void fp8x4_to(u32 w, u32& lo, u32& hi) {
   u32 a, b;
-  asm("prmt.b32 %0, %1, %2, 0x1404;" : "=r"(a) : "r"(w), "r"(0u));  // b1 0 b0 0
-  asm("prmt.b32 %0, %1, %2, 0x3424;" : "=r"(b) : "r"(w), "r"(0u));  // b3 0 b2 0
-  // e4m3 exponent and mantissa sit in bits 14..8 of a half: 4 (bf16) or 1 (fp16) bits too high.
-  constexpr int SH = SameType<Act, bf16>::value ? 4 : 1;
-  constexpr u32 MAG = 0x7f007f00u >> SH;
-  a = ((a >> SH) & MAG) | (a & 0x80008000u);
-  b = ((b >> SH) & MAG) | (b & 0x80008000u);
   const u32 zero = 0x80008000u;  // -0: keeps the sign of zero
   if constexpr (SameType<Act, bf16>::value) {
+    asm("prmt.b32 %0, %1, %2, 0x9180;" : "=r"(a) : "r"(w), "r"(0u));  // s1* b1 s0* b0
+    asm("prmt.b32 %0, %1, %2, 0xB3A2;" : "=r"(b) : "r"(w), "r"(0u));  // s3* b3 s2* b2
+    a = (a << 4) & 0x87f087f0u;
+    b = (b << 4) & 0x87f087f0u;
     const u32 k = 0x7b807b80u;  // 2^120
     asm("fma.rn.bf16x2 %0, %1, %2, %3;" : "=r"(lo) : "r"(a), "r"(k), "r"(zero));
     asm("fma.rn.bf16x2 %0, %1, %2, %3;" : "=r"(hi) : "r"(b), "r"(k), "r"(zero));
   } else {
+    asm("prmt.b32 %0, %1, %2, 0x1404;" : "=r"(a) : "r"(w), "r"(0u));  // b1 0 b0 0
+    asm("prmt.b32 %0, %1, %2, 0x3424;" : "=r"(b) : "r"(w), "r"(0u));  // b3 0 b2 0
+    a = ((a >> 1) & 0x3f803f80u) | (a & 0x80008000u);
+    b = ((b >> 1) & 0x3f803f80u) | (b & 0x80008000u);
     const u32 k = 0x5c005c00u;  // 2^8
     asm("fma.rn.f16x2 %0, %1, %2, %3;" : "=r"(lo) : "r"(a), "r"(k), "r"(zero));
     asm("fma.rn.f16x2 %0, %1, %2, %3;" : "=r"(hi) : "r"(b), "r"(k), "r"(zero));

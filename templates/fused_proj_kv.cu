@@ -113,35 +113,33 @@ __device__ __forceinline__ void mma16816(float (&c)[4], u32 a0, u32 a1, u32 a2, 
   }
 }
 
-// A thread's 16-byte weight vector as MMA operand pairs: 8 registers of Act pairs (16 columns)
-// for 8-bit weights, the 4 loaded registers (8 columns) for dense ones.
+// The part of a thread's 16-byte weight vector that x vector `xv` of its chunk multiplies, as 4
+// registers of MMA operand pairs: for 8-bit weights words 2 * xv and 2 * xv + 1 (8 columns)
+// converted exactly to Act pairs, for dense ones (one x vector) the 4 loaded registers. Converted
+// one x vector at a time, right before their MMAs, so that only 4 converted registers per row
+// are live (16-warp kernels of 64 tokens have 128 registers per thread).
 template <class Act, int WQ>
-__device__ __forceinline__ void weight_pairs(const U32x4& v, u32 (&r)[WQ ? 8 : 4]) {
+__device__ __forceinline__ void weight_pairs(const U32x4& v, int xv, u32 (&r)[4]) {
   if constexpr (WQ == 0) {
     r[0] = v.x;
     r[1] = v.y;
     r[2] = v.z;
     r[3] = v.w;
-  } else if constexpr (WQ == 1 && SameType<Act, fp16>::value) {
-    fp8x4_to_f16(v.x, r[0], r[1]);
-    fp8x4_to_f16(v.y, r[2], r[3]);
-    fp8x4_to_f16(v.z, r[4], r[5]);
-    fp8x4_to_f16(v.w, r[6], r[7]);
+    return;
+  }
+  const u32 w0 = xv == 0 ? v.x : v.z, w1 = xv == 0 ? v.y : v.w;
+  if constexpr (WQ == 1 && SameType<Act, fp16>::value) {
+    fp8x4_to_f16(w0, r[0], r[1]);
+    fp8x4_to_f16(w1, r[2], r[3]);
   } else if constexpr (WQ == 2 && SameType<Act, fp16>::value) {
-    int8x4_to_f16(v.x, r[0], r[1]);
-    int8x4_to_f16(v.y, r[2], r[3]);
-    int8x4_to_f16(v.z, r[4], r[5]);
-    int8x4_to_f16(v.w, r[6], r[7]);
+    int8x4_to_f16(w0, r[0], r[1]);
+    int8x4_to_f16(w1, r[2], r[3]);
   } else if constexpr (WQ == 1) {
-    fp8x4_to<Act>(v.x, r[0], r[1]);
-    fp8x4_to<Act>(v.y, r[2], r[3]);
-    fp8x4_to<Act>(v.z, r[4], r[5]);
-    fp8x4_to<Act>(v.w, r[6], r[7]);
+    fp8x4_to<Act>(w0, r[0], r[1]);
+    fp8x4_to<Act>(w1, r[2], r[3]);
   } else {
-    int8x4_to<Act>(v.x, r[0], r[1]);
-    int8x4_to<Act>(v.y, r[2], r[3]);
-    int8x4_to<Act>(v.z, r[4], r[5]);
-    int8x4_to<Act>(v.w, r[6], r[7]);
+    int8x4_to<Act>(w0, r[0], r[1]);
+    int8x4_to<Act>(w1, r[2], r[3]);
   }
 }
 
@@ -350,22 +348,22 @@ __global__ void __launch_bounds__(WARPS * 32, WARPS > 8 ? 1 : 0) fused_proj_kv(c
       // The thread's x columns match its weight columns: 8 (dense) or 16 (8-bit) of the chunk.
       const unsigned char* xrow =
           smem + ((c / CPS) % XB) * XBUF + g * XROW + (c % CPS) * (2 * CW) + tig * (16 * XV);
-      u32 ra[MW][WQ ? 8 : 4], rb[MW][WQ ? 8 : 4];  // rows g and g + 8 as Act pairs
 #pragma unroll
-      for (int mi = 0; mi < MW; ++mi) {
-        weight_pairs<Act, WQ>(wr[pp][mi][0], ra[mi]);
-        weight_pairs<Act, WQ>(wr[pp][mi][1], rb[mi]);
-      }
+      for (int xv = 0; xv < XV; ++xv) {
+        u32 ra[MW][4], rb[MW][4];  // rows g and g + 8 as Act pairs, the columns of x vector xv
 #pragma unroll
-      for (int j = 0; j < NT; ++j) {
+        for (int mi = 0; mi < MW; ++mi) {
+          weight_pairs<Act, WQ>(wr[pp][mi][0], xv, ra[mi]);
+          weight_pairs<Act, WQ>(wr[pp][mi][1], xv, rb[mi]);
+        }
 #pragma unroll
-        for (int xv = 0; xv < XV; ++xv) {
+        for (int j = 0; j < NT; ++j) {
           const U32x4 b = *reinterpret_cast<const U32x4*>(xrow + j * 8 * XROW + xv * 16);
 #pragma unroll
           for (int mi = 0; mi < MW; ++mi) {
             auto mma2 = [&](float (&d)[4]) {
-              mma16816<Act>(d, ra[mi][4 * xv], rb[mi][4 * xv], ra[mi][4 * xv + 1], rb[mi][4 * xv + 1], b.x, b.y);
-              mma16816<Act>(d, ra[mi][4 * xv + 2], rb[mi][4 * xv + 2], ra[mi][4 * xv + 3], rb[mi][4 * xv + 3], b.z, b.w);
+              mma16816<Act>(d, ra[mi][0], rb[mi][0], ra[mi][1], rb[mi][1], b.x, b.y);
+              mma16816<Act>(d, ra[mi][2], rb[mi][2], ra[mi][3], rb[mi][3], b.z, b.w);
             };
             if constexpr (WS == 3)
               mma2(blk[mi % NB][j % NT]);
