@@ -60,6 +60,10 @@
 // or resident). --sweep-short: only those and the default.
 // --no-table skips the main table (the probes still run); --weights dense,fp8_tensor keeps only
 // the rows named (the ratios to bf16 need dense among them, else they are written as 0).
+// --act fp16: the table's materializers take fp16 hidden states and an fp16 pool (default bf16;
+// the "dense" row is then fp16 weights): 8-bit weights are then converted by the hardware's
+// e4m3 -> fp16 instruction instead of bf16's integer sequence, so the two runs show what that
+// conversion costs. The sweep stays bf16.
 //
 // Prints a table and writes JSON (--out): per T and format the median, ratio to the bf16 step
 // and to the quantized weight-read probe.
@@ -377,7 +381,10 @@ int main(int argc, char** argv) {
   double sweep_target_ms = 15;
   std::string sweep_weight = "fp8_tensor";
   std::vector<std::string> only;
+  std::string act = "bf16";
   app.add_option("--out", out, "JSON output file");
+  app.add_option("--act", act, "the table's activation and pool dtype")
+      ->check(CLI::IsMember({"bf16", "fp16"}));
   app.add_option("--cold-mb", cold_mb,
                  "weights read per round of copies (MB): at least this much, so that each call "
                  "reads its weights from HBM; 0 = one copy (warm L2)");
@@ -430,6 +437,7 @@ int main(int argc, char** argv) {
       return std::max(1, static_cast<int>(std::ceil(cold_mb * 1e6 / bytes)));
     };
     doc["cold_mb"] = cold_mb;
+    doc["act"] = act;
 
     Rng rng{4321};
     // Random bytes serve every format: FP8 bytes whose exponent field is all ones are NaN, so
@@ -542,6 +550,7 @@ int main(int argc, char** argv) {
         }
       }
       fkv::MaterializerOptions o;
+      o.act = o.cache = act == "fp16" ? fkv::DType::FP16 : fkv::DType::BF16;
       o.max_tokens = max_t;
       o.max_position = kMaxPos;
       o.decode_crossover = crossover;

@@ -13,6 +13,9 @@
 //   bulk/<KB>/<S>  each CTA's share of the buffer as one contiguous byte range, read in order by
 //                  1-D bulk copies of KB KiB into S stages: what a weight layout pre-tiled per CTA
 //                  would read.
+// And, after them, the tma2d stream consumed as a decode kernel would (ninth session):
+//   band<cvt>/<T>/<KS>/<S>/c<CS>  random e4m3 weights times T bf16 tokens, fp32 sums of every row
+//                  checked against float64 first (worst error / sum of |products|); band_mma below.
 // Each call reads another of 5 copies (210 MB, over 4 L2s), so every read comes from HBM, as in
 // a server; figures are medians over CUDA-graph replays of 20 calls, per call.
 // Standalone: nvcc -O2 -std=c++17 -arch=sm_90a bench/experiments/stream_probe.cu -lcuda -o sp
@@ -21,6 +24,8 @@
 #include <cuda_runtime.h>
 
 #include <algorithm>
+#include <cmath>
+#include <cstring>
 #include <cstdio>
 #include <cstdlib>
 #include <functional>
@@ -189,6 +194,229 @@ __global__ void __launch_bounds__(64, 1) tma_stream(const __grid_constant__ CUte
   }
 }
 
+
+// ---- band/<T>/<KS>/<S>: the tma2d stream consumed by MMAs, as a decode kernel would ----
+// One CTA per SM owns 16-row units [c*NU/G, (c+1)*NU/G) of W (NU = rows / 16), over all of
+// hidden: no split-K. Warp 0 lane 0 copies the band's 128-column blocks (one box of the band's
+// rows, 128-byte swizzle) into an S-stage ring; consumer warp (u, ks) takes unit u and 8 / KS of
+// the block's 16-byte segments: ldmatrix (rows g, g + 8; 4 bytes at 4 * tig of each segment),
+// e4m3 -> bf16 in registers, mma.m16n8k16 against x (bf16, every token, all of hidden resident in
+// shared memory, copied by cp.async in 512-column chunks behind mbarriers). The fp32 sums
+// [T, rows] go to `out`; the KS partials are added in shared memory first.
+__device__ __forceinline__ void fp8x4_bf16(u32 w, u32& lo, u32& hi) {
+  u32 a, b;
+  asm("prmt.b32 %0, %1, %2, 0x1404;" : "=r"(a) : "r"(w), "r"(0u));
+  asm("prmt.b32 %0, %1, %2, 0x3424;" : "=r"(b) : "r"(w), "r"(0u));
+  a = ((a >> 4) & (0x7f007f00u >> 4)) | (a & 0x80008000u);
+  b = ((b >> 4) & (0x7f007f00u >> 4)) | (b & 0x80008000u);
+  asm("fma.rn.bf16x2 %0, %1, %2, %3;" : "=r"(lo) : "r"(a), "r"(0x7b807b80u), "r"(0x80008000u));
+  asm("fma.rn.bf16x2 %0, %1, %2, %3;" : "=r"(hi) : "r"(b), "r"(0x7b807b80u), "r"(0x80008000u));
+}
+// The same in four instructions per pair (templates/fkv_types.cuh's form since the ninth session):
+// a sign-replicating permute, a shift, a mask, the FMA.
+__device__ __forceinline__ void fp8x4_bf16_v2(u32 w, u32& lo, u32& hi) {
+  u32 a, b;
+  asm("prmt.b32 %0, %1, %2, 0x9180;" : "=r"(a) : "r"(w), "r"(0u));
+  asm("prmt.b32 %0, %1, %2, 0xB3A2;" : "=r"(b) : "r"(w), "r"(0u));
+  a = (a << 4) & 0x87f087f0u;
+  b = (b << 4) & 0x87f087f0u;
+  asm("fma.rn.bf16x2 %0, %1, %2, %3;" : "=r"(lo) : "r"(a), "r"(0x7b807b80u), "r"(0x80008000u));
+  asm("fma.rn.bf16x2 %0, %1, %2, %3;" : "=r"(hi) : "r"(b), "r"(0x7b807b80u), "r"(0x80008000u));
+}
+__device__ __forceinline__ void mma_bf16(float (&c)[4], u32 a0, u32 a1, u32 a2, u32 a3, u32 b0,
+                                         u32 b1) {
+  asm("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0, %1, %2, %3}, {%4, %5, %6, %7}, "
+      "{%8, %9}, {%0, %1, %2, %3};"
+      : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
+      : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "r"(b0), "r"(b1));
+}
+
+__device__ __forceinline__ void mma_f16(float (&c)[4], u32 a0, u32 a1, u32 a2, u32 a3, u32 b0,
+                                        u32 b1) {
+  asm("mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0, %1, %2, %3}, {%4, %5, %6, %7}, "
+      "{%8, %9}, {%0, %1, %2, %3};"
+      : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
+      : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "r"(b0), "r"(b1));
+}
+
+struct BandArgs {
+  const unsigned short* x;  // bf16 [T, hidden]
+  float* out;               // [T, rows]
+  int rows, hidden, T;
+};
+
+// CS: 0 = x copied by the consumers (cp.async); >= 1 = by warp 1 with 1-D bulk copies, each
+// token's 512-column chunk by one CTA of a cluster of CS, multicast to all of them. CVT: 0 =
+// e4m3 -> bf16 in registers (exact); 1 = the weight bytes go to the MMAs unconverted; 2 = the
+// hardware's e4m3 -> fp16 conversion and fp16 MMAs, x's bf16 bits read as fp16 (1 and 2 give
+// wrong sums: timing only, what the conversion costs); 3 = 0 in four instructions per pair.
+template <int TB, int KS, int STAGES, int MAXU, int CS = 0, int CVT = 0>
+__global__ void __launch_bounds__(32 * (1 + (CS > 0) + MAXU * KS), 1)
+    band_mma(const __grid_constant__ CUtensorMap map_lo, const __grid_constant__ CUtensorMap map_hi,
+             BandArgs a) {
+  constexpr int NT = TB / 8, CONS = MAXU * KS, SB = MAXU * 16 * 128, SEG = 8 / KS, XCH = 512;
+  constexpr int CW0 = 1 + (CS > 0);  // the first consumer warp
+  static_assert(SEG >= 2, "two segments per ldmatrix");
+  extern __shared__ __align__(1024) unsigned char sm[];
+  __shared__ __align__(8) unsigned long long full[STAGES], empty[STAGES], xbar[32];
+  const int NU = a.rows / 16, G = gridDim.x, c = blockIdx.x;
+  const int u0 = (int)((long long)NU * c / G), nu = (int)((long long)NU * (c + 1) / G) - u0;
+  const int ksteps = a.hidden / 128, nxc = a.hidden / XCH, XROW = 2 * a.hidden + 32;
+  const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
+  // The ring at a 1024-byte boundary (the 128-byte swizzle's period), x after it.
+  const u32 ring = (smem(sm) + 1023u) & ~1023u, xs = ring + STAGES * SB;
+  if (threadIdx.x == 0) {
+    for (int s = 0; s < STAGES; ++s) {
+      mbar_init(smem(&full[s]), 1);
+      mbar_init(smem(&empty[s]), nu * KS);
+    }
+    for (int i = 0; i < nxc; ++i) mbar_init(smem(&xbar[i]), CS ? 1 : CONS * 32);
+    asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
+  }
+  if constexpr (CS > 1)
+    asm volatile("barrier.cluster.arrive.release.aligned;\n\tbarrier.cluster.wait.acquire.aligned;"
+                 ::: "memory");
+  else
+    __syncthreads();
+  if (warp == 0) {
+    if (lane == 0) {
+      const CUtensorMap* map = nu == NU / G ? &map_lo : &map_hi;
+      const u32 bytes = nu * 16 * 128;
+      for (int i = 0; i < ksteps; ++i) {
+        const int s = i % STAGES;
+        if (i >= STAGES) mbar_wait(smem(&empty[s]), ((i / STAGES) - 1) & 1);
+        const u32 bar = smem(&full[s]);
+        mbar_expect_tx(bar, bytes);
+        asm volatile(
+            "cp.async.bulk.tensor.2d.shared::cluster.global.mbarrier::complete_tx::bytes [%0], "
+            "[%1, {%2, %3}], [%4];" ::"r"(ring + s * SB),
+            "l"(reinterpret_cast<unsigned long long>(map)), "r"(i * 128), "r"(u0 * 16), "r"(bar)
+            : "memory");
+      }
+    }
+  } else if (CS > 0 && warp == 1) {
+    if (lane == 0) {
+      u32 rank = 0;
+      if constexpr (CS > 1) asm("mov.u32 %0, %%cluster_ctarank;" : "=r"(rank));
+      for (int ch = 0; ch < nxc; ++ch) {
+        const u32 bar = smem(&xbar[ch]);
+        mbar_expect_tx(bar, a.T * XCH * 2);
+        for (int t = (int)rank; t < a.T; t += CS > 1 ? CS : 1) {
+          const u32 dst = xs + t * XROW + ch * XCH * 2;
+          const unsigned short* src = a.x + (long long)t * a.hidden + ch * XCH;
+          if constexpr (CS > 1)
+            asm volatile(
+                "cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes.multicast::"
+                "cluster [%0], [%1], %2, [%3], %4;" ::"r"(dst),
+                "l"(src), "r"(XCH * 2), "r"(bar), "h"((unsigned short)((1 << CS) - 1))
+                : "memory");
+          else
+            asm volatile(
+                "cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1], "
+                "%2, [%3];" ::"r"(dst),
+                "l"(src), "r"(XCH * 2), "r"(bar)
+                : "memory");
+        }
+      }
+    }
+  } else {
+    const int cw = warp - CW0, ct = threadIdx.x - 32 * CW0;
+    if constexpr (CS == 0) {
+      for (int ch = 0; ch < nxc; ++ch) {
+        for (int i = ct; i < TB * (XCH / 8); i += CONS * 32) {
+          const int t = i / (XCH / 8), q = i % (XCH / 8);
+          const bool valid = t < a.T;
+          const unsigned short* src =
+              a.x + (valid ? (long long)t * a.hidden + ch * XCH + q * 8 : 0);
+          asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;" ::"r"(
+                           xs + t * XROW + (ch * XCH + q * 8) * 2),
+                       "l"(src), "r"(valid ? 16 : 0)
+                       : "memory");
+        }
+        asm volatile("cp.async.mbarrier.arrive.noinc.shared::cta.b64 [%0];" ::"r"(
+                         smem(&xbar[ch]))
+                     : "memory");
+      }
+    }
+    const int u = cw / KS, ks = cw % KS, g = lane >> 2, tig = lane & 3;
+    float acc[NT][4];
+#pragma unroll
+    for (int n = 0; n < NT; ++n) acc[n][0] = acc[n][1] = acc[n][2] = acc[n][3] = 0.f;
+    if (u < nu) {
+      const int lrow = (lane & 7) + 8 * ((lane >> 3) & 1);
+      for (int i = 0; i < ksteps; ++i) {
+        const int s = i % STAGES;
+        if ((i * 128) % XCH == 0) mbar_wait(smem(&xbar[i * 128 / XCH]), 0);
+        mbar_wait(smem(&full[s]), (i / STAGES) & 1);
+        const u32 wb = ring + s * SB + (u * 16 + lrow) * 128;
+#pragma unroll
+        for (int jj = 0; jj < SEG; jj += 2) {
+          const int j = ks * SEG + jj;
+          u32 r[4];
+          asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0, %1, %2, %3}, [%4];"
+                       : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+                       : "r"(wb + (((j + (lane >> 4)) ^ (lane & 7)) << 4)));
+          u32 lo[4], hi[4];
+#pragma unroll
+          for (int q = 0; q < 4; ++q) {
+            if constexpr (CVT == 1) {
+              lo[q] = r[q] & 0x3f3f3f3fu;
+              hi[q] = r[q] >> 2 & 0x3f3f3f3fu;
+            } else if constexpr (CVT == 2) {
+              asm("{\n\t.reg .b16 l, h;\n\tmov.b32 {l, h}, %2;\n\t"
+                  "cvt.rn.f16x2.e4m3x2 %0, l;\n\tcvt.rn.f16x2.e4m3x2 %1, h;\n\t}"
+                  : "=r"(lo[q]), "=r"(hi[q])
+                  : "r"(r[q]));
+            } else if constexpr (CVT == 3) {
+              fp8x4_bf16_v2(r[q], lo[q], hi[q]);
+            } else {
+              fp8x4_bf16(r[q], lo[q], hi[q]);
+            }
+          }
+#pragma unroll
+          for (int n = 0; n < NT; ++n)
+#pragma unroll
+            for (int h = 0; h < 2; ++h) {
+              uint2 b;
+              asm volatile("ld.shared.v2.u32 {%0, %1}, [%2];"
+                           : "=r"(b.x), "=r"(b.y)
+                           : "r"(xs + (n * 8 + g) * XROW + (i * 128 + (j + h) * 16 + 4 * tig) * 2));
+              if constexpr (CVT == 2)
+                mma_f16(acc[n], lo[2 * h], lo[2 * h + 1], hi[2 * h], hi[2 * h + 1], b.x, b.y);
+              else
+                mma_bf16(acc[n], lo[2 * h], lo[2 * h + 1], hi[2 * h], hi[2 * h + 1], b.x, b.y);
+            }
+        }
+        __syncwarp();
+        if (lane == 0) mbar_arrive(smem(&empty[s]));
+      }
+    }
+    // The ring is free: every copy landed (each was waited on). Add the KS partials there.
+    asm volatile("bar.sync 1, %0;" ::"r"(CONS * 32) : "memory");
+    float* red = reinterpret_cast<float*>(sm + (ring - smem(sm)));
+#pragma unroll
+    for (int n = 0; n < NT; ++n)
+#pragma unroll
+      for (int e = 0; e < 4; ++e) red[((cw * NT + n) * 4 + e) * 32 + lane] = acc[n][e];
+    asm volatile("bar.sync 1, %0;" ::"r"(CONS * 32) : "memory");
+    if (u < nu && ks == 0) {
+#pragma unroll
+      for (int n = 0; n < NT; ++n)
+#pragma unroll
+        for (int e = 0; e < 4; ++e) {
+          float v = 0.f;
+          for (int k = 0; k < KS; ++k) v += red[(((cw + k) * NT + n) * 4 + e) * 32 + lane];
+          const int t = n * 8 + 2 * tig + (e & 1), row = (u0 + u) * 16 + g + 8 * (e >> 1);
+          if (t < a.T) a.out[(long long)t * a.rows + row] = v;
+        }
+    }
+  }
+  // No CTA leaves while a multicast copy of the cluster may still write into it.
+  if constexpr (CS > 1)
+    asm volatile("barrier.cluster.arrive.release.aligned;\n\tbarrier.cluster.wait.acquire.aligned;"
+                 ::: "memory");
+}
+
 struct Timer {
   cudaStream_t s;
   float run(const std::function<void(int)>& call, int calls = 20, int reps = 30) {
@@ -316,6 +544,144 @@ int main(int argc, char** argv) {
       StreamArgs a{nullptr, 2, rows, hidden, 0, 0, kb * 1024, S, kb * 1024};
       run_tma("bulk/" + std::to_string(kb) + "/" + std::to_string(S), a, none, G);
       run_tma("bulk2x/" + std::to_string(kb) + "/" + std::to_string(S), a, none, 2 * G);
+    }
+  }
+
+  // band: random e4m3 weights (no NaN codes) in every copy, random bf16 x; checked against a
+  // float64 reference on every 7th row before timing.
+  {
+    std::vector<unsigned char> hw(bytes);
+    unsigned long long st = 12345;
+    auto rnd = [&]() {
+      st = st * 6364136223846793005ull + 1442695040888963407ull;
+      return (u32)(st >> 33);
+    };
+    for (auto& b : hw) {
+      b = (unsigned char)(rnd() & 0xff);
+      if ((b & 0x7f) == 0x7f) b &= 0xfe;
+      // keep |w| <= 8 or so: exponent field <= 10
+      if (((b >> 3) & 0xf) > 10) b = (unsigned char)((b & 0x87) | (10 << 3));
+    }
+    for (auto* p : w) CK(cudaMemcpy(p, hw.data(), bytes, cudaMemcpyHostToDevice));
+    const int TMAX = 16;
+    std::vector<unsigned short> hx((size_t)TMAX * hidden);
+    for (auto& v : hx) {
+      const float f = (float)((int)(rnd() % 2001) - 1000) / 1000.f;
+      u32 bits;
+      std::memcpy(&bits, &f, 4);
+      v = (unsigned short)(bits >> 16);
+    }
+    unsigned short* dx;
+    float* dout;
+    CK(cudaMalloc(&dx, hx.size() * 2));
+    CK(cudaMemcpy(dx, hx.data(), hx.size() * 2, cudaMemcpyHostToDevice));
+    CK(cudaMalloc(&dout, (size_t)TMAX * rows * 4));
+    auto e4m3 = [](unsigned char b) {
+      const int e = (b >> 3) & 0xf, m = b & 7;
+      const double v = e ? std::ldexp(1.0 + m / 8.0, e - 7) : std::ldexp(m / 8.0, -6);
+      return b & 0x80 ? -v : v;
+    };
+    auto bf = [](unsigned short v) {
+      u32 bits = (u32)v << 16;
+      float f;
+      std::memcpy(&f, &bits, 4);
+      return (double)f;
+    };
+    const int NU = rows / 16;
+    const int ulo = NU / G, uhi = (NU + G - 1) / G;
+    auto bandmap = [&](unsigned char* p, int units) {
+      CUtensorMap m;
+      cuuint64_t dims[2] = {(cuuint64_t)hidden, (cuuint64_t)rows};
+      cuuint64_t strides[1] = {(cuuint64_t)hidden};
+      cuuint32_t box[2] = {128, (cuuint32_t)(units * 16)}, es[2] = {1, 1};
+      CU(cuTensorMapEncodeTiled(&m, CU_TENSOR_MAP_DATA_TYPE_UINT8, 2, p, dims, strides, box, es,
+                                CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_128B,
+                                CU_TENSOR_MAP_L2_PROMOTION_L2_256B,
+                                CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE));
+      return m;
+    };
+    std::vector<CUtensorMap> lo, hi;
+    for (auto* p : w) {
+      lo.push_back(bandmap(p, ulo > 0 ? ulo : 1));
+      hi.push_back(bandmap(p, uhi));
+    }
+    if (uhi != 5) {
+      std::printf("band: %d units per CTA, built for 5; skipped\n", uhi);
+      return 0;
+    }
+    auto band = [&](auto kern, int TB, int KS, int S, int T, int CS = 0, int cvt = 0) {
+      const int threads = 32 * (1 + (CS > 0) + 5 * KS);
+      const int shared = 1024 + S * 5 * 2048 + TB * (2 * hidden + 32);
+      if (shared > 227 * 1024) return;
+      CK(cudaFuncSetAttribute(kern, cudaFuncAttributeMaxDynamicSharedMemorySize, shared));
+      BandArgs ba{dx, dout, rows, hidden, T};
+      auto launch = [&](int copy) {
+        cudaLaunchConfig_t cfg = {};
+        cfg.gridDim = dim3(G);
+        cfg.blockDim = dim3(threads);
+        cfg.dynamicSmemBytes = shared;
+        cfg.stream = s;
+        cudaLaunchAttribute at[1];
+        at[0].id = cudaLaunchAttributeClusterDimension;
+        at[0].val.clusterDim.x = CS > 1 ? CS : 1;
+        at[0].val.clusterDim.y = 1;
+        at[0].val.clusterDim.z = 1;
+        cfg.attrs = at;
+        cfg.numAttrs = 1;
+        CK(cudaLaunchKernelEx(&cfg, kern, lo[copy], hi[copy], ba));
+      };
+      CK(cudaMemset(dout, 0xff, (size_t)TMAX * rows * 4));  // NaN poison
+      launch(0);
+      CK(cudaStreamSynchronize(s));
+      CK(cudaGetLastError());
+      std::vector<float> got((size_t)T * rows);
+      CK(cudaMemcpy(got.data(), dout, got.size() * 4, cudaMemcpyDeviceToHost));
+      double worst = 0;
+      for (int r = 0; r < rows; r += 7)
+        for (int t = 0; t < T; ++t) {
+          double ref = 0, mag = 0;
+          for (int k = 0; k < hidden; ++k) {
+            const double p = e4m3(hw[(size_t)r * hidden + k]) * bf(hx[(size_t)t * hidden + k]);
+            ref += p;
+            mag += std::fabs(p);
+          }
+          const double err = std::fabs(got[(size_t)t * rows + r] - ref) / (mag + 1e-30);
+          worst = std::isnan(got[(size_t)t * rows + r]) ? 1e30 : std::max(worst, err);
+        }
+      const float us = timer.run([&](int i) { launch(i % kCopies); });
+      char name[64];
+      const char* tag[] = {"", "-raw", "-f16", "-v2"};
+      std::snprintf(name, sizeof name, "band%s/%d/%d/%d/c%d", tag[cvt], T, KS, S, CS);
+      const bool exact = cvt == 0 || cvt == 3;
+      std::printf("%-20s %8.2f us  %7.1f GB/s  worst err/|sum| %.2e%s\n", name, us,
+                  bytes / (us * 1e3), worst, !exact || worst < 1e-5 ? "" : "  WRONG");
+    };
+    // Every variant of docs/performance.md's band table: consumer warps per unit (KS), ring
+    // stages, how x arrives (c0: the consumers' cp.async; c1: one thread's bulk copies; c2, c4:
+    // multicast over a cluster of 2 or 4), and the conversion (exact, v2, raw, f16).
+    for (int T : {1, 8, 16}) {
+      if (T <= 8) {
+        band(band_mma<8, 1, 8, 5>, 8, 1, 8, T);
+        band(band_mma<8, 2, 8, 5>, 8, 2, 8, T);
+        band(band_mma<8, 4, 8, 5>, 8, 4, 8, T);
+        band(band_mma<8, 2, 4, 5>, 8, 2, 4, T);
+        band(band_mma<8, 2, 12, 5>, 8, 2, 12, T);
+        band(band_mma<8, 4, 8, 5, 1>, 8, 4, 8, T, 1);
+        band(band_mma<8, 4, 8, 5, 2>, 8, 4, 8, T, 2);
+        band(band_mma<8, 4, 8, 5, 4>, 8, 4, 8, T, 4);
+        band(band_mma<8, 4, 8, 5, 0, 3>, 8, 4, 8, T, 0, 3);
+        band(band_mma<8, 4, 8, 5, 0, 1>, 8, 4, 8, T, 0, 1);
+        band(band_mma<8, 2, 8, 5, 0, 2>, 8, 2, 8, T, 0, 2);
+      } else {
+        band(band_mma<16, 1, 8, 5>, 16, 1, 8, T);
+        band(band_mma<16, 2, 8, 5>, 16, 2, 8, T);
+        band(band_mma<16, 4, 8, 5>, 16, 4, 8, T);
+        band(band_mma<16, 4, 8, 5, 1>, 16, 4, 8, T, 1);
+        band(band_mma<16, 4, 8, 5, 2>, 16, 4, 8, T, 2);
+        band(band_mma<16, 4, 8, 5, 0, 3>, 16, 4, 8, T, 0, 3);
+        band(band_mma<16, 4, 8, 5, 0, 1>, 16, 4, 8, T, 0, 1);
+        band(band_mma<16, 2, 8, 5, 0, 2>, 16, 2, 8, T, 0, 2);
+      }
     }
   }
   CK(cudaDeviceSynchronize());
