@@ -223,20 +223,20 @@ __device__ __forceinline__ void fp8x4_bf16_v2(u32 w, u32& lo, u32& hi) {
   asm("fma.rn.bf16x2 %0, %1, %2, %3;" : "=r"(lo) : "r"(a), "r"(0x7b807b80u), "r"(0x80008000u));
   asm("fma.rn.bf16x2 %0, %1, %2, %3;" : "=r"(hi) : "r"(b), "r"(0x7b807b80u), "r"(0x80008000u));
 }
-__device__ __forceinline__ void mma_bf16(float (&c)[4], u32 a0, u32 a1, u32 a2, u32 a3, u32 b0,
+// D[16x8] += A[16x16] * B[16x8]: bf16 operands, or fp16 (F16).
+template <bool F16>
+__device__ __forceinline__ void mma16816(float (&c)[4], u32 a0, u32 a1, u32 a2, u32 a3, u32 b0,
                                          u32 b1) {
-  asm("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0, %1, %2, %3}, {%4, %5, %6, %7}, "
-      "{%8, %9}, {%0, %1, %2, %3};"
-      : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
-      : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "r"(b0), "r"(b1));
-}
-
-__device__ __forceinline__ void mma_f16(float (&c)[4], u32 a0, u32 a1, u32 a2, u32 a3, u32 b0,
-                                        u32 b1) {
-  asm("mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0, %1, %2, %3}, {%4, %5, %6, %7}, "
-      "{%8, %9}, {%0, %1, %2, %3};"
-      : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
-      : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "r"(b0), "r"(b1));
+#define BAND_MMA(T)                                                                          \
+  asm("mma.sync.aligned.m16n8k16.row.col.f32." T "." T                                       \
+      ".f32 {%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, {%0, %1, %2, %3};"                 \
+      : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])                                       \
+      : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "r"(b0), "r"(b1))
+  if constexpr (F16)
+    BAND_MMA("f16");
+  else
+    BAND_MMA("bf16");
+#undef BAND_MMA
 }
 
 struct BandArgs {
@@ -381,10 +381,8 @@ __global__ void __launch_bounds__(32 * (1 + (CS > 0) + MAXU * KS), 1)
               asm volatile("ld.shared.v2.u32 {%0, %1}, [%2];"
                            : "=r"(b.x), "=r"(b.y)
                            : "r"(xs + (n * 8 + g) * XROW + (i * 128 + (j + h) * 16 + 4 * tig) * 2));
-              if constexpr (CVT == 2)
-                mma_f16(acc[n], lo[2 * h], lo[2 * h + 1], hi[2 * h], hi[2 * h + 1], b.x, b.y);
-              else
-                mma_bf16(acc[n], lo[2 * h], lo[2 * h + 1], hi[2 * h], hi[2 * h + 1], b.x, b.y);
+              mma16816<CVT == 2>(acc[n], lo[2 * h], lo[2 * h + 1], hi[2 * h], hi[2 * h + 1], b.x,
+                                 b.y);
             }
         }
         __syncwarp();
