@@ -117,7 +117,7 @@ __device__ __forceinline__ void mma16816(float (&c)[4], u32 a0, u32 a1, u32 a2, 
 // registers of MMA operand pairs: for 8-bit weights words 2 * xv and 2 * xv + 1 (8 columns)
 // converted exactly to Act pairs, for dense ones (one x vector) the 4 loaded registers. Converted
 // one x vector at a time, right before their MMAs, so that only 4 converted registers per row
-// are live (16-warp kernels of 64 tokens have 128 registers per thread).
+// are live at once (the MMAs run in the same order as with all 8 converted first).
 template <class Act, int WQ>
 __device__ __forceinline__ void weight_pairs(const U32x4& v, int xv, u32 (&r)[4]) {
   if constexpr (WQ == 0) {
