@@ -99,9 +99,15 @@ void make_quantized(Model& m, Rng& rng, CUstream stream) {
   std::vector<double> qv(q.size());
   for (std::size_t i = 0; i < q.size(); ++i) {
     if (fp8) {
-      // Mostly normal values up to +-448, one in ten in the subnormal range.
-      const double x = rng.normal() * (rng.coin(0.1) ? 0.004 : 40.0);
-      q[i] = static_cast<std::uint8_t>(fkv::round_to(DType::FP8_E4M3, x));
+      // Mostly normal values (normal() stays within +-3.5, so up to about +-140), one in ten in
+      // the subnormal range, and one in ten a uniformly random byte: every exponent field,
+      // 256 to 448 included, goes through the conversion.
+      if (rng.coin(0.1)) {
+        q[i] = static_cast<std::uint8_t>(std::min(255.0, rng.uniform() * 256.0));
+      } else {
+        const double x = rng.normal() * (rng.coin(0.1) ? 0.004 : 40.0);
+        q[i] = static_cast<std::uint8_t>(fkv::round_to(DType::FP8_E4M3, x));
+      }
       if ((q[i] & 0x7f) == 0x7f) q[i] &= 0xfe;  // never NaN
       qv[i] = fkv::to_double(DType::FP8_E4M3, q[i]);
     } else {
