@@ -57,7 +57,9 @@
 // {128,256} and 2 chunks in flight or 128 and 4, and 512-row tiles with 6 splits; up to 8 tokens
 // one-head tiles with 3 splits, k_slice {128,256} and 2 or 4 chunks. From 16 tokens also
 // 16-warp 256-row tiles of one MMA tile per warp (3 splits, k_slice 128, 2 or 4 chunks, x staged
-// or resident). --sweep-short: only those and the default.
+// or resident). And at every T the default tiling with x staged, resident, and resident as
+// scaled fp16 (DecodeTuning::x_fp16), for a side-by-side comparison. --sweep-short: only those
+// and the default.
 // --no-table skips the main table (the probes still run); --weights dense,fp8_tensor keeps only
 // the rows named (the ratios to bf16 need dense among them, else they are written as 0).
 // --act fp16: the table's materializers take fp16 hidden states and an fp16 pool (default bf16;
@@ -153,6 +155,23 @@ json tiling_sweep(const SweepIO& io, const std::vector<std::int64_t>& sweep_toke
   std::vector<Try> tries;
   for (std::int64_t T : sweep_tokens) {
     tries.push_back({T, {}, {}, {}, {}});
+    // The default tiling with x staged, resident, and resident as scaled fp16
+    // (DecodeTuning::x_fp16; bf16 activations), side by side.
+    try {
+      const fkv::DecodeSpec d = fkv::make_decode_spec(e, kHidden, kLayers, fkv::decode_bucket(T),
+                                                      sms, {}, io.model.weight);
+      for (int xr : {0, 1})
+        for (int xh : {0, 1})
+          if (xr || !xh)
+            tries.push_back(
+                {T,
+                 {d.splits, d.pipeline, d.mma_tiles_per_warp, d.k_slice, d.warps, xr, xh},
+                 {},
+                 {},
+                 {}});
+    } catch (const std::exception&) {
+      // the default itself is refused: its row says why
+    }
     // Every x stage of a split resident at once behind mbarriers (no CTA barrier in the k-loop).
     if (T >= 16) {
       // 16 warps of one MMA tile (256 rows): twice the warps per SM to hide latency, x read
@@ -269,15 +288,11 @@ json tiling_sweep(const SweepIO& io, const std::vector<std::int64_t>& sweep_toke
       try {
         const fkv::DecodeSpec& spec = t.kv.front()->spec_for(t.T, fkv::OutputMode::Pool);
         r["spec"] = spec.canonical();
-        r["tiling"] = {{"splits", spec.splits},
-                       {"pipeline", spec.pipeline},
-                       {"mw", spec.mma_tiles_per_warp},
-                       {"warps", spec.warps},
-                       {"k_slice", spec.k_slice},
-                       {"grid", spec.grid()},
-                       {"x_resident", spec.x_resident},
-                       {"threads", spec.threads()},
-                       {"shared_bytes", spec.shared_bytes()}};
+        r["tiling"] = {{"splits", spec.splits},         {"pipeline", spec.pipeline},
+                       {"mw", spec.mma_tiles_per_warp}, {"warps", spec.warps},
+                       {"k_slice", spec.k_slice},       {"grid", spec.grid()},
+                       {"x_resident", spec.x_resident}, {"x_fp16", spec.x_fp16},
+                       {"threads", spec.threads()},     {"shared_bytes", spec.shared_bytes()}};
         // The output check: one call into a pool of NaN, then against the default's output.
         for (int l = 0; l < kLayers; ++l) {
           const std::size_t n = static_cast<std::size_t>(t.T * kKV * 2);
@@ -347,15 +362,15 @@ json tiling_sweep(const SweepIO& io, const std::vector<std::int64_t>& sweep_toke
       else if (def)
         std::printf("  default  not measured: %s\n",
                     def->value("error", def->value("refused", std::string("?"))).c_str());
-      std::printf("  %6s %4s %4s %5s %7s %3s %6s %10s %10s\n", "splits", "P", "mw", "warps",
-                  "k_slice", "xr", "grid", "median_us", "/default");
+      std::printf("  %6s %4s %4s %5s %7s %3s %3s %6s %10s %10s\n", "splits", "P", "mw", "warps",
+                  "k_slice", "xr", "xh", "grid", "median_us", "/default");
       for (std::size_t j = 0; j < ok.size() && j < 5; ++j) {
         const json& x = *ok[j];
         const json& tl = x["tiling"];
-        std::printf("  %6d %4d %4d %5d %7d %3d %6d %10.2f %10.3f%s\n", tl["splits"].get<int>(),
+        std::printf("  %6d %4d %4d %5d %7d %3d %3d %6d %10.2f %10.3f%s\n", tl["splits"].get<int>(),
                     tl["pipeline"].get<int>(), tl["mw"].get<int>(), tl["warps"].get<int>(),
-                    tl["k_slice"].get<int>(), tl["x_resident"].get<int>(), tl["grid"].get<int>(),
-                    x["median_us"].get<double>(), x.value("vs_default", 0.0),
+                    tl["k_slice"].get<int>(), tl["x_resident"].get<int>(), tl["x_fp16"].get<int>(),
+                    tl["grid"].get<int>(), x["median_us"].get<double>(), x.value("vs_default", 0.0),
                     x["same_spec_as_default"].get<bool>() ? "  (= default)" : "");
       }
       std::fflush(stdout);

@@ -139,6 +139,7 @@ std::string DecodeSpec::canonical() const {
     << ";tb=" << token_bucket << ";S=" << splits << ";warps=" << warps
     << ";mw=" << mma_tiles_per_warp << ";P=" << pipeline << ";ksl=" << k_slice;
   if (x_resident) o << ";xr=1";
+  if (x_fp16) o << ";xh=1";
   if (is_quantized(weight)) o << ";w=" << to_string(weight);
   return o.str();
 }
@@ -195,8 +196,10 @@ void DecodeSpec::check() const {
     throw ArgumentError("decode tiling " + canonical() + ": " + what);
   };
   if (warps < 1 || warps > 16 || mma_tiles_per_warp < 1 || pipeline < 1 || splits < 1 ||
-      k_slice < 32 || x_resident < 0 || x_resident > 1)
+      k_slice < 32 || x_resident < 0 || x_resident > 1 || x_fp16 < 0 || x_fp16 > 1)
     bad("out of range");
+  if (x_fp16 && (!x_resident || !is_quantized(weight) || epilogue.act != DType::BF16))
+    bad("x_fp16 needs x_resident, 8-bit weights and bf16 activations");
   if (mt % epilogue.head_dim != 0)
     bad("a tile of " + std::to_string(mt) + " rows does not cover whole heads");
   if (rows() % mt != 0)
@@ -235,6 +238,7 @@ DecodeSpec make_decode_spec(const KernelSpec& epilogue, int hidden, int num_laye
       // staged ones with the same tiling.
       DecodeTuning staged = q;
       staged.x_resident = 0;
+      staged.x_fp16 = 0;
       for (const DecodeTuning& t : {q, staged}) {
         try {
           return make_decode_spec(epilogue, hidden, num_layers, token_bucket, sm_count, t, weight);
@@ -289,6 +293,7 @@ DecodeSpec make_decode_spec(const KernelSpec& epilogue, int hidden, int num_laye
     while (p > 1 && chunks % p != 0) p /= 2;
   s.pipeline = p;
   s.x_resident = tuning.x_resident;
+  s.x_fp16 = tuning.x_fp16;
 
   // Splits: the fewest that give each SM several CTAs (4 for the 16-token bucket, 2 otherwise,
   // where the partials grow with the bucket or the shallower pipeline wants fewer), among those
@@ -351,7 +356,7 @@ KernelSource generate_decode(const DecodeSpec& spec) {
        << (e.mode == OutputMode::Pool ? "true" : "false") << ", " << spec.token_bucket << ", "
        << spec.splits << ", " << spec.warps << ", " << spec.mma_tiles_per_warp << ", "
        << spec.pipeline << ", " << spec.k_slice << ", " << weight_code(spec.weight) << ", "
-       << scale_code(spec.weight) << ", " << spec.x_resident << ">";
+       << scale_code(spec.weight) << ", " << spec.x_resident << ", " << spec.x_fp16 << ">";
   out.name_expression = expr.str();
 
   std::ostringstream note;

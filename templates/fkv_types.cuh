@@ -31,6 +31,8 @@ template <> struct IsFp8<fp8_e5m2> { static constexpr bool value = true; };
 
 template <class A, class B> struct SameType { static constexpr bool value = false; };
 template <class A> struct SameType<A, A> { static constexpr bool value = true; };
+template <bool C, class A, class B> struct Conditional { using type = A; };
+template <class A, class B> struct Conditional<false, A, B> { using type = B; };
 
 // ---- to float -------------------------------------------------------------------------
 __device__ __forceinline__ float to_float(float x) { return x; }

@@ -27,6 +27,16 @@
 //   - x is staged in shared memory per K slice (KSL columns, every token of the bucket, padding
 //     tokens zero-filled) by cp.async, double-buffered; or (XM = 1) every stage of the split at
 //     once, each published by its own mbarrier, so the k-loop has no CTA barrier.
+//   - XH = 1 (bf16 activations, 8-bit weights, x resident): once the split's x has landed, each
+//     token's part of it is re-encoded in place as fp16 times a power of two 2^k_t chosen from
+//     its largest finite element (that element lands in [2^15, 2^16)), so that the weights take
+//     fp16's cheaper conversions (one hardware instruction per e4m3 pair, two per int8 pair) and
+//     the MMAs run in fp16; the fp32 partial is multiplied by 2^-k_t before it is stored. Every
+//     element whose binade is at most 32 below the largest one's is exact, so the products, and
+//     the sums, are those of bf16 (rounding does not see a power of two); smaller ones round to
+//     fp16's subnormals (an error of at most 2^-40 of the largest). A token whose largest
+//     element is below 2^-111 takes k_t = 126 (every bf16 value exact); infinities and NaNs are
+//     not counted and stay what they are.
 //   - mma.sync.m16n8k16 (bf16/fp16 in, fp32 accumulate): W is the M operand, tokens the N
 //     operand (TB / 8 n-tiles). Because the sum over k is order-free, a thread's 16-byte W vector
 //     (row g, 8 consecutive columns) and its 16-byte x vector (token g, the same 8 columns) are
@@ -143,6 +153,25 @@ __device__ __forceinline__ void weight_pairs(const U32x4& v, int xv, u32 (&r)[4]
   }
 }
 
+// bf16 pair `w` times 2^k (`up`), rounded to an fp16 pair. mul.rn and cvt.rn in PTX keep
+// subnormals whatever --ftz the kernel is compiled with.
+__device__ __forceinline__ u32 bf16x2_scaled_to_f16(u32 w, float up) {
+  float lo = __uint_as_float(w << 16), hi = __uint_as_float(w & 0xffff0000u);
+  asm("mul.rn.f32 %0, %0, %1;" : "+f"(lo) : "f"(up));
+  asm("mul.rn.f32 %0, %0, %1;" : "+f"(hi) : "f"(up));
+  u32 r;
+  asm("cvt.rn.f16x2.f32 %0, %1, %2;" : "=r"(r) : "f"(hi), "f"(lo));
+  return r;
+}
+
+// The larger of `m` and the magnitudes (bf16 bits without the sign) of the finite halves of `w`.
+__device__ __forceinline__ u32 finite_abs_max(u32 m, u32 w) {
+  const u32 lo = w & 0x7fffu, hi = (w >> 16) & 0x7fffu;
+  if (lo < 0x7f80u) m = max(m, lo);
+  if (hi < 0x7f80u) m = max(m, hi);
+  return m;
+}
+
 // Every split of NST stages of KSL columns into S starts at a multiple of 128 columns.
 constexpr bool whole_blocks(int nst, int s, int ksl) {
   for (int i = 0; i <= s; ++i)
@@ -163,15 +192,16 @@ __device__ __forceinline__ Cache encode(float v, float scale) {
 // warps per CTA and 16-row MMA tiles per warp. P: 32-column chunks of W in flight per thread.
 // KSL: columns of x per shared-memory stage. WQ, WS: weight storage and scales (above); P then
 // counts chunks of 64 columns (16 bytes of each row per thread, as for dense weights). XM: 1 keeps
-// every x stage of the split resident (below). Dynamic shared memory: DecodeSpec::shared_bytes()
+// every x stage of the split resident (below); XH: 1 re-encodes it as scaled fp16 (above, bf16
+// activations and 8-bit weights with XM = 1). Dynamic shared memory: DecodeSpec::shared_bytes()
 // on the host = max(XB * TB * XROW, 4 * TB * MT) bytes (XB below).
 template <int HIDDEN, int L, int H, int D, int R, bool NEOX, int K_NORM, class Act, class Cache,
           class CosSin, class Pos, class Slot, bool POOL, int TB, int S, int WARPS, int MW, int P,
-          int KSL, int WQ, int WS, int XM>
+          int KSL, int WQ, int WS, int XM, int XH>
 // More than 8 warps: one CTA per SM is asked for explicitly (without it ptxas for sm_80 kept
 // 16-warp CTAs at 64 registers and spilled); up to 8, ptxas' own choice (two CTAs per SM at
-// 8 tokens and below).
-__global__ void __launch_bounds__(WARPS * 32, WARPS > 8 ? 1 : 0) fused_proj_kv(const FkvDecodeParams p) {
+// 8 tokens and below; with XH, two asked for: left alone, ptxas kept 64 registers and spilled).
+__global__ void __launch_bounds__(WARPS * 32, WARPS > 8 ? 1 : XH ? 2 : 0) fused_proj_kv(const FkvDecodeParams p) {
   using namespace decode_detail;
   constexpr int THREADS = WARPS * 32;
   constexpr int KV = H * D;
@@ -210,6 +240,10 @@ __global__ void __launch_bounds__(WARPS * 32, WARPS > 8 ? 1 : 0) fused_proj_kv(c
   constexpr int CPB = 128 / CW;  // chunks per 128-column scale block
   static_assert(TB % 8 == 0 && TB >= 8, "token bucket: a multiple of 8");
   static_assert(XM == 0 || XM == 1, "x stages: double-buffered or resident");
+  static_assert(XH == 0 || (XH == 1 && XM == 1 && WQ != 0 && SameType<Act, bf16>::value),
+                "fp16 x: bf16 activations, 8-bit weights, x resident");
+  // The MMAs' input type: fp16 when x is re-encoded.
+  using MAct = typename Conditional<XH == 1, fp16, Act>::type;
   static_assert(L >= 1 && L <= FKV_DECODE_MAX_LAYERS, "layers per launch");
   static_assert(R % 2 == 0 && R <= D, "rotary_dim must be even and <= head_dim");
 
@@ -243,7 +277,10 @@ __global__ void __launch_bounds__(WARPS * 32, WARPS > 8 ? 1 : 0) fused_proj_kv(c
     }
   };
   __shared__ __align__(8) unsigned long long s_xbar[XM ? SMAX : 1];
-  if constexpr (XM == 1) {
+  if constexpr (XH == 1) {  // every stage at once, one group: re-encoded once all have landed
+    for (int sl = 0; sl < nsl; ++sl) stage(sl);
+    cp_async_commit();
+  } else if constexpr (XM == 1) {
     if (tid == 0)
       for (int i = 0; i < nsl; ++i)
         asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;" ::"r"(smem_addr(&s_xbar[i])), "r"(THREADS)
@@ -329,11 +366,46 @@ __global__ void __launch_bounds__(WARPS * 32, WARPS > 8 ? 1 : 0) fused_proj_kv(c
         for (int e = 0; e < 4; ++e) blk[mi][j][e] = 0.f;
   }
 
+  // ---- XH: this split's x -> fp16 times 2^k_t per token (the file comment), while W streams ----
+  __shared__ float s_down[XH ? TB : 1];  // 2^-k_t
+  if constexpr (XH == 1) {
+    constexpr int VPR = KSL / 8;  // 16-byte vectors per token row and stage
+    cp_async_wait<0>();
+    __syncthreads();
+    for (int t = warp; t < T; t += WARPS) {  // a warp per token; padding tokens stay zeros
+      auto vec = [&](int i) {
+        const int sl = i / VPR;
+        return reinterpret_cast<U32x4*>(smem + sl * XBUF + t * XROW + (i - sl * VPR) * 16);
+      };
+      u32 m = 0;
+      for (int i = lane; i < nsl * VPR; i += 32) {
+        const U32x4 v = *vec(i);
+        m = finite_abs_max(finite_abs_max(finite_abs_max(finite_abs_max(m, v.x), v.y), v.z), v.w);
+      }
+#pragma unroll
+      for (int o = 16; o > 0; o >>= 1) m = max(m, __shfl_xor_sync(0xffffffffu, m, o));
+      // The largest element's biased exponent e: it times 2^(142 - e) is in [2^15, 2^16);
+      // at most 2^126, so that 2^-k is a normal float (e < 16: every element is exact anyway).
+      const int k = min(142 - (int)(m >> 7), 126);
+      const float up = __uint_as_float((u32)(127 + k) << 23);
+      if (lane == 0) s_down[t] = __uint_as_float((u32)(127 - k) << 23);
+      for (int i = lane; i < nsl * VPR; i += 32) {
+        U32x4* q = vec(i);
+        const U32x4 v = *q;
+        *q = U32x4{bf16x2_scaled_to_f16(v.x, up), bf16x2_scaled_to_f16(v.y, up),
+                   bf16x2_scaled_to_f16(v.z, up), bf16x2_scaled_to_f16(v.w, up)};
+      }
+    }
+    __syncthreads();
+  }
+
   for (int c0 = 0; c0 < ch; c0 += P) {
 #pragma unroll
     for (int pp = 0; pp < P; ++pp) {
       const int c = c0 + pp;
-      if constexpr (XM == 1) {
+      if constexpr (XH == 1) {
+        // re-encoded before the loop
+      } else if constexpr (XM == 1) {
         if (c % CPS == 0) wait_phase0(smem_addr(&s_xbar[c / CPS]));  // x stage c / CPS
       } else {
         if (c % CPS == 0) {  // a new x stage: wait for it, then start the next one
@@ -353,8 +425,8 @@ __global__ void __launch_bounds__(WARPS * 32, WARPS > 8 ? 1 : 0) fused_proj_kv(c
         u32 ra[MW][4], rb[MW][4];  // rows g and g + 8 as Act pairs, the columns of x vector xv
 #pragma unroll
         for (int mi = 0; mi < MW; ++mi) {
-          weight_pairs<Act, WQ>(wr[pp][mi][0], xv, ra[mi]);
-          weight_pairs<Act, WQ>(wr[pp][mi][1], xv, rb[mi]);
+          weight_pairs<MAct, WQ>(wr[pp][mi][0], xv, ra[mi]);
+          weight_pairs<MAct, WQ>(wr[pp][mi][1], xv, rb[mi]);
         }
 #pragma unroll
         for (int j = 0; j < NT; ++j) {
@@ -362,8 +434,8 @@ __global__ void __launch_bounds__(WARPS * 32, WARPS > 8 ? 1 : 0) fused_proj_kv(c
 #pragma unroll
           for (int mi = 0; mi < MW; ++mi) {
             auto mma2 = [&](float (&d)[4]) {
-              mma16816<Act>(d, ra[mi][0], rb[mi][0], ra[mi][1], rb[mi][1], b.x, b.y);
-              mma16816<Act>(d, ra[mi][2], rb[mi][2], ra[mi][3], rb[mi][3], b.z, b.w);
+              mma16816<MAct>(d, ra[mi][0], rb[mi][0], ra[mi][1], rb[mi][1], b.x, b.y);
+              mma16816<MAct>(d, ra[mi][2], rb[mi][2], ra[mi][3], rb[mi][3], b.z, b.w);
             };
             if constexpr (WS == 3)
               mma2(blk[mi % NB][j % NT]);
@@ -399,9 +471,21 @@ __global__ void __launch_bounds__(WARPS * 32, WARPS > 8 ? 1 : 0) fused_proj_kv(c
     }
   }
 
-  // ---- partial [T, MT] of this split -> workspace[split] ----
+  // ---- partial [T, MT] of this split -> workspace[split] (XH: times 2^-k_t, exactly) ----
   {
     float* ws = p.workspace + (long long)split * TB * M;
+    if constexpr (XH == 1) {
+#pragma unroll
+      for (int j = 0; j < NT; ++j) {
+        const int t = j * 8 + tig * 2;
+        const float d0 = t < T ? s_down[t] : 0.f, d1 = t + 1 < T ? s_down[t + 1] : 0.f;
+#pragma unroll
+        for (int mi = 0; mi < MW; ++mi)
+#pragma unroll
+          for (int e = 0; e < 4; ++e)
+            asm("mul.rn.f32 %0, %0, %1;" : "+f"(acc[mi][j][e]) : "f"(e % 2 ? d1 : d0));
+      }
+    }
 #pragma unroll
     for (int mi = 0; mi < MW; ++mi) {
       const int row = m0 + (warp * MW + mi) * 16 + g;

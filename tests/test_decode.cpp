@@ -142,14 +142,14 @@ TEST_CASE("decode resident x stages: the spec, its shared memory, its cache key 
   CHECK(s.shared_bytes() == 11 * 64 * (2 * 128 + 16));
   CHECK(s.canonical().find(";ksl=128;xr=1;w=fp8_tensor") != std::string::npos);
   const fkv::KernelSource src = fkv::generate_decode(s);
-  CHECK(src.name_expression.substr(src.name_expression.size() - 10) == ", 1, 1, 1>");
-  // Staged x: two buffers, no key field, XM 0; dense weights pad by 64.
+  CHECK(src.name_expression.substr(src.name_expression.size() - 13) == ", 1, 1, 1, 0>");
+  // Staged x: two buffers, no key field, XM 0 (XH 0); dense weights pad by 64.
   t.x_resident = 0;
   const fkv::DecodeSpec r =
       fkv::make_decode_spec(pool, 4096, 5, 64, 132, t, fkv::WeightFormat::Fp8Tensor);
   CHECK(r.canonical().find(";xr=") == std::string::npos);
   CHECK(r.shared_bytes() == 4 * 64 * 256);  // the tail's tile exceeds two x stages
-  CHECK(fkv::generate_decode(r).name_expression.find(", 1, 1, 0>") != std::string::npos);
+  CHECK(fkv::generate_decode(r).name_expression.find(", 1, 1, 0, 0>") != std::string::npos);
   t = {3, 2, 2, 128, 8, 1};
   CHECK(fkv::make_decode_spec(pool, 4096, 5, 32, 132, t).shared_bytes() ==
         11 * 32 * (2 * 128 + 64));  // dense: 11 stages of the longest split, 64-byte pad
@@ -160,6 +160,43 @@ TEST_CASE("decode resident x stages: the spec, its shared memory, its cache key 
   t = {2, 2, 2, 128, 8, 1};  // 16 resident stages of 17 KB
   CHECK_THROWS_WITH(fkv::make_decode_spec(pool, 4096, 5, 64, 132, t, fkv::WeightFormat::Fp8Tensor),
                     Catch::Contains("bytes of shared memory"));
+}
+
+TEST_CASE("decode x as scaled fp16 (x_fp16): the spec, its cache key and its refusals") {
+  const fkv::KernelSpec pool = qwen3_epilogue(fkv::OutputMode::Pool);
+  fkv::DecodeTuning t{3, 4, 1, 256, 0, 1, 1};
+  const fkv::DecodeSpec s =
+      fkv::make_decode_spec(pool, 4096, 5, 8, 132, t, fkv::WeightFormat::Int8Channel);
+  CHECK(s.x_fp16 == 1);
+  // The same shared memory as resident x (re-encoded in place: fp16 is as wide as bf16).
+  t.x_fp16 = 0;
+  CHECK(s.shared_bytes() ==
+        fkv::make_decode_spec(pool, 4096, 5, 8, 132, t, fkv::WeightFormat::Int8Channel)
+            .shared_bytes());
+  CHECK(s.canonical().find(";xr=1;xh=1;w=int8_channel") != std::string::npos);
+  CHECK(fkv::make_decode_spec(pool, 4096, 5, 8, 132, t, fkv::WeightFormat::Int8Channel)
+            .canonical()
+            .find(";xh=") == std::string::npos);
+  const fkv::KernelSource src = fkv::generate_decode(s);
+  CHECK(src.name_expression.substr(src.name_expression.size() - 13) == ", 2, 2, 1, 1>");
+  // Refused: x staged, dense weights, fp16 activations (already fp16), a value other than 0/1.
+  auto refused = [&](const fkv::KernelSpec& e, fkv::DecodeTuning bad, fkv::WeightFormat w) {
+    CHECK_THROWS_WITH(fkv::make_decode_spec(e, 4096, 5, 8, 132, bad, w),
+                      Catch::Contains("x_fp16") || Catch::Contains("out of range"));
+  };
+  t.x_fp16 = 1;
+  fkv::DecodeTuning staged = t;
+  staged.x_resident = 0;
+  refused(pool, staged, fkv::WeightFormat::Fp8Tensor);
+  refused(pool, t, fkv::WeightFormat::Dense);
+  fkv::KernelSpec half = pool;
+  half.act = fkv::DType::FP16;
+  half.cos_sin = fkv::DType::FP16;
+  half.cache = fkv::DType::FP16;
+  refused(half, t, fkv::WeightFormat::Fp8Tensor);
+  fkv::DecodeTuning two = t;
+  two.x_fp16 = 2;
+  refused(pool, two, fkv::WeightFormat::Fp8Tensor);
 }
 
 TEST_CASE("decode splits need not divide hidden: runs of whole x stages") {

@@ -47,6 +47,11 @@ struct DecodeTuning {
   // 1: every x stage of a split resident in shared memory at once, each published by an
   // mbarrier (no CTA barrier in the k-loop); 0: two x stages, double-buffered.
   int x_resident = 0;
+  // 1 (with x_resident, bf16 activations and 8-bit weights): the resident x re-encoded in shared
+  // memory as fp16 times a power of two per token, so that the weights convert to fp16 (cheaper
+  // than to bf16) and the MMAs run in fp16; exact (templates/fused_proj_kv.cu says for which
+  // elements).
+  int x_fp16 = 0;
   bool operator==(const DecodeTuning&) const = default;
 };
 
@@ -66,6 +71,7 @@ struct DecodeSpec {
   int pipeline = 4;
   int k_slice = 512;
   int x_resident = 0;  // 1: all of a split's x stages in shared memory, behind mbarriers
+  int x_fp16 = 0;      // 1: and re-encoded as scaled fp16 (DecodeTuning::x_fp16)
 
   int rows() const { return num_layers * 2 * epilogue.num_kv_heads * epilogue.head_dim; }
   int tile_rows() const { return warps * mma_tiles_per_warp * 16; }
@@ -75,7 +81,8 @@ struct DecodeSpec {
   int shared_bytes() const;             // dynamic shared memory per CTA
   std::size_t workspace_bytes() const;  // fp32 split partials
   // "decode;hidden=4096;L=5;<KernelSpec::canonical()>;tb=8;S=8;warps=8;mw=1;P=8;ksl=512" (then
-  // ";w=fp8_channel" for quantized weights): part of the cache key.
+  // ";w=fp8_channel" for quantized weights; ";xr=1" and ";xh=1" for resident and fp16 x): part of
+  // the cache key.
   std::string canonical() const;
   std::string short_name()
       const;  // e.g. "fkvdec_h8_d128_r128_neox_kn_bf16_bf16_stacked_L5_x4096_tb8" (+ "_fp8_block")

@@ -587,6 +587,57 @@ TEST_CASE("decode kernel: resident x stages (x_resident), every weight format") 
     }
 }
 
+// Hidden states with a different scale per token and a wide spread within each: token t's
+// elements are drawn as before, then multiplied by 2^a_t (a_t uniform in [-30, 30]) and each by
+// 2^-b (b uniform in [0, 40]), so that some lie below 2^-32 of their token's largest; token 1
+// is all zeros, and token 2 has one element 2^24 times its scale, which puts every other one
+// below 2^-20 of it. (Larger would overflow K's fp32 sum of squares.) The projections are
+// recomputed and x uploaded again.
+void spread_tokens(DecodeCase& fx) {
+  const Shape& s = fx.m.shape;
+  Tokens& k = fx.tok;
+  std::vector<double> x = decode_all(s.e.act, k.x);
+  const std::size_t es = static_cast<std::size_t>(elem_size(s.e.act));
+  for (std::int64_t t = 0; t < k.T; ++t) {
+    const double a = std::ldexp(1.0, static_cast<int>(fx.rng.range(-30, 30)));
+    for (std::int64_t i = 0; i < s.stride(); ++i) {
+      const auto at = static_cast<std::size_t>(t * s.stride() + i);
+      double v = x[at] * a * std::ldexp(1.0, -static_cast<int>(fx.rng.range(0, 40)));
+      if (t == 1) v = 0;
+      if (t == 2 && i == 7) v = a * std::ldexp(1.0, 24);
+      store_value(s.e.act, v, k.x.data() + at * es);
+    }
+  }
+  project(s, fx.m.w, k);
+  k.d_x = to_device(k.x, fx.stream);
+}
+
+TEST_CASE("decode kernel: x re-encoded as scaled fp16 (x_fp16), every 8-bit format") {
+  // bf16 hidden states re-encoded per token in shared memory as fp16 times a power of two
+  // (templates/fused_proj_kv.cu): one-head tiles with 256-column stages (the 8-token default's
+  // shape), 16 warps x 1 and 8 warps x 2 with 128-column ones; tokens of very different scales.
+  std::uint64_t offset = 700;
+  for (fkv::WeightFormat w : {fkv::WeightFormat::Fp8Tensor, fkv::WeightFormat::Fp8Channel,
+                              fkv::WeightFormat::Fp8Block, fkv::WeightFormat::Int8Channel})
+    for (const fkv::DecodeTuning& t :
+         {fkv::DecodeTuning{3, 4, 1, 256, 0, 1, 1}, fkv::DecodeTuning{3, 2, 1, 128, 16, 1, 1},
+          fkv::DecodeTuning{3, 2, 2, 128, 8, 1, 1}}) {
+      Shape s{"x-fp16", qwen3(), 2048, 3};
+      s.weight = w;
+      fkv::DecodeOptions o = decode_options(64);
+      o.tuning = t;
+      INFO(fkv::to_string(w) << ", splits " << t.splits << ", k_slice " << t.k_slice << ", warps "
+                             << t.warps);
+      DecodeCase fx(s, offset++, o, 64);
+      REQUIRE(fx.dec.spec_for(64, fkv::OutputMode::Pool).x_fp16 == 1);
+      spread_tokens(fx);
+      for (std::int64_t T : {1, 3, 8, 33, 64}) {
+        check_stacked(fx, T);
+        check_pool(fx, T);
+      }
+    }
+}
+
 TEST_CASE(
     "decode kernel: fp16, GPT-J, no K norm, fp8 e4m3 pool with scales, int32 indices, padded "
     "rows") {
