@@ -58,8 +58,9 @@
 // one-head tiles with 3 splits, k_slice {128,256} and 2 or 4 chunks. From 16 tokens also
 // 16-warp 256-row tiles of one MMA tile per warp (3 splits, k_slice 128, 2 or 4 chunks, x staged
 // or resident). And at every T the default tiling with x staged, resident, and resident as
-// scaled fp16 (DecodeTuning::x_fp16), for a side-by-side comparison. --sweep-short: only those
-// and the default.
+// scaled fp16 (DecodeTuning::x_fp16), for a side-by-side comparison; scaled fp16 x also with
+// 16 warps and 4 chunks from 16 tokens, and up to 8 tokens with 2 chunks, or 6 splits.
+// --sweep-short: only those and the default.
 // --no-table skips the main table (the probes still run); --weights dense,fp8_tensor keeps only
 // the rows named (the ratios to bf16 need dense among them, else they are written as 0).
 // --act fp16: the table's materializers take fp16 hidden states and an fp16 pool (default bf16;
@@ -178,12 +179,16 @@ json tiling_sweep(const SweepIO& io, const std::vector<std::int64_t>& sweep_toke
       // from shared memory twice as often per weight byte; x staged or resident.
       for (int p : {2, 4})
         for (int xr : {0, 1}) tries.push_back({T, {3, p, 1, 128, 16, xr}, {}, {}, {}});
+      tries.push_back({T, {3, 4, 1, 128, 16, 1, 1}, {}, {}, {}});  // and as scaled fp16
       for (int ksl : {128, 256}) tries.push_back({T, {3, 2, 2, ksl, 8, 1}, {}, {}, {}});
       tries.push_back({T, {3, 4, 2, 128, 8, 1}, {}, {}, {}});
       tries.push_back({T, {6, 2, 4, 128, 8, 1}, {}, {}, {}});
     } else {
       for (int ksl : {128, 256})
         for (int p : {2, 4}) tries.push_back({T, {3, p, 1, ksl, 0, 1}, {}, {}, {}});
+      // Scaled fp16 x with 2 chunks in flight, and with 6 shorter splits (a shorter prologue).
+      tries.push_back({T, {3, 2, 1, 256, 0, 1, 1}, {}, {}, {}});
+      tries.push_back({T, {6, 4, 1, 256, 0, 1, 1}, {}, {}, {}});
     }
     if (io.short_grid) continue;
     for (int sp : {1, 2, 4, 8, 16})
