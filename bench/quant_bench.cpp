@@ -57,8 +57,8 @@
 // {128,256} and 2 chunks in flight or 128 and 4, and 512-row tiles with 6 splits; up to 8 tokens
 // one-head tiles with 3 splits, k_slice {128,256} and 2 or 4 chunks. From 16 tokens also
 // 16-warp 256-row tiles of one MMA tile per warp (3 splits, k_slice 128, 2 or 4 chunks, x staged
-// or resident). And at every T the default tiling with x staged, resident, and resident as
-// scaled fp16 (DecodeTuning::x_fp16), for a side-by-side comparison; scaled fp16 x also with
+// or resident). And at every T the default tiling with x staged or resident, each as bf16 or
+// as scaled fp16 (DecodeTuning::x_fp16), for a side-by-side comparison; scaled fp16 x also with
 // 16 warps and 4 chunks from 16 tokens, and up to 8 tokens with 2 chunks, or 6 splits.
 // --sweep-short: only those and the default.
 // --no-table skips the main table (the probes still run); --weights dense,fp8_tensor keeps only
@@ -163,13 +163,11 @@ json tiling_sweep(const SweepIO& io, const std::vector<std::int64_t>& sweep_toke
                                                       sms, {}, io.model.weight);
       for (int xr : {0, 1})
         for (int xh : {0, 1})
-          if (xr || !xh)
-            tries.push_back(
-                {T,
-                 {d.splits, d.pipeline, d.mma_tiles_per_warp, d.k_slice, d.warps, xr, xh},
-                 {},
-                 {},
-                 {}});
+          tries.push_back({T,
+                           {d.splits, d.pipeline, d.mma_tiles_per_warp, d.k_slice, d.warps, xr, xh},
+                           {},
+                           {},
+                           {}});
     } catch (const std::exception&) {
       // the default itself is refused: its row says why
     }

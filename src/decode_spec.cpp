@@ -198,8 +198,10 @@ void DecodeSpec::check() const {
   if (warps < 1 || warps > 16 || mma_tiles_per_warp < 1 || pipeline < 1 || splits < 1 ||
       k_slice < 32 || x_resident < 0 || x_resident > 1 || x_fp16 < 0 || x_fp16 > 1)
     bad("out of range");
-  if (x_fp16 && (!x_resident || !is_quantized(weight) || epilogue.act != DType::BF16))
-    bad("x_fp16 needs x_resident, 8-bit weights and bf16 activations");
+  if (x_fp16 && (!is_quantized(weight) || epilogue.act != DType::BF16))
+    bad("x_fp16 needs 8-bit weights and bf16 activations");
+  if (x_fp16 && !x_resident && weight == WeightFormat::Fp8Block && k_slice % kWeightBlock != 0)
+    bad("staged x_fp16 with block scales needs k_slice a multiple of 128");
   if (mt % epilogue.head_dim != 0)
     bad("a tile of " + std::to_string(mt) + " rows does not cover whole heads");
   if (rows() % mt != 0)

@@ -27,11 +27,14 @@
 //   - x is staged in shared memory per K slice (KSL columns, every token of the bucket, padding
 //     tokens zero-filled) by cp.async, double-buffered; or (XM = 1) every stage of the split at
 //     once, each published by its own mbarrier, so the k-loop has no CTA barrier.
-//   - XH = 1 (bf16 activations, 8-bit weights, x resident): once the split's x has landed, each
-//     token's part of it is re-encoded in place as fp16 times a power of two 2^k_t chosen from
-//     its largest finite element (that element lands in [2^15, 2^16)), so that the weights take
-//     fp16's cheaper conversions (one hardware instruction per e4m3 pair, two per int8 pair) and
-//     the MMAs run in fp16; the fp32 partial is multiplied by 2^-k_t before it is stored. Every
+//   - XH = 1 (bf16 activations, 8-bit weights): x is re-encoded in shared memory, per token, as
+//     fp16 times a power of two 2^k_t chosen from its largest finite element (which lands in
+//     [2^15, 2^16)), so that the weights take fp16's cheaper conversions (one hardware
+//     instruction per e4m3 pair, two per int8 pair) and the MMAs run in fp16. Resident x (XM = 1):
+//     the whole split once it has landed, and the fp32 partial is multiplied by 2^-k_t before it
+//     is stored. Staged x (XS): each stage as it lands (its tokens' warps, then a CTA barrier),
+//     one k_t per token and stage; the stage's sums go to a second set of accumulators, folded
+//     in times 2^-k_t at the stage's end (with block scales, at each block's end). Every
 //     element whose binade is at most 32 below the largest one's is exact, so the products, and
 //     the sums, are those of bf16 (rounding does not see a power of two); smaller ones round to
 //     fp16's subnormals (an error of at most 2^-40 of the largest). A token whose largest
@@ -240,8 +243,12 @@ __global__ void __launch_bounds__(WARPS * 32, WARPS > 8 ? 1 : XH ? 2 : 0) fused_
   constexpr int CPB = 128 / CW;  // chunks per 128-column scale block
   static_assert(TB % 8 == 0 && TB >= 8, "token bucket: a multiple of 8");
   static_assert(XM == 0 || XM == 1, "x stages: double-buffered or resident");
-  static_assert(XH == 0 || (XH == 1 && XM == 1 && WQ != 0 && SameType<Act, bf16>::value),
-                "fp16 x: bf16 activations, 8-bit weights, x resident");
+  static_assert(XH == 0 || (XH == 1 && WQ != 0 && SameType<Act, bf16>::value),
+                "fp16 x: bf16 activations, 8-bit weights");
+  // Staged fp16 x: one power of two per token and stage, so each stage's sums go through a
+  // second set of accumulators (as block scales' do) and are folded in with it.
+  constexpr bool XS = XH == 1 && XM == 0;
+  static_assert(!XS || WS != 3 || KSL % 128 == 0, "staged fp16 x: whole scale blocks per stage");
   // The MMAs' input type: fp16 when x is re-encoded.
   using MAct = typename Conditional<XH == 1, fp16, Act>::type;
   static_assert(L >= 1 && L <= FKV_DECODE_MAX_LAYERS, "layers per launch");
@@ -349,15 +356,16 @@ __global__ void __launch_bounds__(WARPS * 32, WARPS > 8 ? 1 : XH ? 2 : 0) fused_
   float acc[MW][NT][4];
   // Block scales: the partial sum of the current 128-column block, folded into acc with its
   // scale at the block's end. Dense and per-row/per-layer weights accumulate into acc directly.
-  constexpr int NB = WS == 3 ? MW : 1;
-  float blk[NB][WS == 3 ? NT : 1][4];
+  constexpr bool FOLD = WS == 3 || XS;
+  constexpr int NB = FOLD ? MW : 1;
+  float blk[NB][FOLD ? NT : 1][4];
 #pragma unroll
   for (int mi = 0; mi < MW; ++mi)
 #pragma unroll
     for (int j = 0; j < NT; ++j)
 #pragma unroll
       for (int e = 0; e < 4; ++e) acc[mi][j][e] = 0.f;
-  if constexpr (WS == 3) {
+  if constexpr (FOLD) {
 #pragma unroll
     for (int mi = 0; mi < NB; ++mi)
 #pragma unroll
@@ -366,19 +374,20 @@ __global__ void __launch_bounds__(WARPS * 32, WARPS > 8 ? 1 : XH ? 2 : 0) fused_
         for (int e = 0; e < 4; ++e) blk[mi][j][e] = 0.f;
   }
 
-  // ---- XH: this split's x -> fp16 times 2^k_t per token (the file comment), while W streams ----
-  __shared__ float s_down[XH ? TB : 1];  // 2^-k_t
-  if constexpr (XH == 1) {
+  // ---- XH: x -> fp16 times 2^k_t per token (the file comment) ----
+  // x stages [sl0, sl0 + n) of the buffers, in place, a warp per token (padding tokens stay
+  // zeros); down[t] = 2^-k_t. Resident x: the whole split at once, before the k-loop, while W
+  // streams; staged x (XS): each stage as it lands, down per buffer.
+  __shared__ float s_down[XH ? (XS ? 2 : 1) * TB : 1];
+  auto encode_x = [&](int sl0, int n, float* down) {
     constexpr int VPR = KSL / 8;  // 16-byte vectors per token row and stage
-    cp_async_wait<0>();
-    __syncthreads();
-    for (int t = warp; t < T; t += WARPS) {  // a warp per token; padding tokens stay zeros
+    for (int t = warp; t < T; t += WARPS) {
       auto vec = [&](int i) {
-        const int sl = i / VPR;
-        return reinterpret_cast<U32x4*>(smem + sl * XBUF + t * XROW + (i - sl * VPR) * 16);
+        const int sl = sl0 + i / VPR;
+        return reinterpret_cast<U32x4*>(smem + sl * XBUF + t * XROW + (i % VPR) * 16);
       };
       u32 m = 0;
-      for (int i = lane; i < nsl * VPR; i += 32) {
+      for (int i = lane; i < n * VPR; i += 32) {
         const U32x4 v = *vec(i);
         m = finite_abs_max(finite_abs_max(finite_abs_max(finite_abs_max(m, v.x), v.y), v.z), v.w);
       }
@@ -388,14 +397,24 @@ __global__ void __launch_bounds__(WARPS * 32, WARPS > 8 ? 1 : XH ? 2 : 0) fused_
       // at most 2^126, so that 2^-k is a normal float (e < 16: every element is exact anyway).
       const int k = min(142 - (int)(m >> 7), 126);
       const float up = __uint_as_float((u32)(127 + k) << 23);
-      if (lane == 0) s_down[t] = __uint_as_float((u32)(127 - k) << 23);
-      for (int i = lane; i < nsl * VPR; i += 32) {
+      if (lane == 0) down[t] = __uint_as_float((u32)(127 - k) << 23);
+      for (int i = lane; i < n * VPR; i += 32) {
         U32x4* q = vec(i);
         const U32x4 v = *q;
         *q = U32x4{bf16x2_scaled_to_f16(v.x, up), bf16x2_scaled_to_f16(v.y, up),
                    bf16x2_scaled_to_f16(v.z, up), bf16x2_scaled_to_f16(v.w, up)};
       }
     }
+  };
+  // 2^-k_t of tokens t and t + 1 from `down`, 0 past T (their sums are never stored).
+  auto downs = [&](const float* down, int t, float& d0, float& d1) {
+    d0 = t < T ? down[t] : 0.f;
+    d1 = t + 1 < T ? down[t + 1] : 0.f;
+  };
+  if constexpr (XH == 1 && !XS) {
+    cp_async_wait<0>();
+    __syncthreads();
+    encode_x(0, nsl, s_down);
     __syncthreads();
   }
 
@@ -403,7 +422,7 @@ __global__ void __launch_bounds__(WARPS * 32, WARPS > 8 ? 1 : XH ? 2 : 0) fused_
 #pragma unroll
     for (int pp = 0; pp < P; ++pp) {
       const int c = c0 + pp;
-      if constexpr (XH == 1) {
+      if constexpr (XH == 1 && !XS) {
         // re-encoded before the loop
       } else if constexpr (XM == 1) {
         if (c % CPS == 0) wait_phase0(smem_addr(&s_xbar[c / CPS]));  // x stage c / CPS
@@ -414,6 +433,11 @@ __global__ void __launch_bounds__(WARPS * 32, WARPS > 8 ? 1 : XH ? 2 : 0) fused_
           if (c / CPS + 1 < nsl) {
             stage(c / CPS + 1);
             cp_async_commit();
+          }
+          if constexpr (XS) {  // re-encoded by its tokens' warps before anyone reads it
+            const int b = (c / CPS) % XB;
+            encode_x(b, 1, s_down + b * TB);
+            __syncthreads();
           }
         }
       }
@@ -437,7 +461,7 @@ __global__ void __launch_bounds__(WARPS * 32, WARPS > 8 ? 1 : XH ? 2 : 0) fused_
               mma16816<MAct>(d, ra[mi][0], rb[mi][0], ra[mi][1], rb[mi][1], b.x, b.y);
               mma16816<MAct>(d, ra[mi][2], rb[mi][2], ra[mi][3], rb[mi][3], b.z, b.w);
             };
-            if constexpr (WS == 3)
+            if constexpr (FOLD)
               mma2(blk[mi % NB][j % NT]);
             else
               mma2(acc[mi][j]);
@@ -452,11 +476,34 @@ __global__ void __launch_bounds__(WARPS * 32, WARPS > 8 ? 1 : XH ? 2 : 0) fused_
             const int rblock = (m0 + (warp * MW + mi) * 16) / 128;
             const float sc = p.w_scale[(long long)rblock * p.w_scale_cols + kb];
 #pragma unroll
-            for (int j = 0; j < NT; ++j)
+            for (int j = 0; j < NT; ++j) {
+              float s0 = sc, s1 = sc;  // XS: times the stage's 2^-k_t (a block is in one stage)
+              if constexpr (XS) {
+                float d0, d1;
+                downs(s_down + ((c / CPS) % XB) * TB, j * 8 + tig * 2, d0, d1);
+                s0 *= d0;
+                s1 *= d1;
+              }
 #pragma unroll
               for (int e = 0; e < 4; ++e) {
-                acc[mi][j][e] += sc * blk[mi % NB][j % NT][e];
+                acc[mi][j][e] += (e % 2 ? s1 : s0) * blk[mi % NB][j % NT][e];
                 blk[mi % NB][j % NT][e] = 0.f;
+              }
+            }
+          }
+        }
+      } else if constexpr (XS) {
+        if ((c + 1) % CPS == 0) {  // the end of an x stage: fold it in with its 2^-k_t
+#pragma unroll
+          for (int j = 0; j < NT; ++j) {
+            float d0, d1;
+            downs(s_down + ((c / CPS) % XB) * TB, j * 8 + tig * 2, d0, d1);
+#pragma unroll
+            for (int mi = 0; mi < MW; ++mi)
+#pragma unroll
+              for (int e = 0; e < 4; ++e) {
+                acc[mi][j][e] += (e % 2 ? d1 : d0) * blk[mi][j][e];
+                blk[mi][j][e] = 0.f;
               }
           }
         }
@@ -471,14 +518,14 @@ __global__ void __launch_bounds__(WARPS * 32, WARPS > 8 ? 1 : XH ? 2 : 0) fused_
     }
   }
 
-  // ---- partial [T, MT] of this split -> workspace[split] (XH: times 2^-k_t, exactly) ----
+  // ---- partial [T, MT] of this split -> workspace[split] (resident XH: times 2^-k_t) ----
   {
     float* ws = p.workspace + (long long)split * TB * M;
-    if constexpr (XH == 1) {
+    if constexpr (XH == 1 && !XS) {
 #pragma unroll
       for (int j = 0; j < NT; ++j) {
-        const int t = j * 8 + tig * 2;
-        const float d0 = t < T ? s_down[t] : 0.f, d1 = t + 1 < T ? s_down[t + 1] : 0.f;
+        float d0, d1;
+        downs(s_down, j * 8 + tig * 2, d0, d1);
 #pragma unroll
         for (int mi = 0; mi < MW; ++mi)
 #pragma unroll

@@ -83,7 +83,7 @@ TEST_CASE("decode tiling over 8-bit weights: the H200 cold FP8 sweep's choice at
   // every x stage of a split resident at 32; 8 warps x 2, x staged, at 64 (16 warps would
   // spill).
   struct Want {
-    int tb, splits, pipeline, mw, warps, k_slice, x_resident = 0;
+    int tb, splits, pipeline, mw, warps, k_slice, x_resident = 0, x_fp16 = 0;
   };
   auto check = [](fkv::WeightFormat w, const Want& want) {
     const fkv::DecodeSpec s =
@@ -95,6 +95,7 @@ TEST_CASE("decode tiling over 8-bit weights: the H200 cold FP8 sweep's choice at
     CHECK(s.warps == want.warps);
     CHECK(s.k_slice == want.k_slice);
     CHECK(s.x_resident == want.x_resident);
+    CHECK(s.x_fp16 == want.x_fp16);
   };
   for (fkv::WeightFormat w : {fkv::WeightFormat::Fp8Tensor, fkv::WeightFormat::Int8Channel,
                               fkv::WeightFormat::Fp8Channel})
@@ -105,6 +106,15 @@ TEST_CASE("decode tiling over 8-bit weights: the H200 cold FP8 sweep's choice at
   for (const Want& want : {Want{8, 3, 4, 1, 8, 256}, Want{16, 3, 2, 1, 16, 128},
                            Want{32, 3, 2, 1, 16, 128, 1}, Want{64, 3, 2, 2, 8, 128}})
     check(fkv::WeightFormat::Fp8Block, want);
+  // fp16 activations: the same tilings, x staged below 32 tokens and never re-encoded.
+  fkv::KernelSpec half = qwen3_epilogue(fkv::OutputMode::Pool);
+  half.act = half.cache = half.cos_sin = fkv::DType::FP16;
+  for (int tb : {8, 16, 32}) {
+    const fkv::DecodeSpec h =
+        fkv::make_decode_spec(half, 4096, 5, tb, 132, {}, fkv::WeightFormat::Fp8Tensor);
+    CHECK(h.x_fp16 == 0);
+    CHECK(h.x_resident == (tb == 32 ? 1 : 0));
+  }
   // A head_dim whose heads do not fill 256 rows (96) takes the general rules.
   fkv::KernelSpec d96 = qwen3_epilogue(fkv::OutputMode::Pool);
   d96.head_dim = 96;
@@ -120,6 +130,12 @@ TEST_CASE("decode tiling over 8-bit weights: the H200 cold FP8 sweep's choice at
   CHECK(fkv::make_decode_spec(qwen3_epilogue(fkv::OutputMode::Pool), 8192, 5, 32, 132, {},
                               fkv::WeightFormat::Fp8Tensor)
             .x_resident == 1);  // 22 stages of 8.7 KB fit
+  // hidden 16384 at 32 tokens: 43 stages would not, so x is staged, and stays bf16.
+  const fkv::DecodeSpec big = fkv::make_decode_spec(qwen3_epilogue(fkv::OutputMode::Pool), 16384, 5,
+                                                    32, 132, {}, fkv::WeightFormat::Fp8Tensor);
+  CHECK(big.x_resident == 0);
+  CHECK(big.x_fp16 == 0);
+  CHECK(big.warps == 16);
   // Splits follow the SM count: 200 SMs take 5 splits of the 40 tiles of 256 rows.
   CHECK(fkv::make_decode_spec(qwen3_epilogue(fkv::OutputMode::Pool), 4096, 5, 64, 200, {},
                               fkv::WeightFormat::Fp8Tensor)
@@ -179,15 +195,27 @@ TEST_CASE("decode x as scaled fp16 (x_fp16): the spec, its cache key and its ref
             .find(";xh=") == std::string::npos);
   const fkv::KernelSource src = fkv::generate_decode(s);
   CHECK(src.name_expression.substr(src.name_expression.size() - 13) == ", 2, 2, 1, 1>");
-  // Refused: x staged, dense weights, fp16 activations (already fp16), a value other than 0/1.
+  // Staged x (re-encoded per stage): the key has no ";xr=1", the template XM 0 and XH 1.
+  fkv::DecodeTuning st = t;
+  st.x_resident = 0;
+  st.x_fp16 = 1;
+  const fkv::DecodeSpec sx =
+      fkv::make_decode_spec(pool, 4096, 5, 8, 132, st, fkv::WeightFormat::Fp8Block);
+  CHECK(sx.canonical().find(";ksl=256;xh=1;w=fp8_block") != std::string::npos);
+  CHECK(fkv::generate_decode(sx).name_expression.find(", 1, 3, 0, 1>") != std::string::npos);
+  // Refused: block scales with stages that split a 128-column block, dense weights, fp16
+  // activations (already fp16), a value other than 0/1.
   auto refused = [&](const fkv::KernelSpec& e, fkv::DecodeTuning bad, fkv::WeightFormat w) {
     CHECK_THROWS_WITH(fkv::make_decode_spec(e, 4096, 5, 8, 132, bad, w),
                       Catch::Contains("x_fp16") || Catch::Contains("out of range"));
   };
   t.x_fp16 = 1;
-  fkv::DecodeTuning staged = t;
-  staged.x_resident = 0;
-  refused(pool, staged, fkv::WeightFormat::Fp8Tensor);
+  // (4 splits of 16 stages of 64 columns, one chunk in flight: only the blocks are wrong)
+  CHECK_THROWS_WITH(fkv::make_decode_spec(pool, 4096, 5, 8, 132, {4, 1, 1, 64, 0, 0, 1},
+                                          fkv::WeightFormat::Fp8Block),
+                    Catch::Contains("k_slice a multiple of 128"));
+  CHECK_NOTHROW(fkv::make_decode_spec(pool, 4096, 5, 8, 132, {4, 1, 1, 64, 0, 0, 1},
+                                      fkv::WeightFormat::Fp8Tensor));
   refused(pool, t, fkv::WeightFormat::Dense);
   fkv::KernelSpec half = pool;
   half.act = fkv::DType::FP16;
@@ -364,7 +392,8 @@ TEST_CASE("decode kernels compile for sm_80 and sm_90 without spills") {
     fkv::DecodeTuning tuning = {};
   };
   std::vector<Case> cases;
-  // Resident x stages with 8 warps: 8-bit weights, block scales, INT8 on sm_80, dense weights.
+  // Resident x stages with 8 warps: 8-bit weights, block scales, INT8 on sm_80, dense weights;
+  // x as scaled fp16.
   struct Tiled {
     const char* what;
     int tb;
@@ -377,7 +406,13 @@ TEST_CASE("decode kernels compile for sm_80 and sm_90 without spills") {
        {Tiled{"resident x", 64, "sm_90", W::Fp8Tensor, {3, 2, 2, 128, 8, 1}},
         Tiled{"resident x blocks", 32, "sm_90", W::Fp8Block, {3, 2, 2, 128, 8, 1}},
         Tiled{"resident x int8", 16, "sm_80", W::Int8Channel, {3, 2, 2, 128, 8, 1}},
-        Tiled{"resident x dense", 32, "sm_90", W::Dense, {3, 2, 2, 128, 8, 1}}})
+        Tiled{"resident x dense", 32, "sm_90", W::Dense, {3, 2, 2, 128, 8, 1}},
+        // x re-encoded as scaled fp16, staged and resident, one-head and 16-warp tiles
+        Tiled{"fp16 x staged", 8, "sm_90", W::Fp8Tensor, {3, 4, 1, 256, 0, 0, 1}},
+        Tiled{"fp16 x staged blocks", 8, "sm_90", W::Fp8Block, {3, 4, 1, 256, 0, 0, 1}},
+        Tiled{"fp16 x staged int8", 8, "sm_80", W::Int8Channel, {3, 4, 1, 256, 0, 0, 1}},
+        Tiled{"fp16 x resident", 8, "sm_90", W::Fp8Channel, {3, 4, 1, 256, 0, 1, 1}},
+        Tiled{"fp16 x 16 warps", 16, "sm_90", W::Fp8Block, {3, 2, 1, 128, 16, 0, 1}}})
     cases.push_back(
         {t.what, qwen3_epilogue(fkv::OutputMode::Pool), 4096, 5, t.tb, t.arch, t.weight, t.tuning});
   // Quantized weights (one byte per element, converted in registers), every format and bucket

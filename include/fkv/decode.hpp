@@ -47,8 +47,8 @@ struct DecodeTuning {
   // 1: every x stage of a split resident in shared memory at once, each published by an
   // mbarrier (no CTA barrier in the k-loop); 0: two x stages, double-buffered.
   int x_resident = 0;
-  // 1 (with x_resident, bf16 activations and 8-bit weights): the resident x re-encoded in shared
-  // memory as fp16 times a power of two per token, so that the weights convert to fp16 (cheaper
+  // 1 (bf16 activations and 8-bit weights): x re-encoded in shared memory as fp16 times a power
+  // of two per token (and per stage, when staged), so that the weights convert to fp16 (cheaper
   // than to bf16) and the MMAs run in fp16; exact (templates/fused_proj_kv.cu says for which
   // elements).
   int x_fp16 = 0;

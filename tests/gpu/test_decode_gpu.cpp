@@ -614,14 +614,17 @@ void spread_tokens(DecodeCase& fx) {
 
 TEST_CASE("decode kernel: x re-encoded as scaled fp16 (x_fp16), every 8-bit format") {
   // bf16 hidden states re-encoded per token in shared memory as fp16 times a power of two
-  // (templates/fused_proj_kv.cu): one-head tiles with 256-column stages (the 8-token default's
-  // shape), 16 warps x 1 and 8 warps x 2 with 128-column ones; tokens of very different scales.
+  // (templates/fused_proj_kv.cu), x resident (one power per split) or staged (one per stage,
+  // folded in at each stage's end): one-head tiles with 256-column stages (the 8-token
+  // default's shape), 16 warps x 1 and (resident) 8 warps x 2 with 128-column ones; tokens of
+  // very different scales.
   std::uint64_t offset = 700;
   for (fkv::WeightFormat w : {fkv::WeightFormat::Fp8Tensor, fkv::WeightFormat::Fp8Channel,
                               fkv::WeightFormat::Fp8Block, fkv::WeightFormat::Int8Channel})
     for (const fkv::DecodeTuning& t :
          {fkv::DecodeTuning{3, 4, 1, 256, 0, 1, 1}, fkv::DecodeTuning{3, 2, 1, 128, 16, 1, 1},
-          fkv::DecodeTuning{3, 2, 2, 128, 8, 1, 1}}) {
+          fkv::DecodeTuning{3, 2, 2, 128, 8, 1, 1}, fkv::DecodeTuning{3, 4, 1, 256, 0, 0, 1},
+          fkv::DecodeTuning{3, 2, 1, 128, 16, 0, 1}}) {
       Shape s{"x-fp16", qwen3(), 2048, 3};
       s.weight = w;
       fkv::DecodeOptions o = decode_options(64);
