@@ -14,6 +14,7 @@
 #include <cmath>
 #include <future>
 #include <limits>
+#include <memory>
 #include <sstream>
 #include <thread>
 
@@ -537,6 +538,24 @@ TEST_CASE("decode kernel: Qwen3-8B DFlash draft shape, stacked and pool, T = 1..
   }
 }
 
+// A Qwen3-headed case of hidden 2048 and 3 layers over weights `w`, tiled by `t`, with kernels
+// and fresh tokens for up to 64 tokens; and how INFO names it.
+std::unique_ptr<DecodeCase> tuned_case(const char* name, fkv::WeightFormat w,
+                                       const fkv::DecodeTuning& t, std::uint64_t seed_offset) {
+  Shape s{name, qwen3(), 2048, 3};
+  s.weight = w;
+  fkv::DecodeOptions o = decode_options(64);
+  o.tuning = t;
+  return std::make_unique<DecodeCase>(s, seed_offset, o, 64);
+}
+
+std::string tuning_name(fkv::WeightFormat w, const fkv::DecodeTuning& t) {
+  std::ostringstream o;
+  o << fkv::to_string(w) << ", splits " << t.splits << ", k_slice " << t.k_slice << ", warps "
+    << t.warps << ", x_resident " << t.x_resident << ", x_fp16 " << t.x_fp16;
+  return o.str();
+}
+
 TEST_CASE("decode kernel: splits that do not divide the x stages (runs of whole stages)") {
   // Split s of S takes x stages [s * n / S, (s + 1) * n / S): with 3 or 5 splits some splits
   // hold one stage more. Dense and 8-bit weights (block scales: every split starts on a
@@ -547,12 +566,9 @@ TEST_CASE("decode kernel: splits that do not divide the x stages (runs of whole 
     for (const fkv::DecodeTuning& t :
          {fkv::DecodeTuning{3, 0, 0, 0, 0}, fkv::DecodeTuning{5, 2, 1, 0, 0},
           fkv::DecodeTuning{3, 2, 2, 256, 8}}) {
-      Shape s{"uneven-splits", qwen3(), 2048, 3};
-      s.weight = w;
-      fkv::DecodeOptions o = decode_options(64);
-      o.tuning = t;
-      INFO(fkv::to_string(w) << ", splits " << t.splits << ", warps " << t.warps);
-      DecodeCase fx(s, offset++, o, 64);
+      INFO(tuning_name(w, t));
+      const auto c = tuned_case("uneven-splits", w, t, offset++);
+      DecodeCase& fx = *c;
       for (std::int64_t T : {1, 8, 33, 64}) {
         check_stacked(fx, T);
         check_pool(fx, T);
@@ -572,13 +588,9 @@ TEST_CASE("decode kernel: resident x stages (x_resident), every weight format") 
          {fkv::DecodeTuning{3, 2, 2, 128, 8, 1}, fkv::DecodeTuning{3, 1, 1, 64, 16, 1},
           fkv::DecodeTuning{6, 2, 4, 128, 8, 1}}) {
       if (w == fkv::WeightFormat::Fp8Block && t.k_slice < 128) continue;  // blocks per split
-      Shape s{"x-resident", qwen3(), 2048, 3};
-      s.weight = w;
-      fkv::DecodeOptions o = decode_options(64);
-      o.tuning = t;
-      INFO(fkv::to_string(w) << ", splits " << t.splits << ", k_slice " << t.k_slice << ", warps "
-                             << t.warps);
-      DecodeCase fx(s, offset++, o, 64);
+      INFO(tuning_name(w, t));
+      const auto c = tuned_case("x-resident", w, t, offset++);
+      DecodeCase& fx = *c;
       REQUIRE(fx.dec.spec_for(64, fkv::OutputMode::Pool).x_resident == 1);
       for (std::int64_t T : {1, 8, 33, 64}) {
         check_stacked(fx, T);
@@ -625,13 +637,9 @@ TEST_CASE("decode kernel: x re-encoded as scaled fp16 (x_fp16), every 8-bit form
          {fkv::DecodeTuning{3, 4, 1, 256, 0, 1, 1}, fkv::DecodeTuning{3, 2, 1, 128, 16, 1, 1},
           fkv::DecodeTuning{3, 2, 2, 128, 8, 1, 1}, fkv::DecodeTuning{3, 4, 1, 256, 0, 0, 1},
           fkv::DecodeTuning{3, 2, 1, 128, 16, 0, 1}}) {
-      Shape s{"x-fp16", qwen3(), 2048, 3};
-      s.weight = w;
-      fkv::DecodeOptions o = decode_options(64);
-      o.tuning = t;
-      INFO(fkv::to_string(w) << ", splits " << t.splits << ", k_slice " << t.k_slice << ", warps "
-                             << t.warps);
-      DecodeCase fx(s, offset++, o, 64);
+      INFO(tuning_name(w, t));
+      const auto c = tuned_case("x-fp16", w, t, offset++);
+      DecodeCase& fx = *c;
       REQUIRE(fx.dec.spec_for(64, fkv::OutputMode::Pool).x_fp16 == 1);
       spread_tokens(fx);
       for (std::int64_t T : {1, 3, 8, 33, 64}) {
