@@ -156,7 +156,7 @@ json tiling_sweep(const SweepIO& io, const std::vector<std::int64_t>& sweep_toke
   std::vector<Try> tries;
   for (std::int64_t T : sweep_tokens) {
     tries.push_back({T, {}, {}, {}, {}});
-    // The default tiling with x staged, resident, and resident as scaled fp16
+    // The default tiling with x staged or resident, each as bf16 or as scaled fp16
     // (DecodeTuning::x_fp16; bf16 activations), side by side.
     try {
       const fkv::DecodeSpec d = fkv::make_decode_spec(e, kHidden, kLayers, fkv::decode_bucket(T),

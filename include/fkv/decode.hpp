@@ -71,7 +71,7 @@ struct DecodeSpec {
   int pipeline = 4;
   int k_slice = 512;
   int x_resident = 0;  // 1: all of a split's x stages in shared memory, behind mbarriers
-  int x_fp16 = 0;      // 1: and re-encoded as scaled fp16 (DecodeTuning::x_fp16)
+  int x_fp16 = 0;      // 1: x re-encoded as scaled fp16 in shared memory (DecodeTuning::x_fp16)
 
   int rows() const { return num_layers * 2 * epilogue.num_kv_heads * epilogue.head_dim; }
   int tile_rows() const { return warps * mma_tiles_per_warp * 16; }
