@@ -284,7 +284,7 @@ __global__ void __launch_bounds__(WARPS * 32, WARPS > 8 ? 1 : XH ? 2 : 0) fused_
     }
   };
   __shared__ __align__(8) unsigned long long s_xbar[XM ? SMAX : 1];
-  if constexpr (XH == 1) {  // every stage at once, one group: re-encoded once all have landed
+  if constexpr (XH == 1 && !XS) {  // every stage at once, one group: re-encoded once all have landed
     for (int sl = 0; sl < nsl; ++sl) stage(sl);
     cp_async_commit();
   } else if constexpr (XM == 1) {
