@@ -81,6 +81,12 @@ DecodeTuning quantized_tiling(const KernelSpec& epilogue, int num_layers, int to
     t.pipeline = 4;
     t.mma_tiles_per_warp = 1;
     t.k_slice = 256;
+    // INT8 weights: x re-encoded as scaled fp16 stage by stage (bf16 activations; fp16 ones
+    // fall back to the same tiling without it, below), so that a pair of weights converts in two
+    // instructions instead of five. The eleventh session's sweep (2026-12-03) measured 14.94
+    // and 15.59 us at 1 and 8 tokens against 15.21 and 15.69; FP8 weights gained at one token
+    // (14.48 against 14.65) but lost at eight (15.14 against 15.04) and keep bf16 x.
+    t.x_fp16 = weight == WeightFormat::Int8Channel ? 1 : 0;
     return t;
   }
   // Block-scaled weights at 16 tokens took the general rules until the ninth session's sweep

@@ -98,23 +98,29 @@ TEST_CASE("decode tiling over 8-bit weights: the H200 cold FP8 sweep's choice at
     CHECK(s.x_fp16 == want.x_fp16);
   };
   for (fkv::WeightFormat w : {fkv::WeightFormat::Fp8Tensor, fkv::WeightFormat::Int8Channel,
-                              fkv::WeightFormat::Fp8Channel})
-    for (const Want& want : {Want{8, 3, 4, 1, 8, 256}, Want{16, 3, 2, 1, 16, 128},
+                              fkv::WeightFormat::Fp8Channel}) {
+    // INT8 up to 8 tokens: x re-encoded as scaled fp16, stage by stage (eleventh session).
+    const int xh = w == fkv::WeightFormat::Int8Channel ? 1 : 0;
+    for (const Want& want : {Want{8, 3, 4, 1, 8, 256, 0, xh}, Want{16, 3, 2, 1, 16, 128},
                              Want{32, 3, 2, 1, 16, 128, 1}, Want{64, 3, 2, 2, 8, 128}})
       check(w, want);
+  }
   // Block-scaled weights: as the others (since the ninth session also at 16 tokens).
   for (const Want& want : {Want{8, 3, 4, 1, 8, 256}, Want{16, 3, 2, 1, 16, 128},
                            Want{32, 3, 2, 1, 16, 128, 1}, Want{64, 3, 2, 2, 8, 128}})
     check(fkv::WeightFormat::Fp8Block, want);
-  // fp16 activations: the same tilings, x staged below 32 tokens and never re-encoded.
+  // fp16 activations: the same tilings, x staged below 32 tokens and never re-encoded (INT8's
+  // x_fp16 tiling at 8 tokens falls back to the same one without it).
   fkv::KernelSpec half = qwen3_epilogue(fkv::OutputMode::Pool);
   half.act = half.cache = half.cos_sin = fkv::DType::FP16;
-  for (int tb : {8, 16, 32}) {
-    const fkv::DecodeSpec h =
-        fkv::make_decode_spec(half, 4096, 5, tb, 132, {}, fkv::WeightFormat::Fp8Tensor);
-    CHECK(h.x_fp16 == 0);
-    CHECK(h.x_resident == (tb == 32 ? 1 : 0));
-  }
+  for (fkv::WeightFormat w : {fkv::WeightFormat::Fp8Tensor, fkv::WeightFormat::Int8Channel})
+    for (int tb : {8, 16, 32}) {
+      const fkv::DecodeSpec h = fkv::make_decode_spec(half, 4096, 5, tb, 132, {}, w);
+      INFO(h.canonical());
+      CHECK(h.x_fp16 == 0);
+      CHECK(h.x_resident == (tb == 32 ? 1 : 0));
+      CHECK(h.k_slice == (tb == 8 ? 256 : 128));
+    }
   // A head_dim whose heads do not fill 256 rows (96) takes the general rules.
   fkv::KernelSpec d96 = qwen3_epilogue(fkv::OutputMode::Pool);
   d96.head_dim = 96;
