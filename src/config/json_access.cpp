@@ -44,7 +44,9 @@ std::string depth_message(const std::string& name) {
 // turns back into a double after parsing. `shifts` records (offset in the rewritten text, bytes
 // added so far) so that a parse error still reports the byte offset of the original text.
 constexpr std::string_view kMarker = "\\u0001fkv-non-finite:";
-constexpr std::string_view kMarkerValue = "\x01fkv-non-finite:";
+constexpr std::string_view kMarkerValue =
+    "\x01"
+    "fkv-non-finite:";  // \x01f would be one char
 
 struct Rewritten {
   std::string text;
