@@ -414,6 +414,59 @@ def test_integers_past_32_bits_refused():
     raises(fkv_jit.ArgumentError, fkv_jit.Kernel, fkv_jit.KernelDesc(2 ** 32 + 8, 128, 128))
 
 
+def test_argument_types_refused_not_coerced():
+    """The eleventh session's probe: plan(tp_size=2.7) was the TP-2 plan, tp_size="2" and
+    cos_sin_bytes(0, "16") were parsed, act=None became the dtype 'None', Kernel(None) an
+    AttributeError, JSON text given as a path an error quoting it as a file name."""
+    path = DATA / "qwen3-8b.json"
+    for bad in (2.7, "2", None):
+        e = raises(fkv_jit.ArgumentError, fkv_jit.plan, path, tp_size=bad)
+        assert "tp_size must be an integer" in str(e), str(e)
+    raises(fkv_jit.ArgumentError, fkv_jit.plan, path, tp_size=2, tp_rank=1.0)
+    assert fkv_jit.plan(path, tp_size=True).tp_size == 1  # operator.index: bool is an int
+    p = fkv_jit.plan(path)
+    e = raises(fkv_jit.ArgumentError, p.cos_sin_bytes, 0, "16")
+    assert "max_position must be an integer" in str(e), str(e)
+    raises(fkv_jit.ArgumentError, p.cos_sin_bytes, 0.0, 16)
+    e = raises(fkv_jit.ArgumentError, p.kernel_desc, 0, act=None)
+    assert "act must be a str" in str(e), str(e)
+    raises(fkv_jit.ArgumentError, fkv_jit.precompile, path, "sm_90", dtype=b"bf16")
+    raises(fkv_jit.ArgumentError, fkv_jit.precompile, path, 90)
+    e = raises(fkv_jit.ArgumentError, fkv_jit.Kernel, None)
+    assert "KernelDesc" in str(e), str(e)
+    text = json.dumps(two_layers(layer()))
+    e = raises(fkv_jit.BadInputError, fkv_jit.validate, text)
+    assert "config_from_json" in str(e), str(e)
+    assert fkv_jit.validate(json.loads(text)).num_kv_heads == 8  # the dict is read
+
+
+def test_non_utf8_path_is_an_argument_error():
+    """A path whose bytes are not UTF-8 raised a bare UnicodeEncodeError from the binding."""
+    tmp = tempfile.mkdtemp(prefix="fkv-py-latin1-")
+    try:
+        name = os.path.join(os.fsencode(tmp), b"q\xff.json")
+        with open(name, "wb") as f:
+            f.write((DATA / "qwen3-8b.json").read_bytes())
+        e = raises(fkv_jit.ArgumentError, fkv_jit.validate, name)
+        assert "not valid UTF-8" in str(e) and "CLI" in str(e), str(e)
+        raises(fkv_jit.ArgumentError, fkv_jit.precompile, DATA / "qwen3-8b.json", "sm_90",
+               cache_dir=os.path.join(os.fsencode(tmp), b"c\xff"))
+    finally:
+        shutil.rmtree(tmp)
+
+
+def test_helper_without_torch_says_what_it_needs():
+    try:
+        import torch  # noqa: F401
+        print("skip: torch is installed")
+        return
+    except ImportError:
+        pass
+    e = raises(ModuleNotFoundError, getattr, fkv_jit, "FusedKVMaterializeHelper")
+    assert "needs torch" in str(e) and e.name == "torch", str(e)
+    raises(ModuleNotFoundError, getattr, fkv_jit, "sglang")
+
+
 # ---- issue 25: Python over native objects ---------------------------------------------------
 
 def test_config_read_once():

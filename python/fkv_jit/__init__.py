@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import importlib
 import json as _json
+import operator
 import os
 import sys
 from dataclasses import dataclass
@@ -96,11 +97,51 @@ class Config:
         return f"fkv_jit.Config({self.name!r}, layers={self.num_layers})"
 
 
+def _native_path(path: Union[str, bytes, os.PathLike], what: str) -> str:
+    """A path for the library, which takes UTF-8: str, bytes or os.PathLike (os.fsdecode). One
+    whose bytes are not UTF-8 raises ArgumentError (the fkv-jit CLI takes any bytes)."""
+    path = os.fsdecode(path)
+    try:
+        path.encode("utf-8")
+    except UnicodeEncodeError:
+        raise ArgumentError(
+            f"{what} {path!r} is not valid UTF-8: fkv_jit's Python API passes paths to the library "
+            "as UTF-8; rename it, or use the fkv-jit CLI, which takes any bytes") from None
+    return path
+
+
+def _int_arg(name: str, value) -> int:
+    """An integer argument (int, bool, numpy integers: operator.index); a float, a string or None
+    raises ArgumentError naming it instead of being truncated or parsed."""
+    try:
+        return operator.index(value)
+    except TypeError:
+        raise ArgumentError(
+            f"{name} must be an integer, got {value!r} ({type(value).__name__})") from None
+
+
+def _name_arg(name: str, value, example: str) -> str:
+    """A name argument (a dtype, an arch): a str, else ArgumentError naming it."""
+    if not isinstance(value, str):
+        raise ArgumentError(
+            f"{name} must be a str such as {example!r}, got {value!r} ({type(value).__name__})")
+    return value
+
+
+def _optional_name(name: str, value, example: str) -> str:
+    return optional_str(None if value is None else _name_arg(name, value, example))
+
+
 def load_config(path: Union[str, bytes, os.PathLike]) -> Config:
     """Reads a HuggingFace config.json (or the explicit per-layer schema). Raises BadInputError
     (a ValueError) naming the file and key for missing files, malformed JSON and bad values.
-    The path may be str, bytes or os.PathLike (os.fsdecode); one with a NUL is an ArgumentError."""
-    path = os.fsdecode(path)
+    The path may be str, bytes or os.PathLike (os.fsdecode) of UTF-8 bytes; one with a NUL, or
+    not UTF-8, is an ArgumentError. JSON text or a dict goes to config_from_json."""
+    path = _native_path(path, "config path")
+    if path.lstrip().startswith("{") and not os.path.exists(path):
+        raise BadInputError(
+            f"the config path starts with '{{' and names no file: to read JSON text, call "
+            f"fkv_jit.config_from_json(text) or pass a dict (text: {path[:60]!r}...)")
     return Config(native().config_load(path), path)
 
 
@@ -169,7 +210,9 @@ class Plan:
         self.grouped = grouped
         # The library's plan of the rank (fkv::make_plan, then fkv::shard_plan), made from the
         # config object: groups, head split, kernel descriptions and cos/sin tables come from it.
-        self._native = native().plan_create(config._native, grouped, int(tp_size), int(tp_rank))
+        self._native = native().plan_create(config._native, bool(grouped),
+                                            _int_arg("tp_size", tp_size),
+                                            _int_arg("tp_rank", tp_rank))
         doc = _json.loads(str(native().plan_info(self._native)))
         self.tp_size: int = doc["tp_size"]
         self.tp_rank: int = doc["tp_rank"]
@@ -184,6 +227,7 @@ class Plan:
         self.skipped: Tuple[int, ...] = tuple(doc["skipped"])
 
     def _group(self, group: int) -> LayerGroup:
+        group = _int_arg("group", group)
         if not 0 <= group < len(self.groups):
             raise ArgumentError(f"group {group} is out of range: the plan has {len(self.groups)} group(s)")
         return self.groups[group]
@@ -192,8 +236,9 @@ class Plan:
         """The kernel description of `group` (fp32 cos/sin, int64 indices; edit as needed); under
         tensor parallelism the rank's (num_kv_heads is its share)."""
         self._group(group)
-        d = _json.loads(str(native().plan_kernel_desc(self._native, group, str(act),
-                                                      str(act if cache is None else cache), pool)))
+        act = _name_arg("act", act, "bf16")
+        cache = act if cache is None else _name_arg("cache", cache, "fp8_e4m3")
+        d = _json.loads(str(native().plan_kernel_desc(self._native, group, act, cache, pool)))
         return KernelDesc(**d)
 
     def cos_sin_bytes(self, group: int, max_position: int = 0, dtype="fp32") -> bytes:
@@ -201,7 +246,9 @@ class Plan:
         sin in [R/2, R)), as raw bytes in `dtype` (fp32, bf16, fp16). max_position 0 = the
         config's max_position_embeddings."""
         self._group(group)
-        return bytes(native().plan_cos_sin(self._native, group, int(max_position), str(dtype)))
+        return bytes(native().plan_cos_sin(self._native, group,
+                                           _int_arg("max_position", max_position),
+                                           _name_arg("dtype", dtype, "fp32")))
 
     def cos_sin_tensor(self, group: int, max_position: int = 0, dtype=None, device=None):
         """The cos/sin table of `group` as a torch tensor [max_position, R] (default fp32)."""
@@ -240,10 +287,12 @@ def precompile(path_or_config, arch: str, dtype: Optional[str] = None,
     the kernels a helper builds for quantized K/V weights (docs/quantized.md). Returns
     (variants, compiled now)."""
     cfg = _as_config(path_or_config)
-    n, compiled = native().precompile(cfg._native, str(arch), optional_str(dtype),
-                                      optional_str(kv_dtype),
-                                      optional_str(None if cache_dir is None else os.fsdecode(cache_dir)),
-                                      optional_str(decode_gpu), optional_str(weights))
+    n, compiled = native().precompile(
+        cfg._native, _name_arg("arch", arch, "sm_90"), _optional_name("dtype", dtype, "bf16"),
+        _optional_name("kv_dtype", kv_dtype, "fp8_e4m3"),
+        optional_str(None if cache_dir is None else _native_path(cache_dir, "cache_dir")),
+        _optional_name("decode_gpu", decode_gpu, "H200"),
+        _optional_name("weights", weights, "fp8_tensor"))
     return int(n), int(compiled)
 
 
@@ -281,6 +330,10 @@ class Kernel:
     `device`, e.g. to warm the cache; launches go through FusedKVMaterializeHelper."""
 
     def __init__(self, desc: KernelDesc, device: int = 0):
+        if not isinstance(desc, KernelDesc):
+            raise ArgumentError(f"desc must be a fkv_jit.KernelDesc (from Plan.kernel_desc), got "
+                                f"{type(desc).__name__}")
+        device = _int_arg("device", device)
         self.desc = desc
         self.device = device
         self.name, self.outcome, self.arch = (
@@ -293,11 +346,17 @@ _TORCH_SUBMODULES = ("materializer", "sglang", "_ops")
 
 
 def __getattr__(name: str):
-    if name == "FusedKVMaterializeHelper":
-        from .materializer import FusedKVMaterializeHelper
-        return FusedKVMaterializeHelper
-    if name in _TORCH_SUBMODULES:
-        return importlib.import_module(f".{name}", __name__)
+    if name == "FusedKVMaterializeHelper" or name in _TORCH_SUBMODULES:
+        try:
+            module = importlib.import_module(
+                ".materializer" if name == "FusedKVMaterializeHelper" else f".{name}", __name__)
+        except ModuleNotFoundError as e:
+            if e.name != "torch":
+                raise
+            raise ModuleNotFoundError(
+                f"fkv_jit.{name} needs torch >= 2.4 with CUDA (pip install torch); validate, plan, "
+                "precompile and the fkv-jit CLI work without it", name="torch") from e
+        return getattr(module, name) if name == "FusedKVMaterializeHelper" else module
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
