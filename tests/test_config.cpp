@@ -465,6 +465,117 @@ TEST_CASE("per-layer head lists (OpenELM) are refused: no registry entry reads t
       Contains("'num_kv_heads'") && Contains("contradicts") && Contains("num_kv_heads 2"));
 }
 
+TEST_CASE("per-layer KV-head lists are refused for families that read one number",
+          "[config][rules]") {
+  // Qwen3 and Llama read num_key_value_heads, but their modeling code takes one number; the list
+  // was read per layer, so [8, 8] validated and [8, 4] was a uniformity mismatch.
+  for (const char* type : {"qwen3", "llama"}) {
+    INFO(type);
+    for (const char* list : {"[2, 2]", "[2, 1]"}) {
+      const std::string text =
+          R"({"model_type": ")" + std::string(type) +
+          R"(", "num_hidden_layers": 2, "hidden_size": 512, "num_attention_heads": 4, )"
+          R"("num_key_value_heads": )" +
+          list + "}";
+      CHECK_THROWS_AS(parse(text), fkv::UnsupportedError);
+      CHECK_THROWS_WITH(parse(text), Contains("'num_key_value_heads'") &&
+                                         Contains("per-layer list") &&
+                                         Contains(type[0] == 'q' ? "\"Qwen3\"" : "\"Llama\"") &&
+                                         Contains("explicit schema"));
+    }
+  }
+}
+
+TEST_CASE("KV heads must divide the query heads", "[config][rules]") {
+  auto with = [](const std::string& extra) {
+    return parse(
+        R"({"model_type": "qwen3", "num_hidden_layers": 2, "hidden_size": 4096, "num_attention_heads": 32)" +
+        extra + "}");
+  };
+  for (const char* kv : {"64", "33", "7", "5"}) {
+    INFO(kv);
+    CHECK_THROWS_WITH(
+        with(std::string(R"(, "num_key_value_heads": )") + kv),
+        Contains("test.json: key 'num_key_value_heads': " + std::string(kv) + " KV heads") &&
+            Contains("32 query heads (num_attention_heads)") && Contains("must divide"));
+  }
+  CHECK_THROWS_AS(with(R"(, "num_key_value_heads": 64)"), fkv::ConfigError);
+  for (const char* kv : {"32", "8", "1"})
+    CHECK(with(std::string(R"(, "num_key_value_heads": )") + kv).layers[0].num_kv_heads.value ==
+          std::stoi(kv));
+  // ChatGLM's multi_query_group_num is named when it is the source.
+  CHECK_THROWS_WITH(
+      parse(
+          R"({"model_type": "chatglm", "num_layers": 2, "hidden_size": 4096, "num_attention_heads": 32,
+                "multi_query_attention": true, "multi_query_group_num": 3})"),
+      Contains("'multi_query_group_num'") && Contains("do not divide"));
+}
+
+TEST_CASE("an odd head_dim that rotary_dim defaults to is bad input while reading",
+          "[config][rules]") {
+  // It used to reach validate and exit 1 with the seed's "Invalid ... pair" text.
+  auto hd = [](int d) {
+    return parse(
+        R"({"model_type": "qwen3", "num_hidden_layers": 2, "hidden_size": 4096, "num_attention_heads": 32, "head_dim": )" +
+        std::to_string(d) + "}");
+  };
+  try {
+    hd(127);
+    FAIL("head_dim 127 read");
+  } catch (const fkv::MismatchError&) {
+    FAIL("a MismatchError (exit 1) for a value in the file");
+  } catch (const fkv::ConfigError& e) {
+    CHECK(fkv::error_kind_of(e) == fkv::ErrorKind::BadInput);
+    CHECK_THAT(e.what(), Contains("test.json: key 'head_dim': head_dim 127 gives rotary_dim 127") &&
+                             Contains("even"));
+  }
+  CHECK(hd(126).layers[0].rotary_dim.value == 126);
+  CHECK_THROWS_WITH(parse(R"({"layers": [{"num_kv_heads": 8, "head_dim": 127}]})"),
+                    Contains("'layers[0].head_dim'") && Contains("odd"));
+  CHECK(parse(R"({"layers": [{"num_kv_heads": 8, "head_dim": 127, "rotary_dim": 64}]})")
+            .layers[0]
+            .rotary_dim.value == 64);
+}
+
+TEST_CASE("an MLA family stays refused beside the explicit schema", "[config][rules]") {
+  // Without a layer count the list alone was read, and the model validated.
+  const std::string list = R"("layers": [{"num_kv_heads": 8, "head_dim": 128}])";
+  for (const char* type : {"deepseek_v3", "kimi_k2"}) {
+    INFO(type);
+    const std::string text = R"({"model_type": ")" + std::string(type) + R"(", )" + list + "}";
+    CHECK_THROWS_AS(parse(text), fkv::UnsupportedError);
+    CHECK_THROWS_WITH(parse(text), Contains("'model_type'") &&
+                                       Contains("multi-head latent attention") &&
+                                       Contains("explicit schema"));
+  }
+  // With a layer count but no MLA keys, the verdict names the family rule, not "MLA: )".
+  auto c = parse(R"({"model_type": "deepseek_v3", "num_hidden_layers": 1, )" + list + "}");
+  CHECK_THAT(c.layers[0].unsupported,
+             Contains("MLA: architecture rule: deepseek_v3 is MLA") && !Contains("MLA: )"));
+}
+
+TEST_CASE("a null rope_type beside scaling keys is refused; no type reads as default",
+          "[config][rules]") {
+  auto with = [](const std::string& scaling) {
+    return parse(
+        R"({"model_type": "llama", "num_hidden_layers": 2, "hidden_size": 512, "num_attention_heads": 4,
+            "rope_scaling": )" +
+        scaling + "}");
+  };
+  // transformers keeps the None (setdefault) and cannot build the RoPE.
+  CHECK_THROWS_WITH(with(R"({"rope_type": null, "factor": 2.0})"),
+                    Contains("'rope_scaling.rope_type'") && Contains("null beside \"factor\""));
+  CHECK_THROWS_WITH(with(R"({"rope_type": null, "type": "linear", "factor": 2.0})"),
+                    Contains("'rope_scaling.rope_type'"));
+  CHECK_THROWS_AS(with(R"({"rope_type": null, "factor": 2.0})"), fkv::ConfigError);
+  CHECK(with(R"({"rope_type": null})").layers[0].rope.value.scaling_type == "default");
+  // No type at all: transformers standardizes to "default" and reads no factor; the source says so.
+  auto d = with(R"({"factor": 2.0})");
+  CHECK(d.layers[0].rope.value.scaling_type == "default");
+  CHECK_THAT(d.layers[0].rope.source,
+             Contains("no rope_type or type: default RoPE") && Contains("not used"));
+}
+
 TEST_CASE("NoPE by interval, Llama4 style", "[config][rules]") {
   auto c = parse(
       R"({"model_type": "llama4_text", "num_hidden_layers": 8, "hidden_size": 512, "num_attention_heads": 4,

@@ -19,6 +19,7 @@
 #include <utility>
 
 #include "fkv/errors.hpp"
+#include "fkv/spec.hpp"
 #include "generated/model_data.hpp"
 #include "internal.hpp"
 
@@ -278,9 +279,21 @@ ModelConfig ModelConfig::from_json(const nlohmann::json& root, std::string name)
     cfg.max_position_embeddings = {doc.positive_int(h), h.path};
   else
     cfg.max_position_embeddings.source = "absent";
-  if (Hit h = doc.find({"torch_dtype", "dtype"}))
+  if (Hit h = doc.find({"torch_dtype", "dtype"})) {
     cfg.dtype = {doc.string(h), h.path};
-  else
+    // The kernels' activation dtype defaults to it: a name that is no dtype would pass here and
+    // fail only in precompile.
+    try {
+      parse_dtype(cfg.dtype.value);
+    } catch (const ArgumentError&) {
+      doc.fail(h.path, "\"" + cfg.dtype.value +
+                           "\" is not a dtype fkv-jit knows (bfloat16, float16, float32, "
+                           "float8_e4m3fn, float8_e5m2, also as torch.<name>, or bf16, fp16, "
+                           "fp32, fp8_e4m3, fp8_e5m2), and the activation dtype defaults to it. "
+                           "Write the checkpoint's dtype, or remove the key (activations then "
+                           "default to bf16)");
+    }
+  } else
     cfg.dtype.source = "absent";
   if (Hit h = doc.find({"rms_norm_eps", "layer_norm_epsilon", "norm_eps", "layer_norm_eps",
                         "layernorm_epsilon", "norm_epsilon"}))
@@ -301,6 +314,15 @@ ModelConfig ModelConfig::from_json(const nlohmann::json& root, std::string name)
                "\"layers\" schema); is this a model config.json?");
     }
     refuse_schema_bypass(doc);
+    // An MLA family's verdict stays beside the schema, with or without a layer count.
+    if (fam.arch && fam.arch->mla)
+      doc.refuse(model_type_src,
+                 "model_type \"" + cfg.model_type +
+                     "\" is multi-head latent attention (registry \"" + fam.arch->name +
+                     "\": " + fam.arch->citation +
+                     "): the cache holds a compressed latent, not per-head K/V, and the explicit "
+                     "schema describes per-head K/V layers only, so it cannot describe this "
+                     "model.\nSee docs/config-rules.md (section 5).");
     apply_explicit(doc, explicit_list, cfg.layers, false);
     if (layers && cfg.num_hidden_layers.value != (int)cfg.layers.size())
       doc.fail(explicit_list.path, "has " + std::to_string(cfg.layers.size()) +

@@ -92,6 +92,10 @@ void apply_explicit(const Doc& doc, const Hit& h, std::vector<LayerAttention>& l
       L.rotary_dim = {r, k.path};
     } else if (need) {
       L.rotary_dim = {L.head_dim.value, "default: head_dim (explicit schema)"};
+      if (L.head_dim.value % 2 != 0)
+        doc.fail(p + ".head_dim", "head_dim " + std::to_string(L.head_dim.value) +
+                                      " is odd, and rotary_dim defaults to it; RoPE rotates "
+                                      "pairs, so give an even \"rotary_dim\" (0 for NoPE)");
     } else {
       check_rotary(doc, p, L.rotary_dim.value, L.head_dim.value);
     }

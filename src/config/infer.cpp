@@ -197,14 +197,19 @@ ModelConfig infer(const Doc& doc, ModelConfig cfg, const Family& fam) {
   Hit kv_lora = doc.find({"kv_lora_rank"});
   Hit qk_rope = doc.find({"qk_rope_head_dim"});
 
-  // Per-layer lists and DeciLM block_configs (only present when the entry reads them).
-  Hit kv_list;
-  if (Hit h = doc.find({"num_key_value_heads", "num_kv_heads"}); h && h.v->is_array()) kv_list = h;
-  Hit q_list;
-  if (Hit h = doc.find({"num_query_heads"}); h && h.v->is_array()) q_list = h;
+  // Per-layer KV-head lists (OpenELM's num_kv_heads): no registry entry reads them yet, and the
+  // modeling code of every entry that reads the key takes one number (a list would crash
+  // transformers' Qwen3 or Llama), so a list is refused rather than read per layer.
+  if (Hit h = doc.find({"num_key_value_heads", "num_kv_heads"}); h && h.v->is_array())
+    doc.refuse(h.path, "is a per-layer list, but the modeling code of \"" + fam.arch->name +
+                           "\" that fkv-jit was checked against takes one number for every "
+                           "layer (" +
+                           fam.arch->citation +
+                           "), and no registry entry reads per-layer KV-head lists yet.\nGive "
+                           "one number, or describe the layers with the explicit schema "
+                           "(\"fkv\": {\"layers\": [...]}). See docs/config-rules.md (section 2).");
+  // DeciLM block_configs (only present when the entry reads them).
   Hit blocks = doc.find({"block_configs"});
-  if (kv_list) doc.layer_list(kv_list, n);
-  if (q_list) doc.layer_list(q_list, n);
 
   // Model-wide head_dim facts.
   Hit hd_key = doc.find({"head_dim", "kv_channels"});
@@ -257,13 +262,8 @@ ModelConfig infer(const Doc& doc, ModelConfig cfg, const Family& fam) {
     }
 
     // Heads of this layer.
-    int layer_heads = num_heads;
-    std::string heads_src = heads ? heads.path : "";
-    if (q_list) {
-      Hit e{&(*q_list.v)[i], q_list.path + "[" + std::to_string(i) + "]"};
-      layer_heads = doc.positive_int(e);
-      heads_src = e.path;
-    }
+    const int layer_heads = num_heads;
+    const std::string heads_src = heads ? heads.path : "";
 
     // head_dim.
     if (fam.arch->mla) {
@@ -295,11 +295,9 @@ ModelConfig infer(const Doc& doc, ModelConfig cfg, const Family& fam) {
     const int D = L.head_dim.value;
 
     // num_kv_heads.
-    if (kv_list) {
-      Hit e{&(*kv_list.v)[i], kv_list.path + "[" + std::to_string(i) + "]"};
-      L.num_kv_heads = {doc.positive_int(e), e.path};
-    } else if (blocks && present((*blocks.v)[i], "attention") &&
-               present((*blocks.v)[i]["attention"], "n_heads_in_group")) {
+    std::string kv_path = "num_key_value_heads";  // the key named if the heads do not group
+    if (blocks && present((*blocks.v)[i], "attention") &&
+        present((*blocks.v)[i]["attention"], "n_heads_in_group")) {
       const std::string p = blocks.path + "[" + std::to_string(i) + "].attention.n_heads_in_group";
       int g = doc.positive_int(Hit{&(*blocks.v)[i]["attention"]["n_heads_in_group"], p});
       if (!layer_heads) doc.fail("num_attention_heads", "missing: needed with " + p);
@@ -310,17 +308,34 @@ ModelConfig infer(const Doc& doc, ModelConfig cfg, const Family& fam) {
                                              std::to_string(layer_heads) + "/" + std::to_string(g)};
     } else if (fam.arch->kv_heads == KvHeadsRule::Falcon) {
       L.num_kv_heads = falcon_kv_heads(doc, fam, layer_heads, heads_src);
+      kv_path = "num_kv_heads";
     } else if (Hit mq = doc.find({"multi_query_attention"}); mq && doc.boolean(mq)) {
       Hit g = doc.find({"multi_query_group_num"});
       if (!g) doc.fail(mq.path, "is true but multi_query_group_num is missing");
       L.num_kv_heads = {doc.positive_int(g), g.path + " (" + mq.path + " = true)"};
+      kv_path = g.path;
     } else if (Hit kv = doc.find({"num_key_value_heads", "num_kv_heads"})) {
       L.num_kv_heads = {doc.positive_int(kv), kv.path};
+      kv_path = kv.path;
     } else if (layer_heads) {
       L.num_kv_heads = {layer_heads, "default: " + heads_src + " (no num_key_value_heads: MHA)"};
     } else {
       doc.fail("num_key_value_heads", "missing, and num_attention_heads is missing too");
     }
+    // Grouped-query attention gives every KV head heads / kv query heads (transformers'
+    // num_key_value_groups = heads // kv; vLLM and sglang require heads % kv == 0). Checked when
+    // the file states the KV heads: a class default beside a file's heads is not the file's
+    // claim (minimal configs shaped like the class defaults mix them).
+    if (const int kv = L.num_kv_heads.value; layer_heads && !fam.arch->mla &&
+                                             kv_path.rfind("class default", 0) != 0 &&
+                                             (kv > layer_heads || layer_heads % kv != 0))
+      doc.fail(kv_path, std::to_string(kv) + " KV heads " +
+                            (kv > layer_heads ? "are more than" : "do not divide") + " the " +
+                            std::to_string(layer_heads) + " query heads (" + heads_src +
+                            "): grouped-query attention shares each KV head among heads / "
+                            "kv_heads query heads, so the KV heads must divide the query heads "
+                            "(transformers' num_key_value_groups, vLLM and sglang). Fix one of "
+                            "the two keys");
 
     // rotary_dim, then NoPE layers.
     if (!fam.arch->mla) L.rotary_dim = rotary_of(doc, fam, D, tname);
@@ -359,17 +374,28 @@ ModelConfig infer(const Doc& doc, ModelConfig cfg, const Family& fam) {
           0, fam.rule("without \"rotary\": true uses learned absolute positions (no RoPE)")};
     }
 
+    // RoPE rotates pairs: an odd rotary_dim here came from an odd head_dim (the default) or a
+    // family rule on it; one the file states was checked where it was read.
+    if (L.rotary_dim.value % 2 != 0)
+      doc.fail(hd_key ? hd_key.path : "head_dim",
+               "head_dim " + std::to_string(D) + " gives rotary_dim " +
+                   std::to_string(L.rotary_dim.value) + " (" + L.rotary_dim.source +
+                   "), which is odd; RoPE rotates pairs, so rotary_dim must be even");
+
     L.is_neox_style = neox;
     L.eps = eps;
     k_norm_of(L, fam, qk, li, qk_type, qk_type_src);
 
-    if (fam.arch->mla)
+    if (fam.arch->mla) {
+      // The MLA keys the file holds; without them the family rule alone says MLA.
+      std::string keys = (kv_lora ? kv_lora.path + "=" + kv_lora.v->dump() : "") +
+                         (kv_lora && qk_rope ? ", " : "") +
+                         (qk_rope ? qk_rope.path + "=" + qk_rope.v->dump() : "");
+      if (keys.empty()) keys = fam.rule("is MLA");
       L.unsupported =
-          li + ": multi-head latent attention (MLA: " +
-          (kv_lora ? kv_lora.path + "=" + kv_lora.v->dump() : "") +
-          (kv_lora && qk_rope ? ", " : "") +
-          (qk_rope ? qk_rope.path + "=" + qk_rope.v->dump() : "") +
+          li + ": multi-head latent attention (MLA: " + keys +
           ") caches a compressed latent, not per-head K/V; not supported by the fused KV path";
+    }
 
     // RoPE frequencies and window.
     L.rope = resolve_rope(doc, fam, L.kind.value, tname);

@@ -82,6 +82,19 @@ Sourced<RopeFrequencies> resolve_rope(const Doc& doc, const Family& fam, LayerKi
       type = {&p["type"], params.path + ".type"};
     r.scaling_type = type ? doc.string(type) : "default";
     if (r.scaling_type.empty()) doc.fail(type.path, "must not be empty");
+    // transformers 5 standardizes with setdefault("rope_type", get("type", "default")): a
+    // rope_type written as null stays None and no RoPE can be built (ROPE_INIT_FUNCTIONS[None]),
+    // so beside scaling keys it is refused: which type a factor was meant for cannot be told.
+    if (p.contains("rope_type") && p["rope_type"].is_null())
+      for (auto it = p.begin(); it != p.end(); ++it)
+        if (it.key() != "rope_type" && it.key() != "rope_theta" &&
+            it.key() != "partial_rotary_factor" && !it->is_null())
+          doc.fail(params.path + ".rope_type",
+                   "is null beside \"" + it.key() +
+                       "\": transformers keeps a null rope_type and cannot build the RoPE, and "
+                       "which RoPE type the scaling keys are for cannot be told. Write the type "
+                       "(\"linear\", \"dynamic\", \"yarn\", \"llama3\", \"longrope\", ...), "
+                       "or remove the scaling keys for unscaled RoPE");
     for (auto it = p.begin(); it != p.end(); ++it) {
       const std::string& k = it.key();
       if (k == "rope_type" || k == "type" || k == "rope_theta" || k == "partial_rotary_factor" ||
@@ -101,6 +114,11 @@ Sourced<RopeFrequencies> resolve_rope(const Doc& doc, const Family& fam, LayerKi
     }
     scale_src =
         "; scaling: " + (type ? type.path + " = " + r.scaling_type : params.path + " (default)");
+    // No type at all: transformers takes "default" and does not read the other keys (a factor
+    // included); they are kept in the canonical text but change no frequency.
+    if (!type && !r.scaling.empty())
+      scale_src += " (no rope_type or type: default RoPE, as transformers reads it; " +
+                   params.path + "'s other keys are not used)";
     // Qwen2-VL / Qwen2.5-VL / Qwen3.5 multimodal RoPE: each frequency band takes the temporal,
     // height or width position; for text tokens the three are equal, so it is plain RoPE there.
     if (r.scaling_type == "mrope" || r.scaling.contains("mrope_section"))
