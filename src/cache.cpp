@@ -7,11 +7,14 @@
 #include "fkv/cache.hpp"
 
 #include <spdlog/spdlog.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <atomic>
+#include <cerrno>
 #include <chrono>
+#include <climits>
 #include <cstdlib>
 #include <future>
 #include <map>
@@ -49,6 +52,26 @@ std::string shown(const fs::path& p) { return printable(p.string()); }
 fs::path lock_of(const fs::path& file) {
   const std::string n = file.filename().string();
   return file.parent_path() / (n.substr(0, n.find('.')) + ".lock");
+}
+
+// The longest path below a root that the cache opens: "/v1/nvrtc-<32>/<32>/<64>-<32 hex digits>
+// .meta.json.tmp.<pid>.<counter>.<16 hex digits>" (cache_entry::entry_paths, write_atomic).
+constexpr std::size_t kLongestEntryPath = 256;
+
+// The fix to suggest for a root that was refused, by what is wrong with it.
+std::string root_advice(const fs::path& root) {
+  if (root.string().size() + kLongestEntryPath > PATH_MAX)
+    return "Set FKV_CACHE_DIR to a shorter path";
+  struct stat st {};
+  if (::stat(root.c_str(), &st) != 0 && errno == ENOENT)
+    return "Create it (mode 0700), or set FKV_CACHE_DIR to a directory this user can write";
+  if (::stat(root.c_str(), &st) != 0 || !S_ISDIR(st.st_mode))
+    return "It is not a directory: set FKV_CACHE_DIR to one";
+  if (::access(root.c_str(), W_OK) != 0 && errno == EROFS)
+    return "It is on a read-only file system: to read a cache there, name it in "
+           "FKV_CACHE_READONLY_DIRS; to write one, set FKV_CACHE_DIR to a writable directory";
+  return "Use a directory owned by this user with mode 0700 (chmod 700 DIR), or set "
+         "FKV_CACHE_DIR";
 }
 
 // A removal that failed: handed to the caller's list when it asked for one (it reports them),
@@ -238,8 +261,9 @@ struct KernelCache::Impl {
       if (e.state == EntryState::Ok)
         return {Entry{std::make_shared<const CompiledKernel>(std::move(e.kernel)), p.image},
                 CacheOutcome::ReadOnlyHit};
-      if (e.state == EntryState::Bad)
-        spdlog::warn("fkv-jit cache: skipping bad entry in read-only root {}: {}", shown(p.image),
+      if (e.state == EntryState::Bad || e.state == EntryState::Unreadable)
+        spdlog::warn("fkv-jit cache: skipping {} entry in read-only root {}: {}",
+                     e.state == EntryState::Bad ? "bad" : "unreadable", shown(p.image),
                      printable(e.problem));
     }
 
@@ -355,9 +379,13 @@ KernelCache::KernelCache(CacheOptions options) : impl_(std::make_unique<Impl>())
         "fkv-jit cache: disabled (FKV_DISABLE_CACHE): kernels are compiled once per process");
     return;
   }
-  for (const auto& ro : m.options.readonly_roots) {
+  std::vector<fs::path> readonly_roots = m.options.readonly_roots;
+  if (m.options.root_readonly && !m.options.root.empty())
+    readonly_roots.insert(readonly_roots.begin(), m.options.root);
+  for (const auto& ro : readonly_roots) {
     std::error_code ec;
-    if (!m.options.root.empty() && fs::equivalent(ro, m.options.root, ec))
+    if (!m.options.root_readonly && !m.options.root.empty() &&
+        fs::equivalent(ro, m.options.root, ec))
       continue;  // it is the writable root
     std::string problem = readonly_dir_problem(ro);
     if (problem.empty() && fs::exists(layout_dir(ro)))
@@ -368,18 +396,23 @@ KernelCache::KernelCache(CacheOptions options) : impl_(std::make_unique<Impl>())
       spdlog::warn("fkv-jit cache: ignoring read-only cache root {}: {}", shown(ro),
                    printable(problem));
   }
+  if (m.options.root_readonly) return;  // asked for: nothing is written, nothing to warn about
   if (m.options.root.empty()) {
     spdlog::warn(
         "fkv-jit cache: no cache directory (set FKV_CACHE_DIR, or an absolute XDG_CACHE_HOME or "
         "HOME: relative ones are ignored); kernels are cached in memory only");
     return;
   }
-  std::string problem = prepare_root(m.options.root);
+  std::string problem;
+  if (m.options.root.string().size() + kLongestEntryPath > PATH_MAX)
+    problem = "its entry paths would be longer than PATH_MAX (" + std::to_string(PATH_MAX) +
+              " bytes): the path of the root is " + std::to_string(m.options.root.string().size()) +
+              " bytes long";
+  if (problem.empty()) problem = prepare_root(m.options.root);
   if (problem.empty()) problem = ensure_private_dir(layout_dir(m.options.root));
   if (!problem.empty()) {
     CacheError refused("refusing cache root " + shown(m.options.root) + ": " + printable(problem) +
-                       ". Use a directory owned by this user with mode 0700 (chmod 700 DIR), or "
-                       "set FKV_CACHE_DIR");
+                       ". " + root_advice(m.options.root));
     spdlog::warn("fkv-jit cache: {}; kernels are cached in memory only", refused.what());
     return;
   }
@@ -477,6 +510,10 @@ std::vector<CacheEntryInfo> KernelCache::verify(std::vector<std::string>* failur
     remove_stale_temps(impl_->options.root);
     for (auto& s : scan_root(impl_->options.root, false)) {
       if (s.info.in_progress) continue;  // another process is between its two renames
+      if (s.unreadable) {                // reported as it is, never removed
+        out.push_back(std::move(s.info));
+        continue;
+      }
       if (!s.info.ok && !s.untrusted_dir && !s.meta.empty()) {
         // Confirm under the key's lock, as a lookup does: a publisher holds it from compile to
         // commit, and between its two renames the new image sits beside the old meta file.

@@ -37,18 +37,28 @@ std::string describe_field_difference(const CacheKey::Fields& cached,
   return "key fields differ";
 }
 
+// Errors that say nothing about the entry's files: the path is too long to open, or the
+// process is out of descriptors or memory. Such an entry is not bad, and is not removed.
+bool is_lookup_error(int code) {
+  return code == ENAMETOOLONG || code == EMFILE || code == ENFILE || code == ENOMEM;
+}
+
 }  // namespace
 
 fs::path layout_dir(const fs::path& root) {
   return root / ("v" + std::to_string(kCacheSchemaVersion));
 }
 
-EntryPaths entry_paths(const fs::path& root, const CacheKey& key, const std::string& short_name) {
-  EntryPaths p;
+fs::path entry_subdir(const CacheKey& key) {
   std::string nvrtc = key.field("nvrtc");
   std::string arch = key.field("arch");
-  p.dir = layout_dir(root) / ("nvrtc-" + sanitize(nvrtc.empty() ? "unknown" : nvrtc, 32, true)) /
-          sanitize(arch.empty() ? "unknown" : arch, 32, true);
+  return fs::path("nvrtc-" + sanitize(nvrtc.empty() ? "unknown" : nvrtc, 32, true)) /
+         sanitize(arch.empty() ? "unknown" : arch, 32, true);
+}
+
+EntryPaths entry_paths(const fs::path& root, const CacheKey& key, const std::string& short_name) {
+  EntryPaths p;
+  p.dir = layout_dir(root) / entry_subdir(key);
   std::string base = sanitize(short_name, 64) + "-" + key.digest;
   p.image = p.dir / (base + (key.field("output") == "ptx" ? ".ptx" : ".cubin"));
   p.meta = p.dir / (base + kMetaSuffix);
@@ -79,11 +89,17 @@ LoadedEntry load_entry(const fs::path& meta_path, const CacheKey* expect, bool r
     e.problem = std::move(why);
     return e;
   };
+  auto unreadable = [&](std::string why) {
+    e.state = EntryState::Unreadable;
+    e.problem = std::move(why);
+    return e;
+  };
   std::string err;
   int code = 0;
   auto meta_text = read_file(meta_path, kMaxMetaBytes, err, &code, trust);
   if (!meta_text) {
     if (code == ENOENT || code == ENOTDIR) return e;  // not committed: a miss, not an error
+    if (is_lookup_error(code)) return unreadable("cannot read meta file: " + err);
     return bad("cannot read meta file: " + err);
   }
   json meta = json::parse(*meta_text, nullptr, false);
@@ -114,12 +130,21 @@ LoadedEntry load_entry(const fs::path& meta_path, const CacheKey* expect, bool r
     return bad("file name does not match the digest");
   if (expect && key.fields != expect->fields)
     return bad(describe_field_difference(key.fields, expect->fields));
+  // A lookup only ever opens the directory its key names: an entry elsewhere (moved or copied
+  // into another arch's or NVRTC version's directory) is never found, so it is not a good one.
+  const fs::path subdir = entry_subdir(key);
+  const fs::path here = meta_path.parent_path();
+  if (here.filename() != subdir.filename() ||
+      here.parent_path().filename() != subdir.parent_path().filename())
+    return bad("entry is in " + (here.parent_path().filename() / here.filename()).string() +
+               ", but its key belongs in " + subdir.string() + " (moved or copied there?)");
   std::string want_image = base + (e.kernel.is_ptx ? ".ptx" : ".cubin");
   if (image_name != want_image)
     return bad("meta file names image '" + image_name + "', expected '" + want_image + "'");
   if (e.kernel.lowered_name.empty()) return bad("meta file has an empty lowered name");
   e.image = meta_path.parent_path() / image_name;
   auto image = read_file(e.image, kMaxImageBytes, err, &code, trust);
+  if (!image && is_lookup_error(code)) return unreadable("cannot read image: " + err);
   if (!image) return bad(code == ENOENT ? "image file is missing" : "cannot read image: " + err);
   e.bytes = image->size() + meta_text->size();
   if (image->size() != size)
@@ -218,6 +243,7 @@ std::vector<Scanned> scan_root(const fs::path& root, bool readonly) {
         }
         s.info.ok = e.state == EntryState::Ok;
         s.info.problem = e.problem;
+        s.unreadable = e.state == EntryState::Unreadable;
         if (e.image.empty())  // the meta file could not be read: its image by the file name
           for (const char* ext : {".cubin", ".ptx"})
             if (std::error_code ec2; fs::exists(dir / (base + ext), ec2))
@@ -237,20 +263,35 @@ std::vector<Scanned> scan_root(const fs::path& root, bool readonly) {
         if (fs::exists(dir / (base + kMetaSuffix))) continue;  // listed with its meta file
         s.info.path = f;
         s.info.ok = false;
-        s.info.in_progress = !older_than(f, kStaleAfter);
-        s.info.problem = s.info.in_progress
-                             ? "no meta file yet (uncommitted: a publish in progress)"
-                             : "no meta file (uncommitted: a publish was interrupted)";
+        // A publish renames a regular file into place: anything else there (a directory, a
+        // symlink) is no publish in progress, however new.
         std::error_code ec2;
-        s.info.bytes = fs::file_size(f, ec2);
+        const fs::file_status st = fs::symlink_status(f, ec2);
+        if (!ec2 && !fs::is_regular_file(st)) {
+          s.info.problem = "not a regular file (" +
+                           std::string(fs::is_directory(st) ? "a directory"
+                                       : fs::is_symlink(st) ? "a symbolic link"
+                                                            : "a special file") +
+                           "), which no publish leaves";
+        } else {
+          s.info.in_progress = !older_than(f, kStaleAfter);
+          s.info.problem = s.info.in_progress
+                               ? "no meta file yet (uncommitted: a publish in progress)"
+                               : "no meta file (uncommitted: a publish was interrupted)";
+          const auto size = fs::file_size(f, ec2);
+          s.info.bytes = ec2 ? 0 : size;
+        }
       } else {
         continue;  // lock files
       }
       auto dash = base.rfind('-');
       s.info.kernel = dash == std::string::npos ? base : base.substr(0, dash);
       s.info.digest = dash == std::string::npos ? "" : base.substr(dash + 1);
+      // The image's mtime is the last use; when the image is gone, the meta file's.
       std::error_code ec3;
       s.mtime = fs::last_write_time(s.info.path, ec3);
+      if (ec3 && !s.meta.empty()) s.mtime = fs::last_write_time(s.meta, ec3);
+      if (ec3) s.mtime = {};
       s.info.last_used = s.mtime;
       out.push_back(std::move(s));
     }

@@ -283,6 +283,10 @@ bool ends_with(std::string_view s, std::string_view suffix) {
 
 namespace {
 
+// A wait for a lock longer than this is announced (one warning): another process holds it for
+// longer than a compile takes, or is hung.
+constexpr std::chrono::seconds kLockQuietWait{1};
+
 // The lock file, opened (created when missing) without following a symlink and without
 // blocking on a FIFO planted at its path; only a regular file is used. -1 when there is none.
 int open_lock_file(const fs::path& path) {
@@ -310,6 +314,7 @@ FileLock::FileLock(const fs::path& path, std::chrono::seconds timeout) {
   if (fd_ < 0) return;
   auto t0 = Clock::now();
   auto pause = std::chrono::milliseconds(1);
+  bool announced = false;
   while (true) {
     if (::flock(fd_, LOCK_EX | LOCK_NB) == 0) {
       // A lock file is unlinked while locked (prune, clear); whoever waited on the old inode
@@ -332,6 +337,15 @@ FileLock::FileLock(const fs::path& path, std::chrono::seconds timeout) {
       spdlog::debug("fkv-jit cache: cannot lock {}: {}; compiling without it",
                     printable(path.string()), errno_text(e));
       break;
+    }
+    if (!announced && timeout > kLockQuietWait && Clock::now() - t0 >= kLockQuietWait) {
+      // Waiting this long is no longer a compile of a few hundred milliseconds: say who waits.
+      announced = true;
+      const std::string stem = path.stem().string();
+      spdlog::warn(
+          "fkv-jit cache: another process holds the lock {} (compiling kernel {}); waiting up to "
+          "{} s for it, then compiling without the lock",
+          printable(path.string()), printable(stem.substr(0, stem.rfind('-'))), timeout.count());
     }
     if (Clock::now() - t0 >= timeout) {
       busy_ = true;

@@ -95,7 +95,8 @@ bool ends_with(std::string_view s, std::string_view suffix);
 // An exclusive advisory lock on a per-key lock file, so that processes sharing a cache do not
 // all compile the same kernel at once. Never required for correctness (publishing is atomic):
 // when flock is unsupported (some NFS setups) or the wait passes `timeout` (busy()), we go on
-// without it. A timeout of 0 tries once.
+// without it. A timeout of 0 tries once. A wait that lasts over a second is announced with one
+// warning naming the lock file and how long the wait may last.
 class FileLock {
  public:
   explicit FileLock(const std::filesystem::path& path,

@@ -11,6 +11,7 @@
 #include <atomic>
 #include <catch2/catch.hpp>
 #include <chrono>
+#include <climits>
 #include <cstdlib>
 #include <fstream>
 #include <map>
@@ -1157,4 +1158,130 @@ TEST_CASE("log messages escape control characters in paths", "[cache][security]"
   CHECK(text.find("c\\x1b]0;owned\\x07\\x0a") != std::string::npos);
   CHECK(fkv::cache_fs::printable("a\tb\nc\x7f") == "a\\x09b\\x0ac\\x7f");
   CHECK(fkv::cache_fs::printable("a\tb\nc", true) == "a\tb\nc");
+}
+
+TEST_CASE("an entry outside the directory its key names is bad", "[cache]") {
+  // Before: list() and verify() called an entry moved into another arch's directory ok, and
+  // `cache verify --config` said "ok" for a kernel no lookup would ever find there.
+  TempDir tmp;
+  fs::path root = tmp.path / "cache";
+  KernelCache c(options_for(root));
+  CountingBuilder builder;
+  const CacheKey key = test_key("moved");
+  const fs::path image = c.get(key, short_name(key), builder(key)).path;
+  const fs::path elsewhere = image.parent_path().parent_path() / "sm_86";
+  fs::create_directory(elsewhere);
+  fs::permissions(elsewhere, fs::perms::owner_all);
+  fs::rename(image, elsewhere / image.filename());
+  fs::rename(meta_of(image), elsewhere / meta_of(image).filename());
+  auto listed = c.list();
+  REQUIRE(listed.size() == 1);
+  CHECK_FALSE(listed[0].ok);
+  CHECK(listed[0].problem.find("its key belongs in nvrtc-12.8/sm_90") != std::string::npos);
+  auto verified = c.verify();
+  REQUIRE(verified.size() == 1);
+  CHECK(verified[0].removed);
+  CHECK(count_with_suffix(root, ".cubin") == 0);
+  KernelCache fresh(options_for(root));
+  CHECK(fresh.get(key, short_name(key), builder(key)).outcome == CacheOutcome::Compiled);
+}
+
+TEST_CASE("a directory at an image path is bad on every verify, never a publish in progress",
+          "[cache]") {
+  // Before: once verify had removed its meta file, the directory passed for "a publish in
+  // progress" for 10 minutes (verify exited 0), and list() showed its size as 16 EiB.
+  TempDir tmp;
+  fs::path root = tmp.path / "cache";
+  KernelCache c(options_for(root));
+  CountingBuilder builder;
+  const CacheKey key = test_key("imgdir");
+  const fs::path image = c.get(key, short_name(key), builder(key)).path;
+  fs::remove(image);
+  fs::create_directory(image);
+  for (int round = 0; round < 2; ++round) {
+    INFO("verify " << round);
+    std::vector<std::string> failures;
+    auto verified = c.verify(&failures);
+    REQUIRE(verified.size() == 1);
+    CHECK_FALSE(verified[0].ok);
+    CHECK_FALSE(verified[0].in_progress);
+    CHECK(failures.size() == 1);  // the directory cannot be unlinked
+  }
+  auto listed = c.list();
+  REQUIRE(listed.size() == 1);
+  CHECK_FALSE(listed[0].in_progress);
+  CHECK(listed[0].problem.find("a directory") != std::string::npos);
+  CHECK(listed[0].bytes == 0);
+}
+
+TEST_CASE("entry paths longer than PATH_MAX: the root is refused, no entry called bad", "[cache]") {
+  // Before: the root was taken, and every lookup logged "removing bad entry ...: File name too
+  // long" for entries that did not exist.
+  TempDir tmp;
+  fs::path root = tmp.path;
+  while (root.string().size() < PATH_MAX - 200) root /= std::string(200, 'd');
+  LogCapture log;
+  KernelCache c(options_for(root));
+  CHECK(c.memory_only());
+  CHECK(log.count("longer than PATH_MAX") == 1);
+  CHECK_FALSE(fs::exists(tmp.path / std::string(200, 'd')));  // nothing created
+  const CacheKey key = test_key("long");
+  CountingBuilder builder;
+  CHECK(c.get(key, short_name(key), builder(key)).outcome == CacheOutcome::Compiled);
+  CHECK(log.count("removing bad entry") == 0);
+  // The loader itself: a meta file it cannot open because of its path is no bad entry.
+  fs::path meta = tmp.path;
+  while (meta.string().size() <= PATH_MAX) meta /= std::string(200, 'e');
+  auto e = fkv::cache_entry::load_entry(meta / "k-0123.meta.json", nullptr);
+  CHECK(e.state == fkv::cache_entry::EntryState::Unreadable);
+  CHECK(e.problem.find("File name too long") != std::string::npos);
+}
+
+TEST_CASE("a wait for another holder's lock is announced once", "[cache]") {
+  // Before: precompile sat silent for 60 s per kernel behind a hung process's lock.
+  TempDir tmp;
+  const fs::path lock = tmp.path / ("fused_kv_x-" + std::string(32, 'c') + ".lock");
+  fkv::cache_fs::FileLock held(lock);
+  REQUIRE(held.held());
+  LogCapture log;
+  fkv::cache_fs::FileLock waiting(lock, std::chrono::seconds(2));  // flock: per open file
+  CHECK_FALSE(waiting.held());
+  CHECK(waiting.busy());
+  INFO(log.text());
+  CHECK(log.count("another process holds the lock " + lock.string() +
+                  " (compiling kernel fused_kv_x); waiting up to 2 s") == 1);
+  CHECK(log.count("waited 2 s") == 1);
+  LogCapture quiet;
+  fkv::cache_fs::FileLock tried(lock, std::chrono::seconds(0));  // a try-lock says nothing
+  CHECK(quiet.warnings() == 0);
+}
+
+TEST_CASE("a root opened read-only is listed and verified, never written", "[cache]") {
+  TempDir tmp;
+  fs::path root = tmp.path / "cache";
+  CountingBuilder builder;
+  const CacheKey key = test_key("ro"), other = test_key("ro-other");
+  fs::path image;
+  {
+    KernelCache w(options_for(root));
+    image = w.get(key, short_name(key), builder(key)).path;
+  }
+  fkv::CacheOptions o = options_for(root);
+  o.root_readonly = true;
+  LogCapture log;
+  KernelCache c(o);
+  CHECK(log.warnings() == 0);  // no "no cache directory" warning: there is none, by request
+  auto listed = c.list();
+  REQUIRE(listed.size() == 1);
+  CHECK(listed[0].ok);
+  CHECK(listed[0].readonly);
+  CHECK(c.get(key, short_name(key), builder(key)).outcome == CacheOutcome::ReadOnlyHit);
+  fs::resize_file(image, 10);
+  auto verified = c.verify();
+  REQUIRE(verified.size() == 1);
+  CHECK_FALSE(verified[0].ok);
+  CHECK_FALSE(verified[0].removed);
+  CHECK(fs::exists(image));
+  c.get(other, short_name(other), builder(other));
+  CHECK(count_with_suffix(root, ".cubin") == 1);  // nothing published
 }

@@ -33,6 +33,10 @@ struct CacheOptions {
   std::vector<std::filesystem::path> readonly_roots;
   std::uint64_t max_bytes = 0;  // 0 = no cap; else LRU prune after each publish
   bool disabled = false;        // FKV_DISABLE_CACHE=1: compile every time a process needs a kernel
+  // `root` (when set) is read like the read-only roots, searched first, never written or
+  // created; the cache has no writable root and does not warn about that. How `fkv-jit cache ls`
+  // and `verify` check a cache this user cannot write.
+  bool root_readonly = false;
   // The cache part of JitOptions: cache_dir ($FKV_CACHE_DIR, else $XDG_CACHE_HOME/fkv-jit, else
   // ~/.cache/fkv-jit), FKV_CACHE_READONLY_DIRS, FKV_CACHE_MAX_BYTES, FKV_DISABLE_CACHE.
   static CacheOptions from(const JitOptions& jit);

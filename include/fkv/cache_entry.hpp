@@ -56,12 +56,18 @@ struct EntryPaths {
   std::filesystem::path dir, image, meta, lock;
 };
 
+// "nvrtc-<ver>/<arch>": the directory below layout_dir() that the key's "nvrtc" and "arch"
+// fields name, sanitized. Lookups open only this one; an entry anywhere else is bad.
+std::filesystem::path entry_subdir(const CacheKey& key);
+
 // Where the entry for `key` lives below `root`: the directory comes from the key's "nvrtc"
 // and "arch" fields, the extension from its "output" field; every part is sanitized.
 EntryPaths entry_paths(const std::filesystem::path& root, const CacheKey& key,
                        const std::string& short_name);
 
-enum class EntryState { Ok, Missing, Bad };
+// Unreadable: a file could not be opened for a reason that is not the entry's (its path is
+// longer than PATH_MAX, the process is out of descriptors): neither served nor removed.
+enum class EntryState { Ok, Missing, Bad, Unreadable };
 
 struct LoadedEntry {
   EntryState state = EntryState::Missing;
@@ -77,8 +83,10 @@ struct LoadedEntry {
 // hold exactly that key; without, it must be self-consistent (its fields hash to its digest).
 // Both files must be owned by this user (or root, when `readonly`) and not writable by group or
 // others; the checksum covers the image and every meta field. A missing meta file is Missing
-// (not committed), anything wrong is Bad with the reason. The caller checks the directories
-// first (entry_dir_problem).
+// (not committed), an entry outside the directory its key names (entry_subdir) is Bad, anything
+// else wrong with the files is Bad with the reason, and a failure to open that is not the
+// files' own (ENAMETOOLONG, EMFILE, ...) is Unreadable. The caller checks the directories first
+// (entry_dir_problem).
 LoadedEntry load_entry(const std::filesystem::path& meta_path, const CacheKey* expect,
                        bool readonly = false);
 
@@ -117,11 +125,13 @@ struct Scanned {
   CacheEntryInfo info;
   std::filesystem::path meta;  // empty for an uncommitted image
   bool untrusted_dir = false;  // its directory fails entry_dir_problem: never read, never removed
+  bool unreadable = false;     // EntryState::Unreadable: reported, never removed
   std::filesystem::file_time_type mtime;
 };
 
-// Every entry of one root, verified (checksums included), plus uncommitted images (those
-// younger than kStaleAfter marked in_progress). Temp files are never listed.
+// Every entry of one root, verified (checksums included), plus uncommitted images (regular
+// files younger than kStaleAfter are marked in_progress; anything else at an image path, such as
+// a directory, is bad: a publish never leaves one). Temp files are never listed.
 std::vector<Scanned> scan_root(const std::filesystem::path& root, bool readonly);
 
 // The directories below layout_dir(root) that a lookup or publish would refuse (what
