@@ -5,6 +5,7 @@
 #include <spdlog/spdlog.h>
 
 #include <algorithm>
+#include <cctype>
 #include <cstdlib>
 #include <mutex>
 #include <optional>
@@ -193,9 +194,11 @@ JitOptions JitOptions::from_env() {
   }
   if (auto v = env("FKV_DISABLE_CACHE")) o.disable_cache = boolean("FKV_DISABLE_CACHE", *v);
   if (auto v = env("FKV_LOG_LEVEL"); v && !v->empty()) {
-    if (spdlog::level::from_str(*v) == spdlog::level::off && *v != "off")
-      bad("FKV_LOG_LEVEL", *v, "trace, debug, info, warn, error, critical or off");
-    o.log_level = *v;
+    std::string level = *v;  // any case: DEBUG, Debug and debug are one level
+    for (char& c : level) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+    if (spdlog::level::from_str(level) == spdlog::level::off && level != "off")
+      bad("FKV_LOG_LEVEL", *v, "trace, debug, info, warn, error, critical or off (any case)");
+    o.log_level = level;
   }
   return o;
 }

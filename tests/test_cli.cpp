@@ -141,7 +141,8 @@ TEST_CASE("usage errors exit 3", "[cli]") {
     CHECK(r.code == 3);
     CHECK(r.err.rfind("fkv-jit: error: ", 0) == 0);
   }
-  CHECK(run("validate " + data("qwen3-8b"), "FKV_LOG_LEVEL=loud").code == 3);
+  // A malformed environment variable is bad input (2), not a usage error: no option was given.
+  CHECK(run("validate " + data("qwen3-8b"), "FKV_LOG_LEVEL=loud").code == 2);
   CHECK(run("--log-level debug validate " + data("qwen3-8b")).code == 0);
 }
 
@@ -907,5 +908,91 @@ TEST_CASE("config refusals exit 9, broken files 2, Python-JSON literals 0 (issue
                             R"({"model_type": "llama", "num_hidden_layers": 1, "hidden_size": 512,
                                                  "num_attention_heads": 4, "rope_theta": Infinity})"));
     CHECK(r.code == 2);
+  }
+}
+
+TEST_CASE("probe A: numbers, FKV_LOG_LEVEL, missing and read-only cache roots", "[cli]") {
+  SECTION("plan --tp below 1 is a usage error, said plainly") {
+    // Before: plan exited 2; precompile said "Value 0 not in range 0.000000 to 1797...".
+    for (const std::string& args :
+         {"plan " + data(kDraft) + " --tp 0", "plan " + data(kDraft) + " --tp -1",
+          "precompile " + data(kDraft) + " --arch sm_90 --tp 0"}) {
+      INFO(args);
+      const Result r = run(args);
+      CHECK(r.code == 3);
+      CHECK(contains(r.err, "--tp: must be a positive integer, got '"));
+      CHECK(!contains(r.err, "not in range"));
+    }
+    const Result index = run("source " + data(kDraft) + " --index -1");
+    CHECK(index.code == 3);
+    CHECK(contains(index.err, "--index: must be 0 or a positive integer, got '-1'"));
+  }
+  SECTION("a malformed FKV_LOG_LEVEL is bad input naming the variable; any case is read") {
+    // Before: exit 3 naming --log-level, and DEBUG was refused.
+    const Result bad = run("validate " + data(kDraft), "FKV_LOG_LEVEL=bogus");
+    INFO(bad.err);
+    CHECK(bad.code == 2);
+    CHECK(contains(bad.err, "FKV_LOG_LEVEL"));
+    CHECK(!contains(bad.err, "--log-level"));
+    CHECK(run("validate " + data(kDraft), "FKV_LOG_LEVEL=DEBUG").code == 0);
+    CHECK(run("--log-level Info validate " + data(kDraft)).code == 0);
+    CHECK(run("--log-level bogus validate " + data(kDraft)).code == 3);
+  }
+  SECTION("a cache root that does not exist is reported, never created") {
+    // Before: every command created it and exited 0 ("0 entries checked, 0 bad").
+    const fs::path typo = fs::path(fresh_dir("typo")) / "x" / "y";
+    for (const std::string cmd : {"ls", "verify", "prune --max-bytes 1G", "clear"}) {
+      INFO(cmd);
+      const Result r = run("cache " + cmd + " --cache-dir '" + typo.string() + "'");
+      CHECK(r.code == 6);
+      CHECK(contains(r.err, "no cache at " + typo.string() + ": the directory does not exist"));
+      CHECK(!fs::exists(typo.parent_path()));
+    }
+    // With read-only roots, ls and verify still check those (a host with a baked cache only).
+    const std::string baked = fresh_dir("typo-baked");
+    fake_entries(baked, 1);
+    const Result ls = run("cache ls --cache-dir '" + typo.string() + "'",
+                          "FKV_CACHE_READONLY_DIRS='" + baked + "'");
+    INFO(ls.out << ls.err);
+    CHECK(ls.code == 0);
+    CHECK(contains(ls.out, "1 entries"));
+    CHECK(contains(ls.err, "no cache at"));
+    CHECK(!fs::exists(typo.parent_path()));
+  }
+  SECTION("a root on a read-only file system is listed and verified read-only") {
+    // Before: ls showed 0 entries, verify exited 6, and the refusal said "chmod 700".
+    const std::string mnt = fresh_dir("ro-mount");
+    if (::geteuid() != 0 ||
+        std::system(
+            ("mount -t tmpfs -o size=1m,mode=700 tmpfs '" + mnt + "' 2>/dev/null").c_str()) != 0) {
+      WARN("needs root and mount: skipped");
+      return;
+    }
+    fake_entries(mnt, 2);
+    REQUIRE(std::system(("mount -o remount,ro '" + mnt + "'").c_str()) == 0);
+    const Result ls = run("cache ls --cache-dir '" + mnt + "'");
+    const Result verify = run("cache verify --cache-dir '" + mnt + "'");
+    const Result clear = run("cache clear --cache-dir '" + mnt + "'");
+    std::system(("umount '" + mnt + "'").c_str());
+    INFO(ls.out << ls.err << verify.out << verify.err << clear.err);
+    CHECK(ls.code == 0);
+    CHECK(contains(ls.out, "2 entries, 2.2 KiB, 0 bad, in " + mnt + " (read-only)"));
+    CHECK(contains(ls.err, "checked read-only"));
+    CHECK(verify.code == 0);
+    CHECK(contains(verify.out, "2 entries checked, 0 bad"));
+    CHECK(clear.code == 6);
+    CHECK(contains(clear.err, "read-only file system: to read a cache there"));
+    CHECK(!contains(clear.err, "chmod 700"));
+  }
+  SECTION("an entry whose image is missing shows the meta file's age") {
+    // Before: "last used 20000d ago" (the mtime of a missing file).
+    const std::string dir = fresh_dir("no-image");
+    const std::vector<fs::path> images = fake_entries(dir, 1);
+    fs::remove(images[0]);
+    const Result ls = run("cache ls --cache-dir '" + dir + "'");
+    INFO(ls.out);
+    CHECK(contains(ls.out, "image file is missing"));
+    CHECK(contains(ls.out, "s ago"));
+    CHECK(!contains(ls.out, "d ago"));
   }
 }

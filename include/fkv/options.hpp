@@ -48,7 +48,8 @@ struct JitOptions {
   bool disable_cache = false;  // FKV_DISABLE_CACHE: 1/true/yes/on or 0/false/no/off
 
   // ---- logging ----
-  // FKV_LOG_LEVEL: trace, debug, info, warn (the default), error, critical or off.
+  // FKV_LOG_LEVEL: trace, debug, info, warn (the default), error, critical or off, in any case
+  // (stored in lower case).
   std::string log_level = "warn";
 
   // Reads and checks the environment now. Throws ConfigError on a malformed value.

@@ -3,6 +3,9 @@
 // The commands act on the cache directory whatever FKV_DISABLE_CACHE says: they manage files,
 // they do not compile. --cache-dir overrides FKV_CACHE_DIR / XDG_CACHE_HOME / HOME; read-only
 // roots (FKV_CACHE_READONLY_DIRS) are listed and verified, never changed.
+#include <unistd.h>
+
+#include <cerrno>
 #include <chrono>
 #include <cstdio>
 #include <string>
@@ -32,6 +35,7 @@ std::string human_bytes(std::uint64_t n) {
 
 std::string age(std::filesystem::file_time_type t) {
   using namespace std::chrono;
+  if (t == std::filesystem::file_time_type{}) return "?";  // neither file's mtime could be read
   const auto s = duration_cast<seconds>(std::filesystem::file_time_type::clock::now() - t).count();
   char buf[32];
   if (s < 120)
@@ -45,9 +49,19 @@ std::string age(std::filesystem::file_time_type t) {
   return buf;
 }
 
-// The cache the commands act on. A root that cannot be used is an error here (exit 6), not
-// a silent fallback to memory as in the library.
-CacheOptions options_for(const std::string& cache_dir) {
+// A file name or path on one line of output: every control character escaped, newlines too.
+std::string shown(std::string_view text) { return cache_fs::printable(text); }
+
+// How a command may use the root it is given.
+enum class Access {
+  Write,     // prune, clear: the root must be writable
+  ReadOnly,  // ls, verify: a root this user cannot write is listed and verified read-only
+};
+
+// The cache the commands act on. They never create a root: one that does not exist is an
+// error (exit 6), unless read-only roots are there to list or verify. A root that cannot be
+// used is an error too (require_writable), not a silent fallback to memory as in the library.
+CacheOptions options_for(const std::string& cache_dir, Access access) {
   CacheOptions o = CacheOptions::from_env();
   if (!cache_dir.empty()) o.root = cache_dir;
   o.disabled = false;
@@ -55,6 +69,23 @@ CacheOptions options_for(const std::string& cache_dir) {
     throw CacheError(
         "no cache directory: pass --cache-dir DIR or set FKV_CACHE_DIR (or an absolute "
         "XDG_CACHE_HOME or HOME; relative ones are ignored)");
+  std::error_code ec;
+  if (!std::filesystem::exists(std::filesystem::symlink_status(o.root, ec))) {
+    const std::string none = "no cache at " + shown(o.root.string()) +
+                             ": the directory does not exist (nothing was created)";
+    if (access == Access::Write || o.readonly_roots.empty()) throw CacheError(none);
+    std::fprintf(stderr, "fkv-jit: note: %s; only the read-only roots are checked\n", none.c_str());
+    o.root.clear();
+    o.root_readonly = true;
+  } else if (access == Access::ReadOnly && ::access(o.root.c_str(), W_OK) != 0 &&
+             (errno == EROFS || errno == EACCES || errno == EPERM)) {
+    // A cache baked into an image, on a read-only file system or owned by root, is checked the
+    // way the runtime reads it: as a read-only root.
+    std::fprintf(stderr,
+                 "fkv-jit: note: %s is not writable (%s): checked read-only, nothing removed\n",
+                 shown(o.root.string()).c_str(), cache_fs::errno_text(errno).c_str());
+    o.root_readonly = true;
+  }
   return o;
 }
 
@@ -63,9 +94,6 @@ void require_writable(const KernelCache& cache) {
     throw CacheError("cannot use cache root " + cache.options().root.string() +
                      " (see the warning above); nothing was changed");
 }
-
-// A file name or path on one line of output: every control character escaped, newlines too.
-std::string shown(std::string_view text) { return cache_fs::printable(text); }
 
 void print_table(const std::vector<CacheEntryInfo>& entries) {
   std::printf("%-48s %-7s %10s  %-10s %-3s %-8s %s\n", "kernel", "arch", "size", "last used", "ro",
@@ -98,10 +126,15 @@ void fail_on_removals(const std::vector<std::string>& failures, const std::strin
 }
 
 std::string roots_text(const KernelCache& cache) {
-  std::string s = shown(cache.options().root.string());
-  for (const auto& ro : cache.options().readonly_roots)
-    s += ", " + shown(ro.string()) + " (read-only)";
-  return s;
+  const CacheOptions& o = cache.options();
+  std::string s;
+  auto add = [&](const std::filesystem::path& root, bool readonly) {
+    if (root.empty()) return;
+    s += (s.empty() ? "" : ", ") + shown(root.string()) + (readonly ? " (read-only)" : "");
+  };
+  add(o.root, o.root_readonly);
+  for (const auto& ro : o.readonly_roots) add(ro, true);
+  return s.empty() ? "no cache root" : s;
 }
 
 struct VerifyArgs {
@@ -120,14 +153,7 @@ void verify_config(const std::string& cache_dir, const VerifyArgs& a) {
         Usage, "cache verify: --config and --arch go together (which kernels, for which devices)");
   const std::vector<ArchTarget> targets = targets_of(a.archs, a.ptx);
   const Variants v = variants_of(a.variants);
-  CacheOptions o = options_for(cache_dir);
-  if (KernelCache probe(o); probe.memory_only() && !cache_dir.empty()) {
-    // A root this user may not write (a cache baked into an image, owned by root) is checked
-    // the way the runtime reads it: as a read-only root.
-    o.readonly_roots.insert(o.readonly_roots.begin(), o.root);
-    o.root.clear();
-  }
-  KernelCache cache(o);
+  KernelCache cache(options_for(cache_dir, Access::ReadOnly));
   const std::vector<CacheEntryInfo> entries = cache.list();
   std::size_t missing = 0, total = 0;
   std::printf("%-44s %-13s %-8s %s\n", "kernel", "arch", "status", "path");
@@ -138,7 +164,8 @@ void verify_config(const std::string& cache_dir, const VerifyArgs& a) {
       const CacheKey key = CacheKey::make(k.source, CompileOptions{t.arch, t.ptx});
       const CacheEntryInfo* found = nullptr;
       for (const auto& e : entries)
-        if (e.digest == key.digest && (!found || e.ok)) found = &e;  // a good copy wins
+        // The first good copy, in lookup order (writable root first), else the first copy.
+        if (e.digest == key.digest && (!found || (e.ok && !found->ok))) found = &e;
       const std::string status = !found ? "MISSING" : found->ok ? "ok" : "BAD";
       missing += status != "ok";
       std::printf("%-44s %-13s %-8s %s\n", k.name.c_str(), t.name().c_str(), status.c_str(),
@@ -172,17 +199,18 @@ void add_cache_commands(CLI::App& app) {
       cache->add_subcommand("ls", "list the entries of the cache (and of read-only roots)");
   add_dir(ls);
   ls->callback([] {
-    KernelCache c(options_for(cache_dir));
+    KernelCache c(options_for(cache_dir, Access::ReadOnly));
     const auto entries = c.list();
     print_table(entries);
     std::uint64_t bytes = 0;
     std::size_t bad = 0;
     for (const auto& e : entries) {
       bytes += e.bytes;
-      bad += !e.ok;
+      bad += !e.ok && !e.in_progress;
     }
     std::printf("%zu entries, %s, %zu bad, in %s%s\n", entries.size(), human_bytes(bytes).c_str(),
-                bad, roots_text(c).c_str(), c.memory_only() ? " (writable root not usable)" : "");
+                bad, roots_text(c).c_str(),
+                c.memory_only() && !c.options().root_readonly ? " (writable root not usable)" : "");
     print_unusable(c.unusable_dirs());
   });
 
@@ -201,8 +229,8 @@ void add_cache_commands(CLI::App& app) {
   verify->add_flag("--ptx", need.ptx, "the kernels were precompiled with --ptx");
   verify->callback([] {
     if (!need.variants.config.empty() || !need.archs.empty()) return verify_config(cache_dir, need);
-    KernelCache c(options_for(cache_dir));
-    require_writable(c);
+    KernelCache c(options_for(cache_dir, Access::ReadOnly));
+    if (!c.options().root_readonly) require_writable(c);
     std::vector<std::string> failures;
     const auto entries = c.verify(&failures);
     std::vector<CacheEntryInfo> bad;
@@ -239,7 +267,7 @@ void add_cache_commands(CLI::App& app) {
   prune->add_option("--max-bytes", max_bytes,
                     "size cap, e.g. 500000000, 500M, 2G (default: $FKV_CACHE_MAX_BYTES)");
   prune->callback([] {
-    KernelCache c(options_for(cache_dir));
+    KernelCache c(options_for(cache_dir, Access::Write));
     require_writable(c);
     std::uint64_t cap = c.options().max_bytes;
     if (!max_bytes.empty()) {
@@ -265,7 +293,7 @@ void add_cache_commands(CLI::App& app) {
   CLI::App* clear = cache->add_subcommand("clear", "remove every entry of the writable cache root");
   add_dir(clear);
   clear->callback([] {
-    KernelCache c(options_for(cache_dir));
+    KernelCache c(options_for(cache_dir, Access::Write));
     require_writable(c);
     std::vector<std::string> failures;
     const std::size_t n = c.clear(&failures);

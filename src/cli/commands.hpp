@@ -118,6 +118,10 @@ std::vector<NeededKernel> needed_kernels(const Variants& v);
 std::vector<ArchTarget> targets_of(const std::vector<std::string>& archs, bool ptx,
                                    std::vector<std::string>* notes = nullptr);
 
+// Checks that an option's value is a whole number from `min` to INT_MAX; otherwise a usage
+// error (exit 3) saying "must be a positive integer, got '0'" (min 1) or the like.
+CLI::Validator integer_at_least(int min);
+
 // Adds --cache-dir (an empty value is refused) bound to `dir`.
 CLI::Option* add_cache_dir_option(CLI::App* cmd, std::string& dir, const std::string& what);
 

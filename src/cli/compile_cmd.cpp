@@ -160,7 +160,7 @@ void add_compile_commands(CLI::App& app) {
   CLI::App* s = app.add_subcommand("source", "print the specialized kernel source for a config");
   add_variant_options(s, src);
   s->add_option("--index", index, "print only the N-th variant (0-based)")
-      ->check(CLI::NonNegativeNumber);
+      ->check(integer_at_least(0));
   s->callback([] {
     const std::vector<NeededKernel> kernels = needed_kernels(variants_of(src));
     if (index >= static_cast<int>(kernels.size()))

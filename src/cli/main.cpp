@@ -109,20 +109,24 @@ int main(int argc, char** argv) {
   app.require_subcommand(1);
 
   std::string log_level = "warn";
-  app.add_option("--log-level", log_level, "spdlog level for library messages")
-      ->envname("FKV_LOG_LEVEL")
-      ->check(CLI::IsMember({"trace", "debug", "info", "warn", "error", "critical", "off"}))
-      ->capture_default_str();
+  CLI::Option* log_level_option =
+      app.add_option("--log-level", log_level,
+                     "spdlog level for library messages (default: $FKV_LOG_LEVEL, else warn)")
+          ->check(CLI::IsMember({"trace", "debug", "info", "warn", "error", "critical", "off"},
+                                CLI::ignore_case));
   // Runs after parsing and before any command's callback.
-  // The library's environment (FKV_CACHE_MAX_BYTES, FKV_BLOCK_WARPS, ...) is checked here, once:
-  // a bad value is bad input (exit 2), not a config mismatch, whatever the command.
+  // The library's environment (FKV_CACHE_MAX_BYTES, FKV_LOG_LEVEL, ...) is checked here, once:
+  // a bad value is bad input (exit 2) naming the variable, not a config mismatch or a usage
+  // error, whatever the command.
   app.parse_complete_callback([&] {
-    spdlog::set_level(spdlog::level::from_str(log_level));
+    spdlog::set_level(spdlog::level::from_str(log_level));  // while the environment is read
     try {
-      fkv::JitOptions::global();
+      const fkv::JitOptions& env = fkv::JitOptions::global();
+      if (log_level_option->count() == 0 && !env.log_level.empty()) log_level = env.log_level;
     } catch (const fkv::ConfigError& e) {  // bad input: the environment
       throw CommandFailure(BadInput, e.what());
     }
+    spdlog::set_level(spdlog::level::from_str(log_level));
   });
 
   add_validate_commands(app);

@@ -287,9 +287,9 @@ void add_validate_commands(CLI::App& app) {
   plan->add_option("CONFIG", plan_opts->path, "HuggingFace config.json or explicit schema")
       ->required();
   plan->add_flag("--json", plan_opts->json, "Print a JSON object instead of text");
-  plan->add_option(
-      "--tp", plan_opts->tp,
-      "Tensor-parallel degree: groups as one rank sees them, and each rank's KV heads");
+  plan->add_option("--tp", plan_opts->tp,
+                   "Tensor-parallel degree: groups as one rank sees them, and each rank's KV heads")
+      ->check(integer_at_least(1));  // --tp 0 is a usage error (exit 3), as for precompile
   plan->add_flag_callback(
       "--strict", [plan_opts] { plan_opts->grouped = false; },
       "Require one group, failing like `validate`");

@@ -1,5 +1,7 @@
 // Options shared by the commands that choose kernel variants: precompile, source and
 // cache verify --config (declared in commands.hpp).
+#include <charconv>
+#include <climits>
 #include <cstdio>
 #include <iostream>
 
@@ -27,7 +29,7 @@ void add_variant_options(CLI::App* cmd, VariantArgs& a, bool config_positional) 
   cmd->add_flag("--strict", a.strict, "require one uniform group (the seed's semantics)");
   cmd->add_option("--tp", a.tp,
                   "tensor-parallel degree: build the kernels of a rank's share of the KV heads")
-      ->check(CLI::PositiveNumber)  // --tp 0 is a usage error (exit 3), as -j 0 is
+      ->check(integer_at_least(1))  // --tp 0 is a usage error (exit 3), as -j 0 is
       ->capture_default_str();
   cmd->add_option("--decode", a.decode_gpu,
                   "also the decode-size kernels that calls of a few tokens take on this GPU (a "
@@ -127,6 +129,21 @@ std::vector<ArchTarget> targets_of(const std::vector<std::string>& archs, bool p
     if (!seen) out.push_back(r.target);  // sm_90 and sm_90a name the same target
   }
   return out;
+}
+
+CLI::Validator integer_at_least(int min) {
+  const std::string what = min == 1   ? "a positive integer"
+                           : min == 0 ? "0 or a positive integer"
+                                      : "an integer of at least " + std::to_string(min);
+  return CLI::Validator(
+      [min, what](const std::string& v) {
+        long long n = 0;
+        const auto [end, ec] = std::from_chars(v.data(), v.data() + v.size(), n);
+        if (ec == std::errc() && end == v.data() + v.size() && n >= min && n <= INT_MAX)
+          return std::string();
+        return "must be " + what + ", got '" + v + "'";
+      },
+      min == 1 ? "N>=1" : "N>=" + std::to_string(min));
 }
 
 CLI::Option* add_cache_dir_option(CLI::App* cmd, std::string& dir, const std::string& what) {
