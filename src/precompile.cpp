@@ -172,8 +172,7 @@ PrecompileResult precompile_config(const ModelConfig& config, const ConfigPrecom
   const Plan plan =
       make_plan(config, request.strict ? ValidationMode::Strict : ValidationMode::Grouped);
   VariantOptions o;
-  o.act =
-      request.act_dtype.empty() ? act_dtype_of(config.dtype.value) : parse_dtype(request.act_dtype);
+  o.act = request.act_dtype.empty() ? act_dtype_of(config) : parse_dtype(request.act_dtype);
   o.cache = request.kv_dtype.empty() ? o.act : parse_dtype(request.kv_dtype);
   if (!request.cos_sin_dtype.empty()) o.cos_sin = parse_dtype(request.cos_sin_dtype);
   if (!request.index_dtype.empty()) {

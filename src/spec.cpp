@@ -253,10 +253,36 @@ KernelSpec make_kernel_spec(const AttentionSpec& attn, DType act, DType cache, O
   return s;
 }
 
-DType act_dtype_of(const std::string& config_dtype) {
+DType act_dtype_of(const std::string& config_dtype, const std::string& key) {
   if (config_dtype.empty()) return DType::BF16;
-  const DType d = parse_dtype(config_dtype);
-  return is_fp8(d) ? DType::BF16 : d;
+  const std::string fix =
+      ". Pass the activation dtype explicitly: --dtype bf16|fp16|fp32 (act_dtype in C, dtype= "
+      "in Python)";
+  DType d;
+  try {
+    d = parse_dtype(config_dtype);
+  } catch (const ArgumentError&) {
+    throw ConfigError("key '" + key + "': \"" + config_dtype +
+                      "\" is not a dtype fkv-jit knows, and the activation dtype defaults to "
+                      "it" +
+                      fix);
+  }
+  if (is_fp8(d))
+    throw ConfigError("key '" + key + "': \"" + config_dtype +
+                      "\" is an 8-bit dtype (how the checkpoint stores its weights), not an "
+                      "activation dtype the kernels take, and fkv-jit does not guess one" +
+                      fix + "; --kv-dtype chooses an fp8 cache");
+  return d;
+}
+
+DType act_dtype_of(const ModelConfig& config) {
+  if (config.dtype.value.empty()) return DType::BF16;
+  try {
+    return act_dtype_of(config.dtype.value, config.dtype.source);
+  } catch (const ConfigError& e) {
+    throw ConfigError((config.path.empty() ? std::string("<config>") : config.path) + ": " +
+                      e.what());
+  }
 }
 
 std::vector<KernelSpec> kernel_specs_for(const Plan& plan, const VariantOptions& o) {

@@ -122,7 +122,7 @@ void check_supported(const ModelConfig& config, const LayerAttention& layer) {
 }
 
 // The checks every reference layer (strict) or every layer (grouped) must pass on its own.
-void check_dims(const AttentionSpec& spec, int layer) {
+void check_dims(const ModelConfig& config, const AttentionSpec& spec, int layer) {
   if (spec.num_kv_heads <= 0 || spec.head_dim <= 0) {
     throw ConfigError(
         "Invalid fused KV head config: num_kv_heads=" + std::to_string(spec.num_kv_heads) +
@@ -132,7 +132,7 @@ void check_dims(const AttentionSpec& spec, int layer) {
   // A layer too large for the kernels' 32-bit indexes is bad input (no real model comes near),
   // refused here rather than as a kernel that cannot be built.
   if (static_cast<std::int64_t>(spec.num_kv_heads) * spec.head_dim > kMaxHeadElements)
-    throw ConfigError("layer " + std::to_string(layer) + ": " +
+    throw ConfigError(config_name(config) + ": layer " + std::to_string(layer) + ": " +
                       head_elements_error(spec.num_kv_heads, spec.head_dim));
   // The seed's text, kept exactly; RoPE rotates pairs, so rotary_dim must be even.
   if (spec.rotary_dim < 0 || spec.rotary_dim % 2 != 0 || spec.rotary_dim > spec.head_dim)
@@ -200,7 +200,7 @@ AttentionSpec validate(const ModelConfig& config) {
   const LayerAttention& ref_layer = *layers.front();
   check_supported(config, ref_layer);
   const AttentionSpec ref = attention_spec(ref_layer);
-  check_dims(ref, ref_layer.index);
+  check_dims(config, ref, ref_layer.index);
   check_buildable(config, ref, ref_layer.index);
   const std::string ref_rope = ref.rope.canonical();  // once, not once per layer
 
@@ -252,7 +252,7 @@ Plan make_plan(const ModelConfig& config, ValidationMode mode) {
   for (const LayerAttention* layer : checked_attention_layers(config)) {
     check_supported(config, *layer);
     AttentionSpec spec = attention_spec(*layer);
-    check_dims(spec, layer->index);
+    check_dims(config, spec, layer->index);
     std::string key = std::to_string(spec.num_kv_heads) + ";" + std::to_string(spec.head_dim) +
                       ";" + std::to_string(spec.rotary_dim) + ";" +
                       (spec.is_neox_style ? "1;" : "0;") + to_string(spec.k_norm) + ";" +

@@ -1020,8 +1020,8 @@ TEST_CASE("a layer too large for the kernels' 32-bit indexes is bad input", "[va
       FAIL("a plan for 16777216 KV heads x 128");
     } catch (const fkv::ConfigError& e) {
       CHECK(fkv::error_kind_of(e) == fkv::ErrorKind::BadInput);
-      CHECK_THAT(e.what(), Catch::Contains("num_kv_heads * head_dim = 16777216 * 128") &&
-                               Catch::Contains("layer 0"));
+      CHECK_THAT(e.what(), Catch::StartsWith("synthetic: layer 0: ") &&
+                               Catch::Contains("num_kv_heads * head_dim = 16777216 * 128"));
     }
   }
   // The bound: 2 * kMaxLayers * H * D fits an int. At it, the layer validates and builds.
@@ -1031,4 +1031,34 @@ TEST_CASE("a layer too large for the kernels' 32-bit indexes is bad input", "[va
   CHECK_NOTHROW(fkv::make_plan(load({edge}), ValidationMode::Grouped));
   edge.kv += 1;
   CHECK_THROWS_AS(fkv::make_plan(load({edge}), ValidationMode::Grouped), ConfigError);
+}
+
+TEST_CASE("the activation dtype a config names: its dtype, or an error naming the key and --dtype",
+          "[validate][dtype]") {
+  auto with_dtype = [](const std::string& dtype) {
+    return ModelConfig::from_json(
+        std::string_view(R"({"model_type": "qwen3", "num_hidden_layers": 2, "hidden_size": 512, )"
+                         R"("num_attention_heads": 4, "num_key_value_heads": 2, "torch_dtype": ")" +
+                         dtype + R"("})"),
+        "d.json");
+  };
+  CHECK(fkv::act_dtype_of(with_dtype("bfloat16")) == fkv::DType::BF16);
+  CHECK(fkv::act_dtype_of(with_dtype("torch.float16")) == fkv::DType::FP16);
+  CHECK(fkv::act_dtype_of(with_dtype("float32")) == fkv::DType::FP32);
+  // An 8-bit torch_dtype reads (validate's verdict covers every activation dtype), but it names
+  // no activation dtype: precompile without --dtype says so instead of taking bf16.
+  const ModelConfig fp8 = with_dtype("float8_e4m3fn");
+  CHECK_NOTHROW(fkv::make_plan(fp8, ValidationMode::Strict));
+  CHECK_THROWS_WITH(fkv::act_dtype_of(fp8),
+                    Catch::StartsWith("d.json: key 'torch_dtype': \"float8_e4m3fn\"") &&
+                        Catch::Contains("8-bit") && Catch::Contains("--dtype"));
+  CHECK_THROWS_WITH(fkv::act_dtype_of("fp8_e4m3"), Catch::Contains("'torch_dtype'"));
+  // A name that is no dtype is bad input when reading, so validate and precompile agree.
+  for (const char* bad : {"auto", "int4", "float8", "BFLOAT16"}) {
+    INFO(bad);
+    CHECK_THROWS_WITH(with_dtype(bad), Catch::StartsWith("d.json: key 'torch_dtype': \"" +
+                                                         std::string(bad) + "\"") &&
+                                           Catch::Contains("remove the key"));
+    CHECK_THROWS_WITH(fkv::act_dtype_of(bad), Catch::Contains("--dtype"));
+  }
 }
