@@ -1,6 +1,8 @@
 // spec: the specialization key and the launch policy (block and grid) derived from it.
 #include "fkv/spec.hpp"
 
+#include <spdlog/spdlog.h>
+
 #include <algorithm>
 #include <sstream>
 #include <unordered_set>
@@ -255,23 +257,24 @@ KernelSpec make_kernel_spec(const AttentionSpec& attn, DType act, DType cache, O
 
 DType act_dtype_of(const std::string& config_dtype, const std::string& key) {
   if (config_dtype.empty()) return DType::BF16;
-  const std::string fix =
-      ". Pass the activation dtype explicitly: --dtype bf16|fp16|fp32 (act_dtype in C, dtype= "
-      "in Python)";
   DType d;
   try {
     d = parse_dtype(config_dtype);
   } catch (const ArgumentError&) {
     throw ConfigError("key '" + key + "': \"" + config_dtype +
-                      "\" is not a dtype fkv-jit knows, and the activation dtype defaults to "
-                      "it" +
-                      fix);
+                      "\" is not a dtype fkv-jit knows (bfloat16, float16, float32, "
+                      "float8_e4m3fn, float8_e5m2, or bf16, fp16, fp32), and the activation "
+                      "dtype defaults to it. Pass the activation dtype explicitly: --dtype "
+                      "bf16|fp16|fp32 (act_dtype in C, dtype= in Python), or correct the key");
   }
-  if (is_fp8(d))
-    throw ConfigError("key '" + key + "': \"" + config_dtype +
-                      "\" is an 8-bit dtype (how the checkpoint stores its weights), not an "
-                      "activation dtype the kernels take, and fkv-jit does not guess one" +
-                      fix + "; --kv-dtype chooses an fp8 cache");
+  if (is_fp8(d)) {
+    // How the checkpoint stores its weights; engines run such models with bf16 activations.
+    spdlog::info(
+        "fkv: {} is \"{}\", an 8-bit storage dtype: activations default to bf16 "
+        "(--dtype, act_dtype in C, dtype= in Python, overrides)",
+        key, config_dtype);
+    return DType::BF16;
+  }
   return d;
 }
 

@@ -150,9 +150,9 @@ struct VariantOptions {
 };
 
 // Activation dtype named by a config's dtype ("bfloat16", "float16", "float32"); bf16 if absent.
-// An 8-bit dtype ("float8_e4m3fn": how the checkpoint stores its weights) names no activation
-// dtype, and neither does a name that is no dtype: both throw ConfigError naming `key` and the
-// override (--dtype, act_dtype), rather than guessing bf16.
+// An 8-bit dtype ("float8_e4m3fn": how the checkpoint stores its weights) gives bf16, with an
+// info log line; a name that is no dtype ("auto") throws ConfigError naming `key` and the
+// override (--dtype, act_dtype).
 DType act_dtype_of(const std::string& config_dtype, const std::string& key = "torch_dtype");
 // The same for a read config, naming its file and the key as written (text_config.torch_dtype).
 DType act_dtype_of(const ModelConfig& config);

@@ -19,7 +19,6 @@
 #include <utility>
 
 #include "fkv/errors.hpp"
-#include "fkv/spec.hpp"
 #include "generated/model_data.hpp"
 #include "internal.hpp"
 
@@ -279,21 +278,9 @@ ModelConfig ModelConfig::from_json(const nlohmann::json& root, std::string name)
     cfg.max_position_embeddings = {doc.positive_int(h), h.path};
   else
     cfg.max_position_embeddings.source = "absent";
-  if (Hit h = doc.find({"torch_dtype", "dtype"})) {
-    cfg.dtype = {doc.string(h), h.path};
-    // The kernels' activation dtype defaults to it: a name that is no dtype would pass here and
-    // fail only in precompile.
-    try {
-      parse_dtype(cfg.dtype.value);
-    } catch (const ArgumentError&) {
-      doc.fail(h.path, "\"" + cfg.dtype.value +
-                           "\" is not a dtype fkv-jit knows (bfloat16, float16, float32, "
-                           "float8_e4m3fn, float8_e5m2, also as torch.<name>, or bf16, fp16, "
-                           "fp32, fp8_e4m3, fp8_e5m2), and the activation dtype defaults to it. "
-                           "Write the checkpoint's dtype, or remove the key (activations then "
-                           "default to bf16)");
-    }
-  } else
+  if (Hit h = doc.find({"torch_dtype", "dtype"}))
+    cfg.dtype = {doc.string(h), h.path};  // a name, checked where it is used (act_dtype_of)
+  else
     cfg.dtype.source = "absent";
   if (Hit h = doc.find({"rms_norm_eps", "layer_norm_epsilon", "norm_eps", "layer_norm_eps",
                         "layernorm_epsilon", "norm_epsilon"}))
