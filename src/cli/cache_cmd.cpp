@@ -52,16 +52,18 @@ std::string age(std::filesystem::file_time_type t) {
 // A file name or path on one line of output: every control character escaped, newlines too.
 std::string shown(std::string_view text) { return cache_fs::printable(text); }
 
-// How a command may use the root it is given.
+// How a command uses the root it is given.
 enum class Access {
-  Write,     // prune, clear: the root must be writable
-  ReadOnly,  // ls, verify: a root this user cannot write is listed and verified read-only
+  List,    // ls: a missing root is an empty cache; one this user cannot write is listed read-only
+  Verify,  // verify: as ls, but a missing root is an error (a health check of a mistyped path)
+  Write,   // prune, clear: a missing root is an empty cache; the root must be writable
 };
 
-// The cache the commands act on. They never create a root: one that does not exist is an
-// error (exit 6), unless read-only roots are there to list or verify. A root that cannot be
+// The cache the commands act on. They never create a root: one that does not exist is said
+// on stderr and leaves `*missing` set (the root cleared: only read-only roots are left to
+// check), or is an error (exit 6) for verify without read-only roots. A root that cannot be
 // used is an error too (require_writable), not a silent fallback to memory as in the library.
-CacheOptions options_for(const std::string& cache_dir, Access access) {
+CacheOptions options_for(const std::string& cache_dir, Access access, bool* missing = nullptr) {
   CacheOptions o = CacheOptions::from_env();
   if (!cache_dir.empty()) o.root = cache_dir;
   o.disabled = false;
@@ -73,11 +75,12 @@ CacheOptions options_for(const std::string& cache_dir, Access access) {
   if (!std::filesystem::exists(std::filesystem::symlink_status(o.root, ec))) {
     const std::string none = "no cache at " + shown(o.root.string()) +
                              ": the directory does not exist (nothing was created)";
-    if (access == Access::Write || o.readonly_roots.empty()) throw CacheError(none);
-    std::fprintf(stderr, "fkv-jit: note: %s; only the read-only roots are checked\n", none.c_str());
+    if (access == Access::Verify && o.readonly_roots.empty()) throw CacheError(none);
+    std::fprintf(stderr, "fkv-jit: note: %s\n", none.c_str());
+    if (missing) *missing = true;
     o.root.clear();
     o.root_readonly = true;
-  } else if (access == Access::ReadOnly && ::access(o.root.c_str(), W_OK) != 0 &&
+  } else if (access != Access::Write && ::access(o.root.c_str(), W_OK) != 0 &&
              (errno == EROFS || errno == EACCES || errno == EPERM)) {
     // A cache baked into an image, on a read-only file system or owned by root, is checked the
     // way the runtime reads it: as a read-only root.
@@ -137,6 +140,14 @@ std::string roots_text(const KernelCache& cache) {
   return s.empty() ? "no cache root" : s;
 }
 
+// roots_text() when the writable root does not exist (options_for cleared it): named anyway.
+std::string missing_root_text(const KernelCache& cache, const std::string& cache_dir) {
+  const std::string root =
+      shown(cache_dir.empty() ? CacheOptions::from_env().root.string() : cache_dir) +
+      " (does not exist)";
+  return cache.options().readonly_roots.empty() ? root : root + ", " + roots_text(cache);
+}
+
 struct VerifyArgs {
   VariantArgs variants;
   std::vector<std::string> archs;
@@ -153,7 +164,7 @@ void verify_config(const std::string& cache_dir, const VerifyArgs& a) {
         Usage, "cache verify: --config and --arch go together (which kernels, for which devices)");
   const std::vector<ArchTarget> targets = targets_of(a.archs, a.ptx);
   const Variants v = variants_of(a.variants);
-  KernelCache cache(options_for(cache_dir, Access::ReadOnly));
+  KernelCache cache(options_for(cache_dir, Access::Verify));
   const std::vector<CacheEntryInfo> entries = cache.list();
   std::size_t missing = 0, total = 0;
   std::printf("%-44s %-13s %-8s %s\n", "kernel", "arch", "status", "path");
@@ -199,7 +210,8 @@ void add_cache_commands(CLI::App& app) {
       cache->add_subcommand("ls", "list the entries of the cache (and of read-only roots)");
   add_dir(ls);
   ls->callback([] {
-    KernelCache c(options_for(cache_dir, Access::ReadOnly));
+    bool missing = false;
+    KernelCache c(options_for(cache_dir, Access::List, &missing));
     const auto entries = c.list();
     print_table(entries);
     std::uint64_t bytes = 0;
@@ -209,7 +221,7 @@ void add_cache_commands(CLI::App& app) {
       bad += !e.ok && !e.in_progress;
     }
     std::printf("%zu entries, %s, %zu bad, in %s%s\n", entries.size(), human_bytes(bytes).c_str(),
-                bad, roots_text(c).c_str(),
+                bad, (missing ? missing_root_text(c, cache_dir) : roots_text(c)).c_str(),
                 c.memory_only() && !c.options().root_readonly ? " (writable root not usable)" : "");
     print_unusable(c.unusable_dirs());
   });
@@ -229,7 +241,7 @@ void add_cache_commands(CLI::App& app) {
   verify->add_flag("--ptx", need.ptx, "the kernels were precompiled with --ptx");
   verify->callback([] {
     if (!need.variants.config.empty() || !need.archs.empty()) return verify_config(cache_dir, need);
-    KernelCache c(options_for(cache_dir, Access::ReadOnly));
+    KernelCache c(options_for(cache_dir, Access::Verify));
     if (!c.options().root_readonly) require_writable(c);
     std::vector<std::string> failures;
     const auto entries = c.verify(&failures);
@@ -267,8 +279,9 @@ void add_cache_commands(CLI::App& app) {
   prune->add_option("--max-bytes", max_bytes,
                     "size cap, e.g. 500000000, 500M, 2G (default: $FKV_CACHE_MAX_BYTES)");
   prune->callback([] {
-    KernelCache c(options_for(cache_dir, Access::Write));
-    require_writable(c);
+    bool missing = false;
+    KernelCache c(options_for(cache_dir, Access::Write, &missing));
+    if (!missing) require_writable(c);
     std::uint64_t cap = c.options().max_bytes;
     if (!max_bytes.empty()) {
       auto n = parse_byte_count(max_bytes);
@@ -279,6 +292,7 @@ void add_cache_commands(CLI::App& app) {
     } else if (cap == 0) {
       throw CommandFailure(Usage, "no size cap: pass --max-bytes N or set FKV_CACHE_MAX_BYTES");
     }
+    if (missing) return;  // nothing to prune (said on stderr)
     std::vector<std::string> failures;
     const std::uint64_t removed = c.prune(cap, &failures);
     std::uint64_t left = 0;
@@ -293,7 +307,9 @@ void add_cache_commands(CLI::App& app) {
   CLI::App* clear = cache->add_subcommand("clear", "remove every entry of the writable cache root");
   add_dir(clear);
   clear->callback([] {
-    KernelCache c(options_for(cache_dir, Access::Write));
+    bool missing = false;
+    KernelCache c(options_for(cache_dir, Access::Write, &missing));
+    if (missing) return;  // nothing to clear (said on stderr)
     require_writable(c);
     std::vector<std::string> failures;
     const std::size_t n = c.clear(&failures);
