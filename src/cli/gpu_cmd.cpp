@@ -342,7 +342,7 @@ void add_common(CLI::App* cmd, GpuArgs& a, const char* tokens_help) {
 std::vector<std::pair<LayerGroup, KernelSpec>> variants(const GpuArgs& a, ModelConfig& cfg) {
   cfg = load_config(a.config);
   const Plan plan = make_plan(cfg, ValidationMode::Grouped);
-  const DType act = a.dtype.empty() ? act_dtype_of(cfg.dtype.value) : parse_dtype(a.dtype);
+  const DType act = a.dtype.empty() ? act_dtype_of(cfg) : parse_dtype(a.dtype);
   const DType cache = a.kv_dtype.empty() ? act : parse_dtype(a.kv_dtype);
   std::vector<std::pair<LayerGroup, KernelSpec>> out;
   for (const LayerGroup& g : plan.groups) {

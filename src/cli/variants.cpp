@@ -67,7 +67,7 @@ Variants variants_of(const VariantArgs& a) {
   // Every rank holds the same number of heads (shard_plan), so rank 0's kernels serve all ranks.
   if (a.tp != 1) v.plan = shard_plan(v.plan, TensorParallel{a.tp, 0});
   VariantOptions& o = v.options;
-  o.act = a.dtype.empty() ? act_dtype_of(cfg.dtype.value) : parse_dtype(a.dtype);
+  o.act = a.dtype.empty() ? act_dtype_of(cfg) : parse_dtype(a.dtype);
   o.cache = a.kv_dtype.empty() ? o.act : parse_dtype(a.kv_dtype);
   o.cos_sin = parse_dtype(a.cos_sin);
   o.index = a.index == "int32" ? IndexType::I32 : IndexType::I64;
