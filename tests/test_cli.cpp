@@ -975,7 +975,8 @@ TEST_CASE("probe A: numbers, FKV_LOG_LEVEL, missing and read-only cache roots", 
     const Result ls = run("cache ls --cache-dir '" + mnt + "'");
     const Result verify = run("cache verify --cache-dir '" + mnt + "'");
     const Result clear = run("cache clear --cache-dir '" + mnt + "'");
-    std::system(("umount '" + mnt + "'").c_str());
+    const int unmounted = std::system(("umount '" + mnt + "'").c_str());
+    CHECK(unmounted == 0);
     INFO(ls.out << ls.err << verify.out << verify.err << clear.err);
     CHECK(ls.code == 0);
     CHECK(contains(ls.out, "2 entries, 2.2 KiB, 0 bad, in " + mnt + " (read-only)"));
