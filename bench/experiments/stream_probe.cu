@@ -16,10 +16,13 @@
 // And, after them, the tma2d stream consumed as a decode kernel would (ninth session):
 //   band<cvt>/<T>/<KS>/<S>/c<CS>  random e4m3 weights times T bf16 tokens, fp32 sums of every row
 //                  checked against float64 first (worst error / sum of |products|); band_mma below.
+//   wg<mode>/64/<S>  64 tokens, weights converted to bf16 in shared memory and multiplied by
+//                  warpgroup MMAs (twelfth session; wg_w8a16 below), checked the same way.
 // Each call reads another of 5 copies (210 MB, over 4 L2s), so every read comes from HBM, as in
 // a server; figures are medians over CUDA-graph replays of 20 calls, per call.
-// Standalone: nvcc -O2 -std=c++17 -arch=sm_90a bench/experiments/stream_probe.cu -lcuda -o sp
-//   ./sp [rows=10240] [hidden=4096]
+// Standalone: nvcc -O2 -std=c++17 -gencode arch=compute_90a,code=sm_90a
+//   bench/experiments/stream_probe.cu -lcuda -o sp && ./sp [rows=10240] [hidden=4096] [wg]
+// ("wg": the wg section alone).
 #include <cuda.h>
 #include <cuda_runtime.h>
 
@@ -415,6 +418,192 @@ __global__ void __launch_bounds__(32 * (1 + (CS > 0) + MAXU * KS), 1)
                  ::: "memory");
 }
 
+
+// ---- wg<MODE>/<S>: 64 tokens, W8A16 through warpgroup MMAs (twelfth session) ----
+// One CTA per SM owns rows [c*R/G, (c+1)*R/G) (at most 80) over all of hidden, as tma2d. Warp 0
+// lane 0 copies each 128-column k block into an S-stage ring: the weights (80 rows x 128 bytes)
+// and x (bf16 [64 tokens][128 columns], two 64-column boxes), all with the 128-byte swizzle.
+// Two consumer warpgroups take alternate stages: each converts its stage's e4m3 weights to bf16
+// into its own shared buffer (the wgmma B operand, K-major, 128-byte swizzle), then runs eight
+// wgmma m64n80k16 (A = x from the ring, B = the converted weights; fp32 accumulators [64 tokens
+// x 80 rows]), waits for them and hands the stage back. At the end the two warpgroups' sums are
+// added and written, fp32 [T, rows]. MODE 1 leaves the MMAs out, MODE 2 the conversion, MODE 3
+// the copies of x (timing only, wrong sums): what each costs. CL = 2: clusters of two CTAs, each
+// copying one 64-column half of x multicast to both, so L2 sends x once per pair; a stage goes
+// back to a producer once the consumers of both CTAs are done with it.
+__device__ __forceinline__ unsigned long long wg_desc(u32 addr) {
+  return (unsigned long long)((addr & 0x3ffffu) >> 4) | (1ull << 16) | (64ull << 32) | (1ull << 62);
+}
+#define WG_D4(i) "+f"(d[i]), "+f"(d[i + 1]), "+f"(d[i + 2]), "+f"(d[i + 3])
+#define WG_D8(i) WG_D4(i), WG_D4(i + 4)
+// D[64 x 80] += A[64 x 16] * B[16 x 80], bf16 from shared memory (descriptors a, b).
+__device__ __forceinline__ void wgmma_m64n80k16(float (&d)[40], unsigned long long a,
+                                                unsigned long long b) {
+  asm volatile(
+      "{\n.reg .pred p;\nsetp.ne.b32 p, 1, 0;\n"
+      "wgmma.mma_async.sync.aligned.m64n80k16.f32.bf16.bf16 {%0, %1, %2, %3, %4, %5, %6, %7, %8, "
+      "%9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, "
+      "%27, %28, %29, %30, %31, %32, %33, %34, %35, %36, %37, %38, %39}, %40, %41, p, 1, 1, 0, 0;\n}\n"
+      : WG_D8(0), WG_D8(8), WG_D8(16), WG_D8(24), WG_D8(32)
+      : "l"(a), "l"(b));
+}
+#undef WG_D8
+#undef WG_D4
+
+struct WgArgs {
+  float* out;  // [T, rows]
+  int rows, hidden, T;
+};
+
+template <int STAGES, int MODE, int CL = 1, int NWG = 2>
+__global__ void __launch_bounds__(128 * (NWG + 1), 1)
+    wg_w8a16(const __grid_constant__ CUtensorMap w_map, const __grid_constant__ CUtensorMap x_map,
+             WgArgs a) {
+  constexpr u32 kW = 80 * 128, kX = 64 * 128, kStage = kW + 2 * kX, kB = 2 * 80 * 128;
+  extern __shared__ __align__(1024) unsigned char sm[];
+  __shared__ __align__(8) unsigned long long full[STAGES], empty[STAGES];
+  const int G = gridDim.x, c = blockIdx.x;
+  const int r0 = (int)((long long)a.rows * c / G), nr = (int)((long long)a.rows * (c + 1) / G) - r0;
+  const int kblocks = a.hidden / 128, warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
+  const u32 ring = (smem(sm) + 1023u) & ~1023u, bbuf = ring + STAGES * kStage;
+  u32 rank = 0;
+  if constexpr (CL > 1) asm("mov.u32 %0, %%cluster_ctarank;" : "=r"(rank));
+  if (threadIdx.x == 0) {
+    for (int s = 0; s < STAGES; ++s) {
+      mbar_init(smem(&full[s]), 1);
+      mbar_init(smem(&empty[s]), 4 * CL);
+    }
+    asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
+  }
+  if constexpr (CL > 1)
+    asm volatile("barrier.cluster.arrive.release.aligned;\n\tbarrier.cluster.wait.acquire.aligned;"
+                 ::: "memory");
+  else
+    __syncthreads();
+  if (warp < 4) {
+    if (threadIdx.x == 0) {
+      for (int i = 0; i < kblocks; ++i) {
+        const int s = i % STAGES;
+        if (i >= STAGES) mbar_wait(smem(&empty[s]), ((i / STAGES) - 1) & 1);
+        const u32 bar = smem(&full[s]), dst = ring + s * kStage;
+        mbar_expect_tx(bar, MODE == 3 ? kW : kStage);
+        asm volatile(
+            "cp.async.bulk.tensor.2d.shared::cluster.global.mbarrier::complete_tx::bytes [%0], "
+            "[%1, {%2, %3}], [%4];" ::"r"(dst),
+            "l"(reinterpret_cast<unsigned long long>(&w_map)), "r"(i * 128), "r"(r0), "r"(bar)
+            : "memory");
+        if constexpr (MODE == 3) continue;
+        if constexpr (CL > 1)
+          asm volatile(
+              "cp.async.bulk.tensor.2d.shared::cluster.global.mbarrier::complete_tx::bytes."
+              "multicast::cluster [%0], [%1, {%2, %3}], [%4], %5;" ::"r"(dst + kW + rank * kX),
+              "l"(reinterpret_cast<unsigned long long>(&x_map)), "r"(i * 128 + (int)rank * 64),
+              "r"(0), "r"(bar), "h"((unsigned short)3)
+              : "memory");
+        else
+          for (int h = 0; h < 2; ++h)
+            asm volatile(
+                "cp.async.bulk.tensor.2d.shared::cluster.global.mbarrier::complete_tx::bytes "
+                "[%0], [%1, {%2, %3}], [%4];" ::"r"(dst + kW + h * kX),
+                "l"(reinterpret_cast<unsigned long long>(&x_map)), "r"(i * 128 + h * 64), "r"(0),
+                "r"(bar)
+                : "memory");
+      }
+    }
+  } else {
+  const int wg = warp / 4 - 1, t = threadIdx.x - 128 * (wg + 1);
+  const u32 mine = bbuf + wg * kB;
+  float d[40];
+#pragma unroll
+  for (int j = 0; j < 40; ++j) d[j] = 0.f;
+  for (int i = wg; i < kblocks; i += NWG) {
+    const int s = i % STAGES;
+    mbar_wait(smem(&full[s]), (i / STAGES) & 1);
+    const u32 wst = ring + s * kStage;
+    if constexpr (MODE != 2 && MODE != 4) {
+      // 640 16-byte units (80 rows x 8): unit u of row r holds columns 16u..16u+15 at
+      // (u ^ r % 8) in the ring; their bf16 go to half u / 4, units 2 (u % 4) and 2 (u % 4) + 1
+      // of that half's row r, swizzled the same way.
+      // All five loads first: the asm statements keep their order.
+      U4 vs[5];
+#pragma unroll
+      for (int k = 0; k < 5; ++k) {
+        const int q = t + 128 * k, r = q >> 3, u = q & 7;
+        asm volatile("ld.shared.v4.u32 {%0, %1, %2, %3}, [%4];"
+                     : "=r"(vs[k].x), "=r"(vs[k].y), "=r"(vs[k].z), "=r"(vs[k].w)
+                     : "r"(wst + r * 128 + ((u ^ (r & 7)) << 4)));
+      }
+#pragma unroll
+      for (int k = 0; k < 5; ++k) {
+        const int q = t + 128 * k, r = q >> 3, u = q & 7;
+        const U4 v = vs[k];
+        u32 o[8];
+        fp8x4_bf16_v2(v.x, o[0], o[1]);
+        fp8x4_bf16_v2(v.y, o[2], o[3]);
+        fp8x4_bf16_v2(v.z, o[4], o[5]);
+        fp8x4_bf16_v2(v.w, o[6], o[7]);
+        const u32 row = mine + (u >> 2) * (80 * 128) + r * 128;
+        const int j0 = 2 * (u & 3);
+        asm volatile("st.shared.v4.u32 [%0], {%1, %2, %3, %4};" ::"r"(row + ((j0 ^ (r & 7)) << 4)),
+                     "r"(o[0]), "r"(o[1]), "r"(o[2]), "r"(o[3])
+                     : "memory");
+        asm volatile(
+            "st.shared.v4.u32 [%0], {%1, %2, %3, %4};" ::"r"(row + (((j0 + 1) ^ (r & 7)) << 4)),
+            "r"(o[4]), "r"(o[5]), "r"(o[6]), "r"(o[7])
+            : "memory");
+      }
+      asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
+    }
+    asm volatile("bar.sync %0, 128;" ::"r"(1 + wg) : "memory");
+    if constexpr (MODE != 1 && MODE != 4) {
+      asm volatile("wgmma.fence.sync.aligned;" ::: "memory");
+#pragma unroll
+      for (int h = 0; h < 2; ++h)
+#pragma unroll
+        for (int k = 0; k < 4; ++k)
+          wgmma_m64n80k16(d, wg_desc(wst + kW + h * kX + 32 * k),
+                          wg_desc(mine + h * (80 * 128) + 32 * k));
+      asm volatile("wgmma.commit_group.sync.aligned;" ::: "memory");
+      asm volatile("wgmma.wait_group.sync.aligned 0;" ::: "memory");
+    }
+    if (lane == 0) {
+      mbar_arrive(smem(&empty[s]));
+      if constexpr (CL > 1) {
+        u32 peer;
+        asm volatile("mapa.shared::cluster.u32 %0, %1, %2;"
+                     : "=r"(peer)
+                     : "r"(smem(&empty[s])), "r"(rank ^ 1u));
+        asm volatile("mbarrier.arrive.release.cluster.shared::cluster.b64 _, [%0];" ::"r"(peer)
+                     : "memory");
+      }
+    }
+  }
+  // Once both warpgroups are past their last MMAs, the ring is free (every stage was waited
+  // on): warpgroup 1 leaves its sums there.
+  asm volatile("bar.sync 15, %0;" ::"r"(128 * NWG) : "memory");
+  float* red = reinterpret_cast<float*>(sm + (ring - smem(sm)));
+  if (wg > 0)
+#pragma unroll
+    for (int j = 0; j < 40; ++j) red[((wg - 1) * 40 + j) * 128 + t] = d[j];
+  asm volatile("bar.sync 15, %0;" ::"r"(128 * NWG) : "memory");
+  if (wg == 0) {
+    const int w4 = t >> 5;
+#pragma unroll
+    for (int j = 0; j < 40; ++j) {
+      const int tok = 16 * w4 + (lane >> 2) + 8 * ((j & 3) >> 1);
+      const int n = 8 * (j >> 2) + 2 * (lane & 3) + (j & 1);
+      float v = d[j];
+      for (int g = 1; g < NWG; ++g) v += red[((g - 1) * 40 + j) * 128 + t];
+      if (tok < a.T && n < nr) a.out[(long long)tok * a.rows + r0 + n] = v;
+    }
+  }
+  }
+  // No CTA leaves while its peer may still arrive on its barriers.
+  if constexpr (CL > 1)
+    asm volatile("barrier.cluster.arrive.release.aligned;\n\tbarrier.cluster.wait.acquire.aligned;"
+                 ::: "memory");
+}
+
 struct Timer {
   cudaStream_t s;
   float run(const std::function<void(int)>& call, int calls = 20, int reps = 30) {
@@ -454,6 +643,7 @@ struct Timer {
 int main(int argc, char** argv) {
   const int rows = argc > 1 ? std::atoi(argv[1]) : 10240;
   const int hidden = argc > 2 ? std::atoi(argv[2]) : 4096;
+  const std::string only = argc > 3 ? argv[3] : "";  // "wg": the wg section alone
   const size_t bytes = (size_t)rows * hidden;
   constexpr int kCopies = 5;
   CK(cudaSetDevice(0));
@@ -477,6 +667,7 @@ int main(int argc, char** argv) {
   };
 
   for (int m : {2, 4, 8, 16}) {
+    if (only.rfind("wg", 0) == 0) break;
     const float us = timer.run([&](int i) {
       ldg_probe<<<sms * m, 256, 0, s>>>(reinterpret_cast<const U4*>(w[i % kCopies]), bytes / 16,
                                         sum);
@@ -526,7 +717,7 @@ int main(int argc, char** argv) {
   for (int S : {4, 8, 16}) {
     StreamArgs a{nullptr, 0, rows, hidden, box_rows, 1, 0, S, box_rows * 128};
     a.stage_bytes = (a.stage_bytes + 1023) / 1024 * 1024;
-    run_tma("tma2d/" + std::to_string(S), a, m2, G);
+    if (only.empty()) run_tma("tma2d/" + std::to_string(S), a, m2, G);
   }
   for (int kb : {2, 4, 8}) {
     std::vector<CUtensorMap> m3;
@@ -534,12 +725,13 @@ int main(int argc, char** argv) {
     for (int S : {2, 4, 8}) {
       StreamArgs a{nullptr, 1, rows, hidden, box_rows, kb, 0, S, box_rows * 128 * kb};
       a.stage_bytes = (a.stage_bytes + 1023) / 1024 * 1024;
-      run_tma("tma3d/" + std::to_string(kb) + "/" + std::to_string(S), a, m3, G);
+      if (only.empty()) run_tma("tma3d/" + std::to_string(kb) + "/" + std::to_string(S), a, m3, G);
     }
   }
   for (int kb : {4, 8, 16, 32}) {
     for (int S : {4, 8, 16}) {
       StreamArgs a{nullptr, 2, rows, hidden, 0, 0, kb * 1024, S, kb * 1024};
+      if (!only.empty()) continue;
       run_tma("bulk/" + std::to_string(kb) + "/" + std::to_string(S), a, none, G);
       run_tma("bulk2x/" + std::to_string(kb) + "/" + std::to_string(S), a, none, 2 * G);
     }
@@ -561,7 +753,7 @@ int main(int argc, char** argv) {
       if (((b >> 3) & 0xf) > 10) b = (unsigned char)((b & 0x87) | (10 << 3));
     }
     for (auto* p : w) CK(cudaMemcpy(p, hw.data(), bytes, cudaMemcpyHostToDevice));
-    const int TMAX = 16;
+    const int TMAX = 64;
     std::vector<unsigned short> hx((size_t)TMAX * hidden);
     for (auto& v : hx) {
       const float f = (float)((int)(rnd() % 2001) - 1000) / 1000.f;
@@ -603,6 +795,108 @@ int main(int argc, char** argv) {
       lo.push_back(bandmap(p, ulo > 0 ? ulo : 1));
       hi.push_back(bandmap(p, uhi));
     }
+    // wg: 64 tokens through warpgroup MMAs, checked on every 7th row like band.
+    auto check = [&](int T) {
+      std::vector<float> got((size_t)T * rows);
+      CK(cudaMemcpy(got.data(), dout, got.size() * 4, cudaMemcpyDeviceToHost));
+      double worst = 0;
+      for (int r = 0; r < rows; r += 7)
+        for (int t = 0; t < T; ++t) {
+          double ref = 0, mag = 0;
+          for (int k = 0; k < hidden; ++k) {
+            const double p = e4m3(hw[(size_t)r * hidden + k]) * bf(hx[(size_t)t * hidden + k]);
+            ref += p;
+            mag += std::fabs(p);
+          }
+          const double err = std::fabs(got[(size_t)t * rows + r] - ref) / (mag + 1e-30);
+          worst = std::isnan(got[(size_t)t * rows + r]) ? 1e30 : std::max(worst, err);
+        }
+      return worst;
+    };
+    if ((rows + G - 1) / G <= 80 && hidden % 128 == 0) {
+      auto wmap = [&](unsigned char* p) {
+        CUtensorMap m;
+        cuuint64_t dims[2] = {(cuuint64_t)hidden, (cuuint64_t)rows};
+        cuuint64_t strides[1] = {(cuuint64_t)hidden};
+        cuuint32_t box[2] = {128, 80}, es[2] = {1, 1};
+        CU(cuTensorMapEncodeTiled(&m, CU_TENSOR_MAP_DATA_TYPE_UINT8, 2, p, dims, strides, box, es,
+                                  CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_128B,
+                                  CU_TENSOR_MAP_L2_PROMOTION_L2_256B,
+                                  CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE));
+        return m;
+      };
+      CUtensorMap xm;
+      {
+        cuuint64_t dims[2] = {(cuuint64_t)hidden, 64};
+        cuuint64_t strides[1] = {(cuuint64_t)hidden * 2};
+        cuuint32_t box[2] = {64, 64}, es[2] = {1, 1};
+        CU(cuTensorMapEncodeTiled(&xm, CU_TENSOR_MAP_DATA_TYPE_BFLOAT16, 2, dx, dims, strides, box,
+                                  es, CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_128B,
+                                  CU_TENSOR_MAP_L2_PROMOTION_L2_256B,
+                                  CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE));
+      }
+      std::vector<CUtensorMap> wm;
+      for (auto* p : w) wm.push_back(wmap(p));
+      auto wgrun = [&](auto kern, int S, int mode, int CL = 1, int NWG = 2) {
+        const int shared = 1024 + S * (80 * 128 + 2 * 64 * 128) + NWG * 2 * 80 * 128;
+        CK(cudaFuncSetAttribute(kern, cudaFuncAttributeMaxDynamicSharedMemorySize, shared));
+        if (CL > 1) CK(cudaFuncSetAttribute(kern, cudaFuncAttributeNonPortableClusterSizeAllowed, 0));
+        WgArgs wa{dout, rows, hidden, 64};
+        auto launch = [&](int copy) {
+          cudaLaunchConfig_t cfg = {};
+          cfg.gridDim = dim3(G);
+          cfg.blockDim = dim3(128 * (NWG + 1));
+          cfg.dynamicSmemBytes = shared;
+          cfg.stream = s;
+          cudaLaunchAttribute at[1];
+          at[0].id = cudaLaunchAttributeClusterDimension;
+          at[0].val.clusterDim.x = CL;
+          at[0].val.clusterDim.y = 1;
+          at[0].val.clusterDim.z = 1;
+          cfg.attrs = at;
+          cfg.numAttrs = 1;
+          CK(cudaLaunchKernelEx(&cfg, kern, wm[copy], xm, wa));
+        };
+        CK(cudaMemset(dout, 0xff, (size_t)64 * rows * 4));  // NaN poison
+        launch(0);
+        CK(cudaStreamSynchronize(s));
+        CK(cudaGetLastError());
+        const double worst = mode == 0 ? check(64) : 0.0;
+        const float us = timer.run([&](int i) { launch(i % kCopies); });
+        const char* tag[] = {"", "-nomma", "-nocvt", "-nox", "-none"};
+        char name[64];
+        std::snprintf(name, sizeof name, "wg%s%s%s/64/%d", CL > 1 ? "c2" : "", NWG > 2 ? "w3" : "",
+                      tag[mode], S);
+        std::printf("%-20s %8.2f us  %7.1f GB/s  worst err/|sum| %.2e%s\n", name, us,
+                    bytes / (us * 1e3), worst, mode != 0 || worst < 1e-5 ? "" : "  WRONG");
+      };
+      // Run 1 (twelfth session): S = 4, 6, 7; at 6 without MMAs, conversion or x; clusters of
+      // two (slower: 30.7-31.8 us). Run 2: the loads of a stage first, three warpgroups, and
+      // nothing but the handshake and the output.
+      if (only == "wg1") {
+        wgrun(wg_w8a16<4, 0>, 4, 0);
+        wgrun(wg_w8a16<7, 0>, 7, 0);
+        wgrun(wg_w8a16<6, 3>, 6, 3);
+        if (G % 2 == 0) {
+          wgrun(wg_w8a16<5, 0, 2>, 5, 0, 2);
+          wgrun(wg_w8a16<6, 0, 2>, 6, 0, 2);
+          wgrun(wg_w8a16<7, 0, 2>, 7, 0, 2);
+          wgrun(wg_w8a16<6, 1, 2>, 6, 1, 2);
+          wgrun(wg_w8a16<6, 2, 2>, 6, 2, 2);
+          wgrun(wg_w8a16<6, 3, 2>, 6, 3, 2);
+        }
+      }
+      wgrun(wg_w8a16<6, 0>, 6, 0);
+      wgrun(wg_w8a16<6, 1>, 6, 1);
+      wgrun(wg_w8a16<6, 2>, 6, 2);
+      wgrun(wg_w8a16<6, 4>, 6, 4);
+      wgrun(wg_w8a16<6, 0, 1, 3>, 6, 0, 1, 3);
+      wgrun(wg_w8a16<5, 0, 1, 3>, 5, 0, 1, 3);
+      wgrun(wg_w8a16<6, 1, 1, 3>, 6, 1, 1, 3);
+      wgrun(wg_w8a16<6, 2, 1, 3>, 6, 2, 1, 3);
+      wgrun(wg_w8a16<6, 4, 1, 3>, 6, 4, 1, 3);
+    }
+    if (only.rfind("wg", 0) == 0) return 0;
     if (uhi != 5) {
       std::printf("band: %d units per CTA, built for 5; skipped\n", uhi);
       return 0;
