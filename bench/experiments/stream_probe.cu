@@ -20,9 +20,9 @@
 //                  warpgroup MMAs (twelfth session; wg_w8a16 below), checked the same way.
 // Each call reads another of 5 copies (210 MB, over 4 L2s), so every read comes from HBM, as in
 // a server; figures are medians over CUDA-graph replays of 20 calls, per call.
-// Standalone: nvcc -O2 -std=c++17 -gencode arch=compute_90a,code=sm_90a
-//   bench/experiments/stream_probe.cu -lcuda -o sp && ./sp [rows=10240] [hidden=4096] [wg]
-// ("wg": the wg section alone).
+// Standalone: nvcc -O2 -std=c++17 -arch=sm_90a bench/experiments/stream_probe.cu -lcuda -o sp
+//   ./sp [rows=10240] [hidden=4096] [wg | wg1]   ("wg", "wg1": the wg section alone). The wg
+//   runs of the twelfth session were built with -gencode arch=compute_90a,code=sm_90a.
 #include <cuda.h>
 #include <cuda_runtime.h>
 
@@ -439,6 +439,7 @@ __device__ __forceinline__ unsigned long long wg_desc(u32 addr) {
 // D[64 x 80] += A[64 x 16] * B[16 x 80], bf16 from shared memory (descriptors a, b).
 __device__ __forceinline__ void wgmma_m64n80k16(float (&d)[40], unsigned long long a,
                                                 unsigned long long b) {
+#if defined(__CUDA_ARCH_FEAT_SM90_ALL)  // -arch=sm_90a also builds compute_90 PTX: no wgmma there
   asm volatile(
       "{\n.reg .pred p;\nsetp.ne.b32 p, 1, 0;\n"
       "wgmma.mma_async.sync.aligned.m64n80k16.f32.bf16.bf16 {%0, %1, %2, %3, %4, %5, %6, %7, %8, "
@@ -446,6 +447,7 @@ __device__ __forceinline__ void wgmma_m64n80k16(float (&d)[40], unsigned long lo
       "%27, %28, %29, %30, %31, %32, %33, %34, %35, %36, %37, %38, %39}, %40, %41, p, 1, 1, 0, 0;\n}\n"
       : WG_D8(0), WG_D8(8), WG_D8(16), WG_D8(24), WG_D8(32)
       : "l"(a), "l"(b));
+#endif
 }
 #undef WG_D8
 #undef WG_D4
@@ -555,6 +557,7 @@ __global__ void __launch_bounds__(128 * (NWG + 1), 1)
       asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
     }
     asm volatile("bar.sync %0, 128;" ::"r"(1 + wg) : "memory");
+#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
     if constexpr (MODE != 1 && MODE != 4) {
       asm volatile("wgmma.fence.sync.aligned;" ::: "memory");
 #pragma unroll
@@ -566,6 +569,7 @@ __global__ void __launch_bounds__(128 * (NWG + 1), 1)
       asm volatile("wgmma.commit_group.sync.aligned;" ::: "memory");
       asm volatile("wgmma.wait_group.sync.aligned 0;" ::: "memory");
     }
+#endif
     if (lane == 0) {
       mbar_arrive(smem(&empty[s]));
       if constexpr (CL > 1) {
