@@ -6,6 +6,7 @@
 #include "fkv/codegen.hpp"
 
 #include <fcntl.h>
+#include <spdlog/spdlog.h>
 #include <sys/stat.h>
 #include <unistd.h>
 #include <xxhash.h>
@@ -15,7 +16,9 @@
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
+#include <mutex>
 #include <optional>
+#include <set>
 #include <sstream>
 #include <system_error>
 
@@ -57,16 +60,23 @@ bool is_embedded_header(const std::string& include_name) {
 }
 
 // A template or header from FKV_TEMPLATE_DIR: nullopt when there is no such file (the embedded
-// copy is used). Opened without blocking and read only if it is a regular file of at most
-// kMaxTemplateBytes: a FIFO there used to hang every compile, /dev/zero to eat memory until the
-// process died. Not cache_fs::read_file: that refuses a symlink, and kernel developers link
-// their working copies into this directory.
+// copy is used; check_template_dir first makes sure the directory itself is usable). Opened without
+// blocking and read only if it is a regular file of at most kMaxTemplateBytes: a FIFO there used to
+// hang every compile, /dev/zero to eat memory until the process died. Not cache_fs::read_file: that
+// refuses a symlink, and kernel developers link their working copies into this directory.
 std::optional<std::string> read_template_file(const std::filesystem::path& path) {
   const int fd = ::open(path.c_str(), O_RDONLY | O_NONBLOCK | O_CLOEXEC | O_NOCTTY);
-  if (fd < 0 && errno == ENOENT) return std::nullopt;
+  const int open_errno = errno;
   auto refuse = [&](const std::string& why) -> ConfigError {
     return ConfigError("FKV_TEMPLATE_DIR: cannot use " + path.string() + ": " + why);
   };
+  if (fd < 0 && (open_errno == ENOENT || open_errno == ENOTDIR)) {
+    // A link to a working copy that moved is no absent file: the developer meant to test it.
+    if (struct stat st{}; open_errno == ENOENT && ::lstat(path.c_str(), &st) == 0)
+      throw refuse("a symbolic link to a file that does not exist");
+    return std::nullopt;
+  }
+  errno = open_errno;
   if (fd < 0) throw refuse(std::error_code(errno, std::generic_category()).message());
   struct Closer {
     int fd;
@@ -95,6 +105,58 @@ std::optional<std::string> read_template_file(const std::filesystem::path& path)
     if (text.size() > kMaxTemplateBytes) throw too_large();
   }
   return text;
+}
+
+// The names the embedded files have in a template directory ("fkv/kernel_params.h" ->
+// "kernel_params.h"), for messages.
+std::string embedded_file_names() {
+  std::string out;
+  for (std::size_t i = 0; i < detail::kEmbeddedFileCount; ++i)
+    out +=
+        (i ? ", " : "") + std::filesystem::path(detail::kEmbeddedFiles[i].name).filename().string();
+  return out;
+}
+
+// A template directory in which a file was not found. Falling back to the embedded copy of that
+// one file is intended (a directory may override only some templates), but a directory that
+// does not exist, is no directory, or holds none of the files would test the embedded copies
+// while the developer believes their own were compiled: a ConfigError naming the variable.
+void check_template_dir(const std::filesystem::path& dir) {
+  auto refuse = [&](const std::string& why) -> ConfigError {
+    return ConfigError("FKV_TEMPLATE_DIR=" + dir.string() + ": " + why +
+                       ". Set it to the directory that holds your copies of the kernel templates "
+                       "(e.g. templates/ of the source tree), or unset it to use the embedded "
+                       "ones");
+  };
+  struct stat st {};
+  if (::stat(dir.c_str(), &st) != 0)
+    throw refuse(errno == ENOENT ? std::string("the directory does not exist")
+                                 : "cannot use it: " +
+                                       std::error_code(errno, std::generic_category()).message());
+  if (!S_ISDIR(st.st_mode)) throw refuse("it is not a directory");
+  for (std::size_t i = 0; i < detail::kEmbeddedFileCount; ++i) {
+    const auto file = dir / std::filesystem::path(detail::kEmbeddedFiles[i].name).filename();
+    if (::lstat(file.c_str(), &st) == 0) return;
+  }
+  throw refuse("the directory holds none of the kernel templates or headers (" +
+               embedded_file_names() + ")");
+}
+
+// Says once per process and file (info) where each template came from, so a developer can check
+// that their copy was the one compiled.
+void log_template_origin(const std::string& name, const std::filesystem::path& dir, bool from_dir) {
+  static std::mutex mutex;
+  static std::set<std::string>& seen = *new std::set<std::string>;  // never destroyed
+  const std::string path = (dir / std::filesystem::path(name).filename()).string();
+  {
+    std::lock_guard<std::mutex> lock(mutex);
+    if (!seen.insert(path).second) return;
+  }
+  if (from_dir)
+    spdlog::info("fkv-jit codegen: FKV_TEMPLATE_DIR: {} is read from {}", name, path);
+  else
+    spdlog::info("fkv-jit codegen: FKV_TEMPLATE_DIR: no {} in {}; the embedded copy is used",
+                 std::filesystem::path(name).filename().string(), dir.string());
 }
 
 }  // namespace
@@ -320,8 +382,11 @@ std::string template_text(const std::string& name, const JitOptions& options) {
     const auto path = options.template_dir / std::filesystem::path(name).filename();
     if (std::optional<std::string> text = read_template_file(path)) {
       check_template_includes(path.string(), *text);
+      log_template_origin(name, options.template_dir, true);
       return *text;
     }
+    check_template_dir(options.template_dir);
+    log_template_origin(name, options.template_dir, false);
   }
   for (std::size_t i = 0; i < detail::kEmbeddedFileCount; ++i)
     if (name == detail::kEmbeddedFiles[i].name)

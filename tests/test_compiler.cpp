@@ -12,8 +12,10 @@
 #include <string>
 #include <vector>
 
+#include "cli_runner.hpp"
 #include "fkv/codegen.hpp"
 #include "fkv/compiler.hpp"
+#include "log_capture.hpp"
 #include "nvrtc_loader.hpp"
 #include "temp_dir.hpp"
 
@@ -253,9 +255,67 @@ TEST_CASE("FKV_TEMPLATE_DIR: a FIFO, /dev/zero or a huge file is refused without
   { std::ofstream big(tmp.path / "fused_kv.cu"); }
   fs::resize_file(tmp.path / "fused_kv.cu", kMaxTemplateBytes + 1);  // sparse
   CHECK(throws_config_error([&] { template_text("fused_kv.cu", jit); }, "larger than 4 MiB"));
-  // A missing file still means the embedded copy; a regular one under the limit is read.
+  // A missing file still means the embedded copy (in a directory holding another template).
   fs::remove(tmp.path / "fused_kv.cu");
+  std::ofstream(tmp.path / "fused_proj_kv.cu") << "// a decode kernel under development\n";
   CHECK(template_text("fused_kv.cu", jit) == template_text("fused_kv.cu", fkv::JitOptions{}));
+}
+
+TEST_CASE(
+    "FKV_TEMPLATE_DIR: a directory that is missing, no directory or holds no template is "
+    "an error; each file's origin is logged",
+    "[codegen]") {
+  // Before: all three fell back to the embedded templates silently (exit 0), so a typo in the
+  // variable tested the embedded copies while the developer believed their own were compiled.
+  namespace fs = std::filesystem;
+  fkv_test::TempDir tmp;
+  fkv::JitOptions jit;
+  auto refused = [&](const fs::path& dir, const std::string& why) {
+    jit.template_dir = dir;
+    INFO(dir);
+    CHECK(throws_config_error([&] { generate(base(), jit); },
+                              "FKV_TEMPLATE_DIR=" + dir.string() + ": " + why));
+  };
+  refused(tmp.path / "typo", "the directory does not exist");
+  std::ofstream(tmp.path / "a-file") << "not a directory\n";
+  refused(tmp.path / "a-file", "it is not a directory");
+  fs::create_directory(tmp.path / "empty");
+  refused(tmp.path / "empty", "the directory holds none of the kernel templates or headers");
+  std::ofstream(tmp.path / "empty" / "README") << "templates are elsewhere\n";
+  refused(tmp.path / "empty", "the directory holds none of the kernel templates");
+  // A link to a working copy that is gone is not an absent file.
+  fs::create_directory(tmp.path / "linked");
+  fs::create_symlink(tmp.path / "moved.cu", tmp.path / "linked" / "fused_kv.cu");
+  jit.template_dir = tmp.path / "linked";
+  CHECK(throws_config_error([&] { template_text("fused_kv.cu", jit); },
+                            "a symbolic link to a file that does not exist"));
+
+  // One template of the directory: taken, the others embedded, and the log says which (info).
+  const fs::path dev = tmp.path / "dev";
+  fs::create_directory(dev);
+  std::ofstream(dev / "fused_kv.cu")
+      << template_text("fused_kv.cu", fkv::JitOptions{}) << "// edited\n";
+  jit.template_dir = dev;
+  fkv_test::LogCapture log;
+  spdlog::default_logger()->set_level(spdlog::level::info);
+  const KernelSource k = generate(base(), jit);
+  CHECK(k.source.find("// edited") != std::string::npos);
+  generate(base(), jit);  // logged once per process and file
+  INFO(log.text());
+  CHECK(log.count("FKV_TEMPLATE_DIR: fused_kv.cu is read from " + (dev / "fused_kv.cu").string()) ==
+        1);
+  CHECK(log.count("FKV_TEMPLATE_DIR: no fkv_types.cuh in " + dev.string() +
+                  "; the embedded copy is used") == 1);
+  CHECK(log.count("no kernel_params.h in " + dev.string()) == 1);
+
+  // Through the CLI: bad input (exit 2), naming the variable and the path.
+  const auto r =
+      fkv_test::run_cli(tmp.path, "source '" FKV_TEST_DATA_DIR "/dflash-qwen3-4b-draft.json'",
+                        "FKV_TEMPLATE_DIR='" + (tmp.path / "typo").string() + "'");
+  INFO(r.err);
+  CHECK(r.code == 2);
+  CHECK_THAT(r.err, Catch::Contains("FKV_TEMPLATE_DIR=" + (tmp.path / "typo").string() +
+                                    ": the directory does not exist"));
 }
 
 TEST_CASE("FKV_NVRTC_LIBRARY: a FIFO or /dev/zero is never handed to dlopen",

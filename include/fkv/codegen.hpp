@@ -1,8 +1,8 @@
 // codegen: kernel template + KernelSpec -> specialized source and kernel name expression.
 //
 // Templates are real .cu files under templates/, embedded into the library at build time.
-// FKV_TEMPLATE_DIR=<dir> (JitOptions::template_dir) reads them from <dir> instead (kernel
-// development).
+// FKV_TEMPLATE_DIR=<dir> (JitOptions::template_dir) reads each one that <dir> holds from there
+// instead (kernel development); the others stay embedded.
 #pragma once
 
 #include <cstddef>
@@ -41,11 +41,15 @@ inline constexpr std::size_t kMaxTemplateBytes = std::size_t{4} << 20;
 
 // The text of an embedded template or header ("fused_kv.cu", "fkv_types.cuh",
 // "fkv/kernel_params.h"), or of the copy in options.template_dir (FKV_TEMPLATE_DIR) when that
-// has one (no file of that name: the embedded copy). The copy must be a regular file of at most
-// kMaxTemplateBytes: anything else (a FIFO, /dev/zero, a directory, an unreadable file) is a
-// ConfigError naming it, found without blocking or reading it. A copy with an #include of
-// anything but an embedded header is a CompileError (check_template_includes), since NVRTC
-// would read that from disk, outside the cache key.
+// has one (no file of that name: the embedded copy, so a directory may override only some). The
+// directory itself must exist and hold at least one of the embedded files' names: a missing
+// directory, a file, or one with none of them (a typo, the wrong directory) is a ConfigError
+// naming FKV_TEMPLATE_DIR and the path. The copy must be a regular file of at most
+// kMaxTemplateBytes: anything else (a FIFO, /dev/zero, a directory, an unreadable file, a
+// symbolic link to a missing file) is a ConfigError naming it, found without blocking or reading
+// it. A copy with an #include of anything but an embedded header is a CompileError
+// (check_template_includes), since NVRTC would read that from disk, outside the cache key. Which
+// files came from the directory and which did not is logged (info) once per process and file.
 std::string template_text(const std::string& name, const JitOptions& options);
 std::string template_text(const std::string& name);  // with JitOptions::global()
 
