@@ -14,6 +14,13 @@ Hit explicit_layers(const Doc& doc) {
     const json& f = root["fkv"];
     if (!f.is_object()) doc.fail("fkv", "expected an object {\"layers\": [...]}, got " + show(f));
     if (!present(f, "layers")) doc.fail("fkv", "has no \"layers\" list");
+    // One schema per file, even when both lists are equal: two copies drift apart at the next
+    // edit, and which one was read would then be a rule to remember.
+    if (present(root, "layers"))
+      doc.fail("layers",
+               "the file gives the explicit schema twice, as the top-level \"layers\" and as "
+               "\"fkv.layers\"; keep one: \"fkv.layers\" beside an HF config (delete the "
+               "top-level \"layers\"), or the top-level \"layers\" alone (delete \"fkv\")");
     return {&f["layers"], "fkv.layers"};
   }
   if (present(root, "layers")) return {&root["layers"], "layers"};
@@ -82,12 +89,41 @@ void apply_explicit(const Doc& doc, const Hit& h, std::vector<LayerAttention>& l
       L.num_kv_heads = {doc.positive_int(k), k.path};
     else if (need)
       doc.fail(p, "missing \"num_kv_heads\" (required in the explicit schema)");
+    const Sourced<int> read_head_dim = L.head_dim;  // from the HF config, when inferred
     if (Hit k = at("head_dim"))
       L.head_dim = {doc.positive_int(k), k.path};
     else if (need)
       doc.fail(p, "missing \"head_dim\" (required in the explicit schema)");
+    // A new head_dim without a rotary_dim, over a layer of the HF config: a layer that rotated
+    // its whole head rotates the whole new one; a partial rotary_dim was read for the old size,
+    // and which part of the new head it should be is the user's to say.
+    if (!need && !present(e, "rotary_dim") && L.head_dim.value != read_head_dim.value &&
+        L.rotary_dim.value != 0) {
+      const std::string hd = std::to_string(L.head_dim.value);
+      if (L.rotary_dim.value != read_head_dim.value)
+        doc.fail(p + ".head_dim",
+                 "head_dim " + hd + " replaces the HF config's head_dim " +
+                     std::to_string(read_head_dim.value) + " (" + read_head_dim.source +
+                     "), whose rotary_dim " + std::to_string(L.rotary_dim.value) + " (" +
+                     L.rotary_dim.source +
+                     ") rotates part of it; give \"rotary_dim\" in this entry too (0 for NoPE)");
+      if (L.head_dim.value % 2 != 0)
+        doc.fail(p + ".head_dim",
+                 "head_dim " + hd +
+                     " is odd, and rotary_dim follows it (the HF config rotates the whole head); "
+                     "RoPE rotates pairs, so give an even \"rotary_dim\" (0 for NoPE)");
+      L.rotary_dim = {L.head_dim.value, "= head_dim " + hd + " (" + p +
+                                            ".head_dim): the HF config rotates the whole head (" +
+                                            L.rotary_dim.source + ")"};
+    }
     if (Hit k = at("rotary_dim")) {
       int r = doc.nonneg_int(k);  // 0 = NoPE is allowed explicitly
+      // Larger than a head_dim the user did not write here: say where that one came from.
+      if (r > L.head_dim.value && !present(e, "head_dim"))
+        doc.fail(k.path,
+                 "rotary_dim " + std::to_string(r) + " is larger than head_dim " +
+                     std::to_string(L.head_dim.value) + " (" + L.head_dim.source +
+                     "); give \"head_dim\" in this entry too if the layer's head is larger");
       check_rotary(doc, k.path, r, L.head_dim.value);
       L.rotary_dim = {r, k.path};
     } else if (need) {
