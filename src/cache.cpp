@@ -58,20 +58,63 @@ fs::path lock_of(const fs::path& file) {
 // .meta.json.tmp.<pid>.<counter>.<16 hex digits>" (cache_entry::entry_paths, write_atomic).
 constexpr std::size_t kLongestEntryPath = 256;
 
-// The fix to suggest for a root that was refused, by what is wrong with it.
+// The fix to suggest for a root that was refused, by what is wrong with it: the root's path, a
+// symbolic link that leads nowhere, a missing root and the directory it would be created in, a
+// file, a read-only file system, the owner and mode, or (the root being fine) its v1/.
 std::string root_advice(const fs::path& root) {
   if (root.string().size() + kLongestEntryPath > PATH_MAX)
     return "Set FKV_CACHE_DIR to a shorter path";
-  struct stat st {};
-  if (::stat(root.c_str(), &st) != 0 && errno == ENOENT)
-    return "Create it (mode 0700), or set FKV_CACHE_DIR to a directory this user can write";
-  if (::stat(root.c_str(), &st) != 0 || !S_ISDIR(st.st_mode))
-    return "It is not a directory: set FKV_CACHE_DIR to one";
+  const std::string elsewhere = "set FKV_CACHE_DIR to a directory this user can write";
+  struct stat st {
+  }, lst{};
+  const bool link = ::lstat(root.c_str(), &lst) == 0 && S_ISLNK(lst.st_mode);
+  if (::stat(root.c_str(), &st) != 0) {
+    const int e = errno;
+    if (link) {
+      std::error_code ec;
+      const std::string target = shown(fs::read_symlink(root, ec));
+      if (e == ELOOP)
+        return "It is a symbolic link that leads back to itself (to " + target +
+               "): point it at a directory, or " + elsewhere;
+      return "It is a symbolic link to " + target +
+             ", which does not exist: create that directory (mode 0700), or " + elsewhere;
+    }
+    if (e != ENOENT && e != ENOTDIR) return "Fix its path, or " + elsewhere;
+    // Missing: the nearest existing directory above it says whether it can be created.
+    fs::path above = root.parent_path();
+    for (; !above.empty(); above = above.parent_path()) {
+      if (::stat(above.c_str(), &st) == 0 || (errno != ENOENT && errno != ENOTDIR)) break;
+      if (above == above.parent_path()) break;
+    }
+    if (above.empty()) above = ".";
+    if (::stat(above.c_str(), &st) == 0) {
+      if (!S_ISDIR(st.st_mode))
+        return shown(above) + " is " + file_kind(st.st_mode) +
+               ", not a directory, so the root cannot be created below it: " + elsewhere;
+      if (::access(above.c_str(), W_OK | X_OK) != 0)
+        return errno == EROFS ? "It cannot be created: " + shown(above) +
+                                    " is on a read-only file system; " + elsewhere
+                              : "It cannot be created: this user cannot write " + shown(above) +
+                                    "; create the root (mode 0700, owned by this user) as one "
+                                    "who can, or " +
+                                    elsewhere;
+    }
+    return "Create it (mode 0700), or " + elsewhere;
+  }
+  if (!S_ISDIR(st.st_mode))
+    return "It is " + file_kind(st.st_mode) + ", not a directory: " + elsewhere +
+           " (or move the file out of the way)";
   if (::access(root.c_str(), W_OK) != 0 && errno == EROFS)
     return "It is on a read-only file system: to read a cache there, name it in "
            "FKV_CACHE_READONLY_DIRS; to write one, set FKV_CACHE_DIR to a writable directory";
-  return "Use a directory owned by this user with mode 0700 (chmod 700 DIR), or set "
-         "FKV_CACHE_DIR";
+  if (st.st_uid != ::geteuid())
+    return "It belongs to another user: " + elsewhere + " (one of its own, mode 0700)";
+  if (trust_problem(st, false).empty() && ::access(root.c_str(), W_OK | X_OK) == 0)
+    return "The root itself is fine: make " + shown(layout_dir(root)) +
+           " a real directory owned by this user with mode 0700, or remove it (fkv-jit creates "
+           "it again), or " +
+           elsewhere;
+  return "Make it private to this user (chmod 700 " + shown(root) + "), or " + elsewhere;
 }
 
 // A removal that failed: handed to the caller's list when it asked for one (it reports them),

@@ -267,11 +267,11 @@ std::vector<Scanned> scan_root(const fs::path& root, bool readonly) {
         // symlink) is no publish in progress, however new.
         std::error_code ec2;
         const fs::file_status st = fs::symlink_status(f, ec2);
-        if (!ec2 && !fs::is_regular_file(st)) {
+        if (!ec2 && fs::is_symlink(st)) {
+          s.info.problem = symlink_problem(false);
+        } else if (!ec2 && !fs::is_regular_file(st)) {
           s.info.problem = "not a regular file (" +
-                           std::string(fs::is_directory(st) ? "a directory"
-                                       : fs::is_symlink(st) ? "a symbolic link"
-                                                            : "a special file") +
+                           std::string(fs::is_directory(st) ? "a directory" : "a special file") +
                            "), which no publish leaves";
         } else {
           s.info.in_progress = !older_than(f, kStaleAfter);

@@ -64,6 +64,16 @@ std::string file_kind(mode_t mode) {
   return "not a regular file";
 }
 
+std::string symlink_problem(bool directory) {
+  if (directory)
+    return "is a symbolic link, and fkv-jit does not follow links below a cache root (only the "
+           "root itself may be one): replace it with a real directory (mode 0700), or remove it "
+           "and fkv-jit creates one";
+  return "it is a symbolic link, and fkv-jit does not follow links in its cache (a link could "
+         "hand the driver any file): copy the file there instead of linking it, or remove the "
+         "link (fkv-jit cache verify removes it in the writable root)";
+}
+
 std::string remove_file(const fs::path& path) {
   if (::unlink(path.c_str()) == 0 || errno == ENOENT) return {};
   return "cannot remove " + printable(path.string()) + ": " + errno_text(errno);
@@ -91,8 +101,14 @@ std::optional<std::string> read_file(const fs::path& path, std::uint64_t max, st
   // nothing for a regular file, the only kind read past the fstat below.
   int fd = ::open(path.c_str(), O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
   if (fd < 0) {
-    if (code) *code = errno;
-    err = errno_text(errno);
+    const int e = errno;
+    if (code) *code = e;
+    struct stat st {};
+    // O_NOFOLLOW reports a symlink as ELOOP ("Too many levels of symbolic links"): say what it is.
+    if (e == ELOOP && ::lstat(path.c_str(), &st) == 0 && S_ISLNK(st.st_mode))
+      err = symlink_problem(false);
+    else
+      err = errno_text(e);
     return std::nullopt;
   }
   struct stat st {};
@@ -215,7 +231,7 @@ std::string dir_trust_problem(const fs::path& dir, bool follow, bool allow_root_
     }
     return "cannot access " + dir.string() + ": " + errno_text(errno);
   }
-  if (S_ISLNK(st.st_mode)) return dir.string() + " is a symbolic link";
+  if (S_ISLNK(st.st_mode)) return dir.string() + " " + symlink_problem(true);
   std::string p = trust_problem(st, allow_root_owner);
   return p.empty() ? p : dir.string() + ": " + p;
 }
@@ -230,7 +246,7 @@ std::string ensure_private_dir(const fs::path& dir) {
     if (::lstat(dir.c_str(), &st) != 0)
       return "cannot access " + dir.string() + ": " + errno_text(errno);
   }
-  if (S_ISLNK(st.st_mode)) return dir.string() + " is a symbolic link";
+  if (S_ISLNK(st.st_mode)) return dir.string() + " " + symlink_problem(true);
   std::string p = trust_problem(st, false);
   return p.empty() ? p : dir.string() + ": " + p;
 }
@@ -292,8 +308,12 @@ constexpr std::chrono::seconds kLockQuietWait{1};
 int open_lock_file(const fs::path& path) {
   int fd = ::open(path.c_str(), O_RDWR | O_CREAT | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC, 0600);
   if (fd < 0) {
+    const int e = errno;
+    struct stat st {};
     spdlog::debug("fkv-jit cache: no lock file {}: {}", printable(path.string()),
-                  errno_text(errno));
+                  e == ELOOP && ::lstat(path.c_str(), &st) == 0 && S_ISLNK(st.st_mode)
+                      ? symlink_problem(false)
+                      : errno_text(e));
     return -1;
   }
   struct stat st {};

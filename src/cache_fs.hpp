@@ -27,6 +27,11 @@ std::string printable(std::string_view text, bool keep_newlines = false);
 // "a FIFO", "a directory", "a socket", ... for a file that should have been a regular file.
 std::string file_kind(mode_t mode);
 
+// Why a symbolic link below a cache root is not followed, and what to do instead: for a file,
+// "it is a symbolic link, and fkv-jit does not follow links in its cache ..."; for a directory,
+// "is a symbolic link, and ..." (the caller puts the directory's path first).
+std::string symlink_problem(bool directory);
+
 // unlink(path): "" when it is gone (ENOENT included: someone else removed it), else
 // "cannot remove <path>: <errno text>" (escaped with printable()).
 std::string remove_file(const std::filesystem::path& path);
@@ -43,7 +48,8 @@ enum class FileTrust {
   PrivateOrRoot,  // the same, but root may own it too (a read-only root baked into an image)
 };
 
-// Reads a whole regular file safely: no symlink in its last component (O_NOFOLLOW), opened with
+// Reads a whole regular file safely: no symlink in its last component (O_NOFOLLOW: `err` is
+// symlink_problem(false), `code` ELOOP), opened with
 // O_NONBLOCK so that a FIFO (or a device) planted at the path cannot hang the reader, then
 // checked on the open descriptor: a regular file (fstat), at most `max` bytes, its owner and
 // mode per `trust` (no race with a rename). Returns std::nullopt and sets `err` (errno in

@@ -1285,3 +1285,110 @@ TEST_CASE("a root opened read-only is listed and verified, never written", "[cac
   c.get(other, short_name(other), builder(other));
   CHECK(count_with_suffix(root, ".cubin") == 1);  // nothing published
 }
+
+TEST_CASE("a symbolic link at an entry path is named as one, never followed", "[cache][security]") {
+  // Before: "cannot read image: Too many levels of symbolic links" (O_NOFOLLOW's ELOOP text).
+  TempDir tmp;
+  fs::path root = tmp.path / "cache";
+  KernelCache c(options_for(root));
+  CountingBuilder builder;
+  const CacheKey key = test_key("linked");
+  const fs::path image = c.get(key, short_name(key), builder(key)).path;
+  const fs::path outside = tmp.path / "outside.cubin";
+  fs::copy_file(image, outside);
+  const std::string said = "it is a symbolic link, and fkv-jit does not follow links in its cache";
+  for (const fs::path& at : {image, meta_of(image)}) {
+    INFO(at);
+    const fs::path copy = tmp.path / "copy";
+    fs::copy_file(at, copy, fs::copy_options::overwrite_existing);
+    fs::remove(at);
+    fs::create_symlink(copy, at);
+    auto listed = c.list();
+    REQUIRE(listed.size() == 1);
+    CHECK_FALSE(listed[0].ok);
+    CHECK_THAT(listed[0].problem, Catch::Contains(said) && !Catch::Contains("Too many levels"));
+    LogCapture log;
+    KernelCache fresh(options_for(root));  // no memory hit
+    CHECK(fresh.get(key, short_name(key), builder(key)).outcome == CacheOutcome::Compiled);
+    INFO(log.text());
+    CHECK(log.count("removing bad entry " + image.string()) == 1);
+    CHECK(log.count(said) == 1);
+    CHECK(fs::exists(copy));  // the link was removed, not its target
+    CHECK_FALSE(fs::is_symlink(at));
+  }
+  // An image without its meta file that is a link: the same words in list().
+  fs::remove(meta_of(image));
+  fs::remove(image);
+  fs::create_symlink(outside, image);
+  auto listed = c.list();
+  REQUIRE(listed.size() == 1);
+  CHECK_THAT(listed[0].problem, Catch::Contains(said));
+}
+
+TEST_CASE("a refused root's advice fits its cause", "[cache]") {
+  // Before: a file, a path below a file, a dangling symlink, a symlink loop and a symlinked v1/
+  // got "It is not a directory", "Create it" or "chmod 700 DIR", whatever was wrong.
+  TempDir tmp;
+  spill(tmp.path / "a-file", "not a directory");
+  auto refusal = [&](const fs::path& root) {
+    LogCapture log;
+    KernelCache c(options_for(root));
+    CHECK(c.memory_only());
+    return log.text();
+  };
+  SECTION("a file") {
+    const std::string said = refusal(tmp.path / "a-file");
+    CHECK_THAT(said, Catch::Contains("It is a regular file, not a directory: set FKV_CACHE_DIR"));
+  }
+  SECTION("a path below a file") {
+    const std::string said = refusal(tmp.path / "a-file" / "cache");
+    CHECK_THAT(said, Catch::Contains((tmp.path / "a-file").string() +
+                                     " is a regular file, not a directory, so the root cannot be "
+                                     "created below it"));
+  }
+  SECTION("a symbolic link to nothing") {
+    fs::create_symlink(tmp.path / "gone", tmp.path / "link");
+    const std::string said = refusal(tmp.path / "link");
+    CHECK_THAT(said, Catch::Contains("It is a symbolic link to " + (tmp.path / "gone").string() +
+                                     ", which does not exist: create that directory"));
+  }
+  SECTION("a symbolic link loop") {
+    fs::create_symlink(tmp.path / "loop", tmp.path / "loop");
+    CHECK_THAT(refusal(tmp.path / "loop"),
+               Catch::Contains("It is a symbolic link that leads back to itself"));
+  }
+  SECTION("v1/ is a symbolic link below a good root") {
+    fs::create_directory(tmp.path / "root");
+    fs::create_directory(tmp.path / "elsewhere");
+    fs::create_directory_symlink(tmp.path / "elsewhere", tmp.path / "root" / "v1");
+    const std::string said = refusal(tmp.path / "root");
+    CHECK_THAT(said, Catch::Contains((tmp.path / "root" / "v1").string() +
+                                     " is a symbolic link, and fkv-jit does not follow links "
+                                     "below a cache root"));
+    CHECK_THAT(said, Catch::Contains("The root itself is fine") && !Catch::Contains("chmod"));
+  }
+  SECTION("writable by group: chmod") {
+    fs::create_directory(tmp.path / "shared");
+    fs::permissions(tmp.path / "shared", fs::perms::group_write, fs::perm_options::add);
+    CHECK_THAT(refusal(tmp.path / "shared"),
+               Catch::Contains("(chmod 700 " + (tmp.path / "shared").string() + ")"));
+  }
+  SECTION("missing, below a read-only file system") {
+    const fs::path mnt = tmp.path / "ro";
+    fs::create_directory(mnt);
+    if (::geteuid() != 0 || std::system(("mount -t tmpfs -o size=1m,mode=700,ro tmpfs '" +
+                                         mnt.string() + "' 2>/dev/null")
+                                            .c_str()) != 0) {
+      WARN("needs root and mount: skipped");
+      return;
+    }
+    const std::string said = refusal(mnt / "cache");
+    const std::string in_root = refusal(mnt);
+    CHECK(std::system(("umount '" + mnt.string() + "'").c_str()) == 0);
+    CHECK_THAT(said, Catch::Contains("It cannot be created: " + mnt.string() +
+                                     " is on a read-only file system") &&
+                         !Catch::Contains("Create it"));
+    CHECK_THAT(in_root,
+               Catch::Contains("It is on a read-only file system") && !Catch::Contains("chmod"));
+  }
+}

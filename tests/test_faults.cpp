@@ -473,7 +473,8 @@ TEST_CASE("planted symlinks are never followed", "[faults][symlink]") {
     CHECK(r.outcome == CacheOutcome::Compiled);
     CHECK(is_expected(r, key));
     CHECK(log.has("removing bad entry"));
-    CHECK(log.has("symbolic links"));
+    // Named as a link (it said "Too many levels of symbolic links", O_NOFOLLOW's ELOOP text).
+    CHECK(log.has("it is a symbolic link, and fkv-jit does not follow links in its cache"));
     CHECK(slurp(victim) == good_image);
     CHECK_FALSE(fs::is_symlink(image));
   }
