@@ -111,6 +111,17 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
     return 0;
   }
   (void)cfg.attention_layers();
+  // The quantization_config reader never throws while reading; its refusal names the file first.
+  if (cfg.weights.refused()) {
+    check(cfg.weights.error.rfind("fuzz.json: ", 0) == 0);
+    try {
+      (void)fkv::declared_weight_format(cfg);
+      check(false);
+    } catch (const fkv::ConfigError&) {
+    }
+  } else {
+    (void)fkv::to_string(fkv::declared_weight_format(cfg));
+  }
   exercise_plan(cfg);
   exercise_strict(cfg);
   return 0;

@@ -90,6 +90,18 @@ const char* fkv_config_architecture(const fkv_config* c) {
   return c ? c->config.architecture.c_str() : "";
 }
 
+fkv_status fkv_config_weight_format(const fkv_config* config, const char** format) {
+  return guard([&] {
+    require(config, "config");
+    require(format, "format");
+    *format = "";
+    const fkv::DeclaredWeights& w = config->config.weights;
+    if (w.refused()) w.raise();  // its kind's status, with the text
+    if (w.declared()) *format = intern(fkv::to_string(w.format));
+    return FKV_OK;
+  });
+}
+
 fkv_status fkv_config_layer(const fkv_config* config, int layer, fkv_layer_info* out) {
   return guard([&] {
     require(config, "config");

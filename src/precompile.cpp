@@ -2,12 +2,15 @@
 // a plan (see include/fkv/precompile.hpp).
 #include "fkv/precompile.hpp"
 
+#include <spdlog/spdlog.h>
+
 #include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <exception>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <system_error>
 #include <thread>
@@ -180,11 +183,25 @@ PrecompileResult precompile_config(const ModelConfig& config, const ConfigPrecom
       throw ArgumentError("index_dtype '" + request.index_dtype + "' is not int32 or int64");
     o.index = request.index_dtype == "int32" ? IndexType::I32 : IndexType::I64;
   }
-  if (!request.weights.empty()) o.weights = parse_weight_format(request.weights);
+  // The weight format: the request's, else what the config's quantization_config declares
+  // (a declaration fkv-jit does not read throws its refusal unless the request names one).
+  std::optional<WeightFormat> requested;
+  if (!request.weights.empty()) requested = parse_weight_format(request.weights);
+  const WeightChoice choice =
+      choose_weight_format(config, requested ? &*requested : nullptr, "weights");
+  if (!choice.message.empty()) {
+    if (choice.warning)
+      spdlog::warn("fkv: {}", choice.message);
+    else
+      spdlog::info("fkv: {}", choice.message);
+  }
+  o.weights = choice.format;
   if (is_quantized(o.weights) && config.hidden_size.value <= 0)
-    throw ArgumentError("weights '" + request.weights +
-                        "': the config has no hidden_size, which the kernels of quantized weights "
-                        "are specialized on");
+    throw ArgumentError(
+        "weights '" + (requested ? request.weights : to_string(o.weights)) + "'" +
+        (requested ? std::string() : " (declared by " + config.weights.source + ")") +
+        ": the config has no hidden_size, which the kernels of quantized weights "
+        "are specialized on");
   if (!request.modes.empty()) {
     if (request.modes != "both" && request.modes != "stacked" && request.modes != "pool")
       throw ArgumentError("modes '" + request.modes + "' is not both, stacked or pool");

@@ -89,6 +89,40 @@ static void test_config_and_validate(void) {
   }
 }
 
+/* quantization_config: the K/V weight format a config declares (docs/config-rules.md). */
+static void test_declared_weight_format(void) {
+  const char* format = "x";
+  fkv_config* cfg = load("qwen3-8b.json");
+  if (cfg) {
+    CHECK_STATUS(fkv_config_weight_format(cfg, &format), FKV_OK);
+    CHECK(format != NULL && strcmp(format, "") == 0);
+    CHECK_STATUS(fkv_config_weight_format(cfg, NULL), FKV_ERR_ARGUMENT);
+    fkv_config_free(cfg);
+  }
+  /* deepseek-ai/DeepSeek-V3's config.json declares 128x128 FP8 blocks. */
+  cfg = load("deepseek-v3.json");
+  if (cfg) {
+    CHECK_STATUS(fkv_config_weight_format(cfg, &format), FKV_OK);
+    CHECK(strcmp(format, "fp8_block") == 0);
+    fkv_config_free(cfg);
+  }
+  cfg = NULL;
+  CHECK_STATUS(fkv_config_from_json("{\"model_type\": \"qwen3\", \"num_hidden_layers\": 2, "
+                                    "\"hidden_size\": 1024, \"num_attention_heads\": 8, "
+                                    "\"quantization_config\": {\"quant_method\": \"awq\", "
+                                    "\"bits\": 4}}",
+                                    "awq.json", &cfg),
+               FKV_OK);
+  if (cfg) {
+    format = "x";
+    CHECK_STATUS(fkv_config_weight_format(cfg, &format), FKV_ERR_UNSUPPORTED);
+    CHECK(strcmp(format, "") == 0);
+    CHECK_CONTAINS("awq.json: key 'quantization_config.quant_method': \"awq\" (bits 4)");
+    fkv_config_free(cfg);
+  }
+  CHECK_STATUS(fkv_config_weight_format(NULL, &format), FKV_ERR_ARGUMENT);
+}
+
 static void test_bad_input(void) {
   fkv_config* cfg = (fkv_config*)0x1;
   CHECK_STATUS(fkv_config_load("/nonexistent/dir/config.json", &cfg), FKV_ERR_BAD_INPUT);
@@ -820,6 +854,7 @@ int main(void) {
   test_precompile_over_cap();
   test_nul_in_error();
   test_config_and_validate();
+  test_declared_weight_format();
   test_bad_input();
   test_mismatch_texts();
   test_plan();

@@ -999,3 +999,128 @@ TEST_CASE("probe A: numbers, FKV_LOG_LEVEL, missing and read-only cache roots", 
     CHECK(!contains(ls.out, "d ago"));
   }
 }
+
+namespace {
+
+// The DFlash Qwen3-4B draft with `block` (JSON text) as its quantization_config, written to NAME.
+std::string draft_declaring(const std::string& name, const std::string& block) {
+  json doc = json::parse(slurp(std::string(FKV_TEST_DATA_DIR) + "/dflash-qwen3-4b-draft.json"));
+  doc["quantization_config"] = json::parse(block);
+  return write(name, doc.dump());
+}
+
+}  // namespace
+
+TEST_CASE("quantization_config: validate reports it, precompile takes it as --weights' default",
+          "[cli][quant]") {
+  const std::string plain = data("dflash-qwen3-4b-draft");
+  // deepseek-ai/DeepSeek-V3's (and Qwen/Qwen3-8B-FP8's) block.
+  const std::string fp8 = draft_declaring(
+      "quant-fp8.json", R"({"activation_scheme": "dynamic", "fmt": "e4m3", "quant_method": "fp8",
+                            "weight_block_size": [128, 128]})");
+  // Qwen/Qwen2.5-7B-Instruct-GPTQ-Int4's block.
+  const std::string gptq =
+      draft_declaring("quant-gptq.json", R"({"bits": 4, "damp_percent": 0.01, "desc_act": false,
+                             "group_size": 128, "quant_method": "gptq", "sym": true})");
+  const std::string cache = "--cache-dir '" + (scratch() / "quant-cache").string() + "'";
+
+  SECTION("without the key nothing changes") {
+    const Result v = run("validate " + plain);
+    CHECK(v.code == 0);
+    CHECK_FALSE(contains(v.out, "weights"));
+    const Result j = run("validate --json " + plain);
+    CHECK_FALSE(json::parse(j.out).contains("weights"));
+    const Result s = run("source " + plain);
+    CHECK(s.code == 0);
+    CHECK(s.err.empty());
+    CHECK_FALSE(contains(s.out, "fkvdeq"));
+  }
+  SECTION("a declared FP8 format is reported and is precompile's default") {
+    const Result v = run("validate " + fp8);
+    INFO(v.out << v.err);
+    CHECK(v.code == 0);
+    CHECK(contains(v.out,
+                   "  weights           fp8_block  [quantization_config.weight_block_size "
+                   "= [128, 128] (quant_method \"fp8\")]\n"));
+    const Result e = run("validate --explain " + fp8);
+    CHECK(contains(e.out, "weights (K/V projections): fp8_block  [quantization_config."));
+    const json j = json::parse(run("validate --json " + fp8).out);
+    CHECK(j["weights"]["value"] == "fp8_block");
+    CHECK(j["weights"]["source"] ==
+          "quantization_config.weight_block_size = [128, 128] (quant_method \"fp8\")");
+    const Result s = run("source " + fp8);
+    INFO(s.err);
+    CHECK(s.code == 0);
+    CHECK(contains(s.err, "fkv-jit: note: "));
+    CHECK(
+        contains(s.err, "the K/V weights are fp8_block, as quantization_config.weight_block_size"));
+    CHECK(contains(s.out, "// ---- variant 2: fkvdeq_fp8_block_bf16_x2560\n"));
+    CHECK(contains(s.out, "// ---- variant 3: fkvqact_bf16_x2560_g128\n"));
+    // An explicit --weights wins; a warning says it differs. The same one says nothing.
+    const Result o = run("source " + fp8 + " --weights int8_channel");
+    CHECK(o.code == 0);
+    CHECK(contains(o.err, "fkv-jit: warning: "));
+    CHECK(contains(o.err, "--weights int8_channel differs from the fp8_block"));
+    CHECK(contains(o.out, "fkvdeq_int8_channel_bf16_x2560"));
+    CHECK_FALSE(contains(o.out, "fkvdeq_fp8_block"));
+    const Result same = run("source " + fp8 + " --weights fp8_block128");
+    CHECK(same.code == 0);
+    CHECK(same.err.empty());
+    const Result vo = run("validate " + fp8 + " --weights dense");
+    CHECK(vo.code == 0);
+    CHECK(contains(vo.err, "--weights dense differs from the fp8_block"));
+    CHECK(contains(vo.out,
+                   "  weights           dense  [--weights (quantization_config."
+                   "weight_block_size = [128, 128] (quant_method \"fp8\") declares "
+                   "fp8_block)]\n"));
+  }
+  SECTION("precompile --json builds the declared format's kernels and says why") {
+    const Result p = run("precompile " + fp8 + " --arch sm_90 --json " + cache);
+    INFO(p.out << p.err);
+    REQUIRE(p.code == 0);
+    const json j = json::parse(p.out);
+    std::vector<std::string> names;
+    for (const json& k : j["kernels"]) names.push_back(k["variant"]);
+    CHECK(std::find(names.begin(), names.end(), "fkvdeq_fp8_block_bf16_x2560") != names.end());
+    REQUIRE(j["notes"].size() == 1);
+    CHECK(contains(j["notes"][0].get<std::string>(), "the K/V weights are fp8_block"));
+  }
+  SECTION("a packed 4-bit declaration fails unless --weights states the format") {
+    const Result v = run("validate " + gptq);
+    INFO(v.out << v.err);
+    CHECK(v.code == 9);
+    CHECK(contains(v.err, "fkv-jit: error: "));
+    CHECK(contains(v.err,
+                   "quant-gptq.json: key 'quantization_config.quant_method': \"gptq\" "
+                   "(bits 4) packs 4-bit integer weights"));
+    CHECK(contains(v.err, "--weights FORMAT"));
+    const json j = json::parse(run("validate --json " + gptq).out);
+    CHECK(j["error_kind"] == "unsupported");
+    CHECK(j["exit_code"] == 9);
+    CHECK(run("precompile " + gptq + " --arch sm_90 " + cache).code == 9);
+    CHECK(run("source " + gptq).code == 9);
+    CHECK(run("cache verify --config " + gptq + " --arch sm_90 " + cache).code == 9);
+    const Result d = run("validate " + gptq + " --weights dense");
+    CHECK(d.code == 0);
+    CHECK(contains(d.err, "fkv-jit: warning: "));
+    CHECK(contains(d.err,
+                   "--weights dense is taken as given over the declaration at "
+                   "quantization_config.quant_method"));
+    CHECK(contains(d.out,
+                   "  weights           dense  [--weights (over "
+                   "quantization_config.quant_method, which fkv-jit does not read)]\n"));
+    const Result s = run("source " + gptq + " --weights dense");
+    CHECK(s.code == 0);
+    CHECK(contains(s.out, "// ---- variant 1: "));
+    CHECK_FALSE(contains(s.out, "// ---- variant 2: "));
+  }
+  SECTION("malformed declarations are bad input; --weights names are checked") {
+    const Result m = run("validate " + draft_declaring("quant-str.json", R"("fp8")"));
+    CHECK(m.code == 2);
+    CHECK(contains(m.err, "key 'quantization_config': expected an object"));
+    const Result w = run("validate " + fp8 + " --weights gptq");
+    CHECK(w.code == 9);
+    CHECK(contains(w.err, "--weights: weight format 'gptq' packs 4-bit weights"));
+    CHECK(run("validate " + fp8 + " --weights bogus").code == 3);
+  }
+}

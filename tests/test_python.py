@@ -284,6 +284,36 @@ def test_weight_format_names():
     raises(TypeError, fkv_jit.weight_format, 8)
 
 
+def test_declared_weight_format():
+    # quantization_config (docs/config-rules.md): the K/V weight format a checkpoint declares, the
+    # default of precompile's weights=; a declaration fkv-jit does not read raises where used.
+    base = json.loads((DATA / "dflash-qwen3-4b-draft.json").read_text())
+    plain = fkv_jit.config_from_json(base)
+    assert plain.weight_format is None and plain.weight_format_source == ""
+    base["quantization_config"] = {"activation_scheme": "dynamic", "fmt": "e4m3",
+                                   "quant_method": "fp8", "weight_block_size": [128, 128]}
+    block = fkv_jit.config_from_json(base, "draft.json")
+    assert block.weight_format == "fp8_block"
+    assert block.weight_format_source == (
+        'quantization_config.weight_block_size = [128, 128] (quant_method "fp8")')
+    base["quantization_config"] = {"bits": 4, "group_size": 128, "quant_method": "gptq"}
+    gptq = fkv_jit.config_from_json(base, "draft.json")
+    e = raises(fkv_jit.UnsupportedModelError, lambda: gptq.weight_format)
+    assert str(e).startswith("draft.json: key 'quantization_config.quant_method': \"gptq\""), e
+    assert gptq.weight_format_source == ""
+    base["quantization_config"] = "fp8"
+    raises(fkv_jit.BadInputError, lambda: fkv_jit.config_from_json(base).weight_format)
+    cache = tempfile.mkdtemp(prefix="fkv-py-")
+    try:
+        # The declared fp8_block adds the dequantize kernel and the activation quantizer.
+        assert fkv_jit.precompile(block, "sm_90", cache_dir=cache) == (4, 4)
+        assert len(list(Path(cache).rglob("fkvdeq_fp8_block_*.cubin"))) == 1
+        raises(fkv_jit.UnsupportedModelError, fkv_jit.precompile, gptq, "sm_90", cache_dir=cache)
+        assert fkv_jit.precompile(gptq, "sm_90", cache_dir=cache, weights="dense") == (2, 0)
+    finally:
+        shutil.rmtree(cache)
+
+
 def test_installed_not_source_tree():
     # The tests run against the wheel: the package and its binding come from site-packages.
     assert "site-packages" in fkv_jit.__file__, fkv_jit.__file__

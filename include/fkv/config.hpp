@@ -12,7 +12,8 @@
 #include <string_view>
 #include <vector>
 
-#include "fkv/k_norm.hpp"  // KNormKind
+#include "fkv/k_norm.hpp"   // KNormKind
+#include "fkv/weights.hpp"  // WeightFormat
 
 namespace fkv {
 
@@ -58,6 +59,35 @@ struct LayerAttention {
   bool is_attention() const { return kind.value != LayerKind::NoAttention; }
 };
 
+// How the checkpoint says the K/V projection weights of its attention layers (k_proj and
+// v_proj, or a fused qkv_proj) are stored: its `quantization_config` (or the older
+// `compression_config` of compressed-tensors checkpoints), read by src/config/quantization.cpp
+// (docs/config-rules.md, "quantization_config"). Reading never throws for it: a declaration
+// fkv-jit does not read is kept as a refusal, raised where the declared format is used
+// (declared_weight_format, choose_weight_format), so that a user who states the stored format
+// explicitly (--weights) can go on.
+struct DeclaredWeights {
+  enum class Status {
+    Absent,    // no quantization_config: nothing declared (dense, as without the key)
+    Declared,  // `format` (Dense where the K/V projections are left unquantized)
+    Refused,   // a scheme fkv-jit does not read, or a malformed declaration: `error`
+  };
+  Status status = Status::Absent;
+  WeightFormat format = WeightFormat::Dense;
+  // The keys that decided it, as --explain shows them ("quantization_config.weight_block_size =
+  // [128, 128] (quant_method "fp8")"); empty when absent.
+  std::string source;
+  // Refused: the message (the file name first, then the key and its value, then how to go on),
+  // and whether it is bad input (a malformed value: ConfigError) rather than UnsupportedError.
+  std::string error;
+  bool bad_input = false;
+
+  bool declared() const { return status == Status::Declared; }
+  bool refused() const { return status == Status::Refused; }
+  // Throws `error` as its kind (UnsupportedError, or ConfigError when bad_input).
+  [[noreturn]] void raise() const;
+};
+
 struct ModelConfig {
   std::string path;          // the file it came from, or the name given to from_json
   std::string architecture;  // architectures[0], or "" when absent
@@ -70,6 +100,7 @@ struct ModelConfig {
   Sourced<std::string> dtype;  // "bfloat16", "float16", "float32", or "" when absent
   Sourced<double> eps;
   std::vector<LayerAttention> layers;  // one per model layer, in model order
+  DeclaredWeights weights;             // what quantization_config says of the K/V weights
 
   // Reads and resolves a HuggingFace config.json (the nested layer config used when present:
   // speculators' transformer_layer_config, text_config, llm_config) or the explicit per-layer
@@ -86,6 +117,26 @@ struct ModelConfig {
 };
 
 std::string to_string(LayerKind);
+
+// The format the config's quantization_config declares for the K/V weights: Dense when it
+// declares nothing or leaves them unquantized. Throws the declaration's refusal
+// (UnsupportedError, or ConfigError for a malformed one) when it declares a scheme fkv-jit does
+// not read.
+WeightFormat declared_weight_format(const ModelConfig& config);
+
+// The weight format a front-end takes for `config`: `requested` when given (the user's word
+// wins, also over a refused declaration), else the declared one. `option` names the front-end's
+// option in messages ("--weights", "weights"). `message` is empty when nothing needs saying (no
+// declaration, or a request equal to it); else an info line (the declared format is taken) or,
+// with `warning` set, a warning (a request that differs from the declaration or overrides a
+// refused one). Throws like declared_weight_format when nothing is requested.
+struct WeightChoice {
+  WeightFormat format = WeightFormat::Dense;
+  std::string message;
+  bool warning = false;
+};
+WeightChoice choose_weight_format(const ModelConfig& config, const WeightFormat* requested,
+                                  const std::string& option);
 
 // ---------------------------------------------------------------------------------------------
 // The architecture registry (src/config/architectures.cpp): everything fkv-jit knows about a

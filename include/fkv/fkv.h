@@ -103,6 +103,14 @@ FKV_API int fkv_config_hidden_size(const fkv_config* config);
 FKV_API int64_t fkv_config_max_position_embeddings(const fkv_config* config);
 FKV_API const char* fkv_config_dtype(const fkv_config* config);        /* "bfloat16", ... */
 FKV_API const char* fkv_config_architecture(const fkv_config* config); /* architectures[0] */
+/* How the config's quantization_config (or compression_config) says the K/V projection weights
+ * are stored (docs/config-rules.md, "quantization_config"): *format = "" when it declares
+ * nothing, else the canonical name ("dense" where it leaves them unquantized, "fp8_tensor",
+ * "fp8_channel", "fp8_block", "int8_channel"; valid for the life of the process). A declaration
+ * fkv-jit does not read returns FKV_ERR_UNSUPPORTED (a packed 4-bit or unknown scheme, ...) or
+ * FKV_ERR_BAD_INPUT (a malformed one), the text naming the file and the key, with *format = "".
+ * fkv_precompile_with_options takes the declared format when options->weights is NULL or "". */
+FKV_API fkv_status fkv_config_weight_format(const fkv_config* config, const char** format);
 
 /* One model layer (model numbering). */
 typedef struct fkv_layer_info {
@@ -240,7 +248,9 @@ typedef struct fkv_precompile_options {
    * decode-size kernels a materializer loads on it for calls of a few tokens (when the plan
    * can take them: one group, hidden_size in the config; docs/decode.md). */
   const char* decode_gpu;
-  /* NULL or "": "dense"; else how the draft's K/V weights are stored ("fp8_tensor",
+  /* NULL or "": what the config's quantization_config declares (fkv_config_weight_format;
+   * "dense" when it declares nothing; a declaration fkv-jit does not read fails with its
+   * status); else how the draft's K/V weights are stored ("fp8_tensor",
    * "fp8_channel", "fp8_block", "int8_channel", or the engines' spellings: "fp8", "int8", ...):
    * also the kernels a materializer builds for them (dequantize, the FP8 GEMM's activation
    * quantizer; with decode_gpu the decode kernels over the stored bytes; docs/quantized.md).

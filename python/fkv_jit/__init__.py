@@ -83,6 +83,29 @@ class Config:
         self.dtype: str = info["dtype"]
         self.architecture: str = info["architecture"]
         self.layers: List[LayerInfo] = [LayerInfo(**l) for l in info["layers"]]
+        self._weights = info.get("weights")
+
+    @property
+    def weight_format(self) -> Optional[str]:
+        """How the config's quantization_config (or compression_config) says the K/V projection
+        weights are stored (docs/config-rules.md, "quantization_config"): None when it declares
+        nothing, else "dense" (left unquantized), "fp8_tensor", "fp8_channel", "fp8_block" or
+        "int8_channel". A declaration fkv-jit does not read (a packed 4-bit or unknown scheme)
+        raises UnsupportedModelError, a malformed one BadInputError, with the library's text.
+        precompile() takes it as the default of weights=."""
+        w = self._weights
+        if w is None:
+            return None
+        if "error" in w:
+            from . import _errors
+            raise getattr(_errors, w["python_class"])(w["error"])
+        return w["format"]
+
+    @property
+    def weight_format_source(self) -> str:
+        """The keys that decided weight_format ("" when nothing is declared)."""
+        w = self._weights
+        return "" if w is None or "error" in w else w["source"]
 
     def layer(self, i: int) -> LayerInfo:
         if not 0 <= i < self.num_layers:
@@ -283,9 +306,10 @@ def precompile(path_or_config, arch: str, dtype: Optional[str] = None,
     """Compiles every kernel the config's grouped plan needs (stacked and pool, fp32 cos/sin,
     int64 indices) for `arch` into the cache. No GPU needed. decode_gpu (e.g. "H200", a GPU of
     the measured crossover table) adds the decode-size kernels a helper loads there for calls of
-    a few tokens (docs/decode.md). weights (a format of weight_format(), default "dense") adds
-    the kernels a helper builds for quantized K/V weights (docs/quantized.md). Returns
-    (variants, compiled now)."""
+    a few tokens (docs/decode.md). weights (a format of weight_format()) adds the kernels a
+    helper builds for quantized K/V weights (docs/quantized.md); without it, the format the
+    config's quantization_config declares (Config.weight_format; "dense" when none), and a
+    declaration fkv-jit does not read raises its error. Returns (variants, compiled now)."""
     cfg = _as_config(path_or_config)
     n, compiled = native().precompile(
         cfg._native, _name_arg("arch", arch, "sm_90"), _optional_name("dtype", dtype, "bf16"),

@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "fkv/config.hpp"
+#include "fkv/errors.hpp"
 #include "fkv/precompile.hpp"
 #include "fkv/rope.hpp"
 #include "fkv/runtime.hpp"
@@ -43,7 +44,9 @@ ConfigRef config_from_json(ffi::String text, ffi::String name) {
 }
 
 // What fkv_jit.Config shows: {"num_layers", "hidden_size", "max_position_embeddings", "dtype",
-// "architecture", "layers": [LayerInfo's fields]}.
+// "architecture", "layers": [LayerInfo's fields], "weights": the K/V weight format
+// quantization_config declares (null when none, else {"format", "source"}, or
+// {"error", "python_class"} for a declaration fkv-jit does not read)}.
 ffi::String config_info(ConfigRef c) {
   return guarded([&] {
     const fkv::ModelConfig& m = c->config;
@@ -61,13 +64,24 @@ ffi::String config_info(ConfigRef c) {
                         {"rope_theta", l.rope.value.theta},
                         {"sliding_window", l.sliding_window},
                         {"unsupported", !l.unsupported.empty()}});
+    json weights = nullptr;
+    if (m.weights.declared())
+      weights = {{"format", fkv::to_string(m.weights.format)}, {"source", m.weights.source}};
+    else if (m.weights.refused())
+      weights = {
+          {"error", m.weights.error},
+          {"python_class", fkv::error_kind_info(m.weights.bad_input ? fkv::ErrorKind::BadInput
+                                                                    : fkv::ErrorKind::Unsupported)
+                               .python_class}};
     return ffi::String(json{
         {"num_layers", m.layers.size()},
         {"hidden_size", m.hidden_size.value},
         {"max_position_embeddings", m.max_position_embeddings.value},
         {"dtype", m.dtype.value},
         {"architecture", m.architecture},
-        {"layers", layers}}.dump());
+        {"layers", layers},
+        {"weights",
+         weights}}.dump());
   });
 }
 

@@ -89,19 +89,28 @@ struct VariantArgs {
   bool strict = false;
   int tp = 1;              // --tp: tensor-parallel degree (each rank's share of the KV heads)
   std::string decode_gpu;  // --decode: also the decode-size kernels for this measured GPU
-  std::string weights;     // --weights: how the K/V weights are stored (empty: dense)
+  std::string weights;     // --weights: how the K/V weights are stored (empty: what the
+                           // config's quantization_config declares, else dense)
 };
 void add_variant_options(CLI::App* cmd, VariantArgs& args, bool config_positional = true);
 
 struct Variants {
   Plan plan;
   VariantOptions options;
-  DecodePrecompile decode;  // --decode: the GPU's SM count and crossover; zero: none
-  int hidden = 0;           // the config's hidden_size (0: absent)
+  DecodePrecompile decode;         // --decode: the GPU's SM count and crossover; zero: none
+  int hidden = 0;                  // the config's hidden_size (0: absent)
+  std::vector<std::string> notes;  // what was printed on stderr as notes and warnings
 };
 // Reads the config and makes the plan the variants come from. With --decode, a note on stderr
-// when the plan takes no decode-size kernel.
+// when the plan takes no decode-size kernel. The weight format is --weights, else the one the
+// config's quantization_config declares (a note on stderr; a declaration fkv-jit does not read
+// throws its UnsupportedError / ConfigError unless --weights is given, which then wins with a
+// warning, as it does over a declaration it differs from).
 Variants variants_of(const VariantArgs& args);
+
+// --weights NAME as a format: a packed 4-bit scheme exits 9 (Unsupported), a name that is no
+// format 3 (Usage), both naming the option.
+WeightFormat weights_option(const std::string& name);
 
 // Every kernel the variants need, by short name, with its generated source: the epilogue
 // kernels (kernel_specs_for), then the decode-size kernels of --decode (decode_specs_for), then

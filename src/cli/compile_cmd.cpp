@@ -42,6 +42,7 @@ void run_precompile(const PrecompileArgs& a) {
   std::vector<std::string> notes;
   const std::vector<ArchTarget> targets = targets_of(a.archs, a.ptx, &notes);
   const Variants v = variants_of(a.variants);
+  notes.insert(notes.end(), v.notes.begin(), v.notes.end());
   CacheOptions opts = CacheOptions::from_env();
   if (!a.cache_dir.empty()) {
     opts.root = a.cache_dir;

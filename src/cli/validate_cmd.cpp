@@ -2,6 +2,7 @@
 #include <iostream>
 #include <memory>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <sstream>
 #include <string>
 #include <vector>
@@ -19,6 +20,7 @@ struct Options {
   bool explain = false;
   bool grouped = false;  // validate --grouped; plan without --strict
   int tp = 1;            // plan --tp: tensor-parallel degree
+  std::string weights;   // validate --weights: how the K/V weights are stored
 };
 
 // "0-2, 4, 6-9"; "none" when empty.
@@ -99,6 +101,12 @@ void print_explain(std::ostream& os, const ModelConfig& config) {
     if (l.sliding_window > 0) os << "  sliding_window  " << l.sliding_window << "\n";
     if (!l.unsupported.empty()) os << "  unsupported: " << l.unsupported << "\n";
   }
+  // The K/V weights' storage, when quantization_config says anything of it.
+  const DeclaredWeights& w = config.weights;
+  if (w.declared())
+    os << "weights (K/V projections): " << to_string(w.format) << "  [" << w.source << "]\n";
+  else if (w.refused())
+    os << "weights (K/V projections): not read  [" << w.source << "]\n";
   os << "\n";
 }
 
@@ -155,9 +163,42 @@ Plan checked_plan(const Options& opts, ModelConfig& config) {
   }
 }
 
+// The K/V weight format validate reports: --weights, else what quantization_config declares
+// (its refusal fails the command unless --weights is given). Empty when neither says anything,
+// so that the output of a config without the key is what it always was.
+struct WeightsReport {
+  std::string value;
+  std::string source;
+};
+std::optional<WeightsReport> checked_weights(const Options& opts, const ModelConfig& config) {
+  std::optional<WeightFormat> requested;
+  if (!opts.weights.empty()) requested = weights_option(opts.weights);
+  WeightChoice choice;
+  try {
+    choice = choose_weight_format(config, requested ? &*requested : nullptr, "--weights");
+  } catch (const std::exception& e) {
+    fail(opts, error_kind_info(error_kind_of(e)), e.what());
+  }
+  if (choice.warning) std::cerr << "fkv-jit: warning: " << printable(choice.message) << "\n";
+  const DeclaredWeights& d = config.weights;
+  if (!requested) {
+    if (!d.declared()) return std::nullopt;
+    return WeightsReport{to_string(choice.format), d.source};
+  }
+  std::string source = "--weights";
+  if (d.declared() && d.format == *requested)
+    source += " (as " + d.source + " declares)";
+  else if (d.declared())
+    source += " (" + d.source + " declares " + to_string(d.format) + ")";
+  else if (d.refused())
+    source += " (over " + d.source + ", which fkv-jit does not read)";
+  return WeightsReport{to_string(choice.format), source};
+}
+
 void run_validate(const Options& opts) {
   ModelConfig config;
   const Plan plan = checked_plan(opts, config);
+  const std::optional<WeightsReport> weights = checked_weights(opts, config);
 
   if (opts.json) {
     nlohmann::json out = {{"ok", true},
@@ -176,6 +217,7 @@ void run_validate(const Options& opts) {
     nlohmann::json layers = nlohmann::json::array();
     for (const auto& l : config.layers) layers.push_back(layer_json(l));
     out["layers"] = layers;
+    if (weights) out["weights"] = sourced(weights->value, weights->source);
     std::cout << json_text(out) << std::endl;
     return;
   }
@@ -199,6 +241,7 @@ void run_validate(const Options& opts) {
        << "  k_norm            " << to_string(a.k_norm) << "\n"
        << "  rope              " << format_rope_of(a) << "\n";
   }
+  if (weights) os << "  weights           " << weights->value << "  [" << weights->source << "]\n";
   os << "  attention layers  " << attention.size() << " (" << format_layers(attention) << ")\n"
      << "  skipped layers    " << format_layers(plan.skipped_layers) << "\n";
   std::cout << printable(os.str());
@@ -278,6 +321,9 @@ void add_validate_commands(CLI::App& app) {
   validate->add_flag(
       "--grouped", validate_opts->grouped,
       "Accept non-uniform layers that grouped mode can serve (one launch per group)");
+  validate->add_option("--weights", validate_opts->weights,
+                       "How the K/V weights are stored (dense, fp8_tensor, fp8_channel, "
+                       "fp8_block, int8_channel), over what quantization_config declares");
   validate->callback([validate_opts] { run_validate(*validate_opts); });
 
   auto plan_opts = std::make_shared<Options>();

@@ -4,6 +4,7 @@
 #include <climits>
 #include <cstdio>
 #include <iostream>
+#include <optional>
 
 #include "commands.hpp"
 #include "fkv/errors.hpp"
@@ -35,9 +36,10 @@ void add_variant_options(CLI::App* cmd, VariantArgs& a, bool config_positional) 
                   "also the decode-size kernels that calls of a few tokens take on this GPU (a "
                   "name from the measured table, e.g. H200; docs/decode.md)");
   cmd->add_option("--weights", a.weights,
-                  "how the draft's K/V weights are stored: dense (default), fp8_tensor, "
-                  "fp8_channel, fp8_block, int8_channel: also the kernels a materializer builds "
-                  "for them (docs/quantized.md)");
+                  "how the draft's K/V weights are stored: dense, fp8_tensor, fp8_channel, "
+                  "fp8_block, int8_channel (default: what the config's quantization_config "
+                  "declares, else dense): also the kernels a materializer builds for them "
+                  "(docs/quantized.md)");
 }
 
 namespace {
@@ -74,18 +76,27 @@ Variants variants_of(const VariantArgs& a) {
   o.stacked = a.mode != "pool";
   o.pool = a.mode != "stacked";
   v.hidden = cfg.hidden_size.value;
-  if (!a.weights.empty()) {
-    try {
-      o.weights = parse_weight_format(a.weights);
-    } catch (const UnsupportedError& e) {  // a packed 4-bit scheme, named
-      throw CommandFailure(Unsupported, std::string("--weights: ") + e.what());
-    } catch (const ArgumentError& e) {  // not a format name: the list
-      throw CommandFailure(Usage, std::string("--weights: ") + e.what());
-    }
-    if (is_quantized(o.weights) && v.hidden <= 0)
+  std::optional<WeightFormat> requested;
+  if (!a.weights.empty()) requested = weights_option(a.weights);
+  // Throws the declaration's refusal when nothing is requested (its kind's exit code).
+  const WeightChoice choice =
+      choose_weight_format(cfg, requested ? &*requested : nullptr, "--weights");
+  o.weights = choice.format;
+  if (!choice.message.empty()) {
+    std::cerr << "fkv-jit: " << (choice.warning ? "warning: " : "note: ")
+              << printable(choice.message) << "\n";
+    v.notes.push_back(choice.message);
+  }
+  if (is_quantized(o.weights) && v.hidden <= 0) {
+    if (requested)
       throw CommandFailure(Usage, "--weights " + a.weights +
                                       ": the config has no hidden_size, which the kernels of "
                                       "quantized weights are specialized on");
+    throw CommandFailure(BadInput, cfg.path + ": the K/V weights are " + to_string(o.weights) +
+                                       ", as " + cfg.weights.source +
+                                       " declares, and the config has no hidden_size, which the "
+                                       "kernels of quantized weights are specialized on; give "
+                                       "--weights dense for the dense kernels only");
   }
   if (!a.decode_gpu.empty()) {
     v.decode = decode_of(a.decode_gpu, cfg.hidden_size.value);
@@ -96,6 +107,16 @@ Variants variants_of(const VariantArgs& a) {
                    printable(a.decode_gpu).c_str());
   }
   return v;
+}
+
+WeightFormat weights_option(const std::string& name) {
+  try {
+    return parse_weight_format(name);
+  } catch (const UnsupportedError& e) {  // a packed 4-bit scheme, named
+    throw CommandFailure(Unsupported, std::string("--weights: ") + e.what());
+  } catch (const ArgumentError& e) {  // not a format name: the list
+    throw CommandFailure(Usage, std::string("--weights: ") + e.what());
+  }
 }
 
 std::vector<NeededKernel> needed_kernels(const Variants& v) {

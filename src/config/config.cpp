@@ -319,6 +319,7 @@ ModelConfig ModelConfig::from_json(const nlohmann::json& root, std::string name)
     cfg.num_hidden_layers = {(int)cfg.layers.size(),
                              explicit_list.path + " (explicit schema, one entry per layer)"};
     cfg.family = "explicit schema";
+    cfg.weights = read_declared_weights(doc, cfg);
     return cfg;
   }
   if (!fam.arch) {
@@ -339,6 +340,7 @@ ModelConfig ModelConfig::from_json(const nlohmann::json& root, std::string name)
   cfg = infer(doc, std::move(cfg), fam);
   check_unread_keys(doc, fam, unread, cfg.layers);
   if (explicit_list) apply_explicit(doc, explicit_list, cfg.layers, true);
+  cfg.weights = read_declared_weights(doc, cfg);
   return cfg;
 }
 

@@ -312,6 +312,11 @@ void check_rotary(const Doc& doc, const std::string& path, int rotary, int head_
 void apply_explicit(const Doc& doc, const Hit& h, std::vector<LayerAttention>& layers,
                     bool inferred);
 
+// The declared storage of the K/V projection weights (quantization.cpp): quantization_config
+// or compression_config, read once the layers are resolved (its patterns name modules by
+// layer). Never throws: a refusal is kept in the result (DeclaredWeights::raise).
+DeclaredWeights read_declared_weights(const Doc& doc, const ModelConfig& cfg);
+
 // Inference from a HuggingFace config (infer.cpp).
 ModelConfig infer(const Doc& doc, ModelConfig cfg, const Family& fam);
 
