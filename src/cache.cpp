@@ -36,12 +36,24 @@ using namespace cache_entry;
 
 namespace {
 
-constexpr auto kLockTimeout = std::chrono::seconds(60);  // then compile anyway
-
 using Clock = std::chrono::steady_clock;
 
 double seconds_since(Clock::time_point t0) {
   return std::chrono::duration<double>(Clock::now() - t0).count();
+}
+
+// Whether a lock wait on this root has timed out in this process (FileLock sets it): one flag
+// per root, shared by every KernelCache on it, never destroyed (a cache may outlive statics).
+std::atomic<bool>* lock_stall_flag(const fs::path& root) {
+  static std::mutex mu;
+  static auto& flags = *new std::map<std::string, std::unique_ptr<std::atomic<bool>>>;
+  std::error_code ec;
+  fs::path key = fs::weakly_canonical(root, ec);
+  if (ec) key = root.lexically_normal();
+  std::lock_guard<std::mutex> lock(mu);
+  auto& flag = flags[key.string()];
+  if (!flag) flag = std::make_unique<std::atomic<bool>>(false);
+  return flag.get();
 }
 
 // A path in a log message, control characters escaped (cache_fs::printable).
@@ -185,7 +197,8 @@ struct KernelCache::Impl {
 
   CacheOptions options;
   bool memory_only = true;
-  std::vector<fs::path> readonly_roots;  // the trusted ones
+  std::atomic<bool>* lock_stalled = nullptr;  // lock_stall_flag(options.root), once it is used
+  std::vector<fs::path> readonly_roots;       // the trusted ones
 
   std::mutex mu;
   std::unordered_map<std::string, Entry> memory;
@@ -281,7 +294,7 @@ struct KernelCache::Impl {
                 CacheOutcome::DiskHit};
       }
       if (e.state == EntryState::Bad) {  // re-check under the lock: a writer may be mid-publish
-        FileLock lock(wp->lock, kLockTimeout);
+        FileLock lock(wp->lock, options.lock_timeout, lock_stalled, kStalledLockWait);
         if (auto again = load_writable(*wp, key))
           return {
               Entry{std::make_shared<const CompiledKernel>(std::move(again->kernel)), wp->image},
@@ -329,7 +342,7 @@ struct KernelCache::Impl {
         return {make(), CacheOutcome::Compiled};
       }
       lock.reset();
-      lock.emplace(wp.lock, kLockTimeout);
+      lock.emplace(wp.lock, options.lock_timeout, lock_stalled, kStalledLockWait);
       if (!lock->held() && (lock->busy() || fs::is_directory(wp.dir)))
         break;  // flock unusable or timed out
     }
@@ -459,6 +472,7 @@ KernelCache::KernelCache(CacheOptions options) : impl_(std::make_unique<Impl>())
     spdlog::warn("fkv-jit cache: {}; kernels are cached in memory only", refused.what());
     return;
   }
+  m.lock_stalled = lock_stall_flag(m.options.root);
   m.memory_only = false;
 }
 

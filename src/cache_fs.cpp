@@ -328,7 +328,8 @@ int open_lock_file(const fs::path& path) {
 
 }  // namespace
 
-FileLock::FileLock(const fs::path& path, std::chrono::seconds timeout) {
+FileLock::FileLock(const fs::path& path, std::chrono::seconds timeout, std::atomic<bool>* stalled,
+                   std::chrono::seconds stalled_wait) {
   using Clock = std::chrono::steady_clock;
   fd_ = open_lock_file(path);
   if (fd_ < 0) return;
@@ -358,20 +359,35 @@ FileLock::FileLock(const fs::path& path, std::chrono::seconds timeout) {
                     printable(path.string()), errno_text(e));
       break;
     }
-    if (!announced && timeout > kLockQuietWait && Clock::now() - t0 >= kLockQuietWait) {
+    // Another wait on this root ran out (now or earlier): this one is cut short too.
+    const bool cut = stalled && stalled->load() && stalled_wait < timeout;
+    const std::chrono::seconds limit = cut ? stalled_wait : timeout;
+    if (!announced && limit > kLockQuietWait && Clock::now() - t0 >= kLockQuietWait) {
       // Waiting this long is no longer a compile of a few hundred milliseconds: say who waits.
       announced = true;
       const std::string stem = path.stem().string();
       spdlog::warn(
           "fkv-jit cache: another process holds the lock {} (compiling kernel {}); waiting up to "
           "{} s for it, then compiling without the lock",
-          printable(path.string()), printable(stem.substr(0, stem.rfind('-'))), timeout.count());
+          printable(path.string()), printable(stem.substr(0, stem.rfind('-'))), limit.count());
     }
-    if (Clock::now() - t0 >= timeout) {
+    if (Clock::now() - t0 >= limit) {
       busy_ = true;
       if (timeout.count() == 0) break;  // a try-lock: the caller decides
-      spdlog::warn("fkv-jit cache: waited {} s for {}; compiling without the lock", timeout.count(),
-                   printable(path.string()));
+      if (cut) {
+        spdlog::debug(
+            "fkv-jit cache: {} still held after {} s (a lock wait in this cache timed out "
+            "before); compiling without the lock",
+            printable(path.string()), limit.count());
+      } else if (stalled && !stalled->exchange(true) && stalled_wait < timeout) {
+        spdlog::warn(
+            "fkv-jit cache: waited {} s for {}; compiling without the lock. Its holder looks "
+            "hung: this process's later lock waits in this cache last at most {} s",
+            timeout.count(), printable(path.string()), stalled_wait.count());
+      } else {
+        spdlog::warn("fkv-jit cache: waited {} s for {}; compiling without the lock",
+                     timeout.count(), printable(path.string()));
+      }
       break;
     }
     std::this_thread::sleep_for(pause);

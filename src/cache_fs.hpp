@@ -6,6 +6,7 @@
 
 #include <sys/stat.h>
 
+#include <atomic>
 #include <chrono>
 #include <cstdint>
 #include <filesystem>
@@ -103,10 +104,16 @@ bool ends_with(std::string_view s, std::string_view suffix);
 // when flock is unsupported (some NFS setups) or the wait passes `timeout` (busy()), we go on
 // without it. A timeout of 0 tries once. A wait that lasts over a second is announced with one
 // warning naming the lock file and how long the wait may last.
+//
+// `stalled` (optional) is shared by the waits on one cache root: a wait that runs its whole
+// `timeout` sets it (the holder looks hung), and while it is set a wait lasts at most
+// `stalled_wait`, so that a hung holder of many locks costs the timeout once, not once per lock.
 class FileLock {
  public:
   explicit FileLock(const std::filesystem::path& path,
-                    std::chrono::seconds timeout = std::chrono::seconds(60));
+                    std::chrono::seconds timeout = std::chrono::seconds(60),
+                    std::atomic<bool>* stalled = nullptr,
+                    std::chrono::seconds stalled_wait = std::chrono::seconds(1));
   ~FileLock();
   FileLock(const FileLock&) = delete;
   FileLock& operator=(const FileLock&) = delete;

@@ -1392,3 +1392,66 @@ TEST_CASE("a refused root's advice fits its cause", "[cache]") {
                Catch::Contains("It is on a read-only file system") && !Catch::Contains("chmod"));
   }
 }
+
+TEST_CASE("a lock wait that timed out cuts this process's later waits on that root short",
+          "[cache]") {
+  // Before: each kernel whose lock a hung process held cost the whole timeout again (60 s per
+  // kernel of a precompile). The timeout here is 2 s, so the test takes about 7 s.
+  using Clock = std::chrono::steady_clock;
+  TempDir tmp;
+  const fs::path root = tmp.path / "cache";
+  fkv::CacheOptions o = options_for(root);
+  o.lock_timeout = std::chrono::seconds(2);
+  KernelCache c(o);
+  CountingBuilder builder;
+  const CacheKey first = test_key("lock-0");
+  c.get(first, short_name(first), builder(first));  // creates the entry directory
+  // A "hung process" holds the locks of the next keys (flock: one per open file).
+  std::vector<CacheKey> keys;
+  std::vector<std::unique_ptr<fkv::cache_fs::FileLock>> held;
+  for (int i = 1; i <= 4; ++i) {
+    keys.push_back(test_key("lock-" + std::to_string(i)));
+    const fs::path lock =
+        fkv::cache_entry::entry_paths(root, keys.back(), short_name(keys.back())).lock;
+    held.push_back(std::make_unique<fkv::cache_fs::FileLock>(lock));
+    REQUIRE(held.back()->held());
+  }
+  LogCapture log;
+  std::vector<double> waited;
+  auto get = [&](KernelCache& cache, const CacheKey& key) {
+    const auto t0 = Clock::now();
+    const auto r = cache.get(key, short_name(key), builder(key));
+    waited.push_back(std::chrono::duration<double>(Clock::now() - t0).count());
+    CHECK(r.outcome == CacheOutcome::Compiled);
+    CHECK_FALSE(r.path.empty());  // published without the lock
+  };
+  get(c, keys[0]);
+  get(c, keys[1]);
+  get(c, keys[2]);
+  KernelCache other(o);  // another cache on the same root in this process: the same
+  get(other, keys[3]);
+  INFO(log.text());
+  CHECK(waited[0] >= 1.9);
+  for (std::size_t i = 1; i < waited.size(); ++i) {
+    INFO("wait " << i << ": " << waited[i] << " s");
+    CHECK(waited[i] >= 0.9);  // the holder may still be compiling: a short wait, not none
+    CHECK(waited[i] < 1.9);   // kStalledLockWait (1 s), not the timeout again
+  }
+  CHECK(log.count("waited 2 s for") == 1);
+  CHECK(log.count("Its holder looks hung: this process's later lock waits in this cache last at "
+                  "most 1 s") == 1);
+  CHECK(log.count("another process holds the lock") == 1);  // only the long wait is announced
+  // Another root is not affected.
+  KernelCache fresh(options_for(tmp.path / "other"));
+  const CacheKey k = test_key("lock-5");
+  fresh.get(k, short_name(k), builder(k));
+  fkv::cache_fs::FileLock mine(fkv::cache_entry::entry_paths(tmp.path / "other", test_key("lock-6"),
+                                                             short_name(test_key("lock-6")))
+                                   .lock);
+  fkv::CacheOptions other_root = options_for(tmp.path / "other");
+  other_root.lock_timeout = std::chrono::seconds(2);
+  KernelCache second(other_root);
+  const auto t0 = Clock::now();
+  second.get(test_key("lock-6"), short_name(test_key("lock-6")), builder(test_key("lock-6")));
+  CHECK(std::chrono::duration<double>(Clock::now() - t0).count() >= 1.9);
+}

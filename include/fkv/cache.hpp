@@ -12,6 +12,7 @@
 // checksum and key; a bad entry is logged, removed and recompiled, never handed to the driver.
 #pragma once
 
+#include <chrono>
 #include <cstdint>
 #include <filesystem>
 #include <functional>
@@ -37,12 +38,21 @@ struct CacheOptions {
   // created; the cache has no writable root and does not warn about that. How `fkv-jit cache ls`
   // and `verify` check a cache this user cannot write.
   bool root_readonly = false;
+  // How long a process waits for another process's lock on a key (compiling it) before it
+  // compiles the kernel itself. Once a wait on a root has run this long, the lock's holder looks
+  // hung, and every later wait of this process on that root (any KernelCache on it) lasts at
+  // most kStalledLockWait: a precompile behind a hung process pays the timeout once, not once per
+  // kernel. 0 = never wait (try the lock once).
+  std::chrono::seconds lock_timeout = std::chrono::seconds(60);
   // The cache part of JitOptions: cache_dir ($FKV_CACHE_DIR, else $XDG_CACHE_HOME/fkv-jit, else
   // ~/.cache/fkv-jit), FKV_CACHE_READONLY_DIRS, FKV_CACHE_MAX_BYTES, FKV_DISABLE_CACHE.
   static CacheOptions from(const JitOptions& jit);
   // from(JitOptions::from_env()): reads the environment now; ConfigError on a malformed value.
   static CacheOptions from_env();
 };
+
+// The longest a lock wait lasts, in a process and root where one wait has already timed out.
+inline constexpr std::chrono::seconds kStalledLockWait{1};
 
 enum class CacheOutcome { MemoryHit, DiskHit, ReadOnlyHit, Compiled };
 std::string to_string(CacheOutcome);
