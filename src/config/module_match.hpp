@@ -1,5 +1,5 @@
 // Internal to the config module: matching a module name ("model.layers.0.self_attn.k_proj")
-// against the patterns quantization configs list (src/config/quantization.cpp). Not installed.
+// against the patterns quantization configs list (src/config/quant_reading.hpp). Not installed.
 #pragma once
 
 #include <stdexcept>
