@@ -484,7 +484,7 @@ TEST_CASE("module patterns: Python re.match subset, globs, dot runs", "[config][
   const std::string as(60, 'a');
   CHECK_FALSE(ModuleRegex("(a*)*b").match(as));
   CHECK_FALSE(ModuleRegex("(a|aa)+$b").match(as));
-  CHECK(std::chrono::steady_clock::now() - t0 < std::chrono::seconds(1));
+  CHECK(std::chrono::steady_clock::now() - t0 < std::chrono::seconds(10));
 
   CHECK(glob_match("*self_attn*", k));
   CHECK(glob_match("model.layers.1?.self_attn.*", k));
@@ -512,7 +512,10 @@ TEST_CASE("long pattern lists: exact names are cheap, a flood of patterns is ref
   auto t0 = std::chrono::steady_clock::now();
   check_declared(ModelConfig::from_json(doc, "draft.json"), WeightFormat::Fp8Channel,
                  "group_0.weights");
-  CHECK(std::chrono::steady_clock::now() - t0 < std::chrono::seconds(5));
+  // The time bounds are hang guards, not performance figures: the reader's work budget (about a
+  // second in a release build) bounds the time; sanitizer builds on CI's two cores run it about
+  // ten times slower (12.5 s measured under ASan).
+  CHECK(std::chrono::steady_clock::now() - t0 < std::chrono::seconds(60));
   // 6000 regexes that never match, each tried on every module name: beyond the work budget.
   ignore = json::array();
   for (int i = 0; i < 6000; ++i)
@@ -520,5 +523,5 @@ TEST_CASE("long pattern lists: exact names are cheap, a flood of patterns is ref
   t0 = std::chrono::steady_clock::now();
   check_refused(ModelConfig::from_json(doc, "draft.json"), false, "quantization_config.ignore",
                 {"6000 patterns, more than fkv-jit checks"});
-  CHECK(std::chrono::steady_clock::now() - t0 < std::chrono::seconds(5));
+  CHECK(std::chrono::steady_clock::now() - t0 < std::chrono::seconds(60));
 }
