@@ -26,6 +26,13 @@ for doc in README.md docs/cli.md; do
     blocks=$((blocks + 1))
     cache=$(mktemp -d "$work/cache-XXXXXX")  # 0700, as the cache requires
     line=$(head -1 "$block" | cut -d' ' -f3)
+    # Under pipefail, `cmd | grep -q` fails whenever grep exits before cmd has written
+    # everything (cmd dies of SIGPIPE, exit 141): a race, so refuse it on every run.
+    if grep -nE '\|[[:space:]]*grep[[:space:]]+(-[a-zA-Z]*q|--quiet)' "$block"; then
+      echo "FAIL $doc:$line (a pipe into grep -q races under pipefail: use grep ... >/dev/null)"
+      failed=$((failed + 1))
+      continue
+    fi
     if (cd "$src" && PATH="$build:$PATH" FKV_CACHE_DIR="$cache" FKV_CACHE_READONLY_DIRS= \
           bash -euo pipefail "$block") >"$block.log" 2>&1; then
       echo "ok   $doc:$line"
