@@ -186,6 +186,49 @@ TEST_CASE("rotary_dim and partial_rotary_factor validation", "[config][errors]")
   CHECK_THROWS_WITH(with("llama", R"(, "rotary_pct": 0.25)"), Contains("'rotary_pct'"));
 }
 
+TEST_CASE("mrope_section must cover rotary_dim / 2 frequency pairs", "[config][errors]") {
+  auto vl = [](const std::string& rope) {
+    return parse(R"({"model_type": "qwen2_vl", "num_hidden_layers": 2, "hidden_size": 3584,
+                     "num_attention_heads": 28, "num_key_value_heads": 4, "rope_scaling": )" +
+                 rope + "}");
+  };
+  // Qwen2-VL-7B: head_dim 128, sections 16 + 24 + 24 = 64 pairs.
+  CHECK(vl(R"({"type": "mrope", "mrope_section": [16, 24, 24]})").layers[1].rotary_dim.value ==
+        128);
+  CHECK_THROWS_AS(vl(R"({"type": "mrope", "mrope_section": [16, 24, 16]})"), fkv::ConfigError);
+  CHECK_THROWS_WITH(vl(R"({"type": "mrope", "mrope_section": [16, 24, 16]})"),
+                    Contains("key 'rope_scaling.mrope_section': = [16,24,16] covers 56 frequency "
+                             "pairs, but layer 0 rotates rotary_dim 128 (") &&
+                        Contains("which has 64") && Contains("sum(mrope_section) == rotary_dim"));
+  CHECK_THROWS_WITH(vl(R"({"type": "mrope", "mrope_section": []})"),
+                    Contains("'rope_scaling.mrope_section'") && Contains("list of section sizes"));
+  CHECK_THROWS_WITH(vl(R"({"type": "mrope", "mrope_section": 64})"),
+                    Contains("list of section sizes"));
+  CHECK_THROWS_WITH(vl(R"({"type": "mrope", "mrope_section": [16, -24, 72]})"),
+                    Contains("'rope_scaling.mrope_section[1]'") && Contains("negative"));
+  // A partial rotary halves the pairs the sections must cover (GLM-4V: 0.5 of 128 -> 32 pairs).
+  auto glm = [](const std::string& sections) {
+    return parse(R"({"model_type": "glm4v_text", "num_hidden_layers": 2, "hidden_size": 4096,
+                     "num_attention_heads": 32, "num_key_value_heads": 2,
+                     "rope_parameters": {"rope_type": "default", "rope_theta": 10000.0,
+                     "partial_rotary_factor": 0.5, "mrope_section": )" +
+                 sections + "}}");
+  };
+  CHECK(glm("[8, 12, 12]").layers[0].rotary_dim.value == 64);
+  CHECK_THROWS_WITH(glm("[16, 24, 24]"), Contains("covers 64 frequency pairs") &&
+                                             Contains("rotates rotary_dim 64") &&
+                                             Contains("partial_rotary_factor"));
+  // Sections keyed by layer type are read for that type only; NoPE layers rotate nothing.
+  auto q35 = parse(R"({"model_type": "qwen3_5_text", "num_hidden_layers": 4, "hidden_size": 1024,
+                       "num_attention_heads": 8, "num_key_value_heads": 2, "head_dim": 256,
+                       "layer_types": ["linear_attention", "linear_attention", "linear_attention",
+                                       "full_attention"],
+                       "rope_parameters": {"rope_type": "default", "rope_theta": 1e7,
+                       "partial_rotary_factor": 0.25, "mrope_section": [11, 11, 10],
+                       "mrope_interleaved": true}})");
+  CHECK(q35.layers[3].rotary_dim.value == 64);
+}
+
 TEST_CASE("head_dim must divide exactly", "[config][errors]") {
   CHECK_THROWS_WITH(
       parse(

@@ -399,6 +399,7 @@ ModelConfig infer(const Doc& doc, ModelConfig cfg, const Family& fam) {
 
     // RoPE frequencies and window.
     L.rope = resolve_rope(doc, fam, L.kind.value, tname);
+    check_mrope_section(doc, L, tname);
     // Hunyuan's DynamicNTKAlphaRotary (base = theta * alpha^(D/(D-2))) is no type the cos/sin
     // table builder knows, and it would ignore the key: the layer cannot be materialized.
     if (L.rope.value.scaling.is_object() && L.rope.value.scaling.contains("alpha") &&

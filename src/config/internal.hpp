@@ -305,6 +305,7 @@ LayerKinds resolve_kinds(const Doc& doc, const Family& fam, int n);
 Hit rope_params_for(const Doc& doc, const std::string& tname);
 Sourced<RopeFrequencies> resolve_rope(const Doc& doc, const Family& fam, LayerKind kind,
                                       const std::string& tname);
+void check_mrope_section(const Doc& doc, const LayerAttention& L, const std::string& tname);
 
 // Explicit schema (explicit_schema.cpp).
 Hit explicit_layers(const Doc& doc);

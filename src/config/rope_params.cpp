@@ -138,4 +138,33 @@ Sourced<RopeFrequencies> resolve_rope(const Doc& doc, const Family& fam, LayerKi
   return out;
 }
 
+// Multimodal RoPE (Qwen2-VL and its kin) splits the rotary_dim / 2 frequency pairs among the
+// temporal, height and width positions by mrope_section. Sections that do not cover the pairs
+// exactly make the engines refuse the model (vLLM rotary_embedding/mrope.py MRotaryEmbedding
+// asserts sum(mrope_section) == rotary_dim // 2; transformers qwen2_vl
+// apply_multimodal_rotary_pos_emb splits cos/sin by mrope_section * 2), so the file contradicts
+// itself: say which keys, instead of building a layout no engine loads.
+void check_mrope_section(const Doc& doc, const LayerAttention& L, const std::string& tname) {
+  if (!L.is_attention() || L.rotary_dim.value == 0) return;
+  Hit params = rope_params_for(doc, tname.empty() ? "full_attention" : tname);
+  if (!params || !present(*params.v, "mrope_section")) return;
+  const Hit h{&(*params.v)["mrope_section"], params.path + ".mrope_section"};
+  if (!h.v->is_array() || h.v->empty())
+    doc.fail(h.path, "expected a list of section sizes (frequency pairs per position axis), got " +
+                         show(*h.v));
+  long long pairs = 0;
+  for (size_t j = 0; j < h.v->size(); ++j)
+    pairs += doc.nonneg_int(Hit{&(*h.v)[j], h.path + "[" + std::to_string(j) + "]"});
+  const int r = L.rotary_dim.value;
+  if (pairs * 2 == r) return;
+  doc.fail(h.path, "= " + h.v->dump() + " covers " + std::to_string(pairs) +
+                       " frequency pairs, but layer " + std::to_string(L.index) +
+                       " rotates rotary_dim " + std::to_string(r) + " (" + L.rotary_dim.source +
+                       "), which has " + std::to_string(r / 2) +
+                       ": the sections must cover rotary_dim / 2 pairs exactly (vLLM "
+                       "MRotaryEmbedding asserts sum(mrope_section) == rotary_dim // 2, and "
+                       "transformers splits cos/sin by mrope_section * 2), so no engine loads "
+                       "this model. Fix mrope_section or the key that sets rotary_dim");
+}
+
 }  // namespace fkv::config_detail
