@@ -1113,6 +1113,34 @@ TEST_CASE("quantization_config: validate reports it, precompile takes it as --we
     CHECK(s.code == 0);
     CHECK(contains(s.out, "// ---- variant 1: "));
     CHECK_FALSE(contains(s.out, "// ---- variant 2: "));
+    // plan judges the declaration as validate does.
+    const Result p = run("plan " + gptq);
+    CHECK(p.code == 9);
+    CHECK(contains(p.err, "(bits 4) packs 4-bit integer weights"));
+    CHECK(json::parse(run("plan --json " + gptq).out)["error_kind"] == "unsupported");
+    CHECK(run("plan --strict " + gptq).code == 9);
+    const Result pd = run("plan " + gptq + " --weights dense");
+    CHECK(pd.code == 0);
+    CHECK(contains(pd.err, "--weights dense is taken as given over the declaration"));
+    CHECK(contains(pd.out,
+                   "\nweights: dense  [--weights (over quantization_config.quant_method, "
+                   "which fkv-jit does not read)]\n"));
+  }
+  SECTION("plan reports the declared format") {
+    const Result p = run("plan " + fp8);
+    INFO(p.out << p.err);
+    CHECK(p.code == 0);
+    CHECK(contains(p.out,
+                   "skipped layers: none\nweights: fp8_block  "
+                   "[quantization_config.weight_block_size = [128, 128] (quant_method "
+                   "\"fp8\")]\n"));
+    const json j = json::parse(run("plan --json " + fp8).out);
+    CHECK(j["weights"]["value"] == "fp8_block");
+    CHECK(run("plan --tp 2 " + fp8 + " --weights int8_channel").code == 0);
+    const Result none = run("plan " + plain);
+    CHECK(none.code == 0);
+    CHECK_FALSE(contains(none.out, "weights"));
+    CHECK_FALSE(json::parse(run("plan --json " + plain).out).contains("weights"));
   }
   SECTION("malformed declarations are bad input; --weights names are checked") {
     const Result m = run("validate " + draft_declaring("quant-str.json", R"("fp8")"));

@@ -146,7 +146,8 @@ typedef struct fkv_attention_info {
 
 /* Strict validation (the seed's semantics). On FKV_ERR_CONFIG_MISMATCH, fkv_last_error() holds
  * exactly the seed helper's text, e.g. "num_kv_heads mismatch across layers for fused KV path:
- * expected 8, got 4 at layer 3." `out` may be NULL; its rope_scaling_type points into `config`. */
+ * expected 8, got 4 at layer 3." `out` may be NULL; its rope_scaling_type points into `config`.
+ * It judges the layout only: fkv_config_weight_format judges the declared K/V weight format. */
 FKV_API fkv_status fkv_validate(const fkv_config* config, fkv_attention_info* out);
 
 typedef struct fkv_plan fkv_plan;

@@ -200,7 +200,8 @@ class AttentionSpec:
 def validate(path_or_config) -> AttentionSpec:
     """Strict validation, the seed's semantics: raises ConfigMismatchError (a ValueError) whose
     text is exactly the seed helper's, e.g. "num_kv_heads mismatch across layers for fused KV
-    path: expected 8, got 4 at layer 3." """
+    path: expected 8, got 4 at layer 3." It judges the layout only: how the K/V weights are
+    stored is Config.weight_format's answer (raising for a declaration fkv-jit does not read)."""
     cfg = _as_config(path_or_config)
     return AttentionSpec(**_json.loads(str(native().validate(cfg._native))))
 

@@ -20,7 +20,7 @@ struct Options {
   bool explain = false;
   bool grouped = false;  // validate --grouped; plan without --strict
   int tp = 1;            // plan --tp: tensor-parallel degree
-  std::string weights;   // validate --weights: how the K/V weights are stored
+  std::string weights;   // validate / plan --weights: how the K/V weights are stored
 };
 
 // "0-2, 4, 6-9"; "none" when empty.
@@ -260,6 +260,7 @@ std::vector<Plan> rank_plans(const Plan& plan, int tp) {
 void run_plan(const Options& opts) {
   ModelConfig config;
   const Plan full = checked_plan(opts, config);
+  const std::optional<WeightsReport> weights = checked_weights(opts, config);
   const std::vector<Plan> ranks = rank_plans(full, opts.tp);
   const Plan& plan = ranks.empty() ? full : ranks.front();
   if (opts.json) {
@@ -283,6 +284,7 @@ void run_plan(const Options& opts) {
       out["tp_size"] = opts.tp;
       out["ranks"] = rj;
     }
+    if (weights) out["weights"] = sourced(weights->value, weights->source);
     std::cout << json_text(out) << std::endl;
     return;
   }
@@ -293,6 +295,7 @@ void run_plan(const Options& opts) {
      << plan.skipped_layers.size() << " skipped\n";
   print_groups(os, plan);
   os << "skipped layers: " << format_layers(plan.skipped_layers) << "\n";
+  if (weights) os << "weights: " << weights->value << "  [" << weights->source << "]\n";
   for (const Plan& r : ranks) {
     os << "tp rank " << r.tp_rank << "/" << r.tp_size << ":";
     for (size_t g = 0; g < r.groups.size(); ++g) {
@@ -339,6 +342,9 @@ void add_validate_commands(CLI::App& app) {
   plan->add_flag_callback(
       "--strict", [plan_opts] { plan_opts->grouped = false; },
       "Require one group, failing like `validate`");
+  plan->add_option("--weights", plan_opts->weights,
+                   "How the K/V weights are stored (dense, fp8_tensor, fp8_channel, "
+                   "fp8_block, int8_channel), over what quantization_config declares");
   plan->callback([plan_opts] { run_plan(*plan_opts); });
 }
 
