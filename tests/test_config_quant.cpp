@@ -360,7 +360,75 @@ TEST_CASE("packed methods whose exclusions leave attention unquantized: dense", 
   check_refused(draft_with(R"({"quant_method": "awq", "bits": 4,
                                "modules_to_not_convert": ["layers.0.self_attn"]})"),
                 false, "quantization_config.quant_method",
-                {"some attention layers", "modules_to_not_convert[0]"});
+                {"in some K/V projections (layer 1 k_proj)", "modules_to_not_convert[0]",
+                 "leaves others unquantized (layer 0 k_proj)"});
+}
+
+TEST_CASE("GPTQ: modules_in_block_to_quantize and dynamic's negative rules leave K/V dense",
+          "[config][quant]") {
+  // A DFlash draft quantized to int4 GPTQ except its fused qkv_proj (the shape of the configs
+  // vLLM's DFlash int4 tests build): K/V are read dense.
+  check_declared(draft_with(R"({"quant_method": "gptq", "bits": 4, "group_size": 128,
+      "desc_act": false, "sym": true, "lm_head": false, "checkpoint_format": "gptq",
+      "modules_in_block_to_quantize": ["self_attn.o_proj", "mlp.gate_up_proj", "mlp.down_proj"]})"),
+                 WeightFormat::Dense,
+                 "quantization_config.modules_in_block_to_quantize names no part of "
+                 "\"model.layers.0.self_attn.k_proj\" (left unquantized)");
+  // optimum's list of lists, flattened; gptq_marlin reads it too.
+  check_declared(draft_with(R"({"quant_method": "gptq_marlin", "bits": 4,
+      "modules_in_block_to_quantize": [["self_attn.q_proj"], ["mlp.up_proj", "mlp.down_proj"]]})"),
+                 WeightFormat::Dense, "modules_in_block_to_quantize names no part of");
+  // K and V listed (a substring of the name, as vLLM's is_layer_gptq_quantized checks): packed.
+  check_refused(draft_with(R"({"quant_method": "gptq", "bits": 4,
+      "modules_in_block_to_quantize": [["self_attn.k_proj", "self_attn.v_proj", "self_attn.q_proj"],
+                                       ["self_attn.o_proj"]]})"),
+                false, "quantization_config.quant_method", {"\"gptq\" (bits 4) packs 4-bit"});
+  check_refused(draft_with(R"({"quant_method": "gptq", "bits": 8,
+      "modules_in_block_to_quantize": ["v_proj"]})"),
+                false, "quantization_config.quant_method",
+                {"(bits 8) packs 8-bit", "in some K/V projections (layer 0 v_proj)",
+                 "leaves others unquantized (layer 0 k_proj)"});
+  // An empty list says nothing (vLLM then reads the checkpoint's tensors): refused as packed.
+  check_refused(draft_with(R"({"quant_method": "gptq", "bits": 4,
+                               "modules_in_block_to_quantize": []})"),
+                false, "quantization_config.quant_method", {"packs 4-bit"});
+  check_refused(draft_with(R"({"quant_method": "gptq", "bits": 4,
+                               "modules_in_block_to_quantize": "self_attn"})"),
+                true, "quantization_config.modules_in_block_to_quantize",
+                {"expected a list of module names"});
+  check_refused(draft_with(R"({"quant_method": "gptq", "bits": 4,
+                               "modules_in_block_to_quantize": [["mlp.up_proj", 3]]})"),
+                true, "quantization_config.modules_in_block_to_quantize[0][1]", {});
+
+  // GPTQModel's dynamic: a negative rule matching the attention leaves it dense (Qwen/Qwen3.5's
+  // GPTQ checkpoints exclude attention so).
+  check_declared(draft_with(R"({"quant_method": "gptq", "bits": 4,
+      "dynamic": {"-:.*attn.*": {}, "+:.*mlp\\.down_proj": {"bits": 8}}})"),
+                 WeightFormat::Dense,
+                 "quantization_config.dynamic rule \"-:.*attn.*\" (left unquantized)");
+  // A rule on one layer only: a mix, refused naming both.
+  check_refused(draft_with(R"({"quant_method": "gptq", "bits": 4,
+      "dynamic": {"-:model\\.layers\\.0\\..*": {}}})"),
+                false, "quantization_config.quant_method",
+                {"in some K/V projections (layer 1 k_proj)", "leaves others unquantized (layer 0"});
+  // Positive rules override bits or group size: still packed.
+  check_refused(draft_with(R"({"quant_method": "gptq", "bits": 4,
+                               "dynamic": {"+:.*self_attn.*": {"bits": 8}}})"),
+                false, "quantization_config.quant_method", {"packs 4-bit"});
+  // A negative and a positive rule on the same projection: the order decides, and is not kept.
+  check_refused(draft_with(R"({"quant_method": "gptq", "bits": 4,
+      "dynamic": {"-:.*k_proj": {}, "+:.*layers\\.2\\..*": {"bits": 8}}})"),
+                false, "quantization_config.dynamic",
+                {"the negative rule \"-:.*k_proj\" and the rule \"+:.*layers\\.2\\..*\" both "
+                 "match layer 2 k_proj"});
+  check_refused(draft_with(R"({"quant_method": "gptq", "bits": 4, "dynamic": ["-:.*attn.*"]})"),
+                true, "quantization_config.dynamic", {"expected an object of module-name rules"});
+  check_refused(draft_with(R"({"quant_method": "gptq", "bits": 4, "dynamic": {"-:(?<=x)k": {}}})"),
+                false, "quantization_config.dynamic", {"cannot evaluate this pattern"});
+  // Other packed schemes do not read these keys: AWQ with the same list stays refused.
+  check_refused(draft_with(R"({"quant_method": "awq", "bits": 4,
+                               "modules_in_block_to_quantize": ["mlp.down_proj"]})"),
+                false, "quantization_config.quant_method", {"\"awq\" (bits 4)"});
 }
 
 TEST_CASE("ModelOpt: FP8 per tensor, per channel, 128x128 blocks; NVFP4 refused",

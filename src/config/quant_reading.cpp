@@ -157,18 +157,24 @@ Declared uniform(const std::vector<Projection>& kv, const std::vector<Outcome>& 
   return {outcomes[0].format, outcomes[0].source};
 }
 
-Declared all_but_excluded(const std::vector<Projection>& kv, const PatternList& excluded,
-                          WeightFormat format, const std::string& source, const std::string& path) {
-  std::vector<Outcome> outcomes;
+std::vector<std::string> unquantized_by(const std::vector<Projection>& kv,
+                                        const PatternList& excluded) {
+  std::vector<std::string> out;
   for (const Projection& p : kv) {
     const int e = excluded.first_naming(p);
-    if (e < 0)
-      outcomes.push_back({format, source});
-    else
-      outcomes.push_back(
-          {WeightFormat::Dense,
-           excluded.entry_path(e) + " = " + in_quotes(excluded.entry(e)) + " (left unquantized)"});
+    out.push_back(e < 0 ? std::string()
+                        : excluded.entry_path(e) + " = " + in_quotes(excluded.entry(e)) +
+                              " (left unquantized)");
   }
+  return out;
+}
+
+Declared all_but_excluded(const std::vector<Projection>& kv, const PatternList& excluded,
+                          WeightFormat format, const std::string& source, const std::string& path) {
+  const std::vector<std::string> why = unquantized_by(kv, excluded);
+  std::vector<Outcome> outcomes;
+  for (const std::string& w : why)
+    outcomes.push_back(w.empty() ? Outcome{format, source} : Outcome{WeightFormat::Dense, w});
   return uniform(kv, outcomes, path);
 }
 

@@ -108,6 +108,11 @@ struct Declared {
 Declared uniform(const std::vector<Projection>& kv, const std::vector<Outcome>& outcomes,
                  const std::string& path);
 
+// Why each projection of `kv` is left unquantized: the first entry of `excluded` naming it, as
+// "<path>[i] = \"entry\" (left unquantized)"; "" for a projection no entry names.
+std::vector<std::string> unquantized_by(const std::vector<Projection>& kv,
+                                        const PatternList& excluded);
+
 // A scheme that quantizes every linear layer alike except those an exclusion list names:
 // `format` (from `source`) for the projections no entry names, dense for the others.
 Declared all_but_excluded(const std::vector<Projection>& kv, const PatternList& excluded,
@@ -116,6 +121,12 @@ Declared all_but_excluded(const std::vector<Projection>& kv, const PatternList& 
 // The exclusion list of a scheme: the first of `keys` present, or an empty list.
 PatternList exclusions(const json& qc, const std::string& base,
                        std::initializer_list<const char*> keys, PatternList::Syntax syntax);
+
+// GPTQ's own ways to leave modules unquantized (quant_gptq.cpp): modules_in_block_to_quantize
+// and the negative ("-:") rules of dynamic. Gives each projection of `kv` they leave out a reason
+// in `unquantized` (one entry per projection; an entry already set is kept).
+void gptq_unquantized(const json& qc, const std::string& base, const std::vector<Projection>& kv,
+                      std::vector<std::string>& unquantized);
 
 // quant_method "compressed-tensors" (quant_compressed_tensors.cpp): the config at `base`, `qc`,
 // read for the projections `kv`.

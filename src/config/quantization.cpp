@@ -17,6 +17,7 @@
 //     w8a8_fp8.py (W8A8Fp8Config: a weight_scale per output channel), w8a8_int8.py;
 //   transformers: src/transformers/utils/quantization_config.py (FineGrainedFP8Config,
 //     GPTQConfig, AwqConfig, BitsAndBytesConfig, Mxfp4Config).
+// GPTQ's modules_in_block_to_quantize and dynamic are read in quant_gptq.cpp.
 // Nothing here throws out of read_declared_weights: a refusal is kept in the config and raised
 // where the declared format is used, so that an explicit --weights can still go on.
 #include <algorithm>
@@ -124,26 +125,26 @@ std::string bits_text(const json& qc, const std::string& base) {
   return "sub-byte";
 }
 
-// A packed scheme: dense when its exclusion list names every K/V projection, else refused at
-// `path`, the message starting with `label` (the quant_method or quant_algo as written).
+// A packed scheme: dense when `unquantized` gives a reason for every K/V projection (its
+// exclusion list names it, or GPTQ's own keys leave it out), else refused at `path`, the message
+// starting with `label` (the quant_method or quant_algo as written).
 Declared packed(const std::string& path, const std::string& label, const std::string& stores,
-                const std::vector<Projection>& kv, const PatternList& excluded) {
+                const std::vector<Projection>& kv, const std::vector<std::string>& unquantized) {
   std::vector<Outcome> outcomes;
-  bool any_quantized = kv.empty();
-  for (const Projection& p : kv) {
-    const int e = excluded.first_naming(p);
-    any_quantized |= e < 0;
-    if (e >= 0)
-      outcomes.push_back(
-          {WeightFormat::Dense,
-           excluded.entry_path(e) + " = " + in_quotes(excluded.entry(e)) + " (left unquantized)"});
+  const Projection* quantized = nullptr;
+  const Projection* dense = nullptr;
+  for (std::size_t i = 0; i < kv.size(); ++i) {
+    if (unquantized[i].empty() && !quantized) quantized = &kv[i];
+    if (unquantized[i].empty()) continue;
+    if (!dense) dense = &kv[i];
+    outcomes.push_back({WeightFormat::Dense, unquantized[i]});
   }
-  if (!any_quantized) return uniform(kv, outcomes, path);
-  if (!outcomes.empty())
-    refuse(path, label + " " + stores + " in the K/V projections of some attention layers, and " +
-                     outcomes.front().source +
-                     " leaves others unquantized; fkv-jit reads neither the packed weights nor "
-                     "a mix of formats");
+  if (!quantized && !kv.empty()) return uniform(kv, outcomes, path);
+  if (quantized && dense)
+    refuse(path, label + " " + stores + " in some K/V projections (" + quantized->label() +
+                     "), and " + outcomes.front().source + " leaves others unquantized (" +
+                     dense->label() +
+                     "); fkv-jit reads neither the packed weights nor a mix of formats");
   refuse(path, label + " " + stores + ", which fkv-jit does not read");
 }
 
@@ -196,7 +197,8 @@ Declared modelopt(const json& qc, const std::string& base, const std::string& me
   const std::string nvfp4 =
       "packs 4-bit e2m1 weights two per byte with an FP8 scale per 16 and a global scale";
   if (method == "modelopt_fp4")
-    return packed(base + ".quant_method", in_quotes(method), nvfp4, kv, excluded);
+    return packed(base + ".quant_method", in_quotes(method), nvfp4, kv,
+                  unquantized_by(kv, excluded));
   const json* a = field(holder, "quant_algo");
   const std::string apath = hbase + ".quant_algo";
   if (!a) bad(apath, "missing: a ModelOpt config names its quant_algo (FP8, NVFP4, ...)");
@@ -227,7 +229,8 @@ Declared modelopt(const json& qc, const std::string& base, const std::string& me
   else if (algo.find("INT4") != std::string::npos || algo.find("W4A") != std::string::npos)
     stores = "packs 4-bit integer weights with group-wise scales";
   if (!stores.empty())
-    return packed(apath, "quant_algo " + in_quotes(written), stores, kv, excluded);
+    return packed(apath, "quant_algo " + in_quotes(written), stores, kv,
+                  unquantized_by(kv, excluded));
   refuse(apath, in_quotes(written) +
                     " is not a ModelOpt algorithm whose weights fkv-jit reads (it reads FP8, "
                     "FP8_PER_CHANNEL_PER_TOKEN and FP8_PB_WO)");
@@ -284,9 +287,10 @@ Declared read(const json& qc, const std::string& base, const std::vector<Project
         : eight ? "(load_in_8bit) stores LLM.int8() weights: int8 rows with absmax statistics "
                   "(SCB) and fp16 outlier columns at run time"
                 : "quantizes the weights when the model loads";
-    return packed(mpath, in_quotes(written), stores, kv,
-                  exclusions(qc, base, {"llm_int8_skip_modules", "modules_to_not_convert"},
-                             PatternList::Syntax::Exclusion));
+    return packed(
+        mpath, in_quotes(written), stores, kv,
+        unquantized_by(kv, exclusions(qc, base, {"llm_int8_skip_modules", "modules_to_not_convert"},
+                                      PatternList::Syntax::Exclusion)));
   }
   if (const Packed* p = packed_scheme(method)) {
     std::string stores = p->stores;
@@ -294,8 +298,10 @@ Declared read(const json& qc, const std::string& base, const std::vector<Project
     if (at != std::string::npos) stores.replace(at, 6, bits_text(qc, base));
     std::string bits_note;
     if (const json* b = field(qc, "bits")) bits_note = " (bits " + b->dump() + ")";
-    return packed(mpath, in_quotes(written) + bits_note, stores, kv,
-                  exclusions(qc, base, {"modules_to_not_convert"}, PatternList::Syntax::Exclusion));
+    std::vector<std::string> unquantized = unquantized_by(
+        kv, exclusions(qc, base, {"modules_to_not_convert"}, PatternList::Syntax::Exclusion));
+    if (method == "gptq" || method == "gptq_marlin") gptq_unquantized(qc, base, kv, unquantized);
+    return packed(mpath, in_quotes(written) + bits_note, stores, kv, unquantized);
   }
   refuse(mpath, in_quotes(written) +
                     " is not a quantization scheme fkv-jit knows, so it cannot tell how the K/V "
