@@ -431,6 +431,47 @@ TEST_CASE("GPTQ: modules_in_block_to_quantize and dynamic's negative rules leave
                 false, "quantization_config.quant_method", {"\"awq\" (bits 4)"});
 }
 
+TEST_CASE("families that keep K/V elsewhere are matched under their own module names",
+          "[config][quant]") {
+  auto with = [](const char* file, const std::string& block) {
+    std::ifstream in(std::string(FKV_TEST_DATA_DIR) + "/" + file);
+    json doc = json::parse(in);
+    doc["quantization_config"] = json::parse(block);
+    return ModelConfig::from_json(doc, "draft.json");
+  };
+  // Falcon: transformer.h.N.self_attention.query_key_value.
+  check_declared(with("falcon-7b.json", R"({"quant_method": "fp8",
+                                             "ignored_layers": ["self_attention"]})"),
+                 WeightFormat::Dense,
+                 "quantization_config.ignored_layers[0] = \"self_attention\" (left unquantized)");
+  check_declared(with("falcon-7b.json", R"({"quant_method": "compressed-tensors",
+      "config_groups": {"group_0": {"targets": ["Linear"], "weights": {"num_bits": 8,
+        "type": "float", "strategy": "channel", "symmetric": true, "dynamic": false}}},
+      "ignore": ["re:.*query_key_value$", "lm_head"]})"),
+                 WeightFormat::Dense, "quantization_config.ignore[0]");
+  // Llama's names do not name Falcon's attention: its K/V stay quantized.
+  check_declared(with("falcon-7b.json", R"({"quant_method": "fp8",
+                                             "ignored_layers": ["self_attn"]})"),
+                 WeightFormat::Fp8Tensor, "quantization_config.quant_method");
+  // GPT-NeoX (pythia): gpt_neox.layers.N.attention.query_key_value; a GPTQ list naming it packs.
+  check_declared(with("pythia-14m-gpt-neox.json", R"({"quant_method": "gptq", "bits": 4,
+      "modules_in_block_to_quantize": ["mlp.dense_h_to_4h", "mlp.dense_4h_to_h"]})"),
+                 WeightFormat::Dense,
+                 "names no part of \"gpt_neox.layers.0.attention.query_key_value\"");
+  check_refused(with("pythia-14m-gpt-neox.json", R"({"quant_method": "gptq", "bits": 4,
+      "modules_in_block_to_quantize": ["attention.query_key_value", "mlp.dense_4h_to_h"]})"),
+                false, "quantization_config.quant_method", {"packs 4-bit"});
+  // GPT-J (gpt_neo format): transformer.h.N.attn.attention.k_proj, matched (layer 0 k only: a
+  // mix, refused naming it), and all of them by glob.
+  check_refused(with("gptj-6b-neo-format.json", R"({"quant_method": "fp8",
+      "ignored_layers": ["transformer.h.0.attn.attention.k_proj"]})"),
+                false, "quantization_config",
+                {"layer 0 k_proj: dense, from quantization_config.ignored_layers[0]"});
+  check_declared(with("gptj-6b-neo-format.json", R"({"quant_method": "fp8",
+      "ignored_layers": ["transformer.h.*.attn.attention"]})"),
+                 WeightFormat::Dense, "ignored_layers[0]");
+}
+
 TEST_CASE("ModelOpt: FP8 per tensor, per channel, 128x128 blocks; NVFP4 refused",
           "[config][quant]") {
   // nvidia/Llama-3.1-8B-Instruct-FP8 (config.json form: quant_algo and ignore at the top).

@@ -5,8 +5,9 @@
 // - modules_in_block_to_quantize: a list of module names, or of lists of them (flattened, as
 //   GPTQConfig.maybe_update_config does); a projection is quantized when an entry is a substring
 //   of its name. For a fused qkv_proj vLLM checks the shard names (k_proj, v_proj), which are the
-//   names the checkpoint stores, so those are the names checked here. An empty list says nothing
-//   (vLLM then looks at the checkpoint's tensors, which config.json does not show).
+//   names the checkpoint stores (Projection::stored), so those are the names checked here. An empty
+//   list says nothing (vLLM then looks at the checkpoint's tensors, which config.json does not
+//   show).
 // - dynamic: {"-:regex": {}, "+:regex": {...}, "regex": {...}}: a "-:" rule re.match-ing the
 //   module name leaves it unquantized; the others override bits or group size, which still packs
 //   the weights. JSON objects are read here with their keys sorted, so which rule comes first
@@ -26,17 +27,6 @@ std::string too_much_work(std::size_t work) {
   return "asks for " + std::to_string(work) +
          " matching steps against the K/V projections' module names, more than fkv-jit spends "
          "reading a config";
-}
-
-// The names the checkpoint stores a projection under (".k_proj" / ".v_proj", without the fused
-// ".qkv_proj" forms).
-std::vector<const std::string*> stored_names(const Projection& p) {
-  std::vector<const std::string*> out;
-  const std::string tail = "." + p.proj;
-  for (const std::string& n : p.names)
-    if (n.size() >= tail.size() && n.compare(n.size() - tail.size(), tail.size(), tail) == 0)
-      out.push_back(&n);
-  return out;
 }
 
 void modules_in_block(const json& qc, const std::string& base, const std::vector<Projection>& kv,
@@ -60,17 +50,16 @@ void modules_in_block(const json& qc, const std::string& base, const std::vector
   if (entries.empty()) return;
   std::size_t work = 0;
   for (const Projection& p : kv)
-    for (const std::string* n : stored_names(p))
-      for (const std::string& e : entries) work += n->size() * (e.size() + 1);
+    for (const std::string& n : p.stored)
+      for (const std::string& e : entries) work += n.size() * (e.size() + 1);
   if (work > kMaxWork) refuse(path, too_much_work(work));
   for (std::size_t i = 0; i < kv.size(); ++i) {
     bool listed = false;
-    for (const std::string* n : stored_names(kv[i]))
-      for (const std::string& e : entries)
-        listed |= !e.empty() && n->find(e) != std::string::npos;
+    for (const std::string& n : kv[i].stored)
+      for (const std::string& e : entries) listed |= !e.empty() && n.find(e) != std::string::npos;
     if (!listed && unquantized[i].empty())
-      unquantized[i] = path + " names no part of " + in_quotes(kv[i].names.front()) +
-                       " (left unquantized)";
+      unquantized[i] =
+          path + " names no part of " + in_quotes(kv[i].names.front()) + " (left unquantized)";
   }
 }
 
@@ -80,9 +69,10 @@ void dynamic_rules(const json& qc, const std::string& base, const std::vector<Pr
   if (!rules) return;
   const std::string path = base + ".dynamic";
   if (!rules->is_object())
-    bad(path, "expected an object of module-name rules (\"-:regex\": {} leaves the modules it "
-              "matches unquantized), got " +
-                  show(*rules));
+    bad(path,
+        "expected an object of module-name rules (\"-:regex\": {} leaves the modules it "
+        "matches unquantized), got " +
+            show(*rules));
   struct Rule {
     std::string key;
     bool negative;
@@ -93,15 +83,15 @@ void dynamic_rules(const json& qc, const std::string& base, const std::vector<Pr
   for (auto it = rules->begin(); it != rules->end(); ++it) {
     const std::string& key = it.key();
     if (!it->is_object())
-      bad(path + "." + key, "expected an object of overrides (bits, group_size, ...), got " +
-                                show(*it));
+      bad(path + "." + key,
+          "expected an object of overrides (bits, group_size, ...), got " + show(*it));
     const bool negative = key.rfind("-:", 0) == 0;
     const std::string pattern = negative || key.rfind("+:", 0) == 0 ? key.substr(2) : key;
     try {
       compiled.push_back({key, negative, ModuleRegex(pattern)});
     } catch (const std::invalid_argument& x) {
-      refuse(path, "key " + in_quotes(key) + ": fkv-jit cannot evaluate this pattern (" +
-                       x.what() + "), so it cannot tell whether it names the K/V projections");
+      refuse(path, "key " + in_quotes(key) + ": fkv-jit cannot evaluate this pattern (" + x.what() +
+                       "), so it cannot tell whether it names the K/V projections");
     }
     states += compiled.back().regex.size();
   }

@@ -53,7 +53,46 @@ bool bool_at(const json& v, const std::string& path) {
   return v.get<bool>();
 }
 
+namespace {
+
+// Where a family's checkpoints keep the K/V projections, when not under
+// <layer>.self_attn.{k,v,qkv}_proj: the attention module of layer {i}, and either separate k_proj /
+// v_proj modules or one fused module (`fused`). The engines' module names are the same (vLLM's
+// falcon.py, gpt_neox.py, chatglm.py, internlm2.py, gpt_j.py, nemotron_h.py).
+struct AttentionModules {
+  const char* family;  // the registry entry's name
+  const char* attention;
+  const char* fused;  // nullptr: separate k_proj / v_proj
+};
+constexpr AttentionModules kAttentionModules[] = {
+    // transformers falcon/modeling_falcon.py: FalconForCausalLM.transformer.h[i].self_attention
+    // (FalconAttention.query_key_value).
+    {"Falcon", "transformer.h.{i}.self_attention", "query_key_value"},
+    // gpt_neox/modeling_gpt_neox.py: GPTNeoXForCausalLM.gpt_neox.layers[i].attention
+    // (GPTNeoXAttention.query_key_value); gpt_neox_japanese likewise.
+    {"GPT-NeoX", "gpt_neox.layers.{i}.attention", "query_key_value"},
+    {"GPT-NeoX Japanese", "gpt_neox_japanese.layers.{i}.attention", "query_key_value"},
+    // THUDM's modeling_chatglm.py (hub remote code): ChatGLMForConditionalGeneration.transformer
+    // .encoder.layers[i].self_attention (SelfAttention.query_key_value).
+    {"ChatGLM", "transformer.encoder.layers.{i}.self_attention", "query_key_value"},
+    // internlm's modeling_internlm2.py: InternLM2ForCausalLM.model.layers[i].attention.wqkv.
+    {"InternLM2", "model.layers.{i}.attention", "wqkv"},
+    // gptj/modeling_gptj.py: GPTJForCausalLM.transformer.h[i].attn.{k,v}_proj (codegen's
+    // CodeGenAttention packs qkv_proj, which the fused names below cover);
+    // gpt_neo/modeling_gpt_neo.py: GPTNeoForCausalLM.transformer.h[i].attn.attention.{k,v}_proj.
+    {"GPT-J", "transformer.h.{i}.attn", nullptr},
+    {"GPT-J (gpt_neo format)", "transformer.h.{i}.attn.attention", nullptr},
+    // nemotron_h/modular_nemotron_h.py: NemotronHForCausalLM.backbone.layers[i].mixer
+    // (NemotronHAttention.{k,v}_proj).
+    {"Nemotron-H", "backbone.layers.{i}.mixer", nullptr},
+};
+
+}  // namespace
+
 std::vector<Projection> kv_projections(const ModelConfig& cfg) {
+  const AttentionModules* own = nullptr;
+  for (const AttentionModules& m : kAttentionModules)
+    if (cfg.family == m.family) own = &m;
   std::vector<Projection> out;
   const bool one_layer = cfg.layers.size() == 1;
   for (const LayerAttention& l : cfg.layers) {
@@ -62,17 +101,29 @@ std::vector<Projection> kv_projections(const ModelConfig& cfg) {
     // HF causal LMs (LlamaForCausalLM: model.layers.N.self_attn), speculators' drafts
     // (layers.N), transformers' multimodal wrappers (model.language_model.layers.N; older
     // checkpoints language_model.model.layers.N), and sglang's one-layer EAGLE-3 drafts
-    // (LlamaForCausalLMEagle3: midlayer).
-    std::vector<std::string> prefixes = {"model.layers." + i + ".self_attn",
-                                         "layers." + i + ".self_attn",
-                                         "model.language_model.layers." + i + ".self_attn",
-                                         "language_model.model.layers." + i + ".self_attn"};
-    if (one_layer) prefixes.push_back("midlayer.self_attn");
+    // (LlamaForCausalLMEagle3: midlayer); or the family's own module (kAttentionModules).
+    std::vector<std::string> prefixes;
+    if (own) {
+      std::string a = own->attention;
+      a.replace(a.find("{i}"), 3, i);
+      prefixes.push_back(a);
+    } else {
+      prefixes = {"model.layers." + i + ".self_attn", "layers." + i + ".self_attn",
+                  "model.language_model.layers." + i + ".self_attn",
+                  "language_model.model.layers." + i + ".self_attn"};
+      if (one_layer) prefixes.push_back("midlayer.self_attn");
+    }
     for (const char* proj : {"k_proj", "v_proj"}) {
-      Projection p{l.index, proj, {}};
+      Projection p{l.index, proj, {}, {}};
       for (const std::string& pre : prefixes) {
+        if (own && own->fused) {
+          p.names.push_back(pre + "." + own->fused);
+          p.stored.push_back(pre + "." + own->fused);
+          continue;
+        }
         p.names.push_back(pre + "." + proj);
         p.names.push_back(pre + ".qkv_proj");
+        p.stored.push_back(pre + "." + proj);
       }
       out.push_back(std::move(p));
     }

@@ -44,11 +44,13 @@ bool bool_at(const json& v, const std::string& path);
 // One K/V projection of one attention layer, with the module names checkpoints give it: the
 // decoder layer's attention module path under each prefix the engines' checkpoints use, then
 // ".k_proj" / ".v_proj", and the fused ".qkv_proj" (which ignores and targets may name instead;
-// vLLM's should_ignore_layer and _match_fused_layer).
+// vLLM's should_ignore_layer and _match_fused_layer); or, for the families that keep attention
+// elsewhere (Falcon's self_attention.query_key_value, InternLM2's attention.wqkv, ...), theirs.
 struct Projection {
   int layer = 0;
-  std::string proj;  // "k_proj" or "v_proj"
-  std::vector<std::string> names;
+  std::string proj;                 // "k_proj" or "v_proj"
+  std::vector<std::string> names;   // every name an entry may give it
+  std::vector<std::string> stored;  // the names the checkpoint stores its weight under
   std::string label() const { return "layer " + std::to_string(layer) + " " + proj; }
 };
 
