@@ -78,7 +78,7 @@ constexpr AttentionModules kAttentionModules[] = {
     // internlm's modeling_internlm2.py: InternLM2ForCausalLM.model.layers[i].attention.wqkv.
     {"InternLM2", "model.layers.{i}.attention", "wqkv"},
     // gptj/modeling_gptj.py: GPTJForCausalLM.transformer.h[i].attn.{k,v}_proj (codegen's
-    // CodeGenAttention packs qkv_proj, which the fused names below cover);
+    // CodeGenAttention packs them into attn.qkv_proj, one of the names each projection gets);
     // gpt_neo/modeling_gpt_neo.py: GPTNeoForCausalLM.transformer.h[i].attn.attention.{k,v}_proj.
     {"GPT-J", "transformer.h.{i}.attn", nullptr},
     {"GPT-J (gpt_neo format)", "transformer.h.{i}.attn.attention", nullptr},
