@@ -428,6 +428,7 @@ __global__ void __launch_bounds__(32 * (1 + (CS > 0) + MAXU * KS), 1)
 // wgmma m64n80k16 (A = x from the ring, B = the converted weights; fp32 accumulators [64 tokens
 // x 80 rows]), waits for them and hands the stage back. At the end the two warpgroups' sums are
 // added and written, fp32 [T, rows]. MODE 1 leaves the MMAs out, MODE 2 the conversion, MODE 3
+// the copies of x, MODE 4 both MMAs and conversion (the skeleton), MODE 5 the skeleton without
 // the copies of x (timing only, wrong sums): what each costs. CL = 2: clusters of two CTAs, each
 // copying one 64-column half of x multicast to both, so L2 sends x once per pair; a stage goes
 // back to a producer once the consumers of both CTAs are done with it.
@@ -488,13 +489,13 @@ __global__ void __launch_bounds__(128 * (NWG + 1), 1)
         const int s = i % STAGES;
         if (i >= STAGES) mbar_wait(smem(&empty[s]), ((i / STAGES) - 1) & 1);
         const u32 bar = smem(&full[s]), dst = ring + s * kStage;
-        mbar_expect_tx(bar, MODE == 3 ? kW : kStage);
+        mbar_expect_tx(bar, MODE == 3 || MODE == 5 ? kW : kStage);
         asm volatile(
             "cp.async.bulk.tensor.2d.shared::cluster.global.mbarrier::complete_tx::bytes [%0], "
             "[%1, {%2, %3}], [%4];" ::"r"(dst),
             "l"(reinterpret_cast<unsigned long long>(&w_map)), "r"(i * 128), "r"(r0), "r"(bar)
             : "memory");
-        if constexpr (MODE == 3) continue;
+        if constexpr (MODE == 3 || MODE == 5) continue;
         if constexpr (CL > 1)
           asm volatile(
               "cp.async.bulk.tensor.2d.shared::cluster.global.mbarrier::complete_tx::bytes."
@@ -522,7 +523,7 @@ __global__ void __launch_bounds__(128 * (NWG + 1), 1)
     const int s = i % STAGES;
     mbar_wait(smem(&full[s]), (i / STAGES) & 1);
     const u32 wst = ring + s * kStage;
-    if constexpr (MODE != 2 && MODE != 4) {
+    if constexpr (MODE != 2 && MODE != 4 && MODE != 5) {
       // 640 16-byte units (80 rows x 8): unit u of row r holds columns 16u..16u+15 at
       // (u ^ r % 8) in the ring; their bf16 go to half u / 4, units 2 (u % 4) and 2 (u % 4) + 1
       // of that half's row r, swizzled the same way.
@@ -558,7 +559,7 @@ __global__ void __launch_bounds__(128 * (NWG + 1), 1)
     }
     asm volatile("bar.sync %0, 128;" ::"r"(1 + wg) : "memory");
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
-    if constexpr (MODE != 1 && MODE != 4) {
+    if constexpr (MODE != 1 && MODE != 4 && MODE != 5) {
       asm volatile("wgmma.fence.sync.aligned;" ::: "memory");
 #pragma unroll
       for (int h = 0; h < 2; ++h)
@@ -868,7 +869,7 @@ int main(int argc, char** argv) {
         CK(cudaGetLastError());
         const double worst = mode == 0 ? check(64) : 0.0;
         const float us = timer.run([&](int i) { launch(i % kCopies); });
-        const char* tag[] = {"", "-nomma", "-nocvt", "-nox", "-none"};
+        const char* tag[] = {"", "-nomma", "-nocvt", "-nox", "-none", "-none-nox"};
         char name[64];
         std::snprintf(name, sizeof name, "wg%s%s%s/64/%d", CL > 1 ? "c2" : "", NWG > 2 ? "w3" : "",
                       tag[mode], S);
@@ -895,6 +896,7 @@ int main(int argc, char** argv) {
       wgrun(wg_w8a16<6, 1>, 6, 1);
       wgrun(wg_w8a16<6, 2>, 6, 2);
       wgrun(wg_w8a16<6, 4>, 6, 4);
+      wgrun(wg_w8a16<6, 5>, 6, 5);  // the skeleton without x: are the x fills its 4 us?
       wgrun(wg_w8a16<6, 0, 1, 3>, 6, 0, 1, 3);
       wgrun(wg_w8a16<5, 0, 1, 3>, 5, 0, 1, 3);
       wgrun(wg_w8a16<6, 1, 1, 3>, 6, 1, 1, 3);
